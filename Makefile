@@ -1,0 +1,45 @@
+# Two commands do all set-up on a fresh machine with Python 3.11, Java 17 and Maven:
+#   make demo   - venv + package, fetch Kafka from Maven Central, run the main job on a local broker
+#   make test   - the whole test suite against real local brokers
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CONSTRAINTS := constraints/python3.11.txt
+# Kafka jars, broker work dirs and the demo's Airflow home live here (git-ignored).
+export KIP848_CACHE_DIR ?= $(CURDIR)/.cache
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: demo test venv kafka-fetch kafka-start kafka-stop lock clean
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
+	  { echo "error: '$(PYTHON)' is not Python 3.11: install Python 3.11 or run make PYTHON=/path/to/python3.11" >&2; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m airflow_provider_kip848.local.demo --dags-folder dags
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Conveniences (not part of the two-command set-up).
+kafka-fetch: $(STAMP)
+	$(PY) -m airflow_provider_kip848.local kafka fetch
+kafka-start: $(STAMP)
+	$(PY) -m airflow_provider_kip848.local kafka start
+kafka-stop: $(STAMP)
+	$(PY) -m airflow_provider_kip848.local kafka stop
+
+# Re-pin the exact versions the suite runs on (after changing a range in pyproject.toml).
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev]'
+	.lock-venv/bin/pip freeze --exclude airflow-provider-kip848 | grep -v '^-e' > $(CONSTRAINTS)
+	rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,135 @@
+"""The ``kafka_admin`` Airflow connection type and its translation to :class:`ClientSettings`.
+
+Field layout (the Airflow UI form is declared in ``get_provider_info``):
+
+* Host: the bootstrap servers, ``host:port[,host:port...]`` (Port is used only
+  when Host names a single server without a port).
+* Login / Password: the SASL username and password (SASL_* protocols).
+* Extra fields: ``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``,
+  ``ssl_certfile``, ``ssl_keyfile``, ``ssl_key_password``,
+  ``ssl_check_hostname``, ``request_timeout_ms``, and the CLI settings
+  ``kafka_home`` / ``kafka_version`` / ``cli_timeout``.
+
+Extra keys are read plain (``security_protocol``) or with the legacy
+``extra__kafka_admin__`` prefix older UIs wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kip848.kafka.settings import ClientSettings, InvalidClientSettings
+
+CONN_TYPE = "kafka_admin"
+DEFAULT_CONN_ID = "kafka_admin_default"
+
+#: JSON-schema form fields of the connection (stored in the connection's extra).
+CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "security_protocol": {
+        "label": "Security protocol",
+        "schema": {
+            "type": ["string", "null"],
+            "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+            "default": "PLAINTEXT",
+        },
+        "description": "How clients talk to the brokers (Kafka's security.protocol).",
+    },
+    "sasl_mechanism": {
+        "label": "SASL mechanism",
+        "schema": {"type": ["string", "null"], "enum": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", None]},
+        "description": "For SASL_PLAINTEXT / SASL_SSL; username and password go in Login / Password.",
+    },
+    "ssl_cafile": {
+        "label": "CA certificate file (PEM)",
+        "schema": {"type": ["string", "null"]},
+        "description": "Path on the worker to the CA bundle that signed the brokers' certificates.",
+    },
+    "ssl_certfile": {
+        "label": "Client certificate file (PEM)",
+        "schema": {"type": ["string", "null"]},
+        "description": "For mutual TLS only.",
+    },
+    "ssl_keyfile": {
+        "label": "Client key file (PEM)",
+        "schema": {"type": ["string", "null"]},
+        "description": "For mutual TLS only.",
+    },
+    "ssl_key_password": {
+        "label": "Client key password",
+        "schema": {"type": ["string", "null"], "format": "password"},
+    },
+    "ssl_check_hostname": {
+        "label": "Verify broker host names",
+        "schema": {"type": ["boolean", "null"], "default": True},
+    },
+    "request_timeout_ms": {
+        "label": "Request timeout (ms)",
+        "schema": {"type": ["integer", "null"], "minimum": 1000, "default": 30000},
+    },
+    "kafka_home": {
+        "label": "Kafka installation for the CLI tools",
+        "schema": {"type": ["string", "null"]},
+        "description": (
+            "A Kafka directory with libs/ (as unpacked from the release tarball). Empty: the provider's "
+            "own Maven-resolved jars of 'Kafka version for the CLI tools' are used."
+        ),
+    },
+    "kafka_version": {
+        "label": "Kafka version for the CLI tools",
+        "schema": {"type": ["string", "null"], "default": "4.3.1"},
+    },
+    "cli_timeout": {
+        "label": "CLI tool timeout (s)",
+        "schema": {"type": ["integer", "null"], "minimum": 5, "default": 120},
+    },
+}
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["schema", "extra", "description"],
+    "relabeling": {"host": "Bootstrap servers", "login": "SASL username", "password": "SASL password"},
+    "placeholders": {
+        "host": "broker1:9092,broker2:9092",
+        "port": "9092 (only if Bootstrap servers has no port)",
+        "login": "only for SASL_PLAINTEXT / SASL_SSL",
+    },
+}
+
+
+def extra_field(extra: dict[str, Any], name: str, default: Any = None) -> Any:
+    for key in (name, f"extra__{CONN_TYPE}__{name}"):
+        value = extra.get(key)
+        if value not in (None, ""):
+            return value
+    return default
+
+
+def settings_from_connection(conn: Any) -> ClientSettings:
+    """Build :class:`ClientSettings` from an Airflow ``Connection`` of type ``kafka_admin``."""
+    extra = conn.extra_dejson or {}
+    host = (conn.host or "").strip()
+    if not host:
+        raise InvalidClientSettings(
+            f"Connection {conn.conn_id!r} has no bootstrap servers.",
+            remedy="Set its Host to host:port[,host:port...].",
+        )
+    if ":" not in host and "," not in host:
+        host = f"{host}:{conn.port or 9092}"
+    return ClientSettings(
+        bootstrap_servers=host,
+        security_protocol=extra_field(extra, "security_protocol", "PLAINTEXT"),
+        sasl_mechanism=extra_field(extra, "sasl_mechanism"),
+        sasl_username=conn.login or None,
+        sasl_password=conn.password if conn.password not in ("", None) else None,
+        ssl_cafile=extra_field(extra, "ssl_cafile"),
+        ssl_certfile=extra_field(extra, "ssl_certfile"),
+        ssl_keyfile=extra_field(extra, "ssl_keyfile"),
+        ssl_key_password=extra_field(extra, "ssl_key_password"),
+        ssl_check_hostname=_as_bool(extra_field(extra, "ssl_check_hostname", True)),
+        request_timeout_ms=int(extra_field(extra, "request_timeout_ms", 30000)),
+    )
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no", "off")
+    return bool(value)

@@ -1,0 +1,127 @@
+"""One description of how to reach a cluster, turned into each client's config.
+
+confluent-kafka (librdkafka) and kafka-python spell the same settings
+differently; keeping one :class:`ClientSettings` and deriving both configs
+from it means a connection edited in the Airflow UI reaches every backend the
+same way. Secrets are held here and nowhere else: ``repr()`` and
+:meth:`ClientSettings.redacted` never show them, and the CLI backend receives
+them only through a private properties file, never argv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from airflow_provider_kip848.kafka.errors import Kip848Error
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+REDACTED = "***"
+
+
+class InvalidClientSettings(Kip848Error):
+    remedy = "Fix the Kafka connection (bootstrap servers and security settings) and retry."
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    client_id: str = "airflow-provider-kip848"
+    request_timeout_ms: int = 30000
+
+    def __post_init__(self) -> None:
+        servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
+        if not servers or any(":" not in s or not s.rsplit(":", 1)[1].isdigit() for s in servers):
+            raise InvalidClientSettings(
+                f"bootstrap servers {self.bootstrap_servers!r} are not a comma-separated list of host:port."
+            )
+        object.__setattr__(self, "bootstrap_servers", ",".join(servers))
+        proto = self.security_protocol.upper()
+        if proto not in SECURITY_PROTOCOLS:
+            raise InvalidClientSettings(
+                f"security protocol {self.security_protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}."
+            )
+        object.__setattr__(self, "security_protocol", proto)
+        if self.uses_sasl:
+            mech = (self.sasl_mechanism or "PLAIN").upper()
+            if mech not in SASL_MECHANISMS:
+                raise InvalidClientSettings(
+                    f"SASL mechanism {self.sasl_mechanism!r} is not one of {', '.join(SASL_MECHANISMS)}."
+                )
+            object.__setattr__(self, "sasl_mechanism", mech)
+            if not self.sasl_username or self.sasl_password is None:
+                raise InvalidClientSettings(f"{proto} needs a SASL username and password.")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def with_overrides(self, **changes: Any) -> "ClientSettings":
+        return replace(self, **changes)
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings for logs and reports: every secret replaced by ``***``."""
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for secret in ("sasl_password", "ssl_key_password"):
+            if out[secret] is not None:
+                out[secret] = REDACTED
+        return out
+
+    def confluent_config(self) -> dict[str, Any]:
+        """librdkafka properties for confluent-kafka's AdminClient, Producer and Consumer."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.security_protocol,
+            "client.id": self.client_id,
+        }
+        if self.uses_sasl:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.sasl_password
+        if self.uses_ssl:
+            if self.ssl_cafile:
+                conf["ssl.ca.location"] = self.ssl_cafile
+            if self.ssl_certfile:
+                conf["ssl.certificate.location"] = self.ssl_certfile
+            if self.ssl_keyfile:
+                conf["ssl.key.location"] = self.ssl_keyfile
+            if self.ssl_key_password is not None:
+                conf["ssl.key.password"] = self.ssl_key_password
+            conf["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
+        return conf
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's ``KafkaAdminClient``."""
+        conf: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers.split(","),
+            "security_protocol": self.security_protocol,
+            "client_id": self.client_id,
+            "request_timeout_ms": self.request_timeout_ms,
+            # without this an unreachable cluster blocks for kafka-python's own 30 s default
+            "bootstrap_timeout_ms": self.request_timeout_ms,
+        }
+        if self.uses_sasl:
+            conf["sasl_mechanism"] = self.sasl_mechanism
+            conf["sasl_plain_username"] = self.sasl_username
+            conf["sasl_plain_password"] = self.sasl_password
+        if self.uses_ssl:
+            conf["ssl_cafile"] = self.ssl_cafile
+            conf["ssl_certfile"] = self.ssl_certfile
+            conf["ssl_keyfile"] = self.ssl_keyfile
+            conf["ssl_password"] = self.ssl_key_password
+            conf["ssl_check_hostname"] = self.ssl_check_hostname
+        return conf

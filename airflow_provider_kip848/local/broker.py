@@ -1,0 +1,669 @@
+"""A real single-node Apache Kafka (KRaft, combined broker+controller) for demos and tests.
+
+This is the cluster ``make demo`` and the whole test suite run against. It is
+the real broker from Maven Central (see :mod:`.distribution`), formatted and
+started the way ``kafka-storage format --standalone`` and
+``kafka-server-start`` would, with two deliberate differences:
+
+* ports are free ones picked at start (or the ones you give), so several
+  brokers and a developer's own Kafka can coexist on one machine;
+* the ``fast`` tuning lowers the group coordinator's session/heartbeat minimums
+  and initial rebalance delays, so tests do not wait on production timeouts.
+  The ``production`` tuning keeps every broker default (benchmarks use it).
+
+A broker is identified by its work directory: ``state.json`` there records the
+pid, ports and version, and the JVM carries ``-Dkip848.instance=<workdir>`` so
+``stop`` only ever signals the process this launcher started.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from airflow_provider_kip848.local.distribution import (
+    BROKER_MAIN_CLASS,
+    CLUSTER_TOOLS,
+    DEFAULT_KAFKA_VERSION,
+    KafkaDistribution,
+    tail_lines,
+)
+from airflow_provider_kip848.local.toolchain import find_java
+from airflow_provider_kip848.local.errors import (
+    BrokerNotRunning,
+    BrokerStartError,
+    LocalKafkaError,
+    PortInUseError,
+    ToolError,
+)
+
+Tuning = Literal["fast", "production"]
+
+#: Broker settings every single-node cluster needs (replication factors of 1).
+SINGLE_NODE_CONFIG: dict[str, str] = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+}
+
+#: The ``fast`` tuning: production defaults in comments. Names checked against
+#: ``kafka-configs --describe --all --entity-type brokers`` on 4.2.1 and 4.3.1.
+FAST_TUNING: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",  # 3000
+    "group.min.session.timeout.ms": "1000",  # 6000 (classic protocol)
+    "group.consumer.min.session.timeout.ms": "2000",  # 45000
+    "group.consumer.session.timeout.ms": "6000",  # 45000
+    "group.consumer.min.heartbeat.interval.ms": "100",  # 5000
+    "group.consumer.heartbeat.interval.ms": "500",  # 5000
+    "group.streams.min.session.timeout.ms": "2000",  # 45000
+    "group.streams.session.timeout.ms": "6000",  # 45000
+    "group.streams.min.heartbeat.interval.ms": "100",  # 5000
+    "group.streams.heartbeat.interval.ms": "500",  # 5000
+    "group.streams.initial.rebalance.delay.ms": "0",  # 3000
+    "offsets.topic.num.partitions": "10",  # 50: creating 50 partitions costs seconds per fresh broker
+}
+
+_STARTED_RE = re.compile(r"Kafka Server started")
+_VERSION_RE = re.compile(r"Kafka version: (\S+)")
+_BIND_FAIL_RE = re.compile(r"(Address already in use|Socket server failed to bind to \S+)")
+
+
+@dataclass
+class StartReport:
+    """What ``start()`` did, in numbers (printed by the CLI and the demo)."""
+
+    version: str
+    reported_version: str | None
+    bootstrap_servers: str
+    pid: int
+    cluster_id: str
+    fetched_jars: bool
+    resolve_seconds: float
+    format_seconds: float
+    ready_seconds: float
+    log_path: str
+
+    def summary(self) -> str:
+        fetched = "fetched from Maven Central" if self.fetched_jars else "jars from cache"
+        return (
+            f"Kafka {self.reported_version or self.version} (KRaft, broker+controller) ready at "
+            f"{self.bootstrap_servers} in {self.ready_seconds:.1f} s "
+            f"(format {self.format_seconds:.1f} s, {fetched} {self.resolve_seconds:.1f} s); "
+            f"pid {self.pid}, log {self.log_path}"
+        )
+
+
+@dataclass
+class BrokerStatus:
+    running: bool
+    workdir: str
+    pid: int | None = None
+    version: str | None = None
+    bootstrap_servers: str | None = None
+    answering: bool = False
+    log_path: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class _State:
+    version: str
+    host: str
+    port: int
+    controller_port: int
+    cluster_id: str
+    tuning: str
+    pid: int | None = None
+    started_at: float | None = None
+    overrides: dict[str, str] = field(default_factory=dict)
+
+
+class LocalKafka:
+    """Start, inspect and stop one local KRaft broker living in ``workdir``.
+
+    >>> with LocalKafka("/tmp/k1") as kafka:       # doctest: +SKIP
+    ...     print(kafka.bootstrap_servers)
+    ...     kafka.run_tool("kafka-features", ["describe"])
+
+    Re-starting a stopped broker in the same ``workdir`` keeps its data and
+    ports (a broker restart, not a new cluster); pass ``fresh=True`` to
+    :meth:`start` for a new cluster.
+    """
+
+    def __init__(
+        self,
+        workdir: Path | str,
+        *,
+        version: str = DEFAULT_KAFKA_VERSION,
+        port: int = 0,
+        controller_port: int = 0,
+        host: str = "127.0.0.1",
+        tuning: Tuning = "fast",
+        heap: str = "512m",
+        overrides: dict[str, str] | None = None,
+        cache_dir: Path | str | None = None,
+        start_timeout: float = 90.0,
+        die_with_parent: bool = False,
+    ) -> None:
+        if tuning not in ("fast", "production"):
+            raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
+        self.workdir = Path(workdir).resolve()
+        self.distribution = KafkaDistribution(version, cache_dir)
+        self.host = host
+        self.port = port
+        self.controller_port = controller_port
+        self.tuning: Tuning = tuning
+        self.heap = heap
+        self.overrides = dict(overrides or {})
+        self.start_timeout = start_timeout
+        self.die_with_parent = die_with_parent
+        self._process: subprocess.Popen | None = None
+        self._log_handle = None
+        #: What the last successful :meth:`start` of this object measured.
+        self.last_start: StartReport | None = None
+
+    # -- paths -------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        return self.distribution.version
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "logs" / "server.log"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "server.properties"
+
+    @property
+    def state_path(self) -> Path:
+        return self.workdir / "state.json"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        state = self._read_state()
+        if state is None or not state.port:
+            raise BrokerNotRunning(f"No broker has been started in {self.workdir}.")
+        return f"{state.host}:{state.port}"
+
+    @property
+    def marker(self) -> str:
+        return f"-Dkip848.instance={self.workdir}"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self, *, fresh: bool = False) -> StartReport:
+        """Fetch jars if needed, format storage if new, start the broker and wait until it answers."""
+        status = self.status()
+        if status.running:
+            raise LocalKafkaError(
+                f"A broker started by this launcher is already running in {self.workdir} "
+                f"(pid {status.pid}, {status.bootstrap_servers}).",
+                remedy="Use it, or stop it first: python -m airflow_provider_kip848.local kafka stop",
+            )
+        find_java()  # before anything else: the one-line answer to "why does nothing start?"
+        resolve = self.distribution.ensure()
+        if fresh:
+            self._wipe()
+        state = self._read_state()
+        formatted = (self.data_dir / "meta.properties").is_file() and state is not None
+        if formatted:
+            if state.version != self.version:
+                raise LocalKafkaError(
+                    f"{self.workdir} holds a Kafka {state.version} cluster, not {self.version}.",
+                    remedy="Start it with that version, or pass fresh=True (--fresh) for a new cluster.",
+                )
+            # A restart keeps the cluster: same ports (the KRaft voter set records them).
+            host, port, cport = state.host, state.port, state.controller_port
+            cluster_id = state.cluster_id
+        else:
+            self._wipe()
+            host = self.host
+            port, cport = self._pick_ports()
+            cluster_id = _random_cluster_id()
+        self._check_port_free(host, port, "broker")
+        self._check_port_free(host, cport, "controller")
+
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(self._server_properties(host, port, cport))
+        state = _State(
+            version=self.version,
+            host=host,
+            port=port,
+            controller_port=cport,
+            cluster_id=cluster_id,
+            tuning=self.tuning,
+            overrides=self.overrides,
+        )
+        self._write_state(state)
+
+        t0 = time.monotonic()
+        if not formatted:
+            self._format(cluster_id)
+        format_seconds = time.monotonic() - t0
+
+        t1 = time.monotonic()
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._spawn()
+        state.pid = self._process.pid  # type: ignore[union-attr]
+        state.started_at = time.time()
+        self._write_state(state)
+        try:
+            reported = self._wait_ready(host, port, log_offset)
+        except BaseException:
+            self._kill_spawned()
+            raise
+        ready_seconds = time.monotonic() - t1
+        self.last_start = StartReport(
+            version=self.version,
+            reported_version=reported,
+            bootstrap_servers=f"{host}:{port}",
+            pid=state.pid,
+            cluster_id=cluster_id,
+            fetched_jars=resolve.fetched,
+            resolve_seconds=resolve.seconds,
+            format_seconds=format_seconds,
+            ready_seconds=ready_seconds,
+            log_path=str(self.log_path),
+        )
+        return self.last_start
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the broker this launcher started in ``workdir``; never signals any other process.
+
+        Returns True if a running broker was stopped, False if none was running.
+        SIGTERM first (a clean shutdown writes a clean-shutdown marker), SIGKILL
+        after ``timeout``.
+        """
+        state = self._read_state()
+        pid = state.pid if state else None
+        if not pid or not self._is_ours(pid):
+            self._clear_pid(state)
+            return False
+        _signal(pid, signal.SIGTERM)
+        if not self._wait_exit(pid, timeout):
+            _signal(pid, signal.SIGKILL)
+            self._wait_exit(pid, 10)
+        self._clear_pid(state)
+        self._close_log()
+        return True
+
+    def kill(self) -> bool:
+        """SIGKILL the broker (a crash, for fault tests). Data stays; ``start()`` restarts it."""
+        state = self._read_state()
+        pid = state.pid if state else None
+        if not pid or not self._is_ours(pid):
+            return False
+        _signal(pid, signal.SIGKILL)
+        self._wait_exit(pid, 10)
+        self._clear_pid(state)
+        self._close_log()
+        return True
+
+    def restart(self, timeout: float = 30.0) -> StartReport:
+        self.stop(timeout)
+        return self.start()
+
+    def status(self) -> BrokerStatus:
+        state = self._read_state()
+        if state is None:
+            return BrokerStatus(False, str(self.workdir), detail="never started here")
+        running = bool(state.pid) and self._is_ours(state.pid)  # type: ignore[arg-type]
+        bootstrap = f"{state.host}:{state.port}"
+        return BrokerStatus(
+            running=running,
+            workdir=str(self.workdir),
+            pid=state.pid if running else None,
+            version=state.version,
+            bootstrap_servers=bootstrap,
+            answering=running and _port_open(state.host, state.port),
+            log_path=str(self.log_path),
+            detail="" if running else "stopped",
+        )
+
+    def __enter__(self) -> "LocalKafka":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- tools and apps ----------------------------------------------------
+
+    def tool_command(self, tool: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """Argument list for a Kafka CLI tool; adds ``--bootstrap-server`` for cluster tools if absent."""
+        args = list(args)
+        name = tool.removesuffix(".sh")
+        if name in CLUSTER_TOOLS and not any(
+            a in ("--bootstrap-server", "--bootstrap-controller") or a.startswith("--bootstrap-server=")
+            for a in args
+        ):
+            args = ["--bootstrap-server", self.bootstrap_servers, *args]
+        return self.distribution.tool_command(name, args)
+
+    def run_tool(
+        self,
+        tool: str,
+        args: list[str] | tuple[str, ...] = (),
+        *,
+        timeout: float = 120.0,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """Run a Kafka CLI tool against this broker and return its completed process."""
+        cmd = self.tool_command(tool, args)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and proc.returncode != 0:
+            message = tail_lines(proc.stderr or proc.stdout, 3)
+            raise ToolError(
+                f"{tool} {' '.join(args)} exited {proc.returncode}: {message}",
+                returncode=proc.returncode,
+                stdout=proc.stdout,
+                stderr=proc.stderr,
+            )
+        return proc
+
+    def start_wordcount(
+        self,
+        application_id: str = "streams-wordcount",
+        *,
+        group_protocol: Literal["streams", "classic"] = "streams",
+        properties: dict[str, str] | None = None,
+    ) -> "StreamsApp":
+        """Start Kafka's ``WordCountDemo`` (a real Kafka Streams app) against this broker.
+
+        It reads ``streams-plaintext-input`` and writes word counts (String key,
+        Long value) to ``streams-wordcount-output``. The caller owns the returned
+        app and must ``stop()`` it.
+        """
+        from airflow_provider_kip848.local.apps import StreamsApp, wordcount_properties
+
+        props = wordcount_properties(
+            self.bootstrap_servers,
+            application_id,
+            group_protocol=group_protocol,
+            state_dir=self.workdir / "apps" / f"{application_id}-state",
+            extra=properties,
+        )
+        return StreamsApp.start(
+            self.distribution,
+            props,
+            workdir=self.workdir / "apps",
+            name=application_id,
+            die_with_parent=self.die_with_parent,
+        )
+
+    # -- internals ---------------------------------------------------------
+
+    def _pick_ports(self) -> tuple[int, int]:
+        port = self.port or _free_port(self.host)
+        cport = self.controller_port or _free_port(self.host, avoid={port})
+        if port == cport:
+            raise PortInUseError(
+                f"The broker and controller ports must differ (both {port}).", remedy="Give two different ports."
+            )
+        return port, cport
+
+    @staticmethod
+    def _check_port_free(host: str, port: int, role: str) -> None:
+        if not _can_bind(host, port):
+            raise PortInUseError(f"Cannot start the local Kafka: {role} port {host}:{port} is already in use.")
+
+    def _server_properties(self, host: str, port: int, cport: int) -> str:
+        config: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"{host}:{cport}",
+            "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            **SINGLE_NODE_CONFIG,
+        }
+        if self.tuning == "fast":
+            config.update(FAST_TUNING)
+        config.update(self.overrides)
+        lines = [f"# generated by airflow_provider_kip848.local ({self.tuning} tuning)"]
+        lines += [f"{k}={v}" for k, v in config.items()]
+        return "\n".join(lines) + "\n"
+
+    def _format(self, cluster_id: str) -> None:
+        cmd = self.distribution.tool_command(
+            "kafka-storage", ["format", "--standalone", "-t", cluster_id, "-c", str(self.config_path)]
+        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise BrokerStartError(
+                f"kafka-storage format failed (exit {proc.returncode}): {tail_lines(proc.stderr + proc.stdout, 4)}",
+                remedy="Check the generated config in " + str(self.config_path) + ".",
+            )
+
+    def _spawn(self) -> None:
+        cmd = self.distribution.java_command(
+            BROKER_MAIN_CLASS,
+            [str(self.config_path)],
+            log_config="broker",
+            jvm_options=[
+                f"-Xmx{self.heap}",
+                "-Xms128m",
+                "-XX:+UseG1GC",
+                "-XX:MaxGCPauseMillis=20",
+                self.marker,
+            ],
+        )
+        self._log_handle = open(self.log_path, "ab")
+        self._process = subprocess.Popen(
+            cmd,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            start_new_session=True,  # a Ctrl-C in the terminal must not kill a daemonised broker
+            preexec_fn=_die_with_parent if self.die_with_parent else None,
+        )
+
+    def _wait_ready(self, host: str, port: int, log_offset: int) -> str | None:
+        deadline = time.monotonic() + self.start_timeout
+        reported: str | None = None
+        started = False
+        while time.monotonic() < deadline:
+            text = _read_from(self.log_path, log_offset)
+            if reported is None and (m := _VERSION_RE.search(text)):
+                reported = m.group(1)
+            started = started or bool(_STARTED_RE.search(text))
+            code = self._process.poll() if self._process else None
+            if code is not None:
+                bind = _BIND_FAIL_RE.search(text)
+                if bind:
+                    raise PortInUseError(f"Kafka could not bind its port: {bind.group(0)} (log {self.log_path}).")
+                raise BrokerStartError(
+                    f"The Kafka broker exited with code {code} during start-up: "
+                    f"{tail_lines(_errors_only(text), 3)} (log {self.log_path})."
+                )
+            if started and _answers_metadata(host, port):
+                return reported
+            time.sleep(0.2)
+        raise BrokerStartError(
+            f"The Kafka broker did not answer on {host}:{port} within {self.start_timeout:.0f} s "
+            f"(log {self.log_path}).",
+            remedy="The machine may be overloaded; read the log, then retry with a longer start timeout.",
+        )
+
+    def _kill_spawned(self) -> None:
+        if self._process and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(10)
+        self._clear_pid(self._read_state())
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log_handle:
+            self._log_handle.close()
+            self._log_handle = None
+        if self._process:
+            try:
+                self._process.wait(0)  # reap, so no zombie is left behind
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _is_ours(self, pid: int) -> bool:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            if sys.platform.startswith("linux"):
+                return False
+            proc = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+            return self.marker in proc.stdout.split()
+        return self.marker.encode() in cmdline
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.pid == pid:
+                if self._process.poll() is not None:
+                    return True
+            elif not self._is_ours(pid):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def _wipe(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.state_path.unlink(missing_ok=True)
+
+    def _read_state(self) -> _State | None:
+        try:
+            return _State(**json.loads(self.state_path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _write_state(self, state: _State) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(state), indent=1))
+        tmp.replace(self.state_path)
+
+    def _clear_pid(self, state: _State | None) -> None:
+        if state is not None and state.pid is not None:
+            state.pid = None
+            self._write_state(state)
+
+
+# -- helpers ---------------------------------------------------------------
+
+
+def _random_cluster_id() -> str:
+    """A KRaft cluster id as ``kafka-storage random-uuid`` makes it (base64url, 22 chars), without a JVM start."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):  # Kafka avoids ids that look like CLI options
+            return cid
+
+
+def _free_port(host: str, avoid: set[int] | None = None) -> int:
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in (avoid or set()):
+            return port
+    raise PortInUseError(f"Could not find a free port on {host}.")
+
+
+def _can_bind(host: str, port: int) -> bool:
+    # SO_REUSEADDR as Kafka's acceptor sets it: a port in TIME_WAIT is usable, a listening one is not.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _answers_metadata(host: str, port: int) -> bool:
+    """True once the broker serves a Metadata request (not just an open socket)."""
+    if not _port_open(host, port):
+        return False
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": f"{host}:{port}", "log_level": 0, "logger": _QUIET})
+    try:
+        md = admin.list_topics(timeout=3)
+        return bool(md.brokers)
+    except Exception:
+        return False
+
+
+class _Quiet:
+    """A logger for librdkafka that drops its connection-refused chatter while the broker boots."""
+
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+    debug = info = warning = error = exception = critical = log
+
+
+_QUIET = _Quiet()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Ask Linux to SIGTERM the broker when the Python that started it dies (tests, demo)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _errors_only(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if " ERROR " in ln or "Exception" in ln or "Error:" in ln]
+    return "\n".join(lines) or text

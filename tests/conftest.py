@@ -1,0 +1,135 @@
+"""Test-session wiring: one real Kafka broker per session, fresh ones on request, no silent skips.
+
+Rules this file enforces (see README "Testing"):
+
+* Kafka behaviour is tested against a real Apache Kafka broker started here
+  from the Maven Central jars, never a mock. If Java or Maven is missing, the
+  tests that need the broker *fail* with a message saying what to install.
+* A skipped test is not a passing test: any skip makes the run fail unless
+  ``KIP848_ALLOW_SKIPS=1`` is set by a developer on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Environment for everything below, set before Airflow is first imported.
+os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kip848-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+
+from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
+from airflow_provider_kip848.local import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/integration/" in str(item.fspath) or "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.slow)
+
+
+def _reporter(config: pytest.Config):
+    return config.pluginmanager.get_plugin("terminalreporter")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    reporter = _reporter(session.config)
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped and not os.environ.get("KIP848_ALLOW_SKIPS") and exitstatus == 0:
+        reporter.write_line(
+            f"FAILED: {skipped} test(s) were skipped; a skipped test does not count as passing here "
+            "(set KIP848_ALLOW_SKIPS=1 to allow it locally).",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def kafka_version() -> str:
+    return os.environ.get("KIP848_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
+
+
+def start_or_fail(broker: LocalKafka, config: pytest.Config) -> None:
+    """Start ``broker``; on any launcher error fail (never skip) with its one-line reason."""
+    try:
+        report = broker.start()
+    except Kip848Error as exc:
+        reason = str(exc)
+    else:
+        reason = None
+    if reason is not None:
+        pytest.fail(f"cannot start the real Kafka broker the tests need: {reason}", pytrace=False)
+    reporter = _reporter(config)
+    line = f"[kafka] {report.summary()}"
+    if reporter:
+        reporter.write_line(line)
+    else:  # pragma: no cover
+        print(line)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestconfig) -> Iterator[LocalKafka]:
+    """The session's shared broker. Tests must use unique topic and group names."""
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka-session"), version=kafka_version, die_with_parent=True)
+    start_or_fail(broker, pytestconfig)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def bootstrap(kafka: LocalKafka) -> str:
+    return kafka.bootstrap_servers
+
+
+@pytest.fixture
+def fresh_kafka(tmp_path: Path, kafka_version: str, pytestconfig) -> Iterator[Callable[..., LocalKafka]]:
+    """Factory for a new cluster of its own (clean state, other version, other tuning); stopped at teardown."""
+    started: list[LocalKafka] = []
+
+    def make(version: str | None = None, **kwargs) -> LocalKafka:
+        broker = LocalKafka(
+            tmp_path / f"kafka-{len(started)}",
+            version=version or kafka_version,
+            die_with_parent=True,
+            **kwargs,
+        )
+        started.append(broker)
+        start_or_fail(broker, pytestconfig)
+        return broker
+
+    yield make
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Names unique to this test (topics and groups on the shared broker)."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:60]
+    counter = iter(range(1000))
+
+    def name(prefix: str) -> str:
+        return f"{prefix}-{base}-{next(counter)}"
+
+    return name
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """An initialised Airflow metadata DB (SQLite in a temp AIRFLOW_HOME), for dag.test()."""
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
+    return _AIRFLOW_HOME
