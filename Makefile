@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(PY) -m airflow_provider_kip848.local.demo --dags-folder dags
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -v $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)

@@ -50,6 +50,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = _reporter(session.config)
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if skipped and not os.environ.get("KIP848_ALLOW_SKIPS") and exitstatus == 0:
+        reporter.write("\n")
         reporter.write_line(
             f"FAILED: {skipped} test(s) were skipped; a skipped test does not count as passing here "
             "(set KIP848_ALLOW_SKIPS=1 to allow it locally).",
@@ -73,12 +74,11 @@ def start_or_fail(broker: LocalKafka, config: pytest.Config) -> None:
         reason = None
     if reason is not None:
         pytest.fail(f"cannot start the real Kafka broker the tests need: {reason}", pytrace=False)
+    # Shown in the run's log (outside output capture): version, port and start-to-ready time.
     reporter = _reporter(config)
-    line = f"[kafka] {report.summary()}"
-    if reporter:
-        reporter.write_line(line)
-    else:  # pragma: no cover
-        print(line)
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        reporter.write_line(f"[kafka] {report.summary()}")
 
 
 @pytest.fixture(scope="session")
