@@ -29,7 +29,7 @@ def get_provider_info() -> dict:
         "hooks": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_provider_kip848.hooks.admin"],
+                "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli"],
             }
         ],
         "connection-types": [

@@ -133,3 +133,40 @@ def airflow_db() -> Path:
     """An initialised Airflow metadata DB (SQLite in a temp AIRFLOW_HOME), for dag.test()."""
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
     return _AIRFLOW_HOME
+
+
+@pytest.fixture
+def native(bootstrap):
+    """The native backend (confluent-kafka + kafka-python) on the session broker."""
+    from airflow_provider_kip848.kafka.admin import KafkaAdmin
+    from airflow_provider_kip848.kafka.settings import ClientSettings
+
+    with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+        yield admin
+
+
+@pytest.fixture
+def cli(bootstrap, kafka_version):
+    """The CLI backend (Kafka's own tools from the cached jars) on the session broker."""
+    from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+    from airflow_provider_kip848.kafka.settings import ClientSettings
+
+    return KafkaCli(ClientSettings(bootstrap), KafkaTools(version=kafka_version))
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "condition", interval: float = 0.5):
+    """Poll ``condition`` until it returns a truthy value; fail the test (never hang) after ``timeout``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except Exception as exc:  # noqa: BLE001 - a transient error while the cluster settles
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last result: {last!r}")

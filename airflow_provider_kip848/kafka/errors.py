@@ -56,6 +56,74 @@ class AuthorizationFailed(Kip848Error):
     remedy = "Grant the missing ACL to the principal of this connection, or use a connection with more rights."
 
 
+class AuthenticationFailed(Kip848Error):
+    """The brokers refused the connection's credentials (SASL or TLS)."""
+
+    remedy = (
+        "Check the connection's username, password and SASL mechanism (and the CA file for TLS); "
+        "the secret itself is never logged."
+    )
+
+
+class GroupNotFound(Kip848Error):
+    """The group does not exist (or is not of the type the request needs)."""
+
+    remedy = "Check the group id (kafka-groups --list shows every group with its type)."
+
+
+class WrongGroupType(Kip848Error):
+    """The group exists but is of another type than the action needs (e.g. a streams group for LeaveGroup)."""
+
+    remedy = "Use the action for the group's actual type."
+
+
+class GroupNotEmpty(Kip848Error):
+    """The action needs an empty group (no active members) and the group has members."""
+
+    remedy = (
+        "Stop every instance of the application (or remove its members) and wait until the group "
+        "is Empty, then retry."
+    )
+
+
+class InvalidFeatureLevel(Kip848Error):
+    """A feature name or level the cluster does not support, or a change in the wrong direction."""
+
+    remedy = "Run kafka-features describe (or describe_features()) for the supported range."
+
+
+class InvalidGroupConfig(Kip848Error):
+    """A group-level config change the broker would refuse."""
+
+    remedy = "Fix the config name or value; the broker's bounds are in the message."
+
+
+class ConfigUnknown(InvalidGroupConfig):
+    """The config name is not a group-level config of this broker version."""
+
+
+class ConfigOutOfBounds(InvalidGroupConfig):
+    """The value is outside the bounds the broker's group.* configs allow, or of the wrong type."""
+
+
+class UnknownTopicOrPartition(Kip848Error):
+    """A topic or partition named in the request does not exist."""
+
+    remedy = "Check the topic name and partition number (kafka-topics --describe)."
+
+
+class InvalidOffset(Kip848Error):
+    """An offset to commit lies outside the partition's log."""
+
+    remedy = "Use an offset between the partition's log start and log end (describe the group's offsets)."
+
+
+class KafkaToolError(Kip848Error):
+    """A Kafka CLI tool failed in a way no more specific error describes; carries the tool's own words."""
+
+    remedy = "Read the tool's message above; rerun with the same arguments to reproduce it."
+
+
 class UnsupportedBrokerVersion(Kip848Error):
     """The broker is too old (or a known-bad release) for the requested action."""
 

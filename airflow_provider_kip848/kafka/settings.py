@@ -104,6 +104,44 @@ class ClientSettings:
             conf["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
         return conf
 
+    def java_client_properties(self) -> dict[str, str]:
+        """Properties for the Kafka CLI tools' ``--command-config`` file (Java client names).
+
+        The SASL password goes into ``sasl.jaas.config`` here, which the CLI
+        backend writes to a private temporary file: never to argv or a log.
+        PEM files are used directly (``ssl.truststore.type=PEM``); a client
+        certificate and key are inlined as Kafka's PEM keystore expects.
+        """
+        props = {
+            "security.protocol": self.security_protocol,
+            "client.id": self.client_id,
+            "request.timeout.ms": str(self.request_timeout_ms),
+            "default.api.timeout.ms": str(max(self.request_timeout_ms, 60000)),
+        }
+        if self.uses_sasl:
+            module = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule"
+                if self.sasl_mechanism == "PLAIN"
+                else "org.apache.kafka.common.security.scram.ScramLoginModule"
+            )
+            props["sasl.mechanism"] = str(self.sasl_mechanism)
+            props["sasl.jaas.config"] = (
+                f'{module} required username="{jaas_escape(self.sasl_username or "")}" '
+                f'password="{jaas_escape(self.sasl_password or "")}";'
+            )
+        if self.uses_ssl:
+            if self.ssl_cafile:
+                props["ssl.truststore.type"] = "PEM"
+                props["ssl.truststore.location"] = self.ssl_cafile
+            if self.ssl_certfile and self.ssl_keyfile:
+                props["ssl.keystore.type"] = "PEM"
+                props["ssl.keystore.certificate.chain"] = _read_text(self.ssl_certfile)
+                props["ssl.keystore.key"] = _read_text(self.ssl_keyfile)
+                if self.ssl_key_password is not None:
+                    props["ssl.key.password"] = self.ssl_key_password
+            props["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else ""
+        return props
+
     def kafka_python_config(self) -> dict[str, Any]:
         """Keyword arguments for kafka-python's ``KafkaAdminClient``."""
         conf: dict[str, Any] = {
@@ -125,3 +163,42 @@ class ClientSettings:
             conf["ssl_password"] = self.ssl_key_password
             conf["ssl_check_hostname"] = self.ssl_check_hostname
         return conf
+
+
+def jaas_escape(value: str) -> str:
+    """Quote a value for a JAAS option string (backslash and double quote are escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise InvalidClientSettings(f"Cannot read {path}: {exc.strerror}.") from exc
+
+
+def java_properties_text(props: dict[str, str]) -> str:
+    """Render properties in ``java.util.Properties`` syntax, escaping what Properties.load would misread."""
+    lines = []
+    for key, value in props.items():
+        lines.append(f"{_prop_escape(key, is_key=True)}={_prop_escape(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _prop_escape(text: str, *, is_key: bool = False) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch in "=:" or (ch in "#!" and i == 0) or (ch == " " and (is_key or i == 0)):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -132,6 +133,7 @@ class _State:
     pid: int | None = None
     started_at: float | None = None
     overrides: dict[str, str] = field(default_factory=dict)
+    sasl_port: int | None = None
 
 
 class LocalKafka:
@@ -160,6 +162,8 @@ class LocalKafka:
         cache_dir: Path | str | None = None,
         start_timeout: float = 90.0,
         die_with_parent: bool = False,
+        sasl_users: Mapping[str, str] | None = None,
+        super_users: Iterable[str] | None = None,
     ) -> None:
         if tuning not in ("fast", "production"):
             raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
@@ -173,6 +177,11 @@ class LocalKafka:
         self.overrides = dict(overrides or {})
         self.start_timeout = start_timeout
         self.die_with_parent = die_with_parent
+        #: SASL users (name -> password) of an extra SASL_PLAINTEXT listener (SCRAM-SHA-256/512 and
+        #: PLAIN) with the StandardAuthorizer on. ``super_users`` (default: all of them) bypass ACLs;
+        #: the PLAINTEXT listener's ANONYMOUS principal always does, so the harness keeps working.
+        self.sasl_users = dict(sasl_users or {})
+        self.super_users = tuple(self.sasl_users if super_users is None else super_users)
         self._process: subprocess.Popen | None = None
         self._log_handle = None
         #: What the last successful :meth:`start` of this object measured.
@@ -208,6 +217,13 @@ class LocalKafka:
         return f"{state.host}:{state.port}"
 
     @property
+    def sasl_bootstrap_servers(self) -> str:
+        state = self._read_state()
+        if state is None or not state.sasl_port:
+            raise BrokerNotRunning(f"The broker in {self.workdir} has no SASL listener (start it with sasl_users).")
+        return f"{state.host}:{state.sasl_port}"
+
+    @property
     def marker(self) -> str:
         return f"-Dkip848.instance={self.workdir}"
 
@@ -234,20 +250,30 @@ class LocalKafka:
                     f"{self.workdir} holds a Kafka {state.version} cluster, not {self.version}.",
                     remedy="Start it with that version, or pass fresh=True (--fresh) for a new cluster.",
                 )
+            if state.sasl_port and not self.sasl_users:
+                raise LocalKafkaError(
+                    f"The cluster in {self.workdir} has a SASL listener.",
+                    remedy="Restart it with the same sasl_users, or pass fresh=True for a new cluster.",
+                )
             # A restart keeps the cluster: same ports (the KRaft voter set records them).
             host, port, cport = state.host, state.port, state.controller_port
+            sasl_port = state.sasl_port
             cluster_id = state.cluster_id
         else:
             self._wipe()
             host = self.host
             port, cport = self._pick_ports()
+            sasl_port = _free_port(host, avoid={port, cport}) if self.sasl_users else None
             cluster_id = _random_cluster_id()
         self._check_port_free(host, port, "broker")
         self._check_port_free(host, cport, "controller")
+        if sasl_port:
+            self._check_port_free(host, sasl_port, "SASL")
 
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(self._server_properties(host, port, cport))
+        # 0600: with SASL the file holds the PLAIN mechanism's server-side passwords
+        _write_private(self.config_path, self._server_properties(host, port, cport, sasl_port))
         state = _State(
             version=self.version,
             host=host,
@@ -256,6 +282,7 @@ class LocalKafka:
             cluster_id=cluster_id,
             tuning=self.tuning,
             overrides=self.overrides,
+            sasl_port=sasl_port,
         )
         self._write_state(state)
 
@@ -272,6 +299,8 @@ class LocalKafka:
         self._write_state(state)
         try:
             reported = self._wait_ready(host, port, log_offset)
+            if self.sasl_users:
+                self._create_scram_users(f"{host}:{port}")
         except BaseException:
             self._kill_spawned()
             raise
@@ -430,25 +459,76 @@ class LocalKafka:
         if not _can_bind(host, port):
             raise PortInUseError(f"Cannot start the local Kafka: {role} port {host}:{port} is already in use.")
 
-    def _server_properties(self, host: str, port: int, cport: int) -> str:
+    def _server_properties(self, host: str, port: int, cport: int, sasl_port: int | None = None) -> str:
+        listeners = f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}"
+        advertised = f"PLAINTEXT://{host}:{port}"
+        protocol_map = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        if sasl_port:
+            listeners += f",SASL_PLAINTEXT://{host}:{sasl_port}"
+            advertised += f",SASL_PLAINTEXT://{host}:{sasl_port}"
+            protocol_map += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
         config: dict[str, str] = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"{host}:{cport}",
-            "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}",
-            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocol_map,
             "log.dirs": str(self.data_dir),
             **SINGLE_NODE_CONFIG,
         }
+        if sasl_port:
+            config.update(self._sasl_config())
         if self.tuning == "fast":
             config.update(FAST_TUNING)
         config.update(self.overrides)
-        lines = [f"# generated by airflow_provider_kip848.local ({self.tuning} tuning)"]
-        lines += [f"{k}={v}" for k, v in config.items()]
-        return "\n".join(lines) + "\n"
+        from airflow_provider_kip848.kafka.settings import java_properties_text
+
+        return f"# generated by airflow_provider_kip848.local ({self.tuning} tuning)\n" + java_properties_text(config)
+
+    def _sasl_config(self) -> dict[str, str]:
+        from airflow_provider_kip848.kafka.settings import jaas_escape
+
+        plain_users = " ".join(f'user_{u}="{jaas_escape(p)}"' for u, p in self.sasl_users.items())
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram,
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram,
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in self.super_users)]),
+        }
+
+    def _create_scram_users(self, bootstrap: str) -> None:
+        """SCRAM credentials go into the cluster metadata through the Admin API (never a command line)."""
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _QUIET})
+        for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            # one mechanism per request: a request may not alter the same user twice
+            upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, 4096), password.encode())
+                       for user, password in self.sasl_users.items()]
+            for fut in admin.alter_user_scram_credentials(upserts).values():
+                fut.result(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # credentials propagate through the metadata log
+            try:
+                described = admin.describe_user_scram_credentials().result(30)
+            except Exception:  # noqa: BLE001 - not yet visible: keep polling until the deadline
+                described = {}
+            if all(len(getattr(described.get(u), "scram_credential_infos", [])) == 2 for u in self.sasl_users):
+                return
+            time.sleep(0.2)
+        raise BrokerStartError("SCRAM credentials did not become visible within 30 s.")
 
     def _format(self, cluster_id: str) -> None:
         cmd = self.distribution.tool_command(
@@ -584,6 +664,13 @@ def _random_cluster_id() -> str:
             return cid
 
 
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def _free_port(host: str, avoid: set[int] | None = None) -> int:
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -665,5 +752,13 @@ def _read_from(path: Path, offset: int) -> str:
 
 
 def _errors_only(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if " ERROR " in ln or "Exception" in ln or "Error:" in ln]
-    return "\n".join(lines) or text
+    """The broker's first ERROR line and the exception line that follows it (the cause, in Kafka's words)."""
+    lines = text.splitlines()
+    picked = []
+    for i, line in enumerate(lines):
+        if " ERROR " in line:
+            picked.append(line)
+            picked += [ln for ln in lines[i + 1:i + 4] if re.match(r"^[\w.$]+(Exception|Error)\b", ln)][:1]
+            if len(picked) >= 2:
+                break
+    return "\n".join(picked) or text

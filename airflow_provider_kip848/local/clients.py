@@ -168,3 +168,85 @@ def latest_by_key(records: list[Record]) -> dict[bytes, bytes]:
 def decode_long(value: bytes) -> int:
     """Kafka's LongSerializer format (8 bytes, big-endian), as WordCountDemo writes its counts."""
     return struct.unpack(">q", value)[0]
+
+
+class ConsumerProcess:
+    """A running :mod:`~airflow_provider_kip848.local.consumer_app` process (a real group member)."""
+
+    def __init__(self, process: "subprocess.Popen", record_file: str | None, log_file: str) -> None:
+        self.process = process
+        self.record_file = record_file
+        self.log_file = log_file
+
+    @classmethod
+    def start(
+        cls,
+        bootstrap_servers: str,
+        group_id: str,
+        topics: list[str],
+        *,
+        protocol: str = "consumer",
+        client_id: str = "kip848-consumer-app",
+        instance_id: str | None = None,
+        session_timeout_ms: int | None = None,
+        assignor: str | None = None,
+        record_file: str | None = None,
+        log_file: str,
+        properties: dict[str, str] | None = None,
+    ) -> "ConsumerProcess":
+        import subprocess
+        import sys
+
+        cmd = [sys.executable, "-m", "airflow_provider_kip848.local.consumer_app",
+               "--bootstrap-servers", bootstrap_servers, "--group", group_id, "--topics", ",".join(topics),
+               "--protocol", protocol, "--client-id", client_id]
+        if instance_id:
+            cmd += ["--instance-id", instance_id]
+        if session_timeout_ms:
+            cmd += ["--session-timeout-ms", str(session_timeout_ms)]
+        if assignor:
+            cmd += ["--assignor", assignor]
+        if record_file:
+            cmd += ["--record-file", record_file]
+        for k, v in (properties or {}).items():
+            cmd += ["--property", f"{k}={v}"]
+        log = open(log_file, "ab")
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        return cls(proc, record_file, log_file)
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM: the consumer closes and leaves its group."""
+        import signal
+        import subprocess
+
+        if self.running:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait(10)
+
+    def kill(self) -> int:
+        """SIGKILL: a crash; the member stays in the group until its session times out."""
+        if self.running:
+            self.process.kill()
+        return self.process.wait(10)
+
+    def records(self) -> list[dict]:
+        import json
+
+        if not self.record_file:
+            return []
+        try:
+            with open(self.record_file) as fh:
+                return [json.loads(line) for line in fh if line.strip()]
+        except FileNotFoundError:
+            return []

@@ -83,8 +83,7 @@ def test_pom_for_4_2_1_uses_published_examples_but_4_2_1_streams():
 
 def test_server_properties_single_node_kraft_and_fast_tuning(tmp_path):
     kafka = LocalKafka(tmp_path, overrides={"group.consumer.max.size": "5"})
-    text = kafka._server_properties("127.0.0.1", 19092, 19093)
-    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    props = _load_properties(kafka._server_properties("127.0.0.1", 19092, 19093))
     assert props["process.roles"] == "broker,controller"
     assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:19093"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
@@ -92,6 +91,28 @@ def test_server_properties_single_node_kraft_and_fast_tuning(tmp_path):
     for key, value in FAST_TUNING.items():
         assert props[key] == value
     assert props["group.consumer.max.size"] == "5"  # overrides win
+
+
+def _load_properties(text: str) -> dict[str, str]:
+    """Read properties the way java.util.Properties does (for the escapes the generator writes)."""
+    import re
+
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, value = re.split(r"(?<!\\)=", line, maxsplit=1)
+        unescape = lambda s: re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), s)  # noqa: E731
+        out[unescape(key)] = unescape(value)
+    return out
+
+
+def test_sasl_listener_config_keeps_special_passwords_intact(tmp_path):
+    kafka = LocalKafka(tmp_path, sasl_users={"admin": 'p"w\\x= #!', "alice": "a"}, super_users=["admin"])
+    props = _load_properties(kafka._server_properties("127.0.0.1", 1, 2, 3))
+    assert props["listeners"].endswith(",SASL_PLAINTEXT://127.0.0.1:3")
+    assert props["super.users"] == "User:ANONYMOUS;User:admin"
+    assert 'user_admin="p\\"w\\\\x= #!"' in props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
 
 
 def test_production_tuning_keeps_broker_defaults(tmp_path):

@@ -1,0 +1,202 @@
+"""Run a Kafka CLI tool safely: an argument list, a private ``--command-config`` file, a timeout.
+
+Three rules the runner enforces:
+
+* never a shell string: the command is a list, so group ids and config values
+  cannot be interpreted by a shell;
+* secrets never on argv: client security settings (the SASL password lives in
+  ``sasl.jaas.config``) go to a ``--command-config`` properties file in a
+  private temporary directory (mode 0700, file 0600) deleted afterwards;
+* every failure is a specific exception: the tools often exit 0 after printing
+  ``Error: ...``, so the output is inspected, not just the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.settings import ClientSettings, java_properties_text
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool: str
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return f"{self.stdout}\n{self.stderr}"
+
+
+class KafkaTools:
+    """Where the CLI tools come from.
+
+    ``kafka_home``: a Kafka installation (the release tarball unpacked; its
+    ``libs/`` is the classpath). Otherwise the provider's own Maven-resolved
+    jars of ``version`` (see :mod:`airflow_provider_kip848.local.distribution`),
+    fetched on first use.
+    """
+
+    def __init__(self, kafka_home: str | Path | None = None, version: str | None = None) -> None:
+        from airflow_provider_kip848.local.distribution import DEFAULT_KAFKA_VERSION
+
+        self.kafka_home = Path(kafka_home).expanduser() if kafka_home else None
+        self.version = version or DEFAULT_KAFKA_VERSION
+
+    def __repr__(self) -> str:
+        return f"KafkaTools(kafka_home={str(self.kafka_home) if self.kafka_home else None!r}, version={self.version!r})"
+
+    def command(self, tool: str, args: list[str]) -> list[str]:
+        from airflow_provider_kip848.local.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS, KafkaDistribution
+        from airflow_provider_kip848.local.toolchain import find_java
+
+        if tool not in KAFKA_TOOLS:
+            raise E.KafkaToolError(f"Unknown Kafka tool {tool!r}.", remedy=f"Use one of {', '.join(sorted(KAFKA_TOOLS))}.")
+        try:
+            if self.kafka_home is None:
+                dist = KafkaDistribution(self.version)
+                dist.ensure()
+                return dist.tool_command(tool, args)
+            libs = self.kafka_home / "libs"
+            if not libs.is_dir():
+                raise E.KafkaToolError(
+                    f"{self.kafka_home} has no libs/ directory.",
+                    remedy="Point kafka_home at an unpacked Kafka release (the directory that holds bin/ and libs/).",
+                )
+            from importlib import resources
+
+            log_config = resources.files("airflow_provider_kip848.local").joinpath("resources/tools-log4j2.properties")
+            return [find_java().executable, "-Djava.awt.headless=true",
+                    f"-Dlog4j2.configurationFile={log_config}", *TOOL_JVM_OPTIONS,
+                    "-cp", str(libs / "*"), KAFKA_TOOLS[tool], *args]
+        except E.Kip848Error as exc:
+            if isinstance(exc, E.KafkaToolError):
+                raise
+            raise E.KafkaToolError(f"The Kafka CLI tools cannot run here: {exc.what}", remedy=exc.remedy) from exc
+
+
+class KafkaToolRunner:
+    """Runs tools against the cluster of ``settings`` and maps their failures to this provider's errors."""
+
+    def __init__(self, settings: ClientSettings, tools: KafkaTools | None = None, timeout: float = 120.0) -> None:
+        self.settings = settings
+        self.tools = tools or KafkaTools()
+        self.timeout = timeout
+
+    def run(self, tool: str, args: list[str], *, files: dict[str, str] | None = None) -> ToolResult:
+        """Run ``tool`` with ``--bootstrap-server`` and ``--command-config`` added; raise on any failure.
+
+        ``files`` are extra private files (name -> content), e.g. a CSV for
+        ``--from-file``; an argument that is exactly ``{name}`` becomes that file's path.
+        """
+        workdir = Path(tempfile.mkdtemp(prefix="kip848-cli-"))  # mode 0700
+        try:
+            config = workdir / "client.properties"
+            _write_private(config, java_properties_text(self.settings.java_client_properties()))
+            paths = {}
+            for name, content in (files or {}).items():
+                paths[name] = str(workdir / name)
+                _write_private(workdir / name, content)
+            final_args = [paths.get(a[1:-1], a) if a.startswith("{") and a.endswith("}") else a for a in args]
+            cmd = self.tools.command(
+                tool,
+                ["--bootstrap-server", self.settings.bootstrap_servers, "--command-config", str(config), *final_args],
+            )
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired as exc:
+                raise E.OperationTimedOut(
+                    f"{tool} {' '.join(args)} did not finish within {self.timeout:.0f} s "
+                    f"against {self.settings.bootstrap_servers}."
+                ) from exc
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        result = ToolResult(tool, tuple(args), proc.returncode, proc.stdout, proc.stderr)
+        raise_for_tool_errors(result, self.settings)
+        return result
+
+
+def _write_private(path: Path, content: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(content)
+
+
+_CAUSE_RE = re.compile(r"(?:Caused by: |due to )(?:[\w.$]+\.)?(?P<cls>\w+(?:Exception|Error)): (?P<msg>[^\n]*)")
+_ERROR_LINE_RE = re.compile(r"^(?:Error: |Error while executing |Could not |\* Group )(?P<msg>.*)$", re.M)
+
+
+def tool_message(result: ToolResult) -> str:
+    """The one line that says what went wrong, in the tool's own words (minus request dumps)."""
+    return re.sub(r"Request Request\(processor=.*\)\)\) ", "The request ", _raw_tool_message(result))
+
+
+def _raw_tool_message(result: ToolResult) -> str:
+    causes = list(_CAUSE_RE.finditer(result.output))
+    if causes:
+        last = causes[-1]
+        return f"{last.group('cls')}: {last.group('msg').strip()}"
+    lines = [m.group(0).strip() for m in _ERROR_LINE_RE.finditer(result.output)]
+    if lines:
+        return " ".join(lines)[:500]
+    tail = [ln.strip() for ln in result.output.strip().splitlines() if ln.strip()]
+    return tail[-1][:500] if tail else f"exit code {result.returncode}"
+
+
+def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
+    """Raise the specific error a failed tool run means (tools often exit 0 after printing an error)."""
+    out = result.output
+    failed = (
+        result.returncode != 0
+        or re.search(r"^Error", result.stdout, re.M)
+        or ("Exception" in result.stderr and "Caused by" in result.stderr)
+        or re.search(r"^Could not ", out, re.M)
+    )
+    if not failed:
+        return
+    message = _redact(f"{result.tool}: {tool_message(result)}", settings)
+    if "SaslAuthenticationException" in out or "AuthenticationException" in out:
+        raise E.AuthenticationFailed(message)
+    permission = re.search(r"needs (\w+) permission", out)
+    if permission:
+        resource = "CLUSTER" if result.tool == "kafka-features" else "the resource"
+        raise E.AuthorizationFailed(message, remedy=f"Grant the principal {permission.group(1)} on {resource} "
+                                                    "(an ACL), or use a connection with more rights.")
+    if "AuthorizationException" in out or "not authorized" in out.lower():
+        raise E.AuthorizationFailed(message)
+    if re.search(r"GroupIdNotFoundException: Group .* is not a \w+ group", out):
+        raise E.WrongGroupType(message)
+    if "GroupIdNotFoundException" in out or re.search(r"Consumer group '.*' does not exist", out):
+        raise E.GroupNotFound(message)
+    if "GroupNotEmptyException" in out or "NonEmptyGroup" in out:
+        raise E.GroupNotEmpty(message)
+    if "Unknown group config name" in out:
+        raise E.ConfigUnknown(message)
+    if "InvalidConfigurationException" in out or "InvalidConfigException" in out:
+        raise E.ConfigOutOfBounds(message)
+    if result.tool == "kafka-features" and ("Could not" in out or "InvalidUpdateVersion" in out):
+        raise E.InvalidFeatureLevel(message)
+    if "Could not match any topic-partitions" in out or "UnknownTopicOrPartitionException" in out:
+        raise E.UnknownTopicOrPartition(message)
+    if "UnsupportedVersionException" in out:
+        raise E.UnsupportedBrokerVersion(message)
+    if "TimeoutException" in out:
+        raise E.OperationTimedOut(message)
+    raise E.KafkaToolError(message)
+
+
+def _redact(text: str, settings: ClientSettings) -> str:
+    for secret in (settings.sasl_password, settings.ssl_key_password):
+        if secret:
+            text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,144 @@
+"""Validate group-level config changes against the broker's own bounds, before anything is sent.
+
+Group configs (``kafka-configs --entity-type groups``) override the broker's
+``group.*`` defaults for one group, but only inside the ``group.*.min.*`` /
+``group.*.max.*`` bounds of the broker, and a session timeout must stay above
+the heartbeat interval. The broker enforces this too; checking first means a
+DAG fails at its validation step, with the bounds in the message, instead of
+at the change step, and a whole batch of changes is refused before any of it
+is applied.
+
+The known config names come from the broker itself (``describe --all`` of a
+group lists every group config of that broker version), so a 4.2 broker that
+lacks ``consumer.assignment.interval.ms`` refuses it here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from airflow_provider_kip848.kafka.errors import ConfigOutOfBounds, ConfigUnknown
+from airflow_provider_kip848.kafka.model import ConfigEntry, GroupCoordinatorConfig
+
+# group config -> (lower bound, upper bound); a bound is a broker config name or a literal int.
+BOUNDS: dict[str, tuple[str | int | None, str | int | None]] = {
+    "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+    "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+    "consumer.assignment.interval.ms": ("group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms"),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    "share.partition.max.record.locks": ("group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks"),
+    "share.assignment.interval.ms": ("group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms"),
+    "streams.session.timeout.ms": ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+    "streams.heartbeat.interval.ms": ("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
+    "streams.num.standby.replicas": (0, "group.streams.max.standby.replicas"),
+    "streams.initial.rebalance.delay.ms": (0, None),
+    "streams.assignment.interval.ms": ("group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms"),
+}
+
+ENUMS: dict[str, tuple[str, ...]] = {
+    "share.isolation.level": ("read_committed", "read_uncommitted"),
+}
+BOOLEANS = frozenset({"share.renew.acknowledge.enable"})
+
+#: session timeout -> heartbeat interval of the same protocol (session must stay greater).
+SESSION_HEARTBEAT = {
+    "consumer.session.timeout.ms": "consumer.heartbeat.interval.ms",
+    "streams.session.timeout.ms": "streams.heartbeat.interval.ms",
+    "share.session.timeout.ms": "share.heartbeat.interval.ms",
+}
+
+
+def _bound(value: str | int | None, coordinator: GroupCoordinatorConfig) -> tuple[int | None, str]:
+    if value is None:
+        return None, ""
+    if isinstance(value, int):
+        return value, str(value)
+    return coordinator.int_value(value), value
+
+
+def validate_changes(
+    group_id: str,
+    set_configs: Mapping[str, object],
+    delete_configs: Iterable[str],
+    *,
+    current: Mapping[str, ConfigEntry],
+    coordinator: GroupCoordinatorConfig,
+) -> dict[str, str]:
+    """Check a batch of changes; return the values to set as strings, or raise for the first bad one.
+
+    ``current`` is the group's full config (``describe --all``), which names
+    every group config the broker knows and gives the effective values the
+    session/heartbeat rule is checked against after the change.
+    """
+    known = sorted(current)
+    normalized: dict[str, str] = {}
+    for name in [*set_configs, *delete_configs]:
+        if name not in current:
+            raise ConfigUnknown(
+                f"{name!r} is not a group config of this broker (group {group_id!r}); "
+                f"group configs: {', '.join(known)}."
+            )
+    for name, raw in set_configs.items():
+        normalized[name] = _check_value(name, raw, coordinator)
+    effective = {n: e.value for n, e in current.items()}
+    for name in delete_configs:
+        # a deleted override falls back to the broker default, which the entry's synonyms name
+        default = current[name]
+        effective[name] = _broker_value_for(name, coordinator, default.value)
+    effective.update(normalized)
+    for session, heartbeat in SESSION_HEARTBEAT.items():
+        if session in effective and heartbeat in effective and (session in normalized or heartbeat in normalized):
+            s, h = _as_int(effective[session]), _as_int(effective[heartbeat])
+            if s is not None and h is not None and s <= h:
+                raise ConfigOutOfBounds(
+                    f"{session}={s} must be greater than {heartbeat}={h} for group {group_id!r}."
+                )
+    return normalized
+
+
+def _broker_value_for(name: str, coordinator: GroupCoordinatorConfig, fallback: str | None) -> str | None:
+    return coordinator.values.get(f"group.{name}", fallback)
+
+
+def _as_int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_value(name: str, raw: object, coordinator: GroupCoordinatorConfig) -> str:
+    if name in BOOLEANS:
+        text = str(raw).strip().lower()
+        if text in ("true", "false"):
+            return text
+        raise ConfigOutOfBounds(f"{name}={raw!r} must be true or false.")
+    if name in ENUMS:
+        text = str(raw).strip()
+        if text not in ENUMS[name]:
+            raise ConfigOutOfBounds(f"{name}={raw!r} must be one of {', '.join(ENUMS[name])}.")
+        return text
+    if name == "share.auto.offset.reset":
+        text = str(raw).strip()
+        if text in ("earliest", "latest") or text.startswith("by_duration:"):
+            return text
+        raise ConfigOutOfBounds(f"{name}={raw!r} must be earliest, latest or by_duration:<ISO-8601 duration>.")
+    if name in BOUNDS:
+        value = None if isinstance(raw, (bool, float)) else _as_int(raw)
+        if value is None:
+            raise ConfigOutOfBounds(f"{name}={raw!r} is not an integer.")
+        lo_raw, hi_raw = BOUNDS[name]
+        lo, lo_name = _bound(lo_raw, coordinator)
+        hi, hi_name = _bound(hi_raw, coordinator)
+        allowed = f"allowed {lo if lo is not None else '-inf'}..{hi if hi is not None else 'inf'}"
+        if lo is not None and value < lo:
+            source = f" (broker {lo_name}={lo})" if lo_name != str(lo) else ""
+            raise ConfigOutOfBounds(f"{name}={value} is below the minimum{source}; {allowed}.")
+        if hi is not None and value > hi:
+            source = f" (broker {hi_name}={hi})" if hi_name != str(hi) else ""
+            raise ConfigOutOfBounds(f"{name}={value} is above the maximum{source}; {allowed}.")
+        return str(value)
+    return str(raw)

@@ -1,0 +1,136 @@
+"""Bad input against the real broker: each case raises its specific error, says what to do, and changes nothing."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.model import TopicPartition
+from airflow_provider_kip848.kafka.settings import ClientSettings, InvalidClientSettings
+from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
+from tests.conftest import wait_until
+
+
+@pytest.fixture(scope="module")
+def scene(kafka, tmp_path_factory):
+    """An empty consumer group with commits, a busy one, and a running streams app, shared by all cases."""
+    bootstrap = kafka.bootstrap_servers
+    topic = "bad-input-topic"
+    create_topics(bootstrap, {topic: 2, WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    produce(bootstrap, topic, (f"v{i}" for i in range(10)), keys=(f"k{i}" for i in range(10)))
+    consume(bootstrap, "bad-input-empty", [topic], 10, group_protocol="consumer")
+    consume(bootstrap, "bad-input-busy", [topic], 10, group_protocol="consumer")
+    logs = tmp_path_factory.mktemp("bad-input")
+    busy = ConsumerProcess.start(bootstrap, "bad-input-busy", [topic], protocol="consumer", client_id="busy",
+                                 log_file=str(logs / "busy.log"))
+    app = kafka.start_wordcount("bad-input-streams")
+    with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+        admin.alter_group_config("bad-input-empty", {"streams.num.standby.replicas": 1})
+        wait_until(lambda: admin.describe_group("bad-input-busy").state == "Stable", what="busy group")
+        wait_until(lambda: admin.describe_group("bad-input-streams").state == "Stable", what="streams group")
+    yield {"topic": topic, "empty": "bad-input-empty", "busy": "bad-input-busy", "streams": "bad-input-streams"}
+    busy.stop()
+    app.stop()
+
+
+def fingerprint(admin: KafkaAdmin, scene) -> tuple:
+    """What the cases must not change: feature levels, the groups' configs, committed offsets, members."""
+    features = {n: f.finalized_level for n, f in admin.describe_features().features.items()}
+    configs = {g: admin.describe_group_config(scene[g]).dynamic for g in ("empty", "busy")}
+    offsets = {g: admin.group_offsets(scene[g]).committed for g in ("empty", "busy")}
+    members = {g: len(admin.describe_group(scene[g]).members) for g in ("empty", "busy", "streams")}
+    return features, configs, offsets, members
+
+
+T = lambda topic, p: TopicPartition(topic, p)  # noqa: E731
+
+# (case id, backends, action(admin, scene), error class, fragment of the message)
+CASES = [
+    ("unknown-group-describe", "both", lambda a, s: a.describe_group("no-such-group"), E.GroupNotFound, "no-such-group"),
+    ("unknown-group-offsets", "both", lambda a, s: a.group_offsets("no-such-group"), E.GroupNotFound, "does not exist"),
+    ("unknown-feature", "both", lambda a, s: a.update_feature("bogus.version", 1), E.InvalidFeatureLevel, "not known"),
+    ("feature-level-too-high", "both", lambda a, s: a.update_feature("streams.version", 7), E.InvalidFeatureLevel,
+     "supports 0..1"),
+    ("feature-level-not-a-number", "both", lambda a, s: a.update_feature("group.version", "one"), E.InvalidFeatureLevel,
+     "is not a number"),
+    ("upgrade-that-lowers", "both", lambda a, s: a.update_feature("group.version", 0), E.InvalidFeatureLevel,
+     "would lower it"),
+    ("downgrade-that-raises", "both", lambda a, s: a.update_feature("transaction.version", 3, action="downgrade"),
+     E.InvalidFeatureLevel, "not supported"),
+    ("metadata-version-unknown-name", "both", lambda a, s: a.update_feature("metadata.version", "9.9-IV0"),
+     E.InvalidFeatureLevel, "is not a number"),
+    ("config-unknown-name", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout": 1}),
+     E.ConfigUnknown, "is not a group config"),
+    ("config-above-broker-max", "both", lambda a, s: a.alter_group_config(s["empty"], {"streams.num.standby.replicas": 3}),
+     E.ConfigOutOfBounds, "group.streams.max.standby.replicas=2"),
+    ("config-below-broker-min", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 500}),
+     E.ConfigOutOfBounds, "group.consumer.min.session.timeout.ms=2000"),
+    ("config-not-an-integer", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.heartbeat.interval.ms": "5s"}),
+     E.ConfigOutOfBounds, "is not an integer"),
+    ("config-session-not-above-heartbeat", "both",
+     lambda a, s: a.alter_group_config(s["empty"], {"consumer.heartbeat.interval.ms": 3000,
+                                                    "consumer.session.timeout.ms": 3000}),
+     E.ConfigOutOfBounds, "must be greater than consumer.heartbeat.interval.ms"),
+    ("config-bad-enum", "both", lambda a, s: a.alter_group_config(s["empty"], {"share.isolation.level": "dirty"}),
+     E.ConfigOutOfBounds, "must be one of"),
+    ("config-set-and-delete", "both",
+     lambda a, s: a.alter_group_config(s["empty"], {"streams.num.standby.replicas": 0}, ["streams.num.standby.replicas"]),
+     E.InvalidGroupConfig, "both set and deleted"),
+    ("config-batch-refused-whole", "both",
+     lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 20000, "streams.num.standby.replicas": 9}),
+     E.ConfigOutOfBounds, "streams.num.standby.replicas=9"),
+    ("streams-group-as-consumer-group", "both", lambda a, s: a.describe_consumer_group(s["streams"]),
+     E.WrongGroupType, "not a"),
+    ("consumer-group-as-streams-group", "both", lambda a, s: a.describe_streams_group(s["empty"]),
+     E.WrongGroupType, "not a streams group"),
+    ("offsets-on-busy-group", "both", lambda a, s: a.alter_group_offsets(s["busy"], {T(s["topic"], 0): 0}),
+     E.GroupNotEmpty, "can only be changed while it is empty"),
+    ("offset-beyond-log-end", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 0): 10_000}),
+     E.InvalidOffset, "outside the log"),
+    ("offset-unknown-partition", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 9): 0}),
+     E.UnknownTopicOrPartition, f"{'bad-input-topic'}:9"),
+    ("delete-busy-group", "both", lambda a, s: a.delete_group(s["busy"]), E.GroupNotEmpty, ""),
+    ("delete-unknown-group", "both", lambda a, s: a.delete_group("no-such-group"), E.GroupNotFound, "no-such-group"),
+    ("remove-members-of-streams-group", "native", lambda a, s: a.remove_members(s["streams"], all_members=True),
+     E.WrongGroupType, "rejects LeaveGroup"),
+    ("remove-unknown-member", "native", lambda a, s: a.remove_members(s["busy"], member_ids=["ghost-member"]),
+     E.GroupNotFound, "ghost-member"),
+]
+
+
+def _cases():
+    for case_id, backends, action, error, fragment in CASES:
+        for backend in (("native", "cli") if backends == "both" else (backends,)):
+            yield pytest.param(backend, action, error, fragment, id=f"{case_id}-{backend}")
+
+
+@pytest.mark.parametrize("backend, action, error, fragment", list(_cases()))
+def test_bad_input_is_refused_and_changes_nothing(backend, action, error, fragment, scene, bootstrap, kafka_version):
+    settings = ClientSettings(bootstrap)
+    with KafkaAdmin(settings) as observer:
+        before = fingerprint(observer, scene)
+        admin = observer if backend == "native" else KafkaCli(settings, KafkaTools(version=kafka_version))
+        with pytest.raises(error) as err:
+            action(admin, scene)
+        message = str(err.value)
+        assert fragment in message
+        assert err.value.remedy and message.endswith(err.value.remedy), "every error says what to do next"
+        assert fingerprint(observer, scene) == before
+
+
+def test_unreachable_cluster_and_malformed_settings():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    with KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)) as admin:
+        with pytest.raises(E.KafkaConnectionError, match=f"127.0.0.1:{dead}"):
+            admin.describe_features()
+    with pytest.raises(E.KafkaConnectionError):
+        KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)).describe_cluster()
+    with pytest.raises(InvalidClientSettings, match="host:port"):
+        ClientSettings("kafka.internal")
