@@ -73,6 +73,7 @@ CONFIG_SOURCE_NAMES = {
 }
 
 _GROUP_ID_NOT_FOUND = 69
+_UNSUPPORTED_VERSION = 35
 
 # kafka-python logs every connect/disconnect at INFO and warns about its own event-loop timing;
 # in an Airflow task log that drowns what the provider says. Applied only where the user has not
@@ -382,18 +383,32 @@ class KafkaAdmin:
         """
         from airflow_provider_kip848.kafka.protocol import ConsumerGroupDescribeRequest
 
-        response = self._kp_send(
-            lambda: ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
-            group_id=group_id,
-        )
-        group = response.groups[0]
-        if group.error_code == 0:
-            return _consumer_group_from_response(group, self._coordinator_id(group_id))
-        if group.error_code != _GROUP_ID_NOT_FOUND:
-            raise _group_error(group_id, group.error_code, group.error_message, self.settings)
+        unsupported = None
+        try:
+            response = self._kp_send(
+                lambda: ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
+                group_id=group_id,
+            )
+            group = response.groups[0]
+            if group.error_code == 0:
+                return _consumer_group_from_response(group, self._coordinator_id(group_id))
+            if group.error_code == _UNSUPPORTED_VERSION:
+                unsupported = group.error_message or "UNSUPPORTED_VERSION"
+            elif group.error_code != _GROUP_ID_NOT_FOUND:
+                raise _group_error(group_id, group.error_code, group.error_message, self.settings)
+        except E.UnsupportedBrokerVersion as exc:
+            unsupported = exc.what
         listing = _listing or self.group_listing(group_id)
         if listing.type is GroupType.CLASSIC:
             return self._describe_classic_group(group_id)
+        if unsupported is not None:
+            # no ConsumerGroupDescribe: group.version is 0 (KIP-848 off) or the brokers predate 4.0
+            raise E.UnsupportedBrokerVersion(
+                f"The cluster does not serve ConsumerGroupDescribe, needed for {listing.type.value} group "
+                f"{group_id!r} ({unsupported}).",
+                remedy="Finalize group.version=1 (kafka-features upgrade --feature group.version=1) on Kafka 4.0+ "
+                       "brokers, or upgrade the brokers.",
+            )
         raise E.WrongGroupType(
             f"Group {group_id!r} is a {listing.type.value} group, not a classic or consumer group.",
             remedy="Use describe_streams_group() for streams groups." if listing.type is GroupType.STREAMS else None,
@@ -439,11 +454,24 @@ class KafkaAdmin:
         """A streams group with members, task assignments and epochs (``StreamsGroupDescribe``)."""
         from airflow_provider_kip848.kafka.protocol import StreamsGroupDescribeRequest
 
-        response = self._kp_send(
-            lambda: StreamsGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
-            group_id=group_id,
-        )
+        try:
+            response = self._kp_send(
+                lambda: StreamsGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
+                group_id=group_id,
+            )
+        except E.UnsupportedBrokerVersion as exc:
+            raise E.UnsupportedBrokerVersion(
+                f"The cluster does not serve StreamsGroupDescribe ({exc.what}).",
+                remedy="Finalize streams.version=1 (kafka-features upgrade --feature streams.version=1) on "
+                       "Kafka 4.2.1+ brokers, or upgrade the brokers.",
+            ) from exc
         group = response.groups[0]
+        if group.error_code == _UNSUPPORTED_VERSION:
+            raise E.UnsupportedBrokerVersion(
+                f"The cluster does not serve StreamsGroupDescribe ({group.error_message or 'UNSUPPORTED_VERSION'}).",
+                remedy="Finalize streams.version=1 (kafka-features upgrade --feature streams.version=1) on "
+                       "Kafka 4.2.1+ brokers, or upgrade the brokers.",
+            )
         if group.error_code == _GROUP_ID_NOT_FOUND:
             listing = self.group_listing(group_id)  # GroupNotFound if absent
             raise E.WrongGroupType(

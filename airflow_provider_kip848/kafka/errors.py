@@ -19,7 +19,10 @@ class Kip848Error(Exception):
     remedy: str = ""
 
     def __init__(self, what: str, *, remedy: str | None = None) -> None:
-        self.what = what.rstrip()
+        what = what.rstrip()
+        while what.endswith(".."):  # a client message that ends in "." inside our own sentence
+            what = what[:-1]
+        self.what = what
         if remedy is not None:
             self.remedy = remedy
         super().__init__(self.message)

@@ -134,3 +134,22 @@ def test_unreachable_cluster_and_malformed_settings():
         KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)).describe_cluster()
     with pytest.raises(InvalidClientSettings, match="host:port"):
         ClientSettings("kafka.internal")
+
+
+def test_kip848_disabled_cluster_describes_classic_groups_and_explains_the_rest(fresh_kafka, unique):
+    broker = fresh_kafka()
+    bootstrap = broker.bootstrap_servers
+    topic = unique("t")
+    create_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, [b"1"])
+    consume(bootstrap, "old-style", [topic], 1, group_protocol="classic")
+    consume(bootstrap, "new-style", [topic], 1, group_protocol="consumer")
+    with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+        admin.update_feature("group.version", 0, action="downgrade")
+        assert admin.describe_consumer_group("old-style").type.value == "classic"
+        with pytest.raises(E.UnsupportedBrokerVersion) as err:
+            admin.describe_consumer_group("new-style")
+        assert "Finalize group.version=1" in str(err.value)
+        admin.update_feature("streams.version", 0, action="downgrade")
+        with pytest.raises((E.UnsupportedBrokerVersion, E.GroupNotFound)):
+            admin.describe_streams_group("new-style")
