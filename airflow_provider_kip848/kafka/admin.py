@@ -28,7 +28,8 @@ from typing import Any
 
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
-from airflow_provider_kip848.kafka.group_configs import validate_changes
+from airflow_provider_kip848.kafka.group_configs import plan_config_change
+from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log
 from airflow_provider_kip848.kafka.model import (
     METADATA_VERSION_NAMES,
     BrokerNode,
@@ -676,18 +677,9 @@ class KafkaAdmin:
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as CTP
 
-        desc = self.describe_group(group_id)
-        if not desc.is_empty:
-            raise E.GroupNotEmpty(
-                f"Group {group_id!r} has {len(desc.members)} active member(s) ({desc.state}); committed offsets "
-                "can only be changed while it is empty."
-            )
+        require_empty(self.describe_group(group_id))
         starts, ends = self.log_offsets(offsets)
-        for tp, offset in sorted(offsets.items()):
-            if not starts[tp] <= offset <= ends[tp]:
-                raise E.InvalidOffset(
-                    f"Offset {offset} for {tp} is outside the log ({starts[tp]}..{ends[tp]})."
-                )
+        require_inside_log(offsets, {tp: (starts[tp], ends[tp]) for tp in offsets})
         if not dry_run and offsets:
             request = [ConsumerGroupTopicPartitions(
                 group_id, [CTP(tp.topic, tp.partition, int(o)) for tp, o in sorted(offsets.items())])]
@@ -736,32 +728,24 @@ class KafkaAdmin:
         from confluent_kafka.admin import AlterConfigOpType, ConfigResource, ResourceType
         from confluent_kafka.admin import ConfigEntry as CEntry
 
-        set_configs = dict(set_configs or {})
-        delete_configs = tuple(delete_configs)
-        overlap = set(set_configs) & set(delete_configs)
-        if overlap:
-            raise E.InvalidGroupConfig(f"Configs both set and deleted: {', '.join(sorted(overlap))}.")
-        before = self.describe_group_config(group_id)
-        normalized = validate_changes(group_id, set_configs, delete_configs, current=before.entries,
-                                      coordinator=self.group_coordinator_config())
-        to_set = {k: v for k, v in normalized.items() if before.dynamic.get(k) != v}
-        to_delete = [k for k in delete_configs if k in before.dynamic]
-        if not to_set and not to_delete:
-            return GroupConfigChange(group_id, before.dynamic, before.dynamic, normalized, delete_configs,
-                                     applied=False, dry_run=dry_run)
+        plan = plan_config_change(self.describe_group_config(group_id), set_configs, delete_configs,
+                                  self.group_coordinator_config())
+        if plan.noop:
+            return plan.unchanged(dry_run=dry_run)
         resource = ConfigResource(
             ResourceType.GROUP, group_id,
-            incremental_configs=[CEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
-            + [CEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete],
+            incremental_configs=[CEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                                 for k, v in plan.to_set.items()]
+            + [CEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in plan.to_delete],
         )
         self._retrying(
             lambda: self._confluent.incremental_alter_configs([resource], validate_only=dry_run,
                                                               request_timeout=self._timeout_s())[resource]
             .result(self._timeout_s() + 5)
         )
-        after = before.dynamic if dry_run else self.describe_group_config(group_id).dynamic
-        return GroupConfigChange(group_id, before.dynamic, after, normalized, delete_configs,
-                                 applied=not dry_run, dry_run=dry_run)
+        if dry_run:
+            return plan.unchanged(dry_run=True)
+        return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
 
 
 # -- response -> model ---------------------------------------------------------

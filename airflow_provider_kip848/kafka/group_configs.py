@@ -16,9 +16,10 @@ lacks ``consumer.assignment.interval.ms`` refuses it here too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from airflow_provider_kip848.kafka.errors import ConfigOutOfBounds, ConfigUnknown
-from airflow_provider_kip848.kafka.model import ConfigEntry, GroupCoordinatorConfig
+from airflow_provider_kip848.kafka.errors import ConfigOutOfBounds, ConfigUnknown, InvalidGroupConfig
+from airflow_provider_kip848.kafka.model import ConfigEntry, GroupConfig, GroupConfigChange, GroupCoordinatorConfig
 
 # group config -> (lower bound, upper bound); a bound is a broker config name or a literal int.
 BOUNDS: dict[str, tuple[str | int | None, str | int | None]] = {
@@ -142,3 +143,50 @@ def _check_value(name: str, raw: object, coordinator: GroupCoordinatorConfig) ->
             raise ConfigOutOfBounds(f"{name}={value} is above the maximum{source}; {allowed}.")
         return str(value)
     return str(raw)
+
+
+@dataclass(frozen=True)
+class ConfigChangePlan:
+    """What an alter must send: only the values that differ and the overrides that exist."""
+
+    group_id: str
+    before: GroupConfig
+    normalized: dict[str, str]
+    requested_delete: tuple[str, ...]
+    to_set: dict[str, str]
+    to_delete: tuple[str, ...]
+
+    @property
+    def noop(self) -> bool:
+        return not self.to_set and not self.to_delete
+
+    def result(self, after: Mapping[str, str | None], *, applied: bool, dry_run: bool) -> GroupConfigChange:
+        return GroupConfigChange(self.group_id, self.before.dynamic, dict(after), self.normalized,
+                                 self.requested_delete, applied=applied, dry_run=dry_run)
+
+    def unchanged(self, *, dry_run: bool) -> GroupConfigChange:
+        return self.result(self.before.dynamic, applied=False, dry_run=dry_run)
+
+
+def plan_config_change(
+    before: GroupConfig,
+    set_configs: Mapping[str, object] | None,
+    delete_configs: Iterable[str],
+    coordinator: GroupCoordinatorConfig,
+) -> ConfigChangePlan:
+    """Validate a change against the group's current config and the broker's bounds; drop what is in place."""
+    set_configs = dict(set_configs or {})
+    delete_configs = tuple(delete_configs)
+    overlap = set(set_configs) & set(delete_configs)
+    if overlap:
+        raise InvalidGroupConfig(f"Configs both set and deleted: {', '.join(sorted(overlap))}.")
+    normalized = validate_changes(before.group_id, set_configs, delete_configs, current=before.entries,
+                                  coordinator=coordinator)
+    return ConfigChangePlan(
+        group_id=before.group_id,
+        before=before,
+        normalized=normalized,
+        requested_delete=delete_configs,
+        to_set={k: v for k, v in normalized.items() if before.dynamic.get(k) != v},
+        to_delete=tuple(k for k in delete_configs if k in before.dynamic),
+    )

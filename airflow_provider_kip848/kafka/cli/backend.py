@@ -23,7 +23,8 @@ from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.cli import parsers as P
 from airflow_provider_kip848.kafka.cli.runner import KafkaToolRunner, KafkaTools
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
-from airflow_provider_kip848.kafka.group_configs import validate_changes
+from airflow_provider_kip848.kafka.group_configs import plan_config_change
+from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log
 from airflow_provider_kip848.kafka.model import (
     ClusterFeatures,
     ConsumerGroupDescription,
@@ -122,28 +123,17 @@ class KafkaCli:
         *,
         dry_run: bool = False,
     ) -> GroupConfigChange:
-        set_configs = dict(set_configs or {})
-        delete_configs = tuple(delete_configs)
-        overlap = set(set_configs) & set(delete_configs)
-        if overlap:
-            raise E.InvalidGroupConfig(f"Configs both set and deleted: {', '.join(sorted(overlap))}.")
-        before = self.describe_group_config(group_id)
-        normalized = validate_changes(group_id, set_configs, delete_configs, current=before.entries,
-                                      coordinator=self.group_coordinator_config())
-        to_set = {k: v for k, v in normalized.items() if before.dynamic.get(k) != v}
-        to_delete = [k for k in delete_configs if k in before.dynamic]
-        if dry_run or (not to_set and not to_delete):
-            return GroupConfigChange(group_id, before.dynamic, before.dynamic, normalized, delete_configs,
-                                     applied=False, dry_run=dry_run)
+        plan = plan_config_change(self.describe_group_config(group_id), set_configs, delete_configs,
+                                  self.group_coordinator_config())
+        if dry_run or plan.noop:  # kafka-configs has no validate-only mode: a dry run stops after validation
+            return plan.unchanged(dry_run=dry_run)
         args = ["--alter", "--entity-type", "groups", "--entity-name", group_id]
-        if to_set:
-            args += ["--add-config", ",".join(f"{k}={v}" for k, v in to_set.items())]
-        if to_delete:
-            args += ["--delete-config", ",".join(to_delete)]
+        if plan.to_set:
+            args += ["--add-config", ",".join(f"{k}={v}" for k, v in plan.to_set.items())]
+        if plan.to_delete:
+            args += ["--delete-config", ",".join(plan.to_delete)]
         self._run("kafka-configs", *args)
-        after = self.describe_group_config(group_id).dynamic
-        return GroupConfigChange(group_id, before.dynamic, after, normalized, delete_configs,
-                                 applied=True, dry_run=False)
+        return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
 
     # -- groups ------------------------------------------------------------------
 
@@ -206,15 +196,11 @@ class KafkaCli:
     ) -> GroupOffsets:
         """``--reset-offsets --from-file`` with a private CSV of ``topic,partition,offset``."""
         desc = self.describe_group(group_id)
-        if not desc.is_empty:
-            raise E.GroupNotEmpty(
-                f"Group {group_id!r} has {len(desc.members)} active member(s) ({desc.state}); committed offsets "
-                "can only be changed while it is empty."
-            )
+        require_empty(desc)
         tool = "kafka-streams-groups" if isinstance(desc, StreamsGroupDescription) else "kafka-consumer-groups"
         current = self.group_offsets(group_id)
-        ends = {TopicPartition(p.topic, p.partition): (p.log_start, p.log_end) for p in current.partitions}
-        missing = [tp for tp in offsets if tp not in ends]
+        bounds = {TopicPartition(p.topic, p.partition): (p.log_start, p.log_end) for p in current.partitions}
+        missing = [tp for tp in offsets if tp not in bounds]
         if missing:
             starts = self.log_start_offsets(missing)
             for tp in missing:
@@ -222,11 +208,8 @@ class KafkaCli:
                     raise E.UnknownTopicOrPartition(f"No such topic-partition: {tp}.")
                 latest = P.parse_get_offsets(self._run("kafka-get-offsets", "--topic-partitions", str(tp),
                                                        "--time", "-1"))
-                ends[tp] = (starts[tp], latest.get(tp))
-        for tp, offset in sorted(offsets.items()):
-            lo, hi = ends[tp]
-            if lo is not None and hi is not None and not lo <= offset <= hi:
-                raise E.InvalidOffset(f"Offset {offset} for {tp} is outside the log ({lo}..{hi}).")
+                bounds[tp] = (starts[tp], latest.get(tp))
+        require_inside_log(offsets, bounds)
         if dry_run or not offsets:
             return current
         csv = "".join(f"{tp.topic},{tp.partition},{int(o)}\n" for tp, o in sorted(offsets.items()))
