@@ -32,6 +32,25 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli"],
             }
         ],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_provider_kip848.operators.features",
+                    "airflow_provider_kip848.operators.group_config",
+                    "airflow_provider_kip848.operators.offsets",
+                    "airflow_provider_kip848.operators.members",
+                    "airflow_provider_kip848.operators.preflight",
+                    "airflow_provider_kip848.operators.lint",
+                ],
+            }
+        ],
+        "sensors": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.sensors.group"]}
+        ],
+        "triggers": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group"]}
+        ],
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

@@ -11,6 +11,7 @@ Rules this file enforces (see README "Testing"):
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,14 @@ _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kip848-airflow-"))
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+# Two DAG bundles: the example DAGs, and DAGs that exist only for tests (dag.test() finds a DAG through
+# the bundle that holds its file).
+os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
+    {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+     "kwargs": {"path": str(REPO / "dags")}},
+    {"name": "test-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+     "kwargs": {"path": str(REPO / "tests" / "e2e" / "dags")}},
+])
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
 
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
@@ -170,3 +179,33 @@ def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str
                 return last
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last result: {last!r}")
+
+
+def set_kafka_connection(monkeypatch, conn_id: str, bootstrap: str, **extra) -> str:
+    """Register a ``kafka_admin`` connection the way deployments do: an AIRFLOW_CONN_* variable."""
+    import json
+
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}",
+                       json.dumps({"conn_type": "kafka_admin", "host": bootstrap, "extra": extra}))
+    return conn_id
+
+
+@pytest.fixture
+def kafka_conn(monkeypatch, bootstrap) -> str:
+    """``kafka_admin_default`` pointing at the session broker."""
+    return set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap)
+
+
+class RecordingTI:
+    """The part of a TaskInstance operators touch outside a DAG run: XCom pushes."""
+
+    def __init__(self) -> None:
+        self.xcom: dict[str, object] = {}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.xcom[key] = value
+
+
+@pytest.fixture
+def context() -> dict:
+    return {"ti": RecordingTI()}

@@ -17,6 +17,9 @@ class Kip848Error(Exception):
 
     #: Default remedy for the class; instances may give a more precise one.
     remedy: str = ""
+    #: True when retrying the same call later can succeed (the cluster was unreachable or slow);
+    #: False for bad input and refusals, which a retry would only repeat.
+    retriable: bool = False
 
     def __init__(self, what: str, *, remedy: str | None = None) -> None:
         what = what.rstrip()
@@ -41,12 +44,14 @@ class Kip848Error(Exception):
 class KafkaConnectionError(Kip848Error):
     """The cluster could not be reached at all (bootstrap servers wrong, broker down)."""
 
+    retriable = True
     remedy = "Check the bootstrap servers and that the brokers are up and reachable from this worker."
 
 
 class OperationTimedOut(Kip848Error):
     """A request or a tool did not answer in time; the change may or may not have been applied."""
 
+    retriable = True
     remedy = (
         "Re-run the task: every operation of this provider is idempotent and reads the "
         "cluster state before changing it."

@@ -195,10 +195,14 @@ class KafkaCli:
         self, group_id: str, offsets: Mapping[TopicPartition, int], *, dry_run: bool = False
     ) -> GroupOffsets:
         """``--reset-offsets --from-file`` with a private CSV of ``topic,partition,offset``."""
-        desc = self.describe_group(group_id)
-        require_empty(desc)
+        try:
+            desc = self.describe_group(group_id)
+        except E.GroupNotFound:
+            desc = None  # no group, no members: the commit creates it (a restore after the group was lost)
+        if desc is not None:
+            require_empty(desc)
         tool = "kafka-streams-groups" if isinstance(desc, StreamsGroupDescription) else "kafka-consumer-groups"
-        current = self.group_offsets(group_id)
+        current = self.group_offsets(group_id) if desc is not None else GroupOffsets(group_id)
         bounds = {TopicPartition(p.topic, p.partition): (p.log_start, p.log_end) for p in current.partitions}
         missing = [tp for tp in offsets if tp not in bounds]
         if missing:

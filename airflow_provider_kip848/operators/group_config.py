@@ -1,0 +1,41 @@
+"""``KafkaGroupConfigOperator``: set or delete group-level configs (``kafka-configs --entity-type groups``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+
+
+class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
+    """Set and/or delete configs of one group, validated against the broker's bounds before sending.
+
+    Examples: ``streams.num.standby.replicas`` (bounded by
+    ``group.streams.max.standby.replicas``), ``consumer.session.timeout.ms``,
+    ``streams.session.timeout.ms``. Values already in place send nothing.
+
+    :returns: ``{group_id, before, after, changed, applied, dry_run, ...}`` with the dynamic
+        values read back from the cluster.
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs", "dry_run")
+
+    def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
+                 delete_configs: list[str] | None = None, dry_run: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_id = group_id
+        self.set_configs = set_configs or {}
+        self.delete_configs = delete_configs or []
+        self.dry_run = dry_run
+
+    def run(self, context: Any) -> dict:
+        change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
+                                              dry_run=as_bool(self.dry_run))
+        if change.changed:
+            for key, (old, new) in change.changed.items():
+                self.log.info("Group %s: %s %s -> %s", self.group_id, key, old, new)
+        elif change.dry_run:
+            self.log.info("dry_run: the change to group %s was validated and not applied.", self.group_id)
+        else:
+            self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
+        return change.to_dict()

@@ -1,0 +1,165 @@
+"""Offsets snapshot, compare and restore: the safety net of every destructive migration step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kip848.kafka.offsets import (
+    OffsetSnapshot,
+    SnapshotConflict,
+    SnapshotInvalid,
+    compare,
+    restore_plan,
+    take_snapshot,
+)
+from airflow_provider_kip848.operators import storage
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+
+
+def current_offsets(hook, group_id: str):
+    """The group's offsets; a group that no longer exists has none (everything was lost)."""
+    from airflow_provider_kip848.kafka.errors import GroupNotFound
+    from airflow_provider_kip848.kafka.model import GroupOffsets
+
+    try:
+        return hook.group_offsets(group_id)
+    except GroupNotFound:
+        return GroupOffsets(group_id)
+
+
+def load_snapshot(location: str) -> OffsetSnapshot:
+    if not storage.exists(location):
+        raise SnapshotInvalid(f"No snapshot at {location}.")
+    return OffsetSnapshot.from_json(storage.read_text(location), source=location)
+
+
+class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
+    """Write a group's committed offsets (with log start/end per partition) to a durable location.
+
+    Idempotent: if a snapshot of the same cluster and group is already at
+    ``path`` (a retry), it is kept, because the first one is the baseline taken
+    before anything changed. A snapshot of another group or cluster at that
+    path is never overwritten.
+
+    :param path: local path or ObjectStoragePath URL; templated, e.g.
+        ``/var/kip848/snapshots/{{ dag.dag_id }}/{{ run_id }}/{{ params.group_id }}.json``.
+    :returns: ``{path, group_id, cluster_id, partitions, committed_partitions, total_lag, sha256, taken_at, reused}``
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "path")
+
+    def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_id, self.path = group_id, path
+
+    def run(self, context: Any) -> dict:
+        fresh = take_snapshot(self.native_hook, self.group_id)
+        reused = False
+        if storage.exists(self.path):
+            existing = load_snapshot(self.path)
+            if (existing.cluster_id, existing.group_id) != (fresh.cluster_id, fresh.group_id):
+                raise SnapshotConflict(
+                    f"{self.path} holds a snapshot of group {existing.group_id!r} on cluster {existing.cluster_id}, "
+                    f"not of {fresh.group_id!r} on {fresh.cluster_id}; refusing to overwrite it."
+                )
+            moved = compare(existing, _as_offsets(fresh)).counts
+            self.log.info("A snapshot of %s taken at %s is already at %s; keeping it as the baseline "
+                          "(since then: %s).", self.group_id, existing.taken_at, self.path, moved)
+            snapshot, reused = existing, True
+        else:
+            storage.write_text(self.path, fresh.to_json())
+            snapshot = fresh
+            self.log.info("Snapshot of %s (%s, %d partitions, total lag %d) written to %s.", self.group_id,
+                          snapshot.group_state, len(snapshot.partitions), _lag(snapshot), self.path)
+        return {"path": self.path, "group_id": snapshot.group_id, "cluster_id": snapshot.cluster_id,
+                "group_type": snapshot.group_type, "group_state": snapshot.group_state,
+                "partitions": len(snapshot.partitions), "committed_partitions": len(snapshot.committed),
+                "total_lag": _lag(snapshot), "sha256": snapshot.sha256, "taken_at": snapshot.taken_at,
+                "reused": reused}
+
+
+def _lag(snapshot: OffsetSnapshot) -> int:
+    return sum(p.lag or 0 for p in snapshot.partitions)
+
+
+def _as_offsets(snapshot: OffsetSnapshot):
+    from airflow_provider_kip848.kafka.model import GroupOffsets
+
+    return GroupOffsets(snapshot.group_id, snapshot.partitions)
+
+
+class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
+    """Compare a group's committed offsets with a snapshot, partition by partition.
+
+    Each partition is ``equal``, ``advanced`` (consumers ran on), ``regressed``
+    or ``missing`` (progress lost) or ``new``. Fails when progress was lost,
+    and on ``advanced`` too when ``allow_advanced=False`` (nothing may have run).
+
+    :returns: ``{group_id, counts, preserved, partitions: [...]}``
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path")
+
+    def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,
+                 fail_on_loss: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_id, self.snapshot_path = group_id, snapshot_path
+        self.allow_advanced, self.fail_on_loss = allow_advanced, fail_on_loss
+
+    def run(self, context: Any) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        snapshot = load_snapshot(self.snapshot_path)
+        _same_group(snapshot, self.group_id, self.snapshot_path)
+        result = compare(snapshot, current_offsets(self.hook, self.group_id))
+        self.log.info("Offsets of %s vs snapshot %s: %s", self.group_id, snapshot.taken_at, result.counts)
+        for p in result.partitions:
+            if p.status != "equal":
+                self.log.info("  %s:%d %s (snapshot %s, now %s)", p.topic, p.partition, p.status, p.snapshot, p.current)
+        if self.fail_on_loss and result.lost():
+            raise AirflowFailException(
+                f"Group {self.group_id} lost committed offsets on {len(result.lost())} partition(s) "
+                f"({', '.join(f'{p.topic}:{p.partition}' for p in result.lost()[:10])}). Restore them with "
+                "RestoreGroupOffsetsOperator while the group is empty."
+            )
+        if not as_bool(self.allow_advanced) and result.by_status("advanced"):
+            raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
+                                       "partition(s) although nothing should have consumed.")
+        return result.to_dict()
+
+
+class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
+    """Put back the offsets a conversion lost: only partitions that regressed or vanished, only on an empty group.
+
+    Partitions that are equal or advanced are left alone, so a rerun restores
+    nothing (idempotent). ``dry_run`` reports the plan without committing.
+
+    :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run}``
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run")
+
+    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_id, self.snapshot_path, self.dry_run = group_id, snapshot_path, dry_run
+
+    def run(self, context: Any) -> dict:
+        snapshot = load_snapshot(self.snapshot_path)
+        _same_group(snapshot, self.group_id, self.snapshot_path)
+        comparison = compare(snapshot, current_offsets(self.hook, self.group_id))
+        plan = restore_plan(comparison)
+        left = len(comparison.partitions) - len(plan)
+        if not plan:
+            self.log.info("Nothing to restore for %s: no partition lost progress (%s).", self.group_id,
+                          comparison.counts)
+            return {"group_id": self.group_id, "restored": {}, "left_alone": left, "dry_run": as_bool(self.dry_run)}
+        for tp, offset in sorted(plan.items()):
+            self.log.info("Restore %s to %d", tp, offset)
+        self.hook.alter_group_offsets(self.group_id, plan, dry_run=as_bool(self.dry_run))
+        return {"group_id": self.group_id, "restored": {str(tp): o for tp, o in sorted(plan.items())},
+                "left_alone": left, "dry_run": as_bool(self.dry_run)}
+
+
+def _same_group(snapshot: OffsetSnapshot, group_id: str, location: str) -> None:
+    if snapshot.group_id != group_id:
+        raise SnapshotConflict(f"{location} is a snapshot of group {snapshot.group_id!r}, not {group_id!r}.")

@@ -1,0 +1,62 @@
+"""``MigrationPreflightOperator``: refuse a migration that would fail, before anything changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.kafka.preflight import MODES, gather_facts, run_preflight
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+
+
+class MigrationPreflightOperator(KafkaAdminBaseOperator):
+    """Check the cluster and the group for one migration mode and fail on any hard failure.
+
+    Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
+    (rollback), ``classic_to_streams`` (offline KIP-1071 migration),
+    ``enable_feature`` (finalize ``feature``=``feature_level``). See
+    :mod:`airflow_provider_kip848.kafka.preflight` for every check.
+
+    :param declared_broker_version: the brokers' exact release (e.g. ``4.2.1``), needed on 4.2 for
+        streams migrations because 4.2.0 cannot be told from 4.2.1 over the protocol.
+    :param expect_empty: offline mode: fail (True, default) or only warn (False, when the DAG
+        empties the group later) on active members.
+    :param fail_on_warn: treat warnings as failures.
+    :returns: the report: ``{mode, group_id, passed, failures, warnings, checks: [{name, status, evidence, remedy}]}``
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
+                       "feature", "feature_level", "expect_empty")
+    ui_color = "#fff4e5"
+
+    def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
+                 expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if mode not in MODES and "{{" not in str(mode):
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        self.mode, self.group_id = mode, group_id
+        self.declared_broker_version = declared_broker_version
+        self.expect_empty, self.feature, self.feature_level = expect_empty, feature, feature_level
+        self.fail_on_warn = fail_on_warn
+
+    def run(self, context: Any) -> dict:
+        facts = gather_facts(self.native_hook, self.group_id if self.mode != "enable_feature" else None)
+        report = run_preflight(
+            facts, self.mode, group_id=self.group_id or None,
+            declared_broker_version=self.declared_broker_version or None,
+            expect_empty=None if self.expect_empty in (None, "", "None") else as_bool(self.expect_empty),
+            feature=self.feature or None,
+            feature_level=int(self.feature_level) if self.feature_level not in (None, "", "None") else None,
+        )
+        for line in report.render_text().splitlines():
+            self.log.info("%s", line)
+        result = report.to_dict()
+        failed = report.failures + (report.warnings if self.fail_on_warn else ())
+        if failed:
+            context["ti"].xcom_push(key="report", value=result)
+            raise AirflowFailException(
+                f"Preflight {self.mode} refused: " + "; ".join(f"{c.name}: {c.evidence}. {c.remedy}" for c in failed)
+            )
+        return result

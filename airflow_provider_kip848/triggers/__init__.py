@@ -1,0 +1,1 @@
+"""Triggers: broker polling that runs in the triggerer, holding no worker slot."""

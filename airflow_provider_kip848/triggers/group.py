@@ -1,0 +1,107 @@
+"""``KafkaGroupConditionTrigger``: poll a group until a condition holds, in the triggerer.
+
+The trigger owns no Airflow state: it is rebuilt from :meth:`serialize`'s
+class path and kwargs (JSON), reads the connection asynchronously, and runs
+the same :func:`~airflow_provider_kip848.kafka.conditions.evaluate` as the
+sensor's poke mode, in a thread so the triggerer's event loop never blocks.
+A broker that restarts or is briefly unreachable while it waits is ridden
+out (logged, polled again); bad input ends the wait with an error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_kip848.kafka.conditions import GroupCondition, evaluate, is_retriable
+
+
+class KafkaGroupConditionTrigger(BaseTrigger):
+    """Fires ``{"status": "met"}`` when the condition holds, ``"timeout"`` at ``timeout_at`` (epoch s),
+    ``"remove_members_due"`` at ``remove_members_at`` (so the sensor can force-empty the group in a
+    worker, where the action is logged with the task), or ``"error"`` on a non-retriable failure."""
+
+    def __init__(
+        self,
+        *,
+        kafka_conn_id: str,
+        group_id: str,
+        condition: dict[str, Any],
+        poll_interval: float = 5.0,
+        timeout_at: float | None = None,
+        remove_members_at: float | None = None,
+        polls_before: int = 0,
+    ) -> None:
+        super().__init__()
+        self.kafka_conn_id = kafka_conn_id
+        self.group_id = group_id
+        self.condition = dict(condition)
+        self.poll_interval = float(poll_interval)
+        self.timeout_at = timeout_at
+        self.remove_members_at = remove_members_at
+        self.polls_before = int(polls_before)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "kafka_conn_id": self.kafka_conn_id,
+                "group_id": self.group_id,
+                "condition": self.condition,
+                "poll_interval": self.poll_interval,
+                "timeout_at": self.timeout_at,
+                "remove_members_at": self.remove_members_at,
+                "polls_before": self.polls_before,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.hooks.connection import settings_from_connection
+        from airflow_provider_kip848.kafka.admin import KafkaAdmin
+
+        condition = GroupCondition.from_dict(self.condition)
+        try:
+            conn = await KafkaGroupAdminHook.aget_connection(self.kafka_conn_id)
+            settings = settings_from_connection(conn)
+        except Exception as exc:  # noqa: BLE001 - a missing/bad connection ends the wait with the reason
+            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+            return
+        admin = KafkaAdmin(settings)
+        polls = self.polls_before
+        last = ""
+        try:
+            while True:
+                polls += 1
+                try:
+                    result = await asyncio.to_thread(evaluate, admin, self.group_id, condition)
+                except Exception as exc:  # noqa: BLE001
+                    if not is_retriable(exc):
+                        yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls})
+                        return
+                    self.log.warning("Group %s: %s; polling again in %.0f s.", self.group_id, exc, self.poll_interval)
+                    result = None
+                if result is not None and result.met:
+                    yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),
+                                        "summary": result.summary, "detail": result.detail, "polls": polls})
+                    return
+                now = time.time()
+                if self.timeout_at is not None and now >= self.timeout_at:
+                    yield TriggerEvent({"status": "timeout", "group_id": self.group_id,
+                                        "summary": last or "never evaluated", "polls": polls,
+                                        "condition": condition.to_dict()})
+                    return
+                if self.remove_members_at is not None and now >= self.remove_members_at:
+                    yield TriggerEvent({"status": "remove_members_due", "group_id": self.group_id,
+                                        "summary": last, "polls": polls})
+                    return
+                if result is not None and result.summary != last:
+                    last = result.summary
+                    self.log.info("Group %s: %s (waiting for %s)", self.group_id, last, condition.describe())
+                await asyncio.sleep(self.poll_interval)
+        finally:
+            await asyncio.to_thread(admin.close)

@@ -1,0 +1,261 @@
+"""Every operator against the real broker, run twice: the second run changes nothing and succeeds."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from confluent_kafka import KafkaException
+
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
+from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
+from airflow_provider_kip848.operators.features import KafkaFeatureOperator
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.offsets import (
+    CompareGroupOffsetsOperator,
+    RestoreGroupOffsetsOperator,
+    SnapshotGroupOffsetsOperator,
+)
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from tests.conftest import set_kafka_connection, start_or_fail, wait_until
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory, kafka_version, pytestconfig):
+    """Feature levels and the migration policy are cluster-wide: these tests get a broker of their own."""
+    broker = LocalKafka(tmp_path_factory.mktemp("operators"), version=kafka_version, die_with_parent=True)
+    start_or_fail(broker, pytestconfig)
+    yield broker
+    broker.stop()
+
+
+def test_feature_operator_dry_run_change_and_noop(own_cluster, monkeypatch, context):
+    conn = set_kafka_connection(monkeypatch, "kafka_own", own_cluster.bootstrap_servers)
+    admin = KafkaAdmin(ClientSettings(own_cluster.bootstrap_servers))
+    try:
+        dry = KafkaFeatureOperator(task_id="dry", kafka_conn_id=conn, feature="streams.version", level=0,
+                                   action="downgrade", dry_run=True).execute(context)
+        assert dry["validation"] == "streams.version can be downgraded to 0." and not dry["applied"]
+        assert admin.describe_features().level("streams.version") == 1
+        for backend in ("native", "cli"):
+            down = KafkaFeatureOperator(task_id="down", kafka_conn_id=conn, feature="streams.version", level=0,
+                                        action="downgrade", backend=backend).execute(context)
+            assert down["applied"] and admin.describe_features().level("streams.version") == 0
+            up = KafkaFeatureOperator(task_id="up", kafka_conn_id=conn, feature="streams.version", level=1,
+                                      backend=backend)
+            assert up.execute(context)["applied"]
+            again = up.execute(context)
+            assert again["noop"] and not again["applied"] and "already at level 1" in again["message"]
+        with pytest.raises(AirflowFailException, match="not supported"):
+            KafkaFeatureOperator(task_id="bad", kafka_conn_id=conn, feature="streams.version", level=4).execute(context)
+    finally:
+        admin.update_feature("streams.version", 1)
+        admin.close()
+
+
+@pytest.mark.parametrize("backend", ["native", "cli"])
+def test_group_config_operator_set_rerun_delete(kafka_conn, native, unique, context, backend):
+    group = unique("cfg-op")
+    op = KafkaGroupConfigOperator(task_id="set", group_id=group, backend=backend,
+                                  set_configs={"streams.num.standby.replicas": 1, "streams.session.timeout.ms": 10000})
+    first = op.execute(context)
+    assert first["applied"] and first["changed"] == {"streams.num.standby.replicas": [None, "1"],
+                                                     "streams.session.timeout.ms": [None, "10000"]}
+    second = op.execute(context)
+    assert not second["applied"] and second["changed"] == {}
+    assert native.describe_group_config(group).dynamic == first["after"]
+    with pytest.raises(AirflowFailException, match="group.streams.max.standby.replicas=2"):
+        KafkaGroupConfigOperator(task_id="bad", group_id=group, backend=backend,
+                                 set_configs={"streams.num.standby.replicas": 5}).execute(context)
+    deleted = KafkaGroupConfigOperator(task_id="del", group_id=group, backend=backend,
+                                       delete_configs=["streams.session.timeout.ms"]).execute(context)
+    assert deleted["after"] == {"streams.num.standby.replicas": "1"}
+
+
+def test_snapshot_compare_restore_cycle(kafka_conn, native, bootstrap, unique, tmp_path, context):
+    topic, group = unique("snap"), unique("snap-group")
+    create_topics(bootstrap, {topic: 3})
+    produce(bootstrap, topic, (f"v{i}" for i in range(30)), keys=(f"k{i}" for i in range(30)))
+    consume(bootstrap, group, [topic], 30, group_protocol="classic")
+    path = str(tmp_path / "snapshots" / f"{group}.json")
+    snap = SnapshotGroupOffsetsOperator(task_id="snap", group_id=group, path=path)
+    first = snap.execute(context)
+    assert first["committed_partitions"] == 3 and not first["reused"]
+    assert json.loads(open(path).read())["group_id"] == group
+
+    produce(bootstrap, topic, (f"w{i}" for i in range(6)))
+    consume(bootstrap, group, [topic], 6, group_protocol="classic")
+    assert snap.execute(context)["reused"], "a rerun keeps the baseline taken before anything changed"
+    assert snap.execute(context)["sha256"] == first["sha256"]
+
+    compare_op = CompareGroupOffsetsOperator(task_id="cmp", group_id=group, snapshot_path=path)
+    advanced = compare_op.execute(context)
+    assert advanced["preserved"] and advanced["counts"]["advanced"] >= 1
+    with pytest.raises(AirflowFailException, match="advanced"):
+        CompareGroupOffsetsOperator(task_id="cmp2", group_id=group, snapshot_path=path,
+                                    allow_advanced=False).execute(context)
+
+    # a conversion that lost the offsets: the group is gone ...
+    native.delete_group(group)
+    with pytest.raises(AirflowFailException, match="lost committed offsets on 3 partition"):
+        compare_op.execute(context)
+    # ... and a consumer came back from the earliest offsets and committed a little progress
+    consume(bootstrap, group, [topic], 3, group_protocol="classic")
+    with pytest.raises(AirflowFailException, match="lost committed offsets on 3 partition"):
+        compare_op.execute(context)
+    restore = RestoreGroupOffsetsOperator(task_id="restore", group_id=group, snapshot_path=path)
+    restored = restore.execute(context)
+    assert len(restored["restored"]) == 3
+    assert compare_op.execute(context)["counts"]["equal"] == 3
+    assert restore.execute(context)["restored"] == {}, "a rerun restores nothing"
+
+    other = unique("other")
+    consume(bootstrap, other, [topic], 1, group_protocol="consumer")
+    with pytest.raises(AirflowFailException, match="refusing to overwrite"):
+        SnapshotGroupOffsetsOperator(task_id="other", group_id=other, path=path).execute(context)
+    with pytest.raises(AirflowFailException, match="does not exist"):
+        SnapshotGroupOffsetsOperator(task_id="ghost", group_id=unique("ghost"), path=str(tmp_path / "g.json")).execute(context)
+    with pytest.raises(AirflowFailException, match="not JSON"):
+        (tmp_path / "broken.json").write_text("{")
+        CompareGroupOffsetsOperator(task_id="x", group_id=group, snapshot_path=str(tmp_path / "broken.json")).execute(context)
+
+
+def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, bootstrap, unique, tmp_path, context):
+    topic, group = unique("rm"), unique("rm-group")
+    create_topics(bootstrap, {topic: 2, WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"c{i}",
+                                     session_timeout_ms=60000, instance_id="static-0" if i == 0 else None,
+                                     log_file=str(tmp_path / f"c{i}.log")) for i in range(2)]
+    wait_until(lambda: len(native.describe_group(group).members) == 2, what="two members")
+    for m in members:
+        m.kill()
+    op = RemoveGroupMembersOperator(task_id="rm", group_id=group)
+    result = op.execute(context)
+    assert len(result["removed"]) == 2 and "static-0" in result["removed"]
+    assert native.describe_group(group).is_empty
+    assert op.execute(context)["removed"] == []
+    app_id = unique("rm-streams")
+    app = kafka.start_wordcount(app_id)
+    try:
+        wait_until(lambda: native.describe_group(app_id).state == "Stable", what="streams app")
+        with pytest.raises(AirflowFailException, match="rejects LeaveGroup for streams groups"):
+            RemoveGroupMembersOperator(task_id="rm2", group_id=app_id).execute(context)
+    finally:
+        app.stop()
+
+
+class CustomAssignorMember(threading.Thread):
+    """A classic member whose assignor puts userData into assignments (kafka-python; a custom client assignor)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.stop_flag = threading.Event()
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        class UserDataAssignor(RangePartitionAssignor):
+            name = "kip848-custom-userdata"
+
+            @classmethod
+            def assign(cls, cluster, members):
+                plain = RangePartitionAssignor.assign(cluster, members)
+                return {m: ConsumerProtocolAssignment(a.version, a.assigned_partitions, b"custom-state")
+                        for m, a in plain.items()}
+
+        consumer = KafkaConsumer(self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
+                                 partition_assignment_strategy=[UserDataAssignor], auto_offset_reset="earliest",
+                                 session_timeout_ms=10000)
+        try:
+            while not self.stop_flag.is_set():
+                consumer.poll(timeout_ms=200)
+        finally:
+            consumer.close()
+
+
+def test_preflight_on_a_healthy_cluster_and_on_each_blocker(own_cluster, monkeypatch, unique, tmp_path, context):
+    bootstrap = own_cluster.bootstrap_servers
+    conn = set_kafka_connection(monkeypatch, "kafka_own", bootstrap)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    topic = unique("pre")
+    create_topics(bootstrap, {topic: 2})
+    produce(bootstrap, topic, [b"1", b"2"])
+
+    def preflight(mode, group=None, **kw):
+        return MigrationPreflightOperator(task_id=f"pre-{mode}", kafka_conn_id=conn, mode=mode, group_id=group, **kw)
+
+    healthy = unique("healthy")
+    member = ConsumerProcess.start(bootstrap, healthy, [topic], protocol="classic", client_id="h",
+                                   log_file=str(tmp_path / "h.log"))
+    custom = CustomAssignorMember(bootstrap, unique("userdata"), topic)
+    try:
+        wait_until(lambda: admin.describe_group(healthy).state == "Stable", what="healthy classic group")
+        report = preflight("classic_to_consumer", healthy).execute(context)
+        assert report["passed"] and report["failures"] == []
+
+        # a non-empty group cannot be migrated offline
+        with pytest.raises(AirflowFailException, match="group_empty: 1 active member"):
+            preflight("classic_to_streams", healthy).execute(context)
+        assert context["ti"].xcom["report"]["failures"] == ["group_empty"]
+
+        # a classic group whose assignments carry userData (custom client assignor)
+        custom.start()
+        wait_until(lambda: admin.describe_group(custom.group).state == "Stable", what="custom-assignor group")
+        with pytest.raises(AirflowFailException, match="custom_assignor: 1 member\\(s\\) carry assignment userData"):
+            preflight("classic_to_consumer", custom.group).execute(context)
+        # ... and the broker really refuses that upgrade: a consumer-protocol member cannot join
+        with pytest.raises(KafkaException, match="GROUP_ID_NOT_FOUND|[Gg]roup"):
+            consume(bootstrap, custom.group, [topic], 1, group_protocol="consumer", timeout=20)
+        assert admin.group_listing(custom.group).type is GroupType.CLASSIC
+
+        # streams.version at 0
+        admin.update_feature("streams.version", 0, action="downgrade")
+        with pytest.raises(AirflowFailException, match="feature_finalized: streams.version finalized at 0"):
+            preflight("classic_to_streams", unique("offline"), expect_empty=False).execute(context)
+        with pytest.raises(AirflowFailException):
+            preflight("enable_feature", feature="streams.version", feature_level=1, fail_on_warn=False,
+                      declared_broker_version="4.1.0").execute(context)
+        assert preflight("enable_feature", feature="streams.version", feature_level=1).execute(context)["passed"]
+    finally:
+        admin.update_feature("streams.version", 1)
+        custom.stop_flag.set()
+        member.stop()
+        admin.close()
+
+
+def test_preflight_catches_a_disabled_migration_policy(fresh_kafka, monkeypatch, unique, tmp_path, context):
+    broker = fresh_kafka(overrides={"group.consumer.migration.policy": "disabled"})
+    conn = set_kafka_connection(monkeypatch, "kafka_disabled", broker.bootstrap_servers)
+    topic, group = unique("pol"), unique("pol-group")
+    create_topics(broker.bootstrap_servers, {topic: 1})
+    member = ConsumerProcess.start(broker.bootstrap_servers, group, [topic], protocol="classic", client_id="p",
+                                   log_file=str(tmp_path / "p.log"))
+    try:
+        with KafkaAdmin(ClientSettings(broker.bootstrap_servers)) as admin:
+            wait_until(lambda: admin.describe_group(group).state == "Stable", what="classic member")
+        with pytest.raises(AirflowFailException, match="group.consumer.migration.policy=disabled forbids an online upgrade"):
+            MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_consumer",
+                                       group_id=group).execute(context)
+    finally:
+        member.stop()
+
+
+def test_lint_operator_on_a_properties_file(tmp_path, context):
+    props = tmp_path / "app.properties"
+    props.write_text("group.protocol=classic\nsession.timeout.ms=30000\n")
+    with pytest.raises(AirflowFailException, match="consumer.session.timeout.ms=30000"):
+        ClientConfigLintOperator(task_id="lint", properties=str(props), target="consumer").execute(context)
+    ok = ClientConfigLintOperator(task_id="lint2", properties={"group.protocol": "consumer",
+                                                               "enable.auto.commit": "false"},
+                                  target="consumer").execute(context)
+    assert ok["errors"] == 0 and ok["findings"] == []

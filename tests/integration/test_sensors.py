@@ -1,0 +1,182 @@
+"""Sensors and their trigger against real consumers and a real Kafka Streams app."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
+
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.local.clients import (
+    ConsumerProcess,
+    consume,
+    create_topics,
+    decode_long,
+    latest_by_key,
+    produce,
+    read_topic,
+)
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+    KafkaGroupStateSensor,
+    KafkaGroupTypeSensor,
+)
+from tests.conftest import wait_until
+
+
+class Background(threading.Thread):
+    """Runs a sensor's execute() while the test drives the applications."""
+
+    def __init__(self, sensor, context) -> None:
+        super().__init__(daemon=True)
+        self.sensor, self.context = sensor, context
+        self.result = self.error = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.sensor.execute(self.context)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            self.error = exc
+
+
+def test_type_and_migrated_sensors_follow_a_rolling_upgrade(kafka_conn, native, bootstrap, unique, tmp_path, context):
+    topic, group = unique("roll"), unique("roll-group")
+    create_topics(bootstrap, {topic: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(40)))
+    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"c{i}",
+                                     log_file=str(tmp_path / f"c{i}.log")) for i in range(2)]
+    try:
+        wait_until(lambda: len(native.describe_group(group).members) == 2, what="classic members")
+        converted = Background(KafkaGroupTypeSensor(task_id="t", group_id=group, group_type="consumer",
+                                                    poll_interval=0.5, timeout=120), context)
+        migrated = Background(KafkaGroupMigratedSensor(task_id="m", group_id=group, min_members=2,
+                                                       poll_interval=0.5, timeout=120), context)
+        converted.start()
+        migrated.start()
+        members[0].stop()
+        members[0] = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="c0",
+                                           log_file=str(tmp_path / "c0b.log"))
+        converted.join(60)
+        assert converted.error is None and converted.result["summary"] == "type consumer"
+        assert converted.result["mode"] == "poke"
+        assert migrated.is_alive(), "one classic member is left: not migrated yet"
+        members[1].stop()
+        members[1] = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="c1",
+                                           log_file=str(tmp_path / "c1b.log"))
+        migrated.join(60)
+        assert migrated.error is None, migrated.error
+        assert migrated.result["detail"]["classic_members"] == 0
+        assert {m["protocol"] for m in migrated.result["detail"]["members"]} == {"consumer"}
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_stopped_classic_streams_app_is_force_emptied_then_converted(kafka, kafka_conn, native, bootstrap, unique, context):
+    app_id = unique("wc-migrate")
+    create_topics(bootstrap, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    word = f"w{unique('x').rsplit('-', 1)[-1]}{id(context)}"
+    classic = kafka.start_wordcount(app_id, group_protocol="classic",
+                                    properties={"session.timeout.ms": "60000", "consumer.session.timeout.ms": "60000"})
+    produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
+    _wait_count(bootstrap, word, 2)
+    assert native.group_listing(app_id).type is GroupType.CLASSIC
+    classic.kill()  # stopped without leaving: its members stay for the 60 s session
+    assert len(native.describe_group(app_id).members) >= 1
+
+    emptied = KafkaGroupEmptySensor(task_id="empty", group_id=app_id, poll_interval=0.5, remove_members_after=1,
+                                    timeout=30).execute(context)
+    assert emptied["members_removed"], "the sensor forced the leftover classic members out"
+    assert native.describe_group(app_id).is_empty
+
+    streams = kafka.start_wordcount(app_id, group_protocol="streams")
+    try:
+        result = KafkaGroupTypeSensor(task_id="type", group_id=app_id, group_type="streams", poll_interval=0.5,
+                                      timeout=90).execute(context)
+        assert result["summary"] == "type streams"
+        KafkaGroupStateSensor(task_id="stable", group_id=app_id, states=["Stable"], poll_interval=0.5,
+                              timeout=90).execute(context)
+        produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
+        # only committed offsets survive: the old records are not processed again, so the count goes 2 -> 3
+        assert _wait_count(bootstrap, word, 3) == 3
+    finally:
+        streams.stop()
+
+
+def _wait_count(bootstrap, word, expected, timeout=90):
+    def count(records):
+        value = latest_by_key(records).get(word.encode())
+        return decode_long(value) if value is not None else None
+
+    records = read_topic(bootstrap, WORDCOUNT_OUTPUT_TOPIC, timeout=timeout, until=lambda rs: count(rs) == expected)
+    assert count(records) == expected, f"count of {word}: {count(records)}"
+    return count(records)
+
+
+def test_lag_sensor_waits_for_the_backlog_to_drain(kafka_conn, bootstrap, unique, tmp_path, context):
+    topic, group = unique("lag"), unique("lag-group")
+    create_topics(bootstrap, {topic: 2})
+    consume(bootstrap, group, [topic], 0, group_protocol="consumer", timeout=1)
+    produce(bootstrap, topic, (f"v{i}" for i in range(50)))
+    consume(bootstrap, group, [topic], 10, group_protocol="consumer")
+    sensor = Background(KafkaGroupLagSensor(task_id="lag", group_id=group, max_lag=0, poll_interval=0.5, timeout=120),
+                        context)
+    sensor.start()
+    sensor.join(3)
+    assert sensor.is_alive(), "40 records are still unconsumed"
+    consumer = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="drain",
+                                     log_file=str(tmp_path / "drain.log"))
+    try:
+        sensor.join(90)
+        assert sensor.error is None and sensor.result["detail"]["total_lag"] == 0
+    finally:
+        consumer.stop()
+
+
+def test_deferrable_sensor_defers_and_resumes_through_its_serialised_trigger(kafka_conn, native, bootstrap, unique,
+                                                                               tmp_path, context):
+    """What the triggerer does, step by step: serialise, rebuild from JSON, run, hand the event back."""
+    from airflow.sdk._shared.module_loading import import_string
+    from airflow.sdk.serde import deserialize, serialize
+
+    topic, group = unique("defer"), unique("defer-group")
+    create_topics(bootstrap, {topic: 1})
+    sensor = KafkaGroupStateSensor(task_id="wait", group_id=group, states=["Stable"], deferrable=True,
+                                   poll_interval=0.5, timeout=60)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context)
+    classpath, kwargs = deferred.value.trigger.serialize()
+    assert classpath == "airflow_provider_kip848.triggers.group.KafkaGroupConditionTrigger"
+    rebuilt = import_string(classpath)(**deserialize(serialize(kwargs)))
+    member = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="late",
+                                   log_file=str(tmp_path / "late.log"))
+    try:
+        event = asyncio.run(_first_event(rebuilt))
+    finally:
+        member.stop()
+    payload = deserialize(serialize(event.payload))
+    assert payload["status"] == "met" and payload["polls"] >= 1
+    result = sensor.execute_complete(context, event=payload, **deferred.value.kwargs)
+    assert result["mode"] == "deferred" and result["summary"] == "state Stable"
+
+
+def test_deferred_wait_times_out_with_the_last_state(kafka_conn, unique, context):
+    sensor = KafkaGroupStateSensor(task_id="never", group_id=unique("never"), states=["Stable"], deferrable=True,
+                                   poll_interval=0.3, timeout=2)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context)
+    event = asyncio.run(_first_event(deferred.value.trigger))
+    assert event.payload["status"] == "timeout"
+    with pytest.raises(AirflowSensorTimeout, match="did not reach state in \\{Stable\\} within 2"):
+        sensor.execute_complete(context, event=event.payload, **deferred.value.kwargs)
+
+
+async def _first_event(trigger):
+    async for event in trigger.run():
+        return event
+    return None

@@ -1,0 +1,148 @@
+"""Client-config lint, group conditions and offset snapshots: pure logic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_kip848.kafka.conditions import GroupCondition, evaluate
+from airflow_provider_kip848.kafka.errors import GroupNotFound
+from airflow_provider_kip848.kafka.lint import lint_client_config, parse_properties
+from airflow_provider_kip848.kafka.model import (
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    GroupOffsets,
+    GroupType,
+    MemberProtocol,
+    PartitionOffsets,
+    TopicPartition,
+)
+from airflow_provider_kip848.kafka.offsets import (
+    OffsetSnapshot,
+    SnapshotInvalid,
+    compare,
+    restore_plan,
+    snapshot_from,
+)
+
+
+def keys(findings, severity):
+    return {f.key for f in findings if f.severity == severity}
+
+
+def test_classic_config_linted_for_the_consumer_protocol():
+    props = parse_properties("""
+        # app.properties
+        group.protocol=classic
+        partition.assignment.strategy=org.apache.kafka.clients.consumer.CooperativeStickyAssignor
+        session.timeout.ms=30000
+        heartbeat.interval.ms: 3000
+        group.instance.id=app-1
+    """)
+    findings = lint_client_config(props, "consumer")
+    assert keys(findings, "error") == {"group.protocol", "partition.assignment.strategy", "session.timeout.ms",
+                                       "heartbeat.interval.ms"}
+    assert keys(findings, "warn") == {"group.instance.id"}
+    fix = {f.key: f.fix for f in findings}
+    assert "group.remote.assignor=uniform" in fix["partition.assignment.strategy"]
+    assert "consumer.session.timeout.ms=30000" in fix["session.timeout.ms"]
+
+
+def test_range_maps_to_range_and_custom_assignors_are_errors():
+    f = lint_client_config({"group.protocol": "consumer", "partition.assignment.strategy": "range"}, "consumer")
+    assert "group.remote.assignor=range" in f[0].fix
+    f = lint_client_config({"group.protocol": "consumer", "partition.assignment.strategy": "com.acme.MyAssignor"},
+                           "consumer")
+    assert "custom client assignor" in f[0].message
+
+
+def test_librdkafka_group_protocol_type_and_regex_semantics():
+    findings = lint_client_config({"group.protocol": "consumer", "group.protocol.type": "consumer"}, "consumer",
+                                  client="librdkafka", subscription_pattern="^topic*")
+    assert "group.protocol.type" in keys(findings, "error")
+    assert any("'^topic*' uses '*' as a wildcard" in f.message for f in findings)
+    assert not keys(lint_client_config({"group.protocol": "consumer", "enable.auto.commit": "false"}, "consumer",
+                                       subscription_pattern="orders-.*"), "error")
+
+
+def test_streams_config_keys_that_are_ignored_or_rejected():
+    findings = lint_client_config({"group.protocol": "streams", "num.standby.replicas": "1",
+                                   "consumer.session.timeout.ms": "10000", "group.instance.id": "x"}, "streams")
+    assert keys(findings, "warn") >= {"num.standby.replicas", "consumer.session.timeout.ms"}
+    assert keys(findings, "error") == {"group.instance.id"}
+    assert any("streams.num.standby.replicas=1" in f.fix for f in findings)
+
+
+def test_unknown_target():
+    with pytest.raises(ValueError):
+        lint_client_config({}, "share")
+
+
+class FakeAdmin:
+    """The boundary fake: what a backend's describe_group/group_offsets would return."""
+
+    def __init__(self, desc=None, offsets=None):
+        self.desc, self.offsets = desc, offsets
+
+    def describe_group(self, group_id):
+        if self.desc is None:
+            raise GroupNotFound("gone")
+        return self.desc
+
+    def group_offsets(self, group_id):
+        return self.offsets
+
+
+def member(i, protocol):
+    return ConsumerGroupMember(f"m{i}", f"c{i}", "h", protocol=protocol)
+
+
+def test_conditions():
+    mixed = ConsumerGroupDescription("g", GroupType.CONSUMER, "Stable", "uniform", 1,
+                                     (member(0, MemberProtocol.CLASSIC), member(1, MemberProtocol.CONSUMER)))
+    done = ConsumerGroupDescription("g", GroupType.CONSUMER, "Stable", "uniform", 1,
+                                    (member(0, MemberProtocol.CONSUMER), member(1, MemberProtocol.CONSUMER)))
+    migrated = GroupCondition("migrated", group_type="consumer")
+    assert not evaluate(FakeAdmin(mixed), "g", migrated).met
+    assert evaluate(FakeAdmin(mixed), "g", migrated).summary == "type consumer, 1 of 2 member(s) on the new protocol"
+    assert evaluate(FakeAdmin(done), "g", migrated).met
+    assert evaluate(FakeAdmin(mixed), "g", GroupCondition("type", group_type="consumer")).met
+    assert evaluate(FakeAdmin(None), "g", GroupCondition("empty")).met
+    assert evaluate(FakeAdmin(None), "g", GroupCondition("state", states=("dead",))).met
+    assert not evaluate(FakeAdmin(mixed), "g", GroupCondition("state", states=("Empty",))).met
+    lagging = GroupOffsets("g", (PartitionOffsets("t", 0, 5, 0, 9), PartitionOffsets("t", 1, 9, 0, 9)))
+    assert not evaluate(FakeAdmin(offsets=lagging), "g", GroupCondition("lag", max_lag=3)).met
+    assert evaluate(FakeAdmin(offsets=lagging), "g", GroupCondition("lag", max_lag=4)).met
+    assert GroupCondition.from_dict(json.loads(json.dumps(migrated.to_dict()))) == migrated
+    with pytest.raises(ValueError):
+        GroupCondition("type", group_type="weird")
+
+
+def test_snapshot_roundtrip_compare_and_restore_plan():
+    desc = ConsumerGroupDescription("g", GroupType.CLASSIC, "Empty", "", 1)
+    before = GroupOffsets("g", (PartitionOffsets("t", 0, 10, 0, 12), PartitionOffsets("t", 1, 7, 0, 7),
+                                PartitionOffsets("t", 2, 3, 0, 9), PartitionOffsets("t", 3, 4, 0, 4)))
+    snap = snapshot_from("cluster-1", desc, before)
+    again = OffsetSnapshot.from_json(snap.to_json())
+    assert again == snap and again.sha256 == snap.sha256
+    after = GroupOffsets("g", (PartitionOffsets("t", 0, 12, 0, 12), PartitionOffsets("t", 1, 7, 0, 7),
+                               PartitionOffsets("t", 2, 0, 0, 9), PartitionOffsets("t", 4, 1, 0, 1)))
+    result = compare(snap, after)
+    assert result.counts == {"equal": 1, "advanced": 1, "regressed": 1, "missing": 1, "new": 1}
+    assert restore_plan(result) == {TopicPartition("t", 2): 3, TopicPartition("t", 3): 4}
+    assert not result.to_dict()["preserved"]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("not json", "is not JSON"),
+    ('{"format": "something-else"}', "is not an offsets snapshot"),
+    ('{"format": "airflow-provider-kip848/group-offsets-snapshot", "version": 9}', "version 9"),
+    ('{"format": "airflow-provider-kip848/group-offsets-snapshot", "version": 1, "cluster_id": "c"}', "missing"),
+    ('{"format": "airflow-provider-kip848/group-offsets-snapshot", "version": 1, "cluster_id": "c", "group_id": "g",'
+     ' "group_type": "classic", "group_state": "Empty", "taken_at": "x",'
+     ' "partitions": [{"topic": "t", "partition": "zero", "committed": 1}]}', "malformed"),
+])
+def test_malformed_snapshots_are_refused(text, fragment):
+    with pytest.raises(SnapshotInvalid, match=fragment):
+        OffsetSnapshot.from_json(text)

@@ -1,0 +1,119 @@
+"""Preflight rules on constructed facts (the real-broker counterparts are in tests/integration/test_operators.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kip848.kafka.model import (
+    BrokerVersion,
+    ClusterFeatures,
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    Feature,
+    GroupCoordinatorConfig,
+    GroupListing,
+    GroupType,
+    MemberProtocol,
+)
+from airflow_provider_kip848.kafka.preflight import PreflightFacts, run_preflight
+
+COORD = {"group.coordinator.rebalance.protocols": "classic,consumer,streams",
+         "group.consumer.migration.policy": "bidirectional", "group.consumer.max.size": "10",
+         "group.streams.max.size": "10"}
+
+
+def facts(release="4.3", mv=30, group_version=1, streams_version=1, coord=None, gtype=GroupType.CLASSIC,
+          members=2, static=0, user_data=None, assignor="range", protocol_type="consumer", releases=None):
+    brokers = tuple(BrokerVersion(i + 1, r, f"{r}-IV0") for i, r in enumerate(releases or [release]))
+    features = ClusterFeatures({"metadata.version": Feature("metadata.version", 7, mv, mv),
+                                "group.version": Feature("group.version", 0, 1, group_version),
+                                "streams.version": Feature("streams.version", 0, 1, streams_version)})
+    ms = tuple(ConsumerGroupMember(f"m{i}", f"c{i}", "h", instance_id=f"s{i}" if i < static else None,
+                                   protocol=MemberProtocol.CLASSIC) for i in range(members))
+    desc = ConsumerGroupDescription("g", gtype, "Stable" if members else "Empty", assignor, 1, ms)
+    return PreflightFacts(brokers, features, GroupCoordinatorConfig(1, {**COORD, **(coord or {})}),
+                          GroupListing("g", gtype, desc.state, protocol_type), desc,
+                          user_data if user_data is not None else {m.member_id: b"" for m in ms})
+
+
+def status(report, name):
+    return report.check(name).status
+
+
+def test_healthy_online_upgrade_passes():
+    r = run_preflight(facts(static=1), "classic_to_consumer", group_id="g")
+    assert r.passed and status(r, "static_membership") == "warn"
+    assert "UNRELEASED_INSTANCE_ID" in r.check("static_membership").remedy
+
+
+@pytest.mark.parametrize("kwargs, check", [
+    ({"release": "3.9"}, "broker_version"),
+    ({"coord": {"group.coordinator.rebalance.protocols": "classic"}}, "protocol_enabled"),
+    ({"group_version": 0}, "feature_finalized"),
+    ({"coord": {"group.consumer.migration.policy": "disabled"}}, "migration_policy"),
+    ({"coord": {"group.consumer.migration.policy": "downgrade"}}, "migration_policy"),
+    ({"user_data": {"m0": b"\x00custom", "m1": b""}}, "custom_assignor"),
+    ({"members": 11}, "group_size"),
+    ({"gtype": GroupType.STREAMS}, "group_type"),
+    ({"protocol_type": "connect"}, "group_type"),
+])
+def test_online_upgrade_refusals(kwargs, check):
+    r = run_preflight(facts(**kwargs), "classic_to_consumer", group_id="g")
+    assert not r.passed and status(r, check) == "fail", r.render_text()
+    assert r.check(check).remedy
+
+
+def test_empty_group_converts_under_any_policy():
+    r = run_preflight(facts(members=0, coord={"group.consumer.migration.policy": "disabled"}),
+                      "classic_to_consumer", group_id="g")
+    assert status(r, "migration_policy") == "pass"
+
+
+def test_rollback_needs_downgrade_policy():
+    f = facts(gtype=GroupType.CONSUMER, coord={"group.consumer.migration.policy": "upgrade"})
+    assert status(run_preflight(f, "consumer_to_classic", group_id="g"), "migration_policy") == "fail"
+
+
+def test_streams_offline_on_4_2_needs_a_declared_patch_release():
+    f = facts(release="4.2", mv=29, members=0)
+    assert status(run_preflight(f, "classic_to_streams", group_id="g"), "broker_version") == "fail"
+    r = run_preflight(f, "classic_to_streams", group_id="g", declared_broker_version="4.2.0")
+    assert status(r, "broker_version") == "fail" and "KAFKA-20254" in r.check("broker_version").remedy
+    assert run_preflight(f, "classic_to_streams", group_id="g", declared_broker_version="4.2.1").passed
+    bad = run_preflight(f, "classic_to_streams", group_id="g", declared_broker_version="4.3.1")
+    assert status(bad, "broker_version") == "fail"
+
+
+@pytest.mark.parametrize("kwargs, check, expect_empty, outcome", [
+    ({"members": 2}, "group_empty", None, "fail"),
+    ({"members": 2}, "group_empty", False, "warn"),
+    ({"members": 0, "streams_version": 0}, "feature_finalized", None, "fail"),
+    ({"members": 0, "gtype": GroupType.CONSUMER}, "group_type", None, "fail"),
+    ({"members": 2, "static": 1}, "static_membership", False, "fail"),
+    ({"members": 0, "releases": ["4.3", "4.2"]}, "broker_version", None, "fail"),
+])
+def test_streams_offline_checks(kwargs, check, expect_empty, outcome):
+    r = run_preflight(facts(**kwargs), "classic_to_streams", group_id="g", expect_empty=expect_empty)
+    assert status(r, check) == outcome, r.render_text()
+
+
+def test_feature_enablement():
+    assert run_preflight(facts(streams_version=1), "enable_feature", feature="streams.version").check(
+        "feature_level").evidence.endswith("nothing to do")
+    r = run_preflight(facts(streams_version=0, mv=28), "enable_feature", feature="streams.version")
+    assert status(r, "feature_level") == "fail" and "4.2-IV1" in r.check("feature_level").evidence
+    assert run_preflight(facts(streams_version=0, mv=29, release="4.2"), "enable_feature", feature="streams.version",
+                         declared_broker_version="4.2.1").passed
+
+
+def test_report_renders_and_serialises():
+    r = run_preflight(facts(group_version=0), "classic_to_consumer", group_id="g")
+    text = r.render_text()
+    assert text.startswith("Preflight classic_to_consumer for g: FAILED (1 check(s))")
+    assert "[FAIL] feature_finalized: group.version finalized at 0" in text
+    assert r.to_dict()["failures"] == ["feature_finalized"]
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError, match="unknown preflight mode"):
+        run_preflight(facts(), "sideways", group_id="g")
