@@ -9,7 +9,7 @@ import time
 import sys
 
 from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 
 def test_migrated_sensor_defers_through_dag_test_while_members_roll(airflow_db, kafka_conn, native, bootstrap, unique,
@@ -35,9 +35,7 @@ def test_migrated_sensor_defers_through_dag_test_while_members_roll(airflow_db, 
 
     roller = threading.Thread(target=roll, daemon=True)
     try:
-        deadline = time.time() + 60
-        while len(native.describe_group(group).members) < 2 and time.time() < deadline:
-            time.sleep(0.5)
+        wait_until(lambda: len(native.describe_group(group).members) == 2, what="two classic members")
         roller.start()
         run = dag.test(run_conf={"group_id": group, "out": str(out)}, use_executor=False)
         roller.join(60)
