@@ -24,6 +24,6 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
 
 
 for _name in (*SHARED_ACTIONS, "describe_cluster", "broker_versions", "remove_members",
-              "classic_assignment_user_data", "log_offsets"):
+              "classic_assignment_user_data", "log_offsets", "topic_offsets"):
     setattr(KafkaGroupAdminHook, _name, delegate(_name, KafkaAdmin))
 del _name

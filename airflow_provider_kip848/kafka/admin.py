@@ -660,6 +660,17 @@ class KafkaAdmin:
             out.append(found)
         return out[0], out[1]
 
+    def topic_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, tuple[int, int]]:
+        """Log start and end offsets of every partition of ``topics`` (the fixed range a validation reads)."""
+        metadata = self._retrying(lambda: self._confluent.list_topics(timeout=self._timeout_s()))
+        tps = []
+        for topic in topics:
+            if topic not in metadata.topics or metadata.topics[topic].error is not None:
+                raise E.UnknownTopicOrPartition(f"Topic {topic!r} does not exist.")
+            tps += [TopicPartition(topic, p) for p in metadata.topics[topic].partitions]
+        starts, ends = self.log_offsets(tps)
+        return {tp: (starts[tp], ends[tp]) for tp in sorted(tps)}
+
     def _check_partitions_exist(self, tps: Iterable[TopicPartition]) -> None:
         metadata = self._retrying(lambda: self._confluent.list_topics(timeout=self._timeout_s()))
         missing = sorted(tp for tp in tps

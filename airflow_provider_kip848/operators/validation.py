@@ -1,0 +1,132 @@
+"""PySpark validation from a DAG: in-process (local Spark) or with spark-submit on a cluster.
+
+``TopicOffsetsOperator`` captures a topic's log start/end offsets (the fixed
+ranges a later validation reads); ``KafkaValidationOperator`` runs the checks
+of :mod:`airflow_provider_kip848.spark.job` and fails the task when a check
+fails. :func:`validation_spark_submit_operator` builds the Spark provider's
+``SparkSubmitOperator`` for the same job, for teams whose Spark runs on a
+cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+
+RUN_MODES = ("local", "spark-submit")
+
+
+class TopicOffsetsOperator(KafkaAdminBaseOperator):
+    """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")
+
+    def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.topics = topics
+
+    def run(self, context: Any) -> dict[str, dict[str, int]]:
+        topics = [self.topics] if isinstance(self.topics, str) else list(self.topics)
+        offsets = self.native_hook.topic_offsets(topics)
+        result = {str(tp): {"log_start": start, "log_end": end} for tp, (start, end) in offsets.items()}
+        self.log.info("Offsets of %s: %s", ", ".join(topics), result)
+        return result
+
+
+class KafkaValidationOperator(KafkaAdminBaseOperator):
+    """Run validation checks on real Kafka data with PySpark and fail the task if any check fails.
+
+    :param checks: the spec sections of :mod:`airflow_provider_kip848.spark.job` (``offsets_preserved``,
+        ``lag``, ``continuity``, ``counts``); templated, so snapshot paths and captures can come from XCom.
+    :param reader: ``connector`` (Spark's Kafka source) or ``python`` (the Python data source).
+    :param run_mode: ``local`` (a SparkSession in the worker) or ``spark-submit`` (a separate
+        spark-submit process with the package shipped as ``--py-files``; ``master`` says where).
+    :param output_dir: where ``validation.json`` and ``validation.html`` go.
+    :returns: ``{passed, files, verdicts: [{check, passed, summary, counts}]}``
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "checks", "output_dir", "title")
+    ui_color = "#fce8e6"
+
+    def __init__(self, *, checks: dict[str, Any], output_dir: str, reader: str = "connector",
+                 run_mode: str = "local", master: str = "local[2]", title: str = "Kafka migration validation",
+                 fail_on_failure: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if run_mode not in RUN_MODES:
+            raise ValueError(f"run_mode must be one of {RUN_MODES}")
+        self.checks, self.output_dir, self.reader = checks, output_dir, reader
+        self.run_mode, self.master, self.title, self.fail_on_failure = run_mode, master, title, fail_on_failure
+
+    def spec(self) -> dict[str, Any]:
+        settings = self.native_hook.settings
+        security = {k: getattr(settings, k) for k in settings.__dataclass_fields__ if k != "bootstrap_servers"}
+        checks = self.checks if isinstance(self.checks, dict) else json.loads(self.checks)
+        return {"title": self.title, "bootstrap_servers": settings.bootstrap_servers, "security": security,
+                "reader": self.reader, "output_dir": self.output_dir, **checks}
+
+    def run(self, context: Any) -> dict[str, Any]:
+        spec = self.spec()
+        report = self._run_local(spec) if self.run_mode == "local" else self._run_submit(spec)
+        for v in report["verdicts"]:
+            self.log.info("[%s] %s: %s", "PASS" if v["passed"] else "FAIL", v["check"], v["summary"])
+        result = {"passed": report["passed"], "files": report.get("files", {}),
+                  "verdicts": [{k: v.get(k) for k in ("check", "passed", "summary", "counts")} for v in report["verdicts"]]}
+        if self.fail_on_failure and not report["passed"]:
+            failed = [v for v in report["verdicts"] if not v["passed"]]
+            raise AirflowFailException("Validation failed: " + "; ".join(f"{v['check']}: {v['summary']}" for v in failed)
+                                       + f". Report: {result['files'].get('html', self.output_dir)}")
+        return result
+
+    def _run_local(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from airflow_provider_kip848.spark.job import run
+
+        return run(spec)
+
+    def _run_submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from airflow_provider_kip848.spark.submit import package_zip, submit_command
+
+        with tempfile.TemporaryDirectory(prefix="kip848-spark-") as tmp:
+            spec_path = Path(tmp) / "spec.json"
+            fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it holds the connection's secrets
+            with os.fdopen(fd, "w") as fh:
+                json.dump(spec, fh)
+            cmd = submit_command(spec_path, package_zip(Path(tmp) / "airflow_provider_kip848.zip"),
+                                 master=self.master, connector=self.reader == "connector")
+            self.log.info("Running %s", " ".join(cmd))
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"passed"')]
+        if proc.returncode not in (0, 3) or not lines:
+            raise AirflowFailException(f"spark-submit exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+        summary = json.loads(lines[-1])
+        return json.loads(Path(summary["files"]["json"]).read_text()) if summary.get("files") else {
+            "passed": summary["passed"], "verdicts": summary["verdicts"]}
+
+
+def validation_spark_submit_operator(*, task_id: str, spec_path: str, py_files: str, reader: str = "connector",
+                                     conn_id: str = "spark_default", **kwargs: Any):
+    """The Spark provider's ``SparkSubmitOperator`` for the validation job (``pip install
+    airflow-provider-kip848[spark-submit]``). ``spec_path`` must be readable where the driver runs and
+    ``py_files`` is a zip of this package (:func:`airflow_provider_kip848.spark.submit.package_zip`)."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from airflow_provider_kip848.spark import job
+    from airflow_provider_kip848.spark.session import connector_coordinates
+
+    return SparkSubmitOperator(
+        task_id=task_id,
+        conn_id=conn_id,
+        application=job.__file__,
+        application_args=["--spec", spec_path],
+        py_files=py_files,
+        packages=connector_coordinates() if reader == "connector" else None,
+        conf={"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"},
+        **kwargs,
+    )

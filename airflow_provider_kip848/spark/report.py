@@ -1,0 +1,81 @@
+"""Write verdicts as JSON (for machines and XCom) and a small self-contained HTML page (for the approver).
+
+The HTML has no external assets: a table of verdicts and, when lag was
+measured before and after, an inline SVG bar chart of lag per partition.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kip848.spark.checks import Verdict
+
+
+def report_dict(title: str, verdicts: list[Verdict], context: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"title": title, "passed": all(v.passed for v in verdicts),
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "context": context or {}, "verdicts": [v.to_dict() for v in verdicts]}
+
+
+def lag_chart_svg(before: dict[str, int], after: dict[str, int], width: int = 640) -> str:
+    """Grouped bars: lag per partition before (grey) and after (blue)."""
+    parts = sorted(set(before) | set(after))
+    if not parts:
+        return ""
+    top = max([1, *before.values(), *after.values()])
+    row, bar, label_w = 26, 9, 180
+    height = row * len(parts) + 30
+    scale = (width - label_w - 60) / top
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           'font-size="11">']
+    for i, p in enumerate(parts):
+        y = 10 + i * row
+        b, a = before.get(p, 0), after.get(p, 0)
+        out.append(f'<text x="0" y="{y + 12}">{html.escape(p)}</text>')
+        out.append(f'<rect x="{label_w}" y="{y}" width="{b * scale:.1f}" height="{bar}" fill="#9aa0a6"/>')
+        out.append(f'<text x="{label_w + b * scale + 4:.1f}" y="{y + 8}">{b}</text>')
+        out.append(f'<rect x="{label_w}" y="{y + bar + 1}" width="{a * scale:.1f}" height="{bar}" fill="#1a73e8"/>')
+        out.append(f'<text x="{label_w + a * scale + 4:.1f}" y="{y + 2 * bar}">{a}</text>')
+    out.append(f'<text x="{label_w}" y="{height - 4}" fill="#5f6368">grey: before, blue: after</text></svg>')
+    return "".join(out)
+
+
+def render_html(report: dict[str, Any]) -> str:
+    rows = []
+    lag_before: dict[str, int] = {}
+    lag_after: dict[str, int] = {}
+    for v in report["verdicts"]:
+        status = "PASS" if v["passed"] else "FAIL"
+        color = "#137333" if v["passed"] else "#c5221f"
+        offending = ", ".join(json.dumps(o, default=str) for o in v["offending"][:10])
+        rows.append(f'<tr><td>{html.escape(v["check"])}</td><td style="color:{color};font-weight:bold">{status}</td>'
+                    f'<td>{html.escape(v["summary"])}</td><td><code>{html.escape(offending)}</code></td></tr>')
+        lag_before.update(v["data"].get("lag_before", {}))
+        lag_after.update(v["data"].get("lag_after", {}))
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    chart = lag_chart_svg(lag_before, lag_after) if lag_before or lag_after else ""
+    context = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in report["context"].items())
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(report["title"])}</title>
+<style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;
+padding:4px 8px;text-align:left;vertical-align:top}}table{{border-collapse:collapse}}</style></head>
+<body><h1>{html.escape(report["title"])}: {verdict}</h1><p>Generated {html.escape(report["generated_at"])}</p>
+<ul>{context}</ul>
+<table><tr><th>check</th><th>result</th><th>summary</th><th>first offending items</th></tr>{"".join(rows)}</table>
+{"<h2>Lag per partition</h2>" + chart if chart else ""}
+</body></html>
+"""
+
+
+def write_report(directory: str | Path, report: dict[str, Any]) -> dict[str, str]:
+    """``validation.json`` and ``validation.html`` in ``directory`` (local path); returns their paths."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, html_path = directory / "validation.json", directory / "validation.html"
+    json_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    html_path.write_text(render_html(report))
+    return {"json": str(json_path), "html": str(html_path)}

@@ -1,0 +1,69 @@
+"""A local SparkSession configured for validation jobs (and the Kafka connector, resolved from Maven Central)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+
+
+def connector_coordinates() -> str:
+    """The Kafka connector matching the installed Spark (its version must equal Spark's)."""
+    import pyspark
+
+    return f"{KAFKA_CONNECTOR}:{pyspark.__version__}"
+
+
+def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool = True, cores: int = 2,
+                  cache_dir: str | Path | None = None):
+    """``local[cores]``, UTC, no UI, small shuffles; the connector's jars cached under ``cache_dir/ivy``."""
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_kip848.local.distribution import default_cache_dir
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    ivy = Path(cache_dir or default_cache_dir()) / "ivy"
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(f"local[{cores}]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(cores * 2))
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.jars.ivy", str(ivy))
+    )
+    if kafka_connector:
+        builder = (builder.config("spark.jars.packages", connector_coordinates())
+                   .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def ivy_settings(ivy_dir: Path) -> Path:
+    """Ivy resolution from Maven Central only (or ``$KIP848_MAVEN_REPO``), without the spark-packages
+    repository Spark also tries by default (unreachable from many build machines, and noisy)."""
+    repo = os.environ.get("KIP848_MAVEN_REPO", "https://repo1.maven.org/maven2/")
+    ivy_dir.mkdir(parents=True, exist_ok=True)
+    path = ivy_dir / "ivysettings.xml"
+    text = (
+        '<ivysettings>\n  <settings defaultResolver="chain"/>\n  <resolvers>\n    <chain name="chain">\n'
+        '      <ibiblio name="local-m2" m2compatible="true" root="file://${user.home}/.m2/repository/"/>\n'
+        f'      <ibiblio name="central" m2compatible="true" root="{repo}"/>\n'
+        '    </chain>\n  </resolvers>\n</ivysettings>\n'
+    )
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def spark_versions(spark) -> dict[str, str]:
+    """The Python package's and the JVM's Spark versions (they must match: a mixed install breaks jobs)."""
+    import pyspark
+
+    return {"pyspark": pyspark.__version__, "jvm": spark.version}
