@@ -38,6 +38,9 @@ os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
      "kwargs": {"path": str(REPO / "tests" / "e2e" / "dags")}},
 ])
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+# Approvals in the end-to-end tests go through the REST API as an admin; the change-control tests
+# (two users, four eyes) switch this off for themselves.
+os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
 from airflow_provider_kip848.local import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402

@@ -87,6 +87,7 @@ class StreamsApp:
                 cwd=workdir,
                 preexec_fn=_die_with_parent if die_with_parent else None,
             )
+        (workdir / f"{name}.pid").write_text(str(proc.pid))  # lets another process find and stop it
         return cls(name, proc, props_path, log_path)
 
     @property

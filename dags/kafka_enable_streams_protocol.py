@@ -1,0 +1,159 @@
+"""Enable the Streams rebalance protocol (KIP-1071) on a Kafka cluster.
+
+Runbook (Kafka docs, "Streams Rebalance Protocol"):
+
+1. Check the brokers: Kafka 4.2.1+ (4.2.0 can lose migrated groups, KAFKA-20254),
+   ``metadata.version`` at least 4.2-IV1, ``streams`` in
+   ``group.coordinator.rebalance.protocols``.
+2. Look at the finalized features (``kafka-features describe``).
+3. Validate the change with the controller (``kafka-features upgrade --feature
+   streams.version=1 --dry-run``).
+4. A person approves the exact change.
+5. Apply it (``kafka-features upgrade --feature streams.version=1``).
+6. Read it back: ``streams.version`` finalized at 1.
+
+Nothing to do (already at the level) ends after step 3 and says so; a dry run
+ends there too, with the plan rendered. The same DAG finalizes
+``group.version`` (KIP-848) when the Param says so.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.features import KafkaFeatureOperator
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+
+DAG_ID = "kafka_enable_streams_protocol"
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "kip1071", "feature"],
+    doc_md=__doc__,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "feature": Param("streams.version", type="string", enum=["streams.version", "group.version", "share.version"],
+                         title="Feature"),
+        "level": Param(1, type="integer", minimum=0, maximum=10, title="Target level"),
+        "declared_broker_version": Param("", type="string", title="Broker release (e.g. 4.2.1)",
+                                         description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on the wire."),
+        "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
+        "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+    },
+    render_template_as_native_obj=True,
+)
+def kafka_enable_streams_protocol():
+    preflight = MigrationPreflightOperator(
+        task_id="preflight",
+        kafka_conn_id="{{ params.kafka_conn_id }}",
+        mode="enable_feature",
+        feature="{{ params.feature }}",
+        feature_level="{{ params.level }}",
+        declared_broker_version="{{ params.declared_broker_version }}",
+    )
+
+    @task
+    def describe_features(params: dict | None = None) -> dict:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            return hook.describe_features().to_dict()
+
+    validate = KafkaFeatureOperator(
+        task_id="validate_change",
+        kafka_conn_id="{{ params.kafka_conn_id }}",
+        feature="{{ params.feature }}",
+        level="{{ params.level }}",
+        dry_run=True,
+    )
+
+    @task
+    def make_plan(preflight_report: dict, features: dict, validation: dict, params: dict | None = None) -> dict:
+        from airflow_provider_kip848.runbook.plan import Change, Plan
+
+        feature, level = params["feature"], int(params["level"])
+        current = features.get(feature, {}).get("finalized_level", 0)
+        changes = () if validation["noop"] else (
+            Change("feature", feature, current, level, validation["validation"]),)
+        plan = Plan(
+            title=f"Finalize {feature}={level}",
+            steps=(f"kafka-features upgrade --feature {feature}={level}", f"read back {feature} (expect {level})"),
+            changes=changes,
+            checks=tuple(preflight_report["checks"]),
+            facts={"features": {n: f["finalized_level"] for n, f in features.items()}},
+        )
+        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        if plan["nothing_to_do"] or params["dry_run"]:
+            return "report"
+        return "approval"
+
+    approval = KafkaChangeApprovalOperator(
+        task_id="approval",
+        subject="Kafka: finalize {{ params.feature }}={{ params.level }} ({{ params.kafka_conn_id }})",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+    )
+
+    apply = KafkaFeatureOperator(
+        task_id="apply_change",
+        kafka_conn_id="{{ params.kafka_conn_id }}",
+        feature="{{ params.feature }}",
+        level="{{ params.level }}",
+    )
+
+    @task
+    def verify(params: dict | None = None) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            level = hook.describe_features().level(params["feature"])
+        if level != int(params["level"]):
+            raise AirflowFailException(f"{params['feature']} reads back at {level}, not {params['level']}.")
+        return {"feature": params["feature"], "finalized_level": level}
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.runbook import report as R
+
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids="make_plan")
+        failed = R.failed_tasks(context)
+        approval_result = ti.xcom_pull(task_ids="approval", key="decision")
+        if failed:
+            outcome = "failed"
+        elif plan and plan["nothing_to_do"]:
+            outcome = "nothing_to_do"
+        elif params["dry_run"]:
+            outcome = "dry_run"
+        elif approval_result and approval_result["decision"] == "Reject":
+            outcome = "rejected"
+        else:
+            outcome = "changed"
+        result = R.build_report(
+            title=f"Enable {params['feature']}={params['level']}", outcome=outcome, context=context,
+            failed_tasks=failed, plan=plan, approvals={"approval": approval_result},
+            before=(plan or {}).get("facts"), after=ti.xcom_pull(task_ids="verify"),
+            results={"preflight": ti.xcom_pull(task_ids="preflight"), "change": ti.xcom_pull(task_ids="apply_change")},
+        )
+        return R.finish(context, params["report_dir"], result)
+
+    features = describe_features()
+    plan = make_plan(preflight.output, features, validate.output)
+    preflight >> features >> validate
+    decision = route(plan)
+    final = report()
+    decision >> approval >> apply >> verify() >> final
+    decision >> final
+
+
+kafka_enable_streams_protocol()

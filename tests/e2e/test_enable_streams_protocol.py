@@ -1,0 +1,43 @@
+"""kafka_enable_streams_protocol end to end: dry run, approve, nothing to do, reject."""
+
+from __future__ import annotations
+
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from tests.conftest import set_kafka_connection
+from tests.e2e.helpers import approve, reject, run_dag, state
+
+
+def test_enable_streams_protocol_paths(airflow_db, fresh_kafka, monkeypatch, tmp_path):
+    broker = fresh_kafka()
+    conn = set_kafka_connection(monkeypatch, "kafka_enable", broker.bootstrap_servers)
+    admin = KafkaAdmin(ClientSettings(broker.bootstrap_servers))
+    admin.update_feature("streams.version", 0, action="downgrade")
+    base = {"kafka_conn_id": conn, "feature": "streams.version", "level": 1}
+    try:
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {**base, "dry_run": True, "report_dir": str(tmp_path / "dry")}, decide=approve)
+        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
+        assert admin.describe_features().level("streams.version") == 0
+        assert "| feature | `streams.version` | 0 | 1 |" in report["plan"]["markdown"]
+
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {**base, "report_dir": str(tmp_path / "reject")}, decide=reject)
+        assert state(run) == "success" and report["outcome"] == "rejected"
+        assert [a["option"] for a in answers] == ["Reject"] and answers[0]["status"] == 200
+        assert admin.describe_features().level("streams.version") == 0
+
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {**base, "report_dir": str(tmp_path / "apply")}, decide=approve)
+        assert state(run) == "success" and report["outcome"] == "changed"
+        assert admin.describe_features().level("streams.version") == 1
+        assert "streams.version=1" in answers[0]["subject"] and "| feature | `streams.version` | 0 | 1 |" in answers[0]["body"]
+        assert report["approvals"]["approval"]["decision"] == "Approve" and report["approvals"]["approval"]["by"]
+        assert report["after"] == {"feature": "streams.version", "finalized_level": 1}
+
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {**base, "report_dir": str(tmp_path / "again")}, decide=approve)
+        assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
+        assert "already" in report["plan"]["markdown"] or report["plan"]["nothing_to_do"]
+    finally:
+        admin.close()
