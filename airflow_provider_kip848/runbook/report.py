@@ -73,7 +73,8 @@ def task_states(context: dict[str, Any]) -> dict[str, str]:
 
 
 def failed_tasks(context: dict[str, Any]) -> list[str]:
-    return sorted(t for t, s in task_states(context).items() if s in ("failed", "upstream_failed"))
+    """Tasks that failed themselves (not those only blocked by an upstream failure)."""
+    return sorted(t for t, s in task_states(context).items() if s == "failed")
 
 
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any],

@@ -1,0 +1,132 @@
+"""Change one group-level config, reviewed: validate, show before/after, approve, apply, read back.
+
+Runbook (``kafka-configs --entity-type groups``):
+
+1. Validate the new value against the broker's bounds (``group.*.min/max``,
+   session above heartbeat) without changing anything.
+2. A person approves the exact change, shown with the current value.
+3. Apply it (``kafka-configs --alter --entity-type groups --entity-name G
+   --add-config k=v`` or ``--delete-config k``).
+4. Read it back.
+
+Trigger it from the UI form: group, key (a list of the group configs of
+Kafka 4.3), value, set or delete.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+
+DAG_ID = "kafka_group_config_change"
+GROUP_CONFIG_KEYS = [
+    "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "consumer.assignment.interval.ms",
+    "streams.session.timeout.ms", "streams.heartbeat.interval.ms", "streams.num.standby.replicas",
+    "streams.initial.rebalance.delay.ms", "streams.assignment.interval.ms",
+    "share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
+    "share.auto.offset.reset", "share.isolation.level", "share.delivery.count.limit",
+    "share.partition.max.record.locks", "share.renew.acknowledge.enable", "share.assignment.interval.ms",
+]
+
+SET = "{{ {params.key: params.value} if params.action == 'set' else {} }}"
+DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "group-config"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "group_id": Param("", type="string", minLength=1, title="Group id"),
+        "key": Param("streams.num.standby.replicas", type="string", enum=GROUP_CONFIG_KEYS, title="Config"),
+        "value": Param("1", type="string", maxLength=200, title="New value (ignored for delete)"),
+        "action": Param("set", type="string", enum=["set", "delete"], title="Set or delete the override"),
+        "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
+        "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+    },
+)
+def kafka_group_config_change():
+    validate = KafkaGroupConfigOperator(
+        task_id="validate", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
+        set_configs=SET, delete_configs=DELETE, dry_run=True,
+    )
+
+    @task
+    def make_plan(validation: dict, params: dict | None = None) -> dict:
+        from airflow_provider_kip848.runbook.plan import Change, Plan
+
+        key = params["key"]
+        before = validation["before"].get(key)
+        after = validation["requested_set"].get(key) if params["action"] == "set" else None
+        changes = () if before == after else (
+            Change("group_config", f"{params['group_id']}:{key}", before if before is not None else "(broker default)",
+                   after if after is not None else "(broker default)", "validated against the broker's bounds"),)
+        plan = Plan(title=f"Group {params['group_id']}: {params['action']} {key}",
+                    steps=("kafka-configs --alter --entity-type groups", "read the group's configs back"),
+                    changes=changes, facts={"before": validation["before"]})
+        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        return "report" if plan["nothing_to_do"] or params["dry_run"] else "approval"
+
+    approval = KafkaChangeApprovalOperator(
+        task_id="approval",
+        subject="Kafka group {{ params.group_id }}: {{ params.action }} {{ params.key }}",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+    )
+
+    apply = KafkaGroupConfigOperator(
+        task_id="apply", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
+        set_configs=SET, delete_configs=DELETE,
+    )
+
+    @task
+    def verify(change: dict, params: dict | None = None) -> dict:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            now = hook.describe_group_config(params["group_id"]).dynamic
+        expected = change["requested_set"].get(params["key"]) if params["action"] == "set" else None
+        if now.get(params["key"]) != expected:
+            raise AirflowFailException(f"{params['key']} reads back as {now.get(params['key'])!r}, not {expected!r}.")
+        return {"dynamic": now}
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.runbook import report as R
+
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids="make_plan")
+        failed = R.failed_tasks(context)
+        decision = ti.xcom_pull(task_ids="approval", key="decision")
+        outcome = ("failed" if failed else "nothing_to_do" if plan and plan["nothing_to_do"]
+                   else "dry_run" if params["dry_run"] else "rejected" if decision and decision["decision"] == "Reject"
+                   else "changed")
+        result = R.build_report(
+            title=f"Group config change on {params['group_id']}", outcome=outcome, context=context,
+            group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            before=(plan or {}).get("facts", {}).get("before"), after=(ti.xcom_pull(task_ids="verify") or {}).get("dynamic"),
+            results={"change": ti.xcom_pull(task_ids="apply")},
+        )
+        return R.finish(context, params["report_dir"], result)
+
+    plan = make_plan(validate.output)
+    decision = route(plan)
+    final = report()
+    decision >> approval >> apply
+    verify(apply.output) >> final
+    decision >> final
+
+
+kafka_group_config_change()
