@@ -193,6 +193,7 @@ class ConsumerProcess:
         record_file: str | None = None,
         log_file: str,
         properties: dict[str, str] | None = None,
+        output_topic: str | None = None,
     ) -> "ConsumerProcess":
         import subprocess
         import sys
@@ -208,6 +209,8 @@ class ConsumerProcess:
             cmd += ["--assignor", assignor]
         if record_file:
             cmd += ["--record-file", record_file]
+        if output_topic:
+            cmd += ["--output-topic", output_topic]
         for k, v in (properties or {}).items():
             cmd += ["--property", f"{k}={v}"]
         log = open(log_file, "ab")

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--session-timeout-ms", type=int, default=None, help="classic protocol only")
     p.add_argument("--assignor", default=None, help="classic: partition.assignment.strategy; consumer: group.remote.assignor")
     p.add_argument("--record-file", default=None)
+    p.add_argument("--output-topic", default=None,
+                   help="produce every processed record (same key and value) here before committing")
     p.add_argument("--property", action="append", default=[], metavar="K=V", help="extra client property")
     args = p.parse_args(argv)
 
@@ -65,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_term)
     consumer = Consumer(conf)
     consumer.subscribe(args.topics.split(","))
+    producer = None
+    if args.output_topic:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": args.bootstrap_servers, "enable.idempotence": True,
+                             "linger.ms": 5})
     out = open(args.record_file, "a", buffering=1) if args.record_file else None
     print(f"started group={args.group} protocol={args.protocol} client.id={args.client_id}", flush=True)
     try:
@@ -79,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
                 processed.append(msg)
             if not processed:
                 continue
+            if producer is not None:  # at-least-once: the output is durable before the input is committed
+                for msg in processed:
+                    producer.produce(args.output_topic, key=msg.key(), value=msg.value())
+                    producer.poll(0)
+                if producer.flush(30):
+                    raise RuntimeError("output not delivered within 30 s")
             if out:
                 for msg in processed:
                     out.write(json.dumps({

@@ -53,14 +53,15 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
     :returns: ``{passed, files, verdicts: [{check, passed, summary, counts}]}``
     """
 
-    template_fields = (*KafkaAdminBaseOperator.template_fields, "checks", "output_dir", "title")
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "checks", "output_dir", "title", "reader",
+                       "run_mode", "master")
     ui_color = "#fce8e6"
 
     def __init__(self, *, checks: dict[str, Any], output_dir: str, reader: str = "connector",
                  run_mode: str = "local", master: str = "local[2]", title: str = "Kafka migration validation",
                  fail_on_failure: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if run_mode not in RUN_MODES:
+        if run_mode not in RUN_MODES and "{{" not in run_mode:
             raise ValueError(f"run_mode must be one of {RUN_MODES}")
         self.checks, self.output_dir, self.reader = checks, output_dir, reader
         self.run_mode, self.master, self.title, self.fail_on_failure = run_mode, master, title, fail_on_failure
@@ -73,6 +74,8 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
                 "reader": self.reader, "output_dir": self.output_dir, **checks}
 
     def run(self, context: Any) -> dict[str, Any]:
+        if self.run_mode not in RUN_MODES:
+            raise AirflowFailException(f"run_mode must be one of {RUN_MODES}, not {self.run_mode!r}")
         spec = self.spec()
         report = self._run_local(spec) if self.run_mode == "local" else self._run_submit(spec)
         for v in report["verdicts"]:

@@ -29,10 +29,14 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     :param remove_members_after: seconds after which remaining members are forced out with
         LeaveGroup (for "wait until empty" of a stopped application whose classic members did not
         leave); None never removes.
+    :param timeout_minutes: templated alternative to ``timeout`` (seconds), e.g. from a DAG Param.
+
+    ``poll_interval``, ``remove_members_after`` and ``timeout_minutes`` are templated, so a DAG can
+    take them from its Params.
     :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed}``
     """
 
-    template_fields = ("group_id", "kafka_conn_id")
+    template_fields = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after", "timeout_minutes")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -42,11 +46,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         condition: GroupCondition | dict[str, Any],
         kafka_conn_id: str = DEFAULT_CONN_ID,
         deferrable: bool = False,
-        poll_interval: float = 5.0,
-        remove_members_after: float | None = None,
+        poll_interval: float | str = 5.0,
+        remove_members_after: float | str | None = None,
+        timeout_minutes: float | str | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("poke_interval", poll_interval)
+        kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
         super().__init__(**kwargs)
         self.group_id = group_id
         self.condition = condition if isinstance(condition, GroupCondition) else GroupCondition.from_dict(condition)
@@ -54,6 +59,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.remove_members_after = remove_members_after
+        self.timeout_minutes = timeout_minutes
         self._started: float | None = None
         self._polls = 0
         self._removal_done = False
@@ -61,7 +67,19 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     # -- deferrable ----------------------------------------------------------
 
+    def _apply_templated(self) -> None:
+        """Rendered templates arrive as text or numbers: make them the numbers the waits use."""
+        self.poll_interval = float(self.poll_interval)
+        self.poke_interval = self.poll_interval
+        if self.remove_members_after in ("", "None"):
+            self.remove_members_after = None
+        if self.remove_members_after is not None:
+            self.remove_members_after = float(self.remove_members_after)
+        if self.timeout_minutes not in (None, "", "None"):
+            self.timeout = float(self.timeout_minutes) * 60
+
     def execute(self, context: Any) -> Any:
+        self._apply_templated()
         if not self.deferrable:
             return super().execute(context)
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
@@ -88,6 +106,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None, started: float | None = None,
                          removed: list[str] | None = None) -> dict[str, Any]:
+        self._apply_templated()
         event = event or {}
         status = event.get("status")
         removed = list(removed or [])
@@ -170,9 +189,19 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
     """Wait until the group's total lag is at most ``max_lag`` (and each partition's at most
     ``max_partition_lag`` when given)."""
 
-    def __init__(self, *, max_lag: int, max_partition_lag: int | None = None, **kwargs: Any) -> None:
-        super().__init__(condition=GroupCondition("lag", max_lag=max_lag, max_partition_lag=max_partition_lag),
-                         **kwargs)
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "max_lag")
+
+    def __init__(self, *, max_lag: int | str, max_partition_lag: int | None = None, **kwargs: Any) -> None:
+        self.max_lag = max_lag
+        self.max_partition_lag = max_partition_lag
+        super().__init__(condition=self._lag_condition(max_lag if isinstance(max_lag, int) else 0), **kwargs)
+
+    def _lag_condition(self, max_lag: int) -> GroupCondition:
+        return GroupCondition("lag", max_lag=max_lag, max_partition_lag=self.max_partition_lag)
+
+    def _apply_templated(self) -> None:
+        super()._apply_templated()
+        self.condition = self._lag_condition(int(self.max_lag))
 
 
 class KafkaGroupEmptySensor(KafkaGroupConditionSensor):

@@ -1,0 +1,257 @@
+"""Online upgrade of a consumer group from the classic protocol to KIP-848 (``group.protocol=consumer``).
+
+Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 guide):
+
+1. Lint the application's client config: the keys the clients reject under
+   ``group.protocol=consumer`` (assignment strategy, session/heartbeat), the
+   server-side assignor that replaces the client one, static membership,
+   regex subscriptions.
+2. Preflight: brokers 4.0+, ``group.version`` finalized, ``consumer`` enabled,
+   ``group.consumer.migration.policy`` allows the upgrade, no custom assignor
+   with userData, group size, static members.
+3. A person approves (or rejects) the plan.
+4. Snapshot the committed offsets (and the output topic's end offsets).
+5. The team rolls the application one instance at a time with
+   ``group.protocol=consumer``; this DAG does not own the deployment: it waits
+   (deferred, no worker slot) and logs each member switching protocol. The
+   group converts to ``consumer`` with the first new member and is migrated
+   when no classic member is left.
+6. Wait until the lag drains, snapshot again, and prove with PySpark that no
+   committed offset regressed, the lag is within bounds and the output has no
+   gap (and no more duplicates than allowed).
+7. Report.
+
+A Reject, or a rollout that does not finish within ``rollout_timeout_minutes``,
+takes the rollback branch: the team restarts the instances with
+``group.protocol=classic`` and the DAG verifies the group is classic again
+(the broker downgrades it when the last consumer-protocol member leaves, under
+policy ``bidirectional`` or ``downgrade``).
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from airflow_provider_kip848.operators.approval import KafkaChangeBranchOperator
+from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+    KafkaGroupTypeSensor,
+)
+
+DAG_ID = "kip848_consumer_rolling_upgrade"
+CONN = "{{ params.kafka_conn_id }}"
+GROUP = "{{ params.group_id }}"
+SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':', '_') | replace('+', '_') }}"
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["kafka", "kip848", "migration"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "group_id": Param("", type="string", minLength=1, title="Consumer group"),
+        "client_properties": Param({"group.protocol": "consumer"}, type="object",
+                                   title="The application's client properties after the change"),
+        "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
+        "subscription_pattern": Param("", type="string", title="Regex subscription, if any"),
+        "output_topic": Param("", type="string", title="Output topic to check for gaps (empty: skip)"),
+        "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
+        "allowed_duplicates": Param(1000, type="integer", minimum=0,
+                                    title="Duplicates allowed in the output (at-least-once redelivery)"),
+        "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
+        "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
+        "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits"),
+        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
+        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
+        "snapshot_dir": Param("/tmp/kip848/snapshots", type="string", title="Offsets snapshots (path or URL)"),
+        "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
+        "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
+        "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+    },
+)
+def kip848_consumer_rolling_upgrade():
+    lint = ClientConfigLintOperator(
+        task_id="lint_client_config", properties="{{ params.client_properties }}", target="consumer",
+        client="{{ params.client }}", subscription_pattern="{{ params.subscription_pattern }}",
+    )
+    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
+                                           group_id=GROUP)
+
+    @task
+    def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None) -> dict:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.runbook.plan import Change, Plan
+
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            desc = hook.describe_group(params["group_id"]).to_dict()
+        classic = [m["client_id"] for m in desc["members"] if m["protocol"] == "classic"]
+        done = desc["type"] == "consumer" and not classic
+        changes = () if done else (
+            Change("protocol", params["group_id"], f"{desc['type']} ({len(classic)} classic member(s))",
+                   "consumer (KIP-848)", "the application team restarts the instances one by one"),
+        )
+        plan = Plan(
+            title=f"KIP-848 rolling upgrade of {params['group_id']}",
+            steps=("snapshot committed offsets", "roll instances with group.protocol=consumer (team)",
+                   "wait until no classic member is left", f"wait until lag <= {params['max_lag']}",
+                   "snapshot again and validate with PySpark", "report"),
+            changes=changes,
+            checks=tuple(preflight_report["checks"]),
+            notes=tuple(f"client config: {f['key']}: {f['fix']}" for f in lint_result["findings"]
+                        if f["severity"] != "info"),
+            facts={"group": {k: desc[k] for k in ("type", "state", "assignor")},
+                   "members": [(m["client_id"], m["protocol"]) for m in desc["members"]]},
+        )
+        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        return "report" if plan["nothing_to_do"] or params["dry_run"] else "approval"
+
+    approval = KafkaChangeBranchOperator(
+        task_id="approval",
+        subject="KIP-848 rolling upgrade of consumer group {{ params.group_id }}",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+        options=["Approve", "Reject"],
+        options_mapping={"Approve": "capture_output_before", "Reject": "rollback_requested"},
+    )
+
+    @task
+    def capture_output_before(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+                                                   path=f"{SNAPSHOTS}/before.json")
+    wait_migrated = KafkaGroupMigratedSensor(
+        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type="consumer", deferrable=True,
+        poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
+    )
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
+                                   max_lag="{{ params.max_lag }}", deferrable=True,
+                                   poll_interval="{{ params.poll_seconds }}",
+                                   timeout_minutes="{{ params.rollout_timeout_minutes }}")
+    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+                                                  path=f"{SNAPSHOTS}/after.json")
+
+    @task
+    def capture_output_after(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    @task
+    def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
+                        params: dict | None = None) -> dict:
+        spec = {
+            "offsets_preserved": {"before": before_snap["path"], "after": after_snap["path"], "allow_advanced": True},
+            "lag": {"before": before_snap["path"], "after": after_snap["path"], "max_total_lag": params["max_lag"]},
+        }
+        if params["output_topic"]:
+            spec["continuity"] = {"between": [out_before, out_after], "id_source": params["id_source"],
+                                  "allowed_duplicates": params["allowed_duplicates"]}
+        return spec
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def spark_enabled(params: dict | None = None) -> bool:
+        return bool(params["validate_with_spark"])
+
+    validate = KafkaValidationOperator(
+        task_id="validate", kafka_conn_id=CONN, checks="{{ ti.xcom_pull(task_ids='validation_spec') }}",
+        output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
+        title="KIP-848 rolling upgrade of {{ params.group_id }}",
+    )
+
+    @task
+    def rollback_requested() -> str:
+        return "rejected: the instances stay on (or go back to) group.protocol=classic"
+
+    @task(trigger_rule="all_failed")
+    def rollback_on_timeout() -> str:
+        return "rollout not finished in time: roll the instances back to group.protocol=classic"
+
+    wait_classic = KafkaGroupTypeSensor(task_id="wait_classic_again", kafka_conn_id=CONN, group_id=GROUP,
+                                        group_type="classic", deferrable=True, poll_interval="{{ params.poll_seconds }}",
+                                        timeout_minutes="{{ params.rollback_timeout_minutes }}",
+                                        trigger_rule="one_success")
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.runbook import report as R
+
+        ti = context["ti"]
+        states = R.task_states(context)
+        plan = ti.xcom_pull(task_ids="make_plan")
+        decision = ti.xcom_pull(task_ids="approval", key="decision")
+        failed = R.failed_tasks(context)
+        timed_out = states.get("rollback_on_timeout") == "success"
+        unexpected = [t for t in failed if not (timed_out and t == "wait_migrated")]
+        rolled_back = states.get("wait_classic_again") == "success"
+        if unexpected:
+            outcome = "failed"
+        elif plan and plan["nothing_to_do"]:
+            outcome = "nothing_to_do"
+        elif params["dry_run"]:
+            outcome = "dry_run"
+        elif timed_out:
+            outcome = "timed_out_rolled_back" if rolled_back else "failed"
+        elif decision and decision["decision"] == "Reject":
+            outcome = "rejected_rolled_back" if rolled_back else "failed"
+        else:
+            outcome = "migrated"
+        try:
+            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+                now = hook.describe_group(params["group_id"]).to_dict()
+            after = {"type": now["type"], "state": now["state"],
+                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
+        except Exception as exc:  # noqa: BLE001 - the report must still be written
+            after = {"error": str(exc)}
+        result = R.build_report(
+            title=f"KIP-848 rolling upgrade of {params['group_id']}", outcome=outcome, context=context,
+            group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            before=(plan or {}).get("facts"), after=after,
+            results={"lint": ti.xcom_pull(task_ids="lint_client_config"),
+                     "migration": ti.xcom_pull(task_ids="wait_migrated"),
+                     "lag": ti.xcom_pull(task_ids="wait_lag_drained"),
+                     "validation": ti.xcom_pull(task_ids="validate"),
+                     "rollback": ti.xcom_pull(task_ids="wait_classic_again")},
+        )
+        fail = ("failed", "timed_out_rolled_back") if params["fail_on_rollback"] else ("failed",)
+        return R.finish(context, params["report_dir"], result, fail_outcomes=fail)
+
+    plan = make_plan(lint.output, preflight.output)
+    decision = route(plan)
+    final = report()
+    out_before = capture_output_before()
+    out_after = capture_output_after()
+    decision >> approval >> [out_before, rollback := rollback_requested()]
+    out_before >> snapshot_before >> wait_migrated >> wait_lag >> snapshot_after >> out_after
+    spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
+    out_after >> spec >> spark_enabled() >> validate >> final
+    wait_migrated >> (timeout_branch := rollback_on_timeout())
+    [rollback, timeout_branch] >> wait_classic >> final
+    decision >> final
+
+
+def _capture(params: dict) -> dict:
+    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
+    if not params["output_topic"]:
+        return {}
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        offsets = hook.topic_offsets([params["output_topic"]])
+    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+
+
+kip848_consumer_rolling_upgrade()

@@ -1,0 +1,132 @@
+"""kip848_consumer_rolling_upgrade end to end with real consumers rolled one by one while the DAG waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, reject, run_dag, state
+
+
+class App:
+    """A consumer application of N instances that the 'deployment' restarts one by one."""
+
+    def __init__(self, bootstrap, group, topic, output, tmp_path, instances=3):
+        self.bootstrap, self.group, self.topic, self.output, self.tmp = bootstrap, group, topic, output, tmp_path
+        self.members = [self._start(i, "classic") for i in range(instances)]
+
+    def _start(self, i, protocol):
+        return ConsumerProcess.start(self.bootstrap, self.group, [self.topic], protocol=protocol, client_id=f"app-{i}",
+                                     output_topic=self.output,
+                                     log_file=str(self.tmp / f"app-{i}-{protocol}-{time.time_ns()}.log"))
+
+    def restart(self, i, protocol):
+        self.members[i].stop()
+        self.members[i] = self._start(i, protocol)
+
+    def stop(self):
+        for m in self.members:
+            m.stop()
+
+
+def scenario(bootstrap, unique, tmp_path, instances=3):
+    topic, output, group = unique("orders"), unique("orders-out"), unique("orders-app")
+    create_topics(bootstrap, {topic: 4, output: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
+    app = App(bootstrap, group, topic, output, tmp_path, instances)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == instances
+               and admin.group_offsets(group).total_lag == 0, timeout=90, what="classic app caught up")
+    return topic, output, group, app, admin
+
+
+def conf(group, output, tmp_path, **extra):
+    return {"group_id": group, "output_topic": output, "id_source": "key", "allowed_duplicates": 1000,
+            "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
+            "poll_seconds": 0.5, "rollout_timeout_minutes": 3, "rollback_timeout_minutes": 2, "reader": "python",
+            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"), **extra}
+
+
+def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+    topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path)
+
+    def roll(detail):  # runs when the approval is answered: the team starts the rollout
+        def go():
+            time.sleep(4)  # the DAG snapshots first
+            feeder = threading.Thread(target=produce, args=(bootstrap, topic, (f"v{i}" for i in range(200, 400))),
+                                      kwargs={"keys": (str(i) for i in range(200, 400))})
+            feeder.start()
+            for i in range(len(app.members)):
+                app.restart(i, "consumer")
+                time.sleep(3)
+            feeder.join()
+        threading.Thread(target=go, daemon=True).start()
+
+    try:
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path),
+                                       decide=approve, before_answer=roll)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated"
+        assert [a["option"] for a in answers] == ["Approve"]
+        assert report["approvals"]["approval"]["decision"] == "Approve"
+        assert report["before"]["group"]["type"] == "classic"
+        assert report["after"]["type"] == "consumer" and {p for _, p in report["after"]["members"]} == {"consumer"}
+        migration = report["results"]["migration"]
+        assert migration["mode"] == "deferred" and migration["polls"] > 1
+        validation = report["results"]["validation"]
+        assert validation["passed"] and [v["check"] for v in validation["verdicts"]] == [
+            "offsets_preserved", "lag", "record_continuity"]
+        continuity = validation["verdicts"][2]["counts"]
+        assert continuity["missing_ids"] == 0 and continuity["records"] >= 200
+
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
+                                       conf(group, output, tmp_path, report_dir=str(tmp_path / "again")), decide=approve)
+        assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
+    finally:
+        app.stop()
+        admin.close()
+
+
+def test_rejected_rollout_keeps_the_group_classic(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+    topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path, instances=2)
+    try:
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path), decide=reject)
+        assert state(run) == "success" and report["outcome"] == "rejected_rolled_back"
+        assert admin.describe_group(group).type is GroupType.CLASSIC
+        assert report["results"]["rollback"]["summary"] == "type classic"
+    finally:
+        app.stop()
+        admin.close()
+
+
+def test_rollout_timeout_takes_the_rollback_branch(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+    topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path, instances=2)
+
+    def half_roll_then_back(detail):
+        def go():
+            time.sleep(3)
+            app.restart(0, "consumer")  # one instance upgraded, the other never is
+            wait_until(lambda: admin.describe_group(group).is_mixed, timeout=60, what="a mixed group")
+            time.sleep(16)  # past the 0.25 min rollout deadline: the DAG asks for the rollback
+            app.restart(0, "classic")
+        threading.Thread(target=go, daemon=True).start()
+
+    try:
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
+                                       conf(group, output, tmp_path, rollout_timeout_minutes=0.25),
+                                       decide=approve, before_answer=half_roll_then_back)
+        assert state(run) == "failed", "a rolled-back rollout marks the run failed (fail_on_rollback)"
+        assert report["outcome"] == "timed_out_rolled_back"
+        assert report["failed_tasks"] == ["report"] or "wait_migrated" in report["failed_tasks"]
+        assert admin.describe_group(group).type is GroupType.CLASSIC
+        assert report["after"]["type"] == "classic"
+    finally:
+        app.stop()
+        admin.close()
