@@ -98,18 +98,18 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 timeout_at=timeout_at,
                 remove_members_at=remove_at,
                 polls_before=polls,
+                carry={"started": started, "removed": removed},
             ),
             method_name="execute_complete",
-            kwargs={"started": started, "removed": removed},
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None, started: float | None = None,
-                         removed: list[str] | None = None) -> dict[str, Any]:
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
         self._apply_templated()
         event = event or {}
         status = event.get("status")
-        removed = list(removed or [])
+        carry = event.get("carry") or {}
+        started, removed = carry.get("started"), list(carry.get("removed") or [])
         if status == "met":
             self.log.info("Group %s: %s after %s poll(s).", self.group_id, event.get("summary"), event.get("polls"))
             return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred", removed)

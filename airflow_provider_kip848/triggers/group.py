@@ -35,6 +35,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         timeout_at: float | None = None,
         remove_members_at: float | None = None,
         polls_before: int = 0,
+        carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
@@ -44,6 +45,9 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         self.timeout_at = timeout_at
         self.remove_members_at = remove_members_at
         self.polls_before = int(polls_before)
+        #: state of the waiting task handed back in every event (the resumed task gets only the event
+        #: from some runners, e.g. dag.test, so nothing may live only in the defer() kwargs)
+        self.carry = dict(carry or {})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -56,6 +60,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                 "timeout_at": self.timeout_at,
                 "remove_members_at": self.remove_members_at,
                 "polls_before": self.polls_before,
+                "carry": self.carry,
             },
         )
 
@@ -65,11 +70,12 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         from airflow_provider_kip848.kafka.admin import KafkaAdmin
 
         condition = GroupCondition.from_dict(self.condition)
+        carry = self.carry
         try:
             conn = await KafkaGroupAdminHook.aget_connection(self.kafka_conn_id)
             settings = settings_from_connection(conn)
         except Exception as exc:  # noqa: BLE001 - a missing/bad connection ends the wait with the reason
-            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "carry": carry})
             return
         admin = KafkaAdmin(settings)
         polls = self.polls_before
@@ -81,23 +87,24 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                     result = await asyncio.to_thread(evaluate, admin, self.group_id, condition)
                 except Exception as exc:  # noqa: BLE001
                     if not is_retriable(exc):
-                        yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls})
+                        yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls, "carry": carry})
                         return
                     self.log.warning("Group %s: %s; polling again in %.0f s.", self.group_id, exc, self.poll_interval)
                     result = None
                 if result is not None and result.met:
                     yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),
-                                        "summary": result.summary, "detail": result.detail, "polls": polls})
+                                        "summary": result.summary, "detail": result.detail, "polls": polls,
+                                        "carry": carry})
                     return
                 now = time.time()
                 if self.timeout_at is not None and now >= self.timeout_at:
                     yield TriggerEvent({"status": "timeout", "group_id": self.group_id,
                                         "summary": last or "never evaluated", "polls": polls,
-                                        "condition": condition.to_dict()})
+                                        "condition": condition.to_dict(), "carry": carry})
                     return
                 if self.remove_members_at is not None and now >= self.remove_members_at:
                     yield TriggerEvent({"status": "remove_members_due", "group_id": self.group_id,
-                                        "summary": last, "polls": polls})
+                                        "summary": last, "polls": polls, "carry": carry})
                     return
                 if result is not None and result.summary != last:
                     last = result.summary

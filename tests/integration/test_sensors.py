@@ -161,7 +161,7 @@ def test_deferrable_sensor_defers_and_resumes_through_its_serialised_trigger(kaf
         member.stop()
     payload = deserialize(serialize(event.payload))
     assert payload["status"] == "met" and payload["polls"] >= 1
-    result = sensor.execute_complete(context, event=payload, **deferred.value.kwargs)
+    result = sensor.execute_complete(context, event=payload)
     assert result["mode"] == "deferred" and result["summary"] == "state Stable"
 
 
@@ -173,7 +173,7 @@ def test_deferred_wait_times_out_with_the_last_state(kafka_conn, unique, context
     event = asyncio.run(_first_event(deferred.value.trigger))
     assert event.payload["status"] == "timeout"
     with pytest.raises(AirflowSensorTimeout, match="did not reach state in \\{Stable\\} within 2"):
-        sensor.execute_complete(context, event=event.payload, **deferred.value.kwargs)
+        sensor.execute_complete(context, event=event.payload)
 
 
 async def _first_event(trigger):

@@ -1,0 +1,281 @@
+"""Offline migration of a Kafka Streams application from the classic protocol to KIP-1071 streams groups.
+
+Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
+
+1. Only inside the maintenance window (scheduled by the timetable; a manual
+   trigger outside it fails at once).
+2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
+   finalized, ``streams`` enabled, the group classic, no static members.
+3. Set the group-level configs the client settings no longer control
+   (``streams.num.standby.replicas``, session and heartbeat).
+4. Snapshot the committed offsets (only committed offsets survive the switch).
+5. One approval for the whole downtime plan: nobody waits for a human while
+   the application is down.
+6. Stop every instance (a pluggable controller: Kubernetes, systemd ... the
+   example drives the local WordCountDemo).
+7. Wait until the group is Empty; members a stopped Streams app left behind
+   (it does not leave its group on close) are removed after
+   ``remove_members_after`` seconds instead of waiting the session timeout.
+8. Put back any committed offset a step lost (nothing, normally).
+9. Start the application with ``group.protocol=streams``; wait for a streams
+   group, Stable.
+10. Compare offsets with the snapshot, wait for the lag to drain, snapshot
+    again and validate with PySpark; report.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import CronTriggerTimetable, Param, dag, task
+
+from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.offsets import (
+    CompareGroupOffsetsOperator,
+    RestoreGroupOffsetsOperator,
+    SnapshotGroupOffsetsOperator,
+)
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupStateSensor,
+    KafkaGroupTypeSensor,
+)
+
+DAG_ID = "kip1071_streams_offline_migration"
+CONN = "{{ params.kafka_conn_id }}"
+GROUP = "{{ params.application_id }}"
+SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':', '_') | replace('+', '_') }}"
+GROUP_CONFIGS = ("{{ {'streams.num.standby.replicas': params.standby_replicas, "
+                 "'streams.session.timeout.ms': params.session_timeout_ms, "
+                 "'streams.heartbeat.interval.ms': params.heartbeat_interval_ms} }}")
+POLL = "{{ params.poll_seconds }}"
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=CronTriggerTimetable("0 2 * * SAT", timezone="UTC"),  # the maintenance window opens
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "kip1071", "streams", "migration", "downtime"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "application_id": Param("streams-wordcount", type="string", minLength=1,
+                                title="Streams application.id (the group)"),
+        "declared_broker_version": Param("", type="string", title="Broker release (needed on 4.2: e.g. 4.2.1)"),
+        "standby_replicas": Param(0, type="integer", minimum=0, title="streams.num.standby.replicas"),
+        "session_timeout_ms": Param(45000, type="integer", minimum=1, title="streams.session.timeout.ms"),
+        "heartbeat_interval_ms": Param(5000, type="integer", minimum=1, title="streams.heartbeat.interval.ms"),
+        "app_controller": Param("airflow_provider_kip848.local.appcontrol:LocalWordCountController", type="string",
+                                title="Application controller (module:Class)"),
+        "app_controller_args": Param({}, type="object", title="Controller arguments"),
+        "remove_members_after": Param(30, type="number", minimum=0,
+                                      title="Force out members left behind after (s)"),
+        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "output_topic": Param("", type="string", title="Output topic (captured before/after)"),
+        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
+        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
+        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
+        "window_tz": Param("UTC", type="string", title="Window time zone"),
+        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
+        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
+        "snapshot_dir": Param("/tmp/kip848/snapshots", type="string", title="Offsets snapshots (path or URL)"),
+        "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
+        "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+    },
+)
+def kip1071_streams_offline_migration():
+    @task
+    def window_guard(params: dict | None = None, **context) -> dict:
+        from datetime import datetime, timezone
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_kip848.runbook.window import MaintenanceWindow, OutsideMaintenanceWindow, check_window
+
+        window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
+                                         params["window_tz"])
+        now = datetime.now(timezone.utc)
+        try:
+            check_window(window, now)
+        except OutsideMaintenanceWindow as exc:
+            raise AirflowFailException(str(exc)) from exc
+        return {"window": window.describe(), "checked_at": now.isoformat(timespec="seconds")}
+
+    preflight = MigrationPreflightOperator(
+        task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
+        declared_broker_version="{{ params.declared_broker_version }}",
+    )
+    group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
+                                             set_configs=GROUP_CONFIGS, dry_run="{{ params.dry_run }}")
+    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+                                                   path=f"{SNAPSHOTS}/before.json")
+
+    @task
+    def capture_output_before(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    @task
+    def make_plan(preflight_report: dict, configs: dict, snapshot: dict, params: dict | None = None) -> dict:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.runbook.plan import Change, Plan
+
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            desc = hook.describe_group(params["application_id"]).to_dict()
+        changes = []
+        if desc["type"] != "streams":
+            changes.append(Change("application", params["application_id"], f"running ({len(desc['members'])} member(s))",
+                                  "stopped", "downtime starts"))
+            changes.append(Change("protocol", params["application_id"], desc["type"], "streams",
+                                  "restart with group.protocol=streams"))
+        for key, (old, new) in (configs.get("changed") or {}).items():
+            changes.append(Change("group_config", key, old, new, "dry run" if params["dry_run"] else "applied"))
+        plan = Plan(
+            title=f"KIP-1071 offline migration of {params['application_id']}",
+            steps=("stop every instance", f"wait for Empty (force members out after {params['remove_members_after']} s)",
+                   "restore any lost committed offset from the snapshot", "start with group.protocol=streams",
+                   "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
+            changes=tuple(changes),
+            checks=tuple(preflight_report["checks"]),
+            notes=(f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
+                   f"lag {snapshot['total_lag']})", "one approval covers the whole downtime"),
+            facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
+                   "group_configs": configs.get("after")},
+        )
+        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        nothing = plan["facts"]["group"]["type"] == "streams"
+        return "report" if nothing or params["dry_run"] else "approval"
+
+    approval = KafkaChangeApprovalOperator(
+        task_id="approval",
+        subject="Downtime: KIP-1071 offline migration of {{ params.application_id }}",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+    )
+
+    @task
+    def stop_application(params: dict | None = None) -> dict:
+        from airflow_provider_kip848.local.appcontrol import load_controller
+
+        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
+
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}")
+
+    @task
+    def start_application(params: dict | None = None) -> dict:
+        from airflow_provider_kip848.local.appcontrol import load_controller
+
+        return load_controller(params["app_controller"], params["app_controller_args"]).start("streams")
+
+    wait_streams = KafkaGroupTypeSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
+                                        group_type="streams", deferrable=True, poll_interval=POLL,
+                                        timeout_minutes="{{ params.stable_timeout_minutes }}")
+    wait_stable = KafkaGroupStateSensor(task_id="wait_stable", kafka_conn_id=CONN, group_id=GROUP, states=["Stable"],
+                                        deferrable=True, poll_interval=POLL,
+                                        timeout_minutes="{{ params.stable_timeout_minutes }}")
+    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}")
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
+                                   deferrable=True, poll_interval=POLL,
+                                   timeout_minutes="{{ params.stable_timeout_minutes }}")
+    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+                                                  path=f"{SNAPSHOTS}/after.json")
+
+    @task
+    def capture_output_after(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def spark_enabled(params: dict | None = None) -> bool:
+        return bool(params["validate_with_spark"])
+
+    validate = KafkaValidationOperator(
+        task_id="validate", kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
+        title="KIP-1071 migration of {{ params.application_id }}",
+        checks={"offsets_preserved": {"before": "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
+                                      "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
+                                      "allow_advanced": True},
+                "lag": {"before": "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
+                        "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}", "max_total_lag": 0}},
+    )
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.runbook import report as R
+
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids="make_plan")
+        decision = ti.xcom_pull(task_ids="approval", key="decision")
+        failed = R.failed_tasks(context)
+        if failed:
+            outcome = "failed"
+        elif plan and plan["facts"]["group"]["type"] == "streams":
+            outcome = "nothing_to_do"
+        elif params["dry_run"]:
+            outcome = "dry_run"
+        elif decision and decision["decision"] == "Reject":
+            outcome = "rejected"
+        else:
+            outcome = "migrated"
+        try:
+            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+                now = hook.describe_group(params["application_id"]).to_dict()
+            after = {"type": now["type"], "state": now["state"], "members": len(now["members"])}
+        except Exception as exc:  # noqa: BLE001 - the report must still be written
+            after = {"error": str(exc)}
+        out_before, out_after = ti.xcom_pull(task_ids="capture_output_before"), ti.xcom_pull(task_ids="capture_output_after")
+        written = None
+        if out_before and out_after:
+            written = sum(v["log_end"] - out_before.get(k, {}).get("log_end", 0) for k, v in out_after.items())
+        result = R.build_report(
+            title=f"KIP-1071 offline migration of {params['application_id']}", outcome=outcome, context=context,
+            group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            before=(plan or {}).get("facts"), after=after,
+            results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "stopped": ti.xcom_pull(task_ids="stop_application"),
+                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
+                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
+                     "started": ti.xcom_pull(task_ids="start_application"),
+                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
+                     "output_records_written_during_run": written,
+                     "validation": ti.xcom_pull(task_ids="validate")},
+        )
+        return R.finish(context, params["report_dir"], result)
+
+    guard = window_guard()
+    out_before = capture_output_before()
+    plan = make_plan(preflight.output, group_configs.output, snapshot_before.output)
+    guard >> preflight >> group_configs >> snapshot_before >> out_before >> plan
+    decision = route(plan)
+    final = report()
+    (decision >> approval >> stop_application() >> wait_empty >> restore >> start_application()
+     >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
+    snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
+    decision >> final
+
+
+def _capture(params: dict) -> dict:
+    if not params["output_topic"]:
+        return {}
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        offsets = hook.topic_offsets([params["output_topic"]])
+    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+
+
+kip1071_streams_offline_migration()

@@ -1,0 +1,111 @@
+"""kip1071_streams_offline_migration end to end with Kafka's WordCountDemo: classic -> streams, offline."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.local.appcontrol import LocalWordCountController
+from airflow_provider_kip848.local.clients import create_topics, decode_long, latest_by_key, produce, read_topic
+from airflow_provider_kip848.runbook.window import DAYS
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, run_dag, state
+
+
+def count_of(bootstrap, word, expected, timeout=90):
+    def count(records):
+        value = latest_by_key(records).get(word.encode())
+        return decode_long(value) if value is not None else None
+
+    return count(read_topic(bootstrap, WORDCOUNT_OUTPUT_TOPIC, timeout=timeout, until=lambda rs: count(rs) == expected))
+
+
+def window_now(shift_days: int = 0) -> dict:
+    day = DAYS[(datetime.now(timezone.utc) + timedelta(days=shift_days)).weekday()]
+    return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
+
+
+def classic_wordcount(kafka, admin, app_id, word):
+    create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    controller = LocalWordCountController(str(kafka.workdir), app_id)
+    controller.start("classic")
+    produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
+    assert count_of(kafka.bootstrap_servers, word, 2) == 2
+    wait_until(lambda: (d := admin.describe_group(app_id)).state == "Stable" and d.type is GroupType.CLASSIC
+               and admin.group_offsets(app_id).total_lag == 0, timeout=90, what="classic app committed everything")
+    return controller
+
+
+def conf(kafka, app_id, tmp_path, **extra):
+    return {"application_id": app_id, "app_controller_args": {"kafka_workdir": str(kafka.workdir),
+                                                              "application_id": app_id},
+            "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
+            "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
+            "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"),
+            "report_dir": str(tmp_path / "report"), **window_now(), **extra}
+
+
+def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path):
+    app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    controller = classic_wordcount(kafka, admin, app_id, word)
+    try:
+        # the instances are killed (pods evicted, hosts lost): their members stay until the session times out
+        killed = conf(kafka, app_id, tmp_path)
+        killed["app_controller_args"]["stop_mode"] = "kill"
+        run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated"
+        assert len(answers) == 1 and "Downtime" in answers[0]["subject"]
+        assert "| protocol | `" in answers[0]["body"] and "streams" in answers[0]["body"]
+        results = report["results"]
+        assert results["stopped"]["stopped_pids"] and results["emptied"]["members_removed"], \
+            "the killed classic Streams app left members behind and the DAG forced them out"
+        assert results["restored"]["restored"] == {}, "no committed offset was lost"
+        comparison = results["offsets_vs_snapshot"]
+        assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0, \
+            "offsets after == snapshot for every input partition"
+        assert results["output_records_written_during_run"] == 0, "nothing of the input was reprocessed"
+        assert results["validation"]["passed"]
+        assert report["after"] == {"type": "streams", "state": "Stable", "members": 1}
+        assert report["approvals"]["approval"]["decision"] == "Approve"
+        assert admin.describe_group_config(app_id).dynamic == {
+            "streams.heartbeat.interval.ms": "500", "streams.num.standby.replicas": "1",
+            "streams.session.timeout.ms": "6000"}
+
+        produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
+        assert count_of(kafka.bootstrap_servers, word, 3) == 3, "the streams app continued from the commits: 2 -> 3"
+
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, report_dir=str(tmp_path / "again")),
+                                       decide=approve)
+        assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_conn, unique, tmp_path):
+    app_id, word = unique("wc-guard"), f"g{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    controller = classic_wordcount(kafka, admin, app_id, word)
+    try:
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, **window_now(shift_days=3)), decide=approve)
+        assert state(run) == "failed" and report["failed_tasks"] == ["window_guard"] and answers == []
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, dry_run=True, report_dir=str(tmp_path / "dry")),
+                                       decide=approve)
+        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
+        assert "Dry run" in report["plan"]["markdown"] and "stopped" in report["plan"]["markdown"]
+        assert controller.running_pids(), "the application was not stopped"
+        desc = admin.describe_group(app_id)
+        assert desc.type is GroupType.CLASSIC and desc.state == "Stable"
+        assert admin.describe_group_config(app_id).dynamic == {}
+    finally:
+        controller.stop()
+        admin.close()
