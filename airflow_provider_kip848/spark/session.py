@@ -24,6 +24,7 @@ def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool 
     from airflow_provider_kip848.local.distribution import default_cache_dir
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup, no warning about it
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     ivy = Path(cache_dir or default_cache_dir()) / "ivy"
     builder = (

@@ -1,0 +1,60 @@
+"""Run an example DAG with ``dag.test()`` and answer its approvals over REST (demo and end-to-end tests).
+
+``dag.test()`` must run in the main thread; the answers come from a helper
+thread through Airflow's core API, as a person's clicks in the UI would.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def load_dag(module: str, dags_folder: str | Path):
+    """The DAG object defined by ``dags_folder/module.py`` (its ``DAG_ID``)."""
+    sys.path.insert(0, str(dags_folder))
+    try:
+        sys.modules.pop(module, None)
+        mod = __import__(module)
+    finally:
+        sys.path.pop(0)
+    dag_id = mod.DAG_ID
+    from airflow.sdk import DAG
+
+    for value in vars(mod).values():
+        if isinstance(value, DAG) and value.dag_id == dag_id:
+            return value
+    factory = getattr(mod, dag_id)
+    return factory()
+
+
+def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
+            decide: Callable[[dict], str | None] | None = None,
+            before_answer: Callable[[dict], None] | None = None, token: str | None = None):
+    """Run the DAG; answer approvals with ``decide(detail)``. Returns (dag_run, answers, report or None)."""
+    from airflow_provider_kip848.local.hitl import AutoResponder, prepare_in_main_thread
+
+    prepare_in_main_thread()
+    dag = load_dag(module, dags_folder)
+    responder = None
+    if decide is not None:
+        responder = AutoResponder(dag.dag_id, decide, token=token, before_answer=before_answer)
+        responder.start()
+    try:
+        run = dag.test(run_conf=conf, use_executor=False)
+    finally:
+        if responder:
+            responder.stop()
+    if responder and responder.errors:
+        raise responder.errors[0]
+    report = None
+    if conf.get("report_dir") and (Path(conf["report_dir"]) / "report.json").is_file():
+        report = json.loads((Path(conf["report_dir"]) / "report.json").read_text())
+    return run, (responder.answered if responder else []), report
+
+
+def run_state(run) -> str:
+    return str(run.state).rsplit(".", 1)[-1].lower()
