@@ -3,7 +3,7 @@
 A developer tool, not part of the test suite (needs Debian's ``chromium``):
 
     apt-get install -y chromium
-    KIP848_CACHE_DIR=$PWD/.cache .venv/bin/python docs/screenshots/capture.py
+    KIP848_CACHE_DIR=$PWD/.cache .venv/bin/python docs/screenshots/capture.py [name-fragment ...]
 
 It starts a local Kafka and an Airflow api-server (SimpleAuthManager, all
 admins) on a scratch AIRFLOW_HOME, runs each example DAG up to its approval
@@ -66,6 +66,14 @@ def main() -> int:
                 time.sleep(1)
         scenarios = prepare(kafka, work)
         for module, conf, image in scenarios:
+            if module == "kip1071_streams_offline_migration":  # the first scenario left streams.version at 0
+                from airflow_provider_kip848.kafka.admin import KafkaAdmin
+                from airflow_provider_kip848.kafka.settings import ClientSettings
+
+                with KafkaAdmin(ClientSettings(kafka.bootstrap_servers)) as admin:
+                    admin.update_feature("streams.version", 1)
+            if len(sys.argv) > 1 and not any(name in image for name in sys.argv[1:]):
+                continue
             capture(module, conf, HERE / image, env)
     finally:
         server.terminate()
@@ -103,7 +111,7 @@ def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
          "group_config_change_approval.png"),
         ("kip848_consumer_rolling_upgrade", {"group_id": "orders-app", "output_topic": "orders-processed",
                                              "client_properties": {"group.protocol": "consumer",
-                                                                   "partition.assignment.strategy": "range"},
+                                                                   "group.remote.assignor": "range"},
                                              "snapshot_dir": snapshots, "poll_seconds": 1},
          "rolling_upgrade_approval.png"),
         ("kip1071_streams_offline_migration", {"application_id": "wordcount", "standby_replicas": 1,
