@@ -25,7 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Environment for everything below, set before Airflow is first imported.
 os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
-_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kip848-airflow-"))
+# A test that starts a second "worker" process (tests/e2e/test_concurrent_runs.py) shares this home and DB.
+_AIRFLOW_HOME = Path(os.environ.get("KIP848_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="kip848-airflow-"))
+os.environ["KIP848_TEST_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
@@ -200,13 +202,16 @@ def kafka_conn(monkeypatch, bootstrap) -> str:
 
 
 class RecordingTI:
-    """The part of a TaskInstance operators touch outside a DAG run: XCom pushes."""
+    """The part of a TaskInstance operators touch outside a DAG run: XCom pushes (no upstream to pull)."""
 
     def __init__(self) -> None:
         self.xcom: dict[str, object] = {}
 
     def xcom_push(self, key: str, value: object) -> None:
         self.xcom[key] = value
+
+    def xcom_pull(self, task_ids: object = None, key: str = "return_value", **_: object) -> object:
+        return None
 
 
 @pytest.fixture

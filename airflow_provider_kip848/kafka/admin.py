@@ -29,7 +29,7 @@ from typing import Any
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
 from airflow_provider_kip848.kafka.group_configs import plan_config_change
-from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log
+from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log, require_offsets
 from airflow_provider_kip848.kafka.model import (
     METADATA_VERSION_NAMES,
     BrokerNode,
@@ -77,9 +77,12 @@ _GROUP_ID_NOT_FOUND = 69
 _UNSUPPORTED_VERSION = 35
 
 # kafka-python logs every connect/disconnect at INFO and warns about its own event-loop timing;
-# in an Airflow task log that drowns what the provider says. Applied only where the user has not
-# configured these loggers.
-for _name, _level in (("kafka", logging.WARNING), ("kafka.net.selector", logging.ERROR)):
+# in an Airflow task log that drowns what the provider says. While a broker restarts it logs each
+# refused reconnect and metadata refresh at ERROR (dozens a minute in a waiting trigger's log), which
+# the provider reports once, as a retriable error with the remedy. Applied only where the user has
+# not configured these loggers.
+for _name, _level in (("kafka", logging.WARNING), ("kafka.net.selector", logging.ERROR),
+                      ("kafka.net", logging.CRITICAL), ("kafka.cluster", logging.CRITICAL)):
     if logging.getLogger(_name).level == logging.NOTSET:
         logging.getLogger(_name).setLevel(_level)
 
@@ -97,6 +100,8 @@ class KafkaAdmin:
         #: errors librdkafka reports out of band (an authentication failure arrives here,
         #: while the request future only times out)
         self._client_errors: list[Any] = []
+        #: credentials checked once (SASL/SSL): a refused login is reported at once, not after a request timeout
+        self._credentials_checked = not (settings.uses_sasl or settings.uses_ssl)
 
     def __repr__(self) -> str:
         return f"KafkaAdmin({self.settings!r})"
@@ -136,11 +141,9 @@ class KafkaAdmin:
             from kafka.admin import KafkaAdminClient
             from kafka.errors import KafkaError
 
-            if self.settings.uses_sasl or self.settings.uses_ssl:
-                # kafka-python retries a refused login until its bootstrap timeout and then only says
-                # "unable to bootstrap"; librdkafka names the authentication failure within a second.
-                if (refused := self._probe_connection()) is not None:
-                    raise refused
+            # kafka-python retries a refused login until its bootstrap timeout and then only says
+            # "unable to bootstrap"; librdkafka names the authentication failure within a second.
+            self._check_credentials()
             try:
                 self._kp_admin = KafkaAdminClient(**self.settings.kafka_python_config())
             except KafkaError as exc:
@@ -171,8 +174,19 @@ class KafkaAdmin:
                 )
         return None
 
+    def _check_credentials(self) -> None:
+        """On a secured connection, raise :class:`AuthenticationFailed` before the first request if the
+        brokers refuse the login (a request would only time out, after ``request_timeout_ms``)."""
+        if self._credentials_checked:
+            return
+        refused = self._probe_connection()
+        if refused is not None:
+            raise refused
+        self._credentials_checked = True
+
     def _probe_connection(self) -> E.Kip848Error | None:
-        """None once librdkafka gets metadata; an AuthenticationFailed as soon as it reports one."""
+        """None once librdkafka gets metadata; an AuthenticationFailed as soon as it reports one; a
+        (retriable) KafkaConnectionError when no broker answered within the request timeout."""
         from confluent_kafka import KafkaException
 
         deadline = time.monotonic() + self._timeout_s()
@@ -184,10 +198,15 @@ class KafkaAdmin:
                 pass
             if (auth := self._auth_error()) is not None:
                 return auth
-        return self._auth_error()
+        return self._reported_connection_error() or E.KafkaConnectionError(
+            f"No broker at {self.settings.bootstrap_servers} answered within {self.settings.request_timeout_ms} ms.")
 
     def _timeout_s(self) -> float:
         return self.settings.request_timeout_ms / 1000
+
+    def _requires(self, action: str, *needs: tuple[str, str, str | None]):
+        """An authorization failure inside names the permission ``action`` needs (see :func:`errors.requires`)."""
+        return E.requires(action, *needs, principal=self.settings.sasl_username)
 
     def _retrying(self, call, *args: Any, **kwargs: Any) -> Any:
         """Run ``call``, retrying retriable broker errors with backoff until the request timeout.
@@ -199,6 +218,7 @@ class KafkaAdmin:
         from confluent_kafka import KafkaException
         from kafka.errors import KafkaError
 
+        self._check_credentials()
         deadline = time.monotonic() + self._timeout_s()
         backoff = 0.1
         while True:
@@ -287,10 +307,11 @@ class KafkaAdmin:
             info = self.describe_cluster()
             broker_id = info.controller_id if info.controller_id is not None else info.brokers[0].node_id
         resource = ConfigResource(ResourceType.BROKER, str(broker_id))
-        entries = self._retrying(
-            lambda: self._confluent.describe_configs([resource], request_timeout=self._timeout_s())[resource].result(
-                self._timeout_s() + 5)
-        )
+        with self._requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
+            entries = self._retrying(
+                lambda: self._confluent.describe_configs([resource], request_timeout=self._timeout_s())[resource]
+                .result(self._timeout_s() + 5)
+            )
         values = {name: e.value for name, e in entries.items() if name.startswith("group.")}
         return GroupCoordinatorConfig(broker_id=broker_id, values=values)
 
@@ -334,10 +355,11 @@ class KafkaAdmin:
         kind = UpdateFeatureType.UPGRADE
         if action in ("downgrade", "disable"):
             kind = UpdateFeatureType.UNSAFE_DOWNGRADE if unsafe else UpdateFeatureType.SAFE_DOWNGRADE
-        result = self._kp_call("update_features", {feature: (kind, plan.to_level)}, validate_only=dry_run)
-        outcome = result.get(feature, "OK")
-        if outcome != "OK":
-            raise _feature_error(feature, plan, outcome)
+        with self._requires(f"{'validate' if dry_run else 'apply'} {action} of {feature}", ("ALTER", "CLUSTER", None)):
+            result = self._kp_call("update_features", {feature: (kind, plan.to_level)}, validate_only=dry_run)
+            outcome = result.get(feature, "OK")
+            if outcome != "OK":
+                raise _feature_error(feature, plan, outcome)
         if dry_run:
             return replace(plan, message=outcome_message(plan, dry_run=True))
         after = self.describe_features().level(feature)
@@ -362,14 +384,57 @@ class KafkaAdmin:
         return sorted(listings, key=lambda g: g.group_id)
 
     def group_listing(self, group_id: str) -> GroupListing:
-        """The listing of one group, or :class:`GroupNotFound`."""
+        """The listing of one group, or :class:`GroupNotFound` (:class:`AuthorizationFailed` when the
+        principal may not describe it: ListGroups leaves such groups out instead of refusing)."""
+        E.require_group_id(group_id)
         for listing in self.list_groups():
             if listing.group_id == group_id:
                 return listing
+        self._check_group_visible(group_id)
+        self._confirm_absent(group_id)
         raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
+
+    def _confirm_absent(self, group_id: str) -> None:
+        """Ask the group's coordinator before calling a group absent.
+
+        ListGroups is answered from every coordinator partition a broker leads *now*: while a broker
+        shuts down, restarts or hands a partition over, the partitions it no longer (or not yet)
+        leads are silently left out, and a live group vanishes from the listing. A sensor waiting
+        for "empty" must not take that for "the group is gone". The coordinator itself answers
+        OffsetFetch with a retriable NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in that
+        window (retried here), and a group that has committed offsets exists.
+        """
+        # kafka-python, not confluent-kafka: librdkafka 2.16 crashes the process (SIGSEGV) on
+        # ListConsumerGroupOffsets of a group id that does not exist.
+        committed = self._kp_call("list_group_offsets", {group_id: None}).get(group_id) or {}
+        if any(getattr(meta, "offset", -1) >= 0 for meta in committed.values()):
+            raise E.KafkaConnectionError(
+                f"Group {group_id!r} has committed offsets but is missing from the brokers' group listing: "
+                "a group coordinator is moving (a broker restarting or shutting down)",
+                remedy="Retry in a few seconds; sensors poke again by themselves.")
+
+    def _check_group_visible(self, group_id: str) -> None:
+        """Raise :class:`AuthorizationFailed` if the principal lacks DESCRIBE on the group.
+
+        FindCoordinator needs DESCRIBE on the group, exists or not, so it tells "not there" from
+        "not allowed to see it". Any other failure leaves the verdict to the caller.
+        """
+        admin = self._kafka_python
+
+        async def find():
+            return await admin._find_coordinator_id(group_id)
+
+        try:
+            with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+                self._retrying(lambda: admin._manager.run(find))
+        except E.AuthorizationFailed:
+            raise
+        except E.Kip848Error:
+            pass
 
     def describe_group(self, group_id: str) -> ConsumerGroupDescription | StreamsGroupDescription:
         """Describe a group of any type supported here (classic, consumer, streams)."""
+        E.require_group_id(group_id)
         listing = self.group_listing(group_id)
         if listing.type is GroupType.STREAMS:
             return self.describe_streams_group(group_id)
@@ -382,6 +447,24 @@ class KafkaAdmin:
         v1, which also says member by member whether a member still speaks the
         classic protocol (a mixed group during an online migration).
         """
+        E.require_group_id(group_id)
+        with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            return self._describe_consumer_group(group_id, _listing)
+
+    def _describe_consumer_group(self, group_id: str, _listing: GroupListing | None) -> ConsumerGroupDescription:
+        # A group converting between classic and consumer (its first consumer member joins, or its
+        # last one leaves) can answer ConsumerGroupDescribe as "not found" while the listing, read a
+        # moment later, already (or still) says consumer. That is a race, not a wrong type: read again.
+        for attempt in range(3):
+            try:
+                return self._describe_consumer_group_once(group_id, _listing if attempt == 0 else None)
+            except E.WrongGroupType as exc:
+                if exc.actual is not GroupType.CONSUMER or attempt == 2:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _describe_consumer_group_once(self, group_id: str, _listing: GroupListing | None) -> ConsumerGroupDescription:
         from airflow_provider_kip848.kafka.protocol import ConsumerGroupDescribeRequest
 
         unsupported = None
@@ -412,6 +495,7 @@ class KafkaAdmin:
             )
         raise E.WrongGroupType(
             f"Group {group_id!r} is a {listing.type.value} group, not a classic or consumer group.",
+            actual=listing.type,
             remedy="Use describe_streams_group() for streams groups." if listing.type is GroupType.STREAMS else None,
         )
 
@@ -453,6 +537,11 @@ class KafkaAdmin:
 
     def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
         """A streams group with members, task assignments and epochs (``StreamsGroupDescribe``)."""
+        E.require_group_id(group_id)
+        with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            return self._describe_streams_group(group_id)
+
+    def _describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
         from airflow_provider_kip848.kafka.protocol import StreamsGroupDescribeRequest
 
         try:
@@ -519,6 +608,10 @@ class KafkaAdmin:
     def delete_group(self, group_id: str) -> None:
         """Delete an empty group (its committed offsets go with it)."""
         self.group_listing(group_id)
+        with self._requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
+            self._delete_group(group_id)
+
+    def _delete_group(self, group_id: str) -> None:
         outcome = self._kp_call("delete_groups", [group_id]).get(group_id, "OK")  # "OK" or an error class name
         if outcome == "NonEmptyGroupError":
             raise E.GroupNotEmpty(f"Group {group_id!r} still has active members; it cannot be deleted.")
@@ -553,6 +646,8 @@ class KafkaAdmin:
         """
         from kafka.admin import MemberToRemove
 
+        member_ids = _id_list("member_ids", member_ids)
+        instance_ids = _id_list("instance_ids", instance_ids)
         desc = self.describe_group(group_id)
         if isinstance(desc, StreamsGroupDescription):
             raise E.WrongGroupType(
@@ -579,7 +674,8 @@ class KafkaAdmin:
             else MemberToRemove(member_id=m.member_id, reason=reason)
             for m in targets
         ]
-        results = self._kp_call("remove_group_members", group_id, requests)
+        with self._requires(f"remove members of group {group_id!r}", ("READ", "GROUP", group_id)):
+            results = self._kp_call("remove_group_members", group_id, requests)
         # the response is keyed by member id, or by group.instance.id for static members
         ident_of = {}
         for m in targets:
@@ -609,10 +705,11 @@ class KafkaAdmin:
 
         desc = self.describe_group(group_id)
         request = [ConsumerGroupTopicPartitions(group_id)]
-        result = self._retrying(
-            lambda: self._confluent.list_consumer_group_offsets(request, request_timeout=self._timeout_s())[group_id]
-            .result(self._timeout_s() + 5)
-        )
+        with self._requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            result = self._retrying(
+                lambda: self._confluent.list_consumer_group_offsets(request, request_timeout=self._timeout_s())[
+                    group_id].result(self._timeout_s() + 5)
+            )
         committed: dict[TopicPartition, tuple[int, int | None]] = {}
         for tp in result.topic_partitions or []:
             if tp.error is not None:
@@ -640,12 +737,17 @@ class KafkaAdmin:
 
     def log_offsets(self, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         """Log start and end offsets (earliest/latest, read_uncommitted) of the given partitions."""
-        from confluent_kafka import TopicPartition as CTP
-        from confluent_kafka.admin import OffsetSpec
-
         tps = list(tps)
         if not tps:
             return {}, {}
+        topics = ", ".join(sorted({tp.topic for tp in tps}))
+        with self._requires(f"read the log offsets of {topics}", ("DESCRIBE", "TOPIC", topics)):
+            return self._log_offsets(tps)
+
+    def _log_offsets(self, tps: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        from confluent_kafka import TopicPartition as CTP
+        from confluent_kafka.admin import OffsetSpec
+
         self._check_partitions_exist(tps)
         out = []
         for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
@@ -688,6 +790,8 @@ class KafkaAdmin:
         from confluent_kafka import ConsumerGroupTopicPartitions
         from confluent_kafka import TopicPartition as CTP
 
+        E.require_group_id(group_id)
+        offsets = require_offsets(offsets)
         try:
             require_empty(self.describe_group(group_id))
         except E.GroupNotFound:
@@ -697,13 +801,16 @@ class KafkaAdmin:
         if not dry_run and offsets:
             request = [ConsumerGroupTopicPartitions(
                 group_id, [CTP(tp.topic, tp.partition, int(o)) for tp, o in sorted(offsets.items())])]
-            result = self._retrying(
-                lambda: self._confluent.alter_consumer_group_offsets(request, request_timeout=self._timeout_s())[
-                    group_id].result(self._timeout_s() + 5)
-            )
-            for tp in result.topic_partitions or []:
-                if tp.error is not None:
-                    raise translate_confluent(tp.error, self.settings)
+            topics = ", ".join(sorted({tp.topic for tp in offsets}))
+            with self._requires(f"commit offsets for group {group_id!r}", ("READ", "GROUP", group_id),
+                                ("READ", "TOPIC", topics)):
+                result = self._retrying(
+                    lambda: self._confluent.alter_consumer_group_offsets(request, request_timeout=self._timeout_s())[
+                        group_id].result(self._timeout_s() + 5)
+                )
+                for tp in result.topic_partitions or []:
+                    if tp.error is not None:
+                        raise translate_confluent(tp.error, self.settings)
         return self.group_offsets(group_id)
 
     # -- group configs -----------------------------------------------------------
@@ -712,11 +819,13 @@ class KafkaAdmin:
         """Every group config of ``group_id`` with its effective value and source (``--describe --all``)."""
         from confluent_kafka.admin import ConfigResource, ResourceType
 
+        E.require_group_id(group_id)
         resource = ConfigResource(ResourceType.GROUP, group_id)
-        entries = self._retrying(
-            lambda: self._confluent.describe_configs([resource], request_timeout=self._timeout_s())[resource].result(
-                self._timeout_s() + 5)
-        )
+        with self._requires(f"read the configs of group {group_id!r}", ("DESCRIBE_CONFIGS", "GROUP", group_id)):
+            entries = self._retrying(
+                lambda: self._confluent.describe_configs([resource], request_timeout=self._timeout_s())[resource]
+                .result(self._timeout_s() + 5)
+            )
         return GroupConfig(
             group_id=group_id,
             entries={
@@ -752,11 +861,13 @@ class KafkaAdmin:
                                  for k, v in plan.to_set.items()]
             + [CEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in plan.to_delete],
         )
-        self._retrying(
-            lambda: self._confluent.incremental_alter_configs([resource], validate_only=dry_run,
-                                                              request_timeout=self._timeout_s())[resource]
-            .result(self._timeout_s() + 5)
-        )
+        with self._requires(f"{'validate a change of' if dry_run else 'change'} the configs of group {group_id!r}",
+                            ("ALTER_CONFIGS", "GROUP", group_id)):
+            self._retrying(
+                lambda: self._confluent.incremental_alter_configs([resource], validate_only=dry_run,
+                                                                  request_timeout=self._timeout_s())[resource]
+                .result(self._timeout_s() + 5)
+            )
         if dry_run:
             return plan.unchanged(dry_run=True)
         return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
@@ -836,10 +947,21 @@ def _streams_group_from_response(group: Any, coordinator_id: int | None) -> Stre
 # -- errors ----------------------------------------------------------------------
 
 
+def _id_list(name: str, ids: Iterable[str] | None) -> tuple[str, ...]:
+    """Member or instance ids as a tuple; a bare string (one id, or a list rendered as text) is refused."""
+    if ids is None:
+        return ()
+    if isinstance(ids, (str, bytes)):
+        raise E.InvalidArgument(f"{name} must be a list of ids, not the string {ids!r}.",
+                                remedy=f"Pass a list, e.g. {name}=[{ids!r}].")
+    return tuple(ids)
+
+
 def _feature_error(feature: str, plan: FeatureUpdate, outcome: str) -> E.Kip848Error:
     if "Authorization" in outcome:
         return E.AuthorizationFailed(f"Not allowed to change {feature}: {outcome}",
-                                     remedy="The principal needs ALTER on the CLUSTER resource.")
+                                     remedy="The principal needs ALTER on the CLUSTER resource.",
+                                     resource_type="CLUSTER")
     return E.InvalidFeatureLevel(f"The controller refused {plan.action} of {feature} to {plan.to_level}: {outcome}")
 
 
@@ -869,10 +991,14 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> Exceptio
     if "Authentication" in name or "SaslAuthentication" in name:
         return E.AuthenticationFailed(f"The brokers at {where} refused this connection's credentials ({name}).")
     if name.endswith("AuthorizationFailedError"):
-        # Cluster-, Group-, Topic-, TransactionalId-AuthorizationFailedError
-        resource = name.removesuffix("AuthorizationFailedError").upper() or "a resource"
+        # Cluster-, Group-, Topic-, TransactionalId-AuthorizationFailedError; str(exc) repeats the whole
+        # request and response, so only the error's name and description are kept
+        resource = name.removesuffix("AuthorizationFailedError").upper() or None
+        description = getattr(exc, "description", "") or ""
         return E.AuthorizationFailed(
-            f"The principal of this connection is not authorized on {resource} for this request ({exc})."
+            f"The principal of this connection is not authorized on {resource or 'a resource'} for this request "
+            f"({name}{': ' + description if description else ''}).",
+            resource_type=resource,
         )
     if isinstance(exc, kerr.RequestTimedOutError):
         return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
@@ -904,13 +1030,16 @@ def translate_confluent(exc: Exception, settings: ClientSettings) -> Exception:
         return E.AuthenticationFailed(f"The brokers at {where} refused this connection's credentials: {_no_secrets(text, settings)}.")
     if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
         return E.AuthorizationFailed(f"Not authorized on the GROUP: {text}.",
-                                     remedy="Grant the principal the needed ACL on the group (DESCRIBE, READ or ALTER_CONFIGS/DESCRIBE_CONFIGS).")
+                                     remedy="Grant the principal the needed ACL on the group (DESCRIBE, READ or ALTER_CONFIGS/DESCRIBE_CONFIGS).",
+                                     resource_type="GROUP")
     if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
         return E.AuthorizationFailed(f"Not authorized on a TOPIC: {text}.",
-                                     remedy="Grant the principal DESCRIBE (and READ for offsets) on the group's topics.")
+                                     remedy="Grant the principal DESCRIBE (and READ for offsets) on the group's topics.",
+                                     resource_type="TOPIC")
     if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
         return E.AuthorizationFailed(f"Not authorized on the CLUSTER: {text}.",
-                                     remedy="Grant the principal the needed ACL on the CLUSTER resource.")
+                                     remedy="Grant the principal the needed ACL on the CLUSTER resource.",
+                                     resource_type="CLUSTER")
     if code == KafkaError.GROUP_ID_NOT_FOUND:
         return E.GroupNotFound(f"{text}.")
     if code == KafkaError.NON_EMPTY_GROUP:

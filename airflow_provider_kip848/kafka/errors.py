@@ -11,6 +11,12 @@ notebook or a plain script.
 
 from __future__ import annotations
 
+from typing import Any
+
+import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class Kip848Error(Exception):
     """Base class of every error raised by this provider."""
@@ -59,9 +65,86 @@ class OperationTimedOut(Kip848Error):
 
 
 class AuthorizationFailed(Kip848Error):
-    """The principal lacks a Kafka ACL for the operation."""
+    """The principal lacks a Kafka ACL for the operation.
+
+    ``resource_type`` (``CLUSTER``, ``GROUP``, ``TOPIC`` ...) is the kind of resource the broker
+    refused, when known; ``operation`` and ``resource_name`` are set once the provider knows which
+    permission the refused request needs (see :func:`requires`), e.g. ``ALTER`` on ``CLUSTER`` for
+    a feature change or ``READ`` on ``GROUP 'orders'`` for an offsets commit.
+    """
 
     remedy = "Grant the missing ACL to the principal of this connection, or use a connection with more rights."
+
+    def __init__(self, what: str, *, remedy: str | None = None, resource_type: str | None = None,
+                 operation: str | None = None, resource_name: str | None = None) -> None:
+        self.resource_type = resource_type
+        self.operation = operation
+        self.resource_name = resource_name
+        super().__init__(what, remedy=remedy)
+
+    @property
+    def permission(self) -> str | None:
+        """``"READ on GROUP 'orders'"``, when the missing permission is known."""
+        if self.operation is None or self.resource_type is None:
+            return None
+        return _permission_text(self.operation, self.resource_type, self.resource_name)
+
+
+#: Kafka ACL operation (AclOperation name) -> the spelling ``kafka-acls --operation`` takes.
+_ACL_CLI_OPERATIONS = {
+    "READ": "Read", "WRITE": "Write", "CREATE": "Create", "DELETE": "Delete", "ALTER": "Alter",
+    "DESCRIBE": "Describe", "CLUSTER_ACTION": "ClusterAction", "DESCRIBE_CONFIGS": "DescribeConfigs",
+    "ALTER_CONFIGS": "AlterConfigs", "IDEMPOTENT_WRITE": "IdempotentWrite",
+}
+
+
+def _permission_text(operation: str, resource_type: str, resource_name: str | None) -> str:
+    name = f" {resource_name!r}" if resource_name and resource_type != "CLUSTER" else ""
+    return f"{operation} on {resource_type}{name}"
+
+
+def missing_permission(operation: str, resource_type: str, resource_name: str | None = None, *, action: str,
+                       principal: str | None = None, detail: str = "") -> AuthorizationFailed:
+    """The error for one known missing ACL: says what was refused, which permission it needs, and how to grant it."""
+    who = f"User:{principal}" if principal else "the principal of this connection"
+    one_name = resource_name and ", " not in resource_name
+    flag = ("--cluster" if resource_type == "CLUSTER"
+            else f"--{resource_type.lower()} {shlex.quote(resource_name) if one_name else '<name>'}")
+    cli_op = _ACL_CLI_OPERATIONS.get(operation, operation.title())
+    note = ""
+    if resource_type == "GROUP" and operation == "DESCRIBE":
+        note = " (Kafka hides groups a principal may not describe, so whether it exists cannot be told)"
+    return AuthorizationFailed(
+        f"Not authorized to {action}: {who} needs {_permission_text(operation, resource_type, resource_name)}"
+        f"{note}" + (f"; the broker said: {detail}" if detail else "") + ".",
+        remedy=f"Grant it (kafka-acls --add --allow-principal {'User:' + principal if principal else 'User:<name>'} "
+               f"--operation {cli_op} {flag}), or use a connection with more rights.",
+        resource_type=resource_type, operation=operation, resource_name=resource_name,
+    )
+
+
+@contextmanager
+def requires(action: str, *needs: tuple[str, str, str | None], principal: str | None = None) -> Iterator[None]:
+    """Turn an :class:`AuthorizationFailed` raised inside into the specific permission ``action`` needs.
+
+    ``needs`` are ``(operation, resource_type, resource_name)`` of the request(s) made inside, e.g.
+    ``("READ", "GROUP", "orders"), ("READ", "TOPIC", "payments")`` for an offsets commit. The
+    permission is chosen by the resource type the broker refused; an error that already names its
+    permission (from a nested step) passes unchanged.
+    """
+    try:
+        yield
+    except AuthorizationFailed as exc:
+        if exc.operation is not None:
+            raise
+        matching = [n for n in needs if exc.resource_type in (None, n[1])]
+        if exc.resource_type is None and len(matching) > 1:
+            matching = matching[:1] if len({n[1] for n in matching}) == 1 else []
+        if not matching:
+            raise
+        operation, resource_type, name = matching[0]
+        raise missing_permission(operation, resource_type, name, action=action, principal=principal,
+                                 detail=exc.what) from exc
 
 
 class AuthenticationFailed(Kip848Error):
@@ -83,6 +166,11 @@ class WrongGroupType(Kip848Error):
     """The group exists but is of another type than the action needs (e.g. a streams group for LeaveGroup)."""
 
     remedy = "Use the action for the group's actual type."
+
+    def __init__(self, what: str, *, remedy: str | None = None, actual: Any = None) -> None:
+        #: the group's actual type (a GroupType) when known
+        self.actual = actual
+        super().__init__(what, remedy=remedy)
 
 
 class GroupNotEmpty(Kip848Error):
@@ -114,6 +202,28 @@ class ConfigOutOfBounds(InvalidGroupConfig):
     """The value is outside the bounds the broker's group.* configs allow, or of the wrong type."""
 
 
+class InvalidArgument(Kip848Error, ValueError):
+    """An argument of the wrong type or shape (a string where a list or a number is needed, ...)."""
+
+    remedy = "Fix the task's arguments (each operator's documentation lists their types)."
+
+
+class InvalidGroupId(InvalidArgument):
+    """No group id, an empty one, or not a string."""
+
+    remedy = ("Pass the group id: the consumers' group.id or the Streams application.id "
+              "(kafka-groups --list shows every group).")
+
+
+def require_group_id(group_id: object) -> str:
+    """``group_id`` itself when it is a non-empty string, else :class:`InvalidGroupId`."""
+    if not isinstance(group_id, str):
+        raise InvalidGroupId(f"The group id must be a string, not {type(group_id).__name__} {group_id!r}.")
+    if not group_id.strip():
+        raise InvalidGroupId(f"The group id is empty ({group_id!r}).")
+    return group_id
+
+
 class UnknownTopicOrPartition(Kip848Error):
     """A topic or partition named in the request does not exist."""
 
@@ -136,3 +246,14 @@ class UnsupportedBrokerVersion(Kip848Error):
     """The broker is too old (or a known-bad release) for the requested action."""
 
     remedy = "Upgrade the brokers first: KIP-848 consumer groups need Kafka 4.0+, streams groups 4.2.1+."
+
+
+class ResourceLocked(Kip848Error):
+    """Another run holds the change lock of this group or feature (see :mod:`kafka.lock`)."""
+
+    remedy = "Wait for the other run to finish, then rerun."
+
+    def __init__(self, what: str, *, remedy: str | None = None, holder: dict[str, Any] | None = None) -> None:
+        #: the current holder's record (DAG, run, triggered by, host, since)
+        self.holder = holder
+        super().__init__(what, remedy=remedy)

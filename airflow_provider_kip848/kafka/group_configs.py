@@ -175,6 +175,13 @@ def plan_config_change(
     coordinator: GroupCoordinatorConfig,
 ) -> ConfigChangePlan:
     """Validate a change against the group's current config and the broker's bounds; drop what is in place."""
+    if set_configs is not None and not isinstance(set_configs, Mapping):
+        raise InvalidGroupConfig(
+            f"set_configs must be a mapping of config name to value, not {type(set_configs).__name__} {set_configs!r}.",
+            remedy='Pass e.g. {"streams.num.standby.replicas": 1}.')
+    if isinstance(delete_configs, (str, bytes)) or delete_configs is None:
+        raise InvalidGroupConfig(f"delete_configs must be a list of config names, not {delete_configs!r}.",
+                                 remedy=f"Pass a list, e.g. [{delete_configs!r}].")
     set_configs = dict(set_configs or {})
     delete_configs = tuple(delete_configs)
     overlap = set(set_configs) & set(delete_configs)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidOffset, Kip848Error
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidArgument, InvalidOffset, Kip848Error
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     GroupOffsets,
@@ -30,6 +30,21 @@ def require_empty(desc: ConsumerGroupDescription | StreamsGroupDescription) -> N
             f"Group {desc.group_id!r} has {len(desc.members)} active member(s) ({desc.state}); committed offsets "
             "can only be changed while it is empty."
         )
+
+
+def require_offsets(offsets: object) -> dict[TopicPartition, int]:
+    """``offsets`` as ``{TopicPartition: int}``; anything else (a string offset, a bare dict of text) is refused."""
+    if not isinstance(offsets, Mapping):
+        raise InvalidArgument(f"Offsets must be a mapping of topic-partition to offset, not {type(offsets).__name__}.")
+    out = {}
+    for tp, offset in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise InvalidArgument(f"{tp!r} is not a TopicPartition.", remedy="Key offsets by TopicPartition(topic, partition).")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidOffset(f"Offset {offset!r} for {tp} is not an integer.",
+                                remedy="Pass each offset as an integer between the partition's log start and log end.")
+        out[tp] = offset
+    return out
 
 
 def require_inside_log(

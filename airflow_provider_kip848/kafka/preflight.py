@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_kip848.kafka.errors import GroupNotFound, UnsupportedBrokerVersion
+from airflow_provider_kip848.kafka.errors import GroupNotFound, InvalidArgument, InvalidGroupId, UnsupportedBrokerVersion
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
@@ -135,18 +135,19 @@ def run_preflight(
 ) -> PreflightReport:
     """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True."""
     if mode not in MODES:
-        raise ValueError(f"unknown preflight mode {mode!r}; use one of {', '.join(MODES)}")
+        raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
     checks: list[Check] = []
     if mode == "enable_feature":
         if not feature:
-            raise ValueError("mode enable_feature needs feature (and feature_level)")
+            raise InvalidArgument("mode enable_feature needs a feature.",
+                                  remedy="Pass feature (e.g. streams.version) and feature_level.")
         level = 1 if feature_level is None else int(feature_level)
         checks.append(_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
                                       declared_broker_version, streams=feature == "streams.version"))
         checks.append(_feature_enable(facts, feature, level))
         return PreflightReport(mode, group_id, tuple(checks))
     if not group_id:
-        raise ValueError(f"mode {mode} needs a group_id")
+        raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
     streams = mode == "classic_to_streams"
     checks.append(_broker_version(facts, "4.2" if streams else "4.0", declared_broker_version, streams=streams))
     target = {"classic_to_consumer": "consumer", "consumer_to_classic": "classic", "classic_to_streams": "streams"}[mode]

@@ -151,6 +151,9 @@ class ClientSettings:
             "request_timeout_ms": self.request_timeout_ms,
             # without this an unreachable cluster blocks for kafka-python's own 30 s default
             "bootstrap_timeout_ms": self.request_timeout_ms,
+            # reconnect to a restarted broker within a second, as the Java clients do (kafka-python's
+            # default backs off up to 30 s, so a long-lived admin, e.g. a waiting trigger, lagged that much)
+            "reconnect_backoff_max_ms": 1000,
         }
         if self.uses_sasl:
             conf["sasl_mechanism"] = self.sasl_mechanism
@@ -199,6 +202,11 @@ def _prop_escape(text: str, *, is_key: bool = False) -> str:
             out.append("\\t")
         elif ch in "=:" or (ch in "#!" and i == 0) or (ch == " " and (is_key or i == 0)):
             out.append("\\" + ch)
+        elif not " " <= ch <= "~":
+            # Properties.load(InputStream), which the tools use, reads ISO-8859-1: anything outside
+            # printable ASCII goes as \uXXXX (UTF-16 code units), or a non-ASCII password arrives mangled
+            units = ch.encode("utf-16-be")
+            out.extend(f"\\u{int.from_bytes(units[j:j + 2], 'big'):04x}" for j in range(0, len(units), 2))
         else:
             out.append(ch)
     return "".join(out)

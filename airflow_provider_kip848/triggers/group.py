@@ -89,7 +89,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                     if not is_retriable(exc):
                         yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls, "carry": carry})
                         return
-                    self.log.warning("Group %s: %s; polling again in %.0f s.", self.group_id, exc, self.poll_interval)
+                    self.log.warning("Group %s: %s Polling again in %g s.", self.group_id, exc, self.poll_interval)
                     result = None
                 if result is not None and result.met:
                     yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),

@@ -24,7 +24,7 @@ from airflow_provider_kip848.kafka.cli import parsers as P
 from airflow_provider_kip848.kafka.cli.runner import KafkaToolRunner, KafkaTools
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
 from airflow_provider_kip848.kafka.group_configs import plan_config_change
-from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log
+from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log, require_offsets
 from airflow_provider_kip848.kafka.model import (
     ClusterFeatures,
     ConsumerGroupDescription,
@@ -62,6 +62,10 @@ class KafkaCli:
     def _run(self, tool: str, *args: str, files: dict[str, str] | None = None) -> str:
         return self.runner.run(tool, list(args), files=files).stdout
 
+    def _requires(self, action: str, *needs: tuple[str, str, str | None]):
+        """An authorization failure inside names the permission ``action`` needs (see :func:`errors.requires`)."""
+        return E.requires(action, *needs, principal=self.settings.sasl_username)
+
     # -- features ------------------------------------------------------------
 
     def describe_features(self) -> ClusterFeatures:
@@ -84,7 +88,8 @@ class KafkaCli:
             args.append("--unsafe")
         if dry_run:
             args.append("--dry-run")
-        self._run("kafka-features", *args)
+        with self._requires(f"{'validate' if dry_run else 'apply'} {action} of {feature}", ("ALTER", "CLUSTER", None)):
+            self._run("kafka-features", *args)
         if dry_run:
             return replace(plan, message=outcome_message(plan, dry_run=True))
         after = self.describe_features().level(feature)
@@ -97,8 +102,9 @@ class KafkaCli:
     def group_coordinator_config(self, broker_id: int | None = None) -> GroupCoordinatorConfig:
         if broker_id is None:
             broker_id = self._any_broker_id()
-        text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "brokers",
-                         "--entity-name", str(broker_id))
+        with self._requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
+            text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "brokers",
+                             "--entity-name", str(broker_id))
         values = {n: e.value for n, e in P.parse_config_entries(text).items() if n.startswith("group.")}
         return GroupCoordinatorConfig(broker_id=broker_id, values=values)
 
@@ -112,7 +118,10 @@ class KafkaCli:
         return ids[0]
 
     def describe_group_config(self, group_id: str) -> GroupConfig:
-        text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "groups", "--entity-name", group_id)
+        E.require_group_id(group_id)
+        with self._requires(f"read the configs of group {group_id!r}", ("DESCRIBE_CONFIGS", "GROUP", group_id)):
+            text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "groups",
+                             "--entity-name", group_id)
         return P.parse_group_config(group_id, text)
 
     def alter_group_config(
@@ -132,7 +141,8 @@ class KafkaCli:
             args += ["--add-config", ",".join(f"{k}={v}" for k, v in plan.to_set.items())]
         if plan.to_delete:
             args += ["--delete-config", ",".join(plan.to_delete)]
-        self._run("kafka-configs", *args)
+        with self._requires(f"change the configs of group {group_id!r}", ("ALTER_CONFIGS", "GROUP", group_id)):
+            self._run("kafka-configs", *args)
         return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
 
     # -- groups ------------------------------------------------------------------
@@ -144,10 +154,24 @@ class KafkaCli:
         return P.parse_groups_list(self._run("kafka-groups", "--list"), states)
 
     def group_listing(self, group_id: str) -> GroupListing:
+        E.require_group_id(group_id)
         for listing in P.parse_groups_list(self._run("kafka-groups", "--list")):
             if listing.group_id == group_id:
                 return listing
+        if self.settings.uses_sasl or self.settings.uses_ssl:  # only a secured cluster can hide a group
+            self._check_group_visible(group_id)
         raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
+
+    def _check_group_visible(self, group_id: str) -> None:
+        """Raise :class:`AuthorizationFailed` if the principal lacks DESCRIBE on the group (``--list``
+        leaves out groups it may not describe; ``--describe`` of one says so)."""
+        try:
+            with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+                self._run("kafka-consumer-groups", "--describe", "--group", group_id, "--state")
+        except E.AuthorizationFailed:
+            raise
+        except E.Kip848Error:
+            pass
 
     def describe_group(self, group_id: str) -> ConsumerGroupDescription | StreamsGroupDescription:
         if self.group_listing(group_id).type is GroupType.STREAMS:
@@ -155,27 +179,33 @@ class KafkaCli:
         return self.describe_consumer_group(group_id)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        E.require_group_id(group_id)
         base = ["--describe", "--group", group_id, "--verbose"]
-        state = self._run("kafka-consumer-groups", *base, "--state")
-        members = self._run("kafka-consumer-groups", *base, "--members")
+        with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            state = self._run("kafka-consumer-groups", *base, "--state")
+            members = self._run("kafka-consumer-groups", *base, "--members")
         return P.parse_consumer_group(group_id, state, members)
 
     def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
+        E.require_group_id(group_id)
         base = ["--describe", "--group", group_id, "--verbose"]
-        state = self._run("kafka-streams-groups", *base, "--state")
-        members = self._run("kafka-streams-groups", *base, "--members")
+        with self._requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            state = self._run("kafka-streams-groups", *base, "--state")
+            members = self._run("kafka-streams-groups", *base, "--members")
         return P.parse_streams_group(group_id, state, members)
 
     def delete_group(self, group_id: str) -> None:
         tool = "kafka-streams-groups" if self.group_listing(group_id).type is GroupType.STREAMS else "kafka-consumer-groups"
-        self._run(tool, "--delete", "--group", group_id)
+        with self._requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
+            self._run(tool, "--delete", "--group", group_id)
 
     # -- offsets -----------------------------------------------------------------
 
     def group_offsets(self, group_id: str) -> GroupOffsets:
         listing = self.group_listing(group_id)
         tool = "kafka-streams-groups" if listing.type is GroupType.STREAMS else "kafka-consumer-groups"
-        text = self._run(tool, "--describe", "--group", group_id, "--offsets", "--verbose")
+        with self._requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            text = self._run(tool, "--describe", "--group", group_id, "--offsets", "--verbose")
         offsets = P.parse_group_offsets(group_id, text)
         starts = self.log_start_offsets([TopicPartition(p.topic, p.partition) for p in offsets.partitions])
         return GroupOffsets(group_id, tuple(
@@ -195,6 +225,8 @@ class KafkaCli:
         self, group_id: str, offsets: Mapping[TopicPartition, int], *, dry_run: bool = False
     ) -> GroupOffsets:
         """``--reset-offsets --from-file`` with a private CSV of ``topic,partition,offset``."""
+        E.require_group_id(group_id)
+        offsets = require_offsets(offsets)
         try:
             desc = self.describe_group(group_id)
         except E.GroupNotFound:
@@ -217,6 +249,9 @@ class KafkaCli:
         if dry_run or not offsets:
             return current
         csv = "".join(f"{tp.topic},{tp.partition},{int(o)}\n" for tp, o in sorted(offsets.items()))
-        self._run(tool, "--reset-offsets", "--group", group_id, "--from-file", "{offsets.csv}", "--execute",
-                  files={"offsets.csv": csv})
+        topics = ", ".join(sorted({tp.topic for tp in offsets}))
+        with self._requires(f"commit offsets for group {group_id!r}", ("READ", "GROUP", group_id),
+                            ("READ", "TOPIC", topics)):
+            self._run(tool, "--reset-offsets", "--group", group_id, "--from-file", "{offsets.csv}", "--execute",
+                      files={"offsets.csv": csv})
         return self.group_offsets(group_id)

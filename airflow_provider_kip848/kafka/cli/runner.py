@@ -113,7 +113,8 @@ class KafkaToolRunner:
                 ["--bootstrap-server", self.settings.bootstrap_servers, "--command-config", str(config), *final_args],
             )
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, stdin=subprocess.DEVNULL)
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, stdin=subprocess.DEVNULL,
+                                      env=tool_environment(self.settings))
             except subprocess.TimeoutExpired as exc:
                 raise E.OperationTimedOut(
                     f"{tool} {' '.join(args)} did not finish within {self.timeout:.0f} s "
@@ -126,6 +127,14 @@ class KafkaToolRunner:
         return result
 
 
+def tool_environment(settings: ClientSettings) -> dict[str, str]:
+    """The worker's environment minus what the tools must not inherit: Airflow connection variables
+    (``AIRFLOW_CONN_*`` hold the connection's password) and any variable holding one of the secrets."""
+    secrets = [s for s in (settings.sasl_password, settings.ssl_key_password) if s]
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("AIRFLOW_CONN_") and not any(secret in v for secret in secrets)}
+
+
 def _write_private(path: Path, content: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -136,20 +145,25 @@ _CAUSE_RE = re.compile(r"(?:Caused by: |due to )(?:[\w.$]+\.)?(?P<cls>\w+(?:Exce
 _ERROR_LINE_RE = re.compile(r"^(?:Error: |Error while executing |Could not |\* Group )(?P<msg>.*)$", re.M)
 
 
+_REQUEST_DUMP_RE = re.compile(r"Request Request\(processor=.*\)\)\) ")
+
+
 def tool_message(result: ToolResult) -> str:
     """The one line that says what went wrong, in the tool's own words (minus request dumps)."""
-    return re.sub(r"Request Request\(processor=.*\)\)\) ", "The request ", _raw_tool_message(result))
+    return _raw_tool_message(result)
 
 
 def _raw_tool_message(result: ToolResult) -> str:
-    causes = list(_CAUSE_RE.finditer(result.output))
+    # the request dump goes before any cut to length, or a cut inside it would keep it
+    output = _REQUEST_DUMP_RE.sub("The request ", result.output)
+    causes = list(_CAUSE_RE.finditer(output))
     if causes:
         last = causes[-1]
         return f"{last.group('cls')}: {last.group('msg').strip()}"
-    lines = [m.group(0).strip() for m in _ERROR_LINE_RE.finditer(result.output)]
+    lines = [m.group(0).strip() for m in _ERROR_LINE_RE.finditer(output)]
     if lines:
         return " ".join(lines)[:500]
-    tail = [ln.strip() for ln in result.output.strip().splitlines() if ln.strip()]
+    tail = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
     return tail[-1][:500] if tail else f"exit code {result.returncode}"
 
 
@@ -166,14 +180,18 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
         return
     message = _redact(f"{result.tool}: {tool_message(result)}", settings)
     if "SaslAuthenticationException" in out or "AuthenticationException" in out:
-        raise E.AuthenticationFailed(message)
+        raise E.AuthenticationFailed(f"{message.rstrip('.')} (brokers at {settings.bootstrap_servers})")
+    refused = re.search(r"(Cluster|Group|Topic|TransactionalId)AuthorizationException", out)
+    resource_type = refused.group(1).upper() if refused else None
     permission = re.search(r"needs (\w+) permission", out)
     if permission:
-        resource = "CLUSTER" if result.tool == "kafka-features" else "the resource"
-        raise E.AuthorizationFailed(message, remedy=f"Grant the principal {permission.group(1)} on {resource} "
-                                                    "(an ACL), or use a connection with more rights.")
-    if "AuthorizationException" in out or "not authorized" in out.lower():
-        raise E.AuthorizationFailed(message)
+        resource_type = "CLUSTER" if result.tool == "kafka-features" else resource_type
+        raise E.AuthorizationFailed(
+            message, remedy=f"Grant the principal {permission.group(1)} on {resource_type or 'the resource'} "
+                            "(an ACL), or use a connection with more rights.",
+            resource_type=resource_type)
+    if refused or "AuthorizationException" in out or "not authorized" in out.lower():
+        raise E.AuthorizationFailed(message, resource_type=resource_type)
     if re.search(r"GroupIdNotFoundException: Group .* is not a \w+ group", out):
         raise E.WrongGroupType(message)
     if "GroupIdNotFoundException" in out or re.search(r"Consumer group '.*' does not exist", out):

@@ -1,0 +1,273 @@
+"""Bad input to the operators and sensors, against the real broker: a clear, specific error and nothing changed.
+
+The admin-level table (every backend call) is ``test_bad_input.py``; this one is what a DAG author
+meets: the operator (or sensor) fails the task at once with ``AirflowFailException`` (no pointless
+retries), its cause is the provider's specific error, the message says what to do, and the
+broker's features, group configs, committed offsets and members are exactly as before. The
+Params forms of the example DAGs, which catch many of these mistakes before a run starts, are
+``tests/unit/test_bad_params.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.offsets import SnapshotConflict, SnapshotInvalid, take_snapshot
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
+from airflow_provider_kip848.operators.features import KafkaFeatureOperator
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.offsets import (
+    CompareGroupOffsetsOperator,
+    RestoreGroupOffsetsOperator,
+    SnapshotGroupOffsetsOperator,
+)
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.sensors.group import KafkaGroupLagSensor, KafkaGroupStateSensor, KafkaGroupTypeSensor
+from tests.conftest import RecordingTI, wait_until
+
+TOPIC, OTHER_TOPIC = "bad-op-topic", "bad-op-other-topic"
+EMPTY, BUSY, STREAMS = "bad-op-empty", "bad-op-busy", "bad-op-streams"
+
+
+class TaskInstanceStub(RecordingTI):
+    """XCom pushes recorded; nothing upstream to pull."""
+
+    def xcom_pull(self, *args, **kwargs):
+        return None
+
+
+@pytest.fixture(scope="module")
+def scene(kafka, tmp_path_factory):
+    """An empty consumer group with commits, a busy one, an empty streams group, and snapshots to break."""
+    bootstrap = kafka.bootstrap_servers
+    create_topics(bootstrap, {TOPIC: 2, OTHER_TOPIC: 1, WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    produce(bootstrap, TOPIC, (f"v{i}" for i in range(10)), keys=(f"k{i}" for i in range(10)))
+    produce(bootstrap, OTHER_TOPIC, (f"o{i}" for i in range(5)))
+    consume(bootstrap, EMPTY, [TOPIC], 10, group_protocol="consumer")
+    consume(bootstrap, BUSY, [TOPIC], 10, group_protocol="consumer")
+    work = tmp_path_factory.mktemp("bad-op")
+    busy = ConsumerProcess.start(bootstrap, BUSY, [TOPIC], protocol="consumer", client_id="busy",
+                                 log_file=str(work / "busy.log"))
+    app = kafka.start_wordcount(STREAMS)
+    try:
+        with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+            wait_until(lambda: admin.describe_group(STREAMS).state == "Stable", what="streams group")
+            app.stop()  # the streams group stays, Empty, with its type
+            wait_until(lambda: len(admin.describe_group(BUSY).members) == 1, what="busy member")
+            snapshots = _snapshots(admin, work)
+        yield {"bootstrap": bootstrap, "work": work, **snapshots}
+    finally:
+        busy.stop()
+        app.stop()
+
+
+def _snapshots(admin: KafkaAdmin, work) -> dict[str, str]:
+    """Snapshot files with one thing wrong each (written as the operator would, then edited)."""
+    good = take_snapshot(admin, EMPTY).to_dict()
+    busy = take_snapshot(admin, BUSY).to_dict()
+
+    def write(name: str, content) -> str:
+        path = work / f"{name}.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return str(path)
+
+    def edited(base: dict, **changes) -> dict:
+        return {**json.loads(json.dumps(base)), **changes}
+
+    p0 = {"topic": TOPIC, "partition": 0, "committed": 10_000, "log_start": 0, "log_end": 10_000, "leader_epoch": None}
+    return {
+        "snap_good": write("good", good),
+        "snap_not_json": write("not-json", "{'group_id': bad-op-empty"),
+        "snap_wrong_schema": write("wrong-schema", {"group": EMPTY, "offsets": {f"{TOPIC}:0": 5}}),
+        "snap_wrong_version": write("wrong-version", edited(good, version=2)),
+        "snap_no_partitions": write("no-partitions", {k: v for k, v in good.items() if k != "partitions"}),
+        "snap_text_offset": write("text-offset", edited(good, partitions=[{**p0, "committed": "five"}])),
+        "snap_beyond_log_end": write("beyond-log-end", edited(good, partitions=[p0])),
+        "snap_unknown_partition": write("unknown-partition", edited(good, partitions=[{**p0, "partition": 7,
+                                                                                           "committed": 1}])),
+        "snap_unknown_topic": write("unknown-topic", edited(good, partitions=[{**p0, "topic": "bad-op-deleted",
+                                                                                  "committed": 1}])),
+        # the busy group "lost" its commit on a partition: restoring it must wait for the group to be empty
+        "snap_busy_lost": write("busy-lost", edited(busy, partitions=[
+            *busy["partitions"],
+            {"topic": OTHER_TOPIC, "partition": 0, "committed": 3, "log_start": 0, "log_end": 5, "leader_epoch": None}])),
+    }
+
+
+def fingerprint(admin: KafkaAdmin) -> tuple:
+    """What no case may change: feature levels, group configs, committed offsets, members, group types."""
+    features = {n: f.finalized_level for n, f in admin.describe_features().features.items()}
+    configs = {g: admin.describe_group_config(g).dynamic for g in (EMPTY, BUSY, STREAMS)}
+    offsets = {g: admin.group_offsets(g).committed for g in (EMPTY, BUSY, STREAMS)}
+    members = {g: (admin.group_listing(g).type.value, len(admin.describe_group(g).members))
+               for g in (EMPTY, BUSY, STREAMS)}
+    return features, configs, offsets, members
+
+
+def cfg(group, set_configs=None, delete_configs=None, backend="native"):
+    return lambda s: KafkaGroupConfigOperator(task_id="cfg", group_id=group, set_configs=set_configs,
+                                              delete_configs=delete_configs, backend=backend)
+
+
+def feature(name, level, action="upgrade", backend="native"):
+    return lambda s: KafkaFeatureOperator(task_id="feat", feature=name, level=level, action=action, backend=backend)
+
+
+def restore(snapshot_key, group=EMPTY, backend="native"):
+    return lambda s: RestoreGroupOffsetsOperator(task_id="restore", group_id=group, backend=backend,
+                                                 snapshot_path=s.get(snapshot_key, str(s["work"] / "absent.json")))
+
+
+def preflight(mode, group):
+    return lambda s: MigrationPreflightOperator(task_id="preflight", mode=mode, group_id=group)
+
+
+def poke(sensor_cls, group, **kw):
+    return lambda s: sensor_cls(task_id="wait", group_id=group, poll_interval=0.2, timeout=10, **kw)
+
+
+# (case id, task factory(scene), specific error (the task failure's cause; None: the task's own verdict),
+#  fragment naming the mistake, fragment telling what to do)
+CASES = [
+    # group configs
+    ("config-empty-group-id", cfg("", {"streams.num.standby.replicas": 1}), E.InvalidGroupId,
+     "The group id is empty", "Pass the group id"),
+    ("config-empty-group-id-cli", cfg("", {"streams.num.standby.replicas": 1}, backend="cli"), E.InvalidGroupId,
+     "The group id is empty", "Pass the group id"),
+    ("config-unknown-key", cfg(EMPTY, {"consumer.session.timeout": 45000}), E.ConfigUnknown,
+     "'consumer.session.timeout' is not a group config", "Fix the config name or value"),
+    ("config-session-below-broker-min", cfg(EMPTY, {"consumer.session.timeout.ms": 1000}), E.ConfigOutOfBounds,
+     "is below the minimum (broker group.consumer.min.session.timeout.ms=", "Fix the config name or value"),
+    ("config-heartbeat-not-below-session", cfg(EMPTY, {"consumer.heartbeat.interval.ms": 6000,
+                                                       "consumer.session.timeout.ms": 6000}),
+     E.ConfigOutOfBounds, "consumer.session.timeout.ms=6000 must be greater than consumer.heartbeat.interval.ms=6000",
+     "Fix the config name or value"),
+    ("config-standby-above-broker-max", cfg(STREAMS, {"streams.num.standby.replicas": 5}), E.ConfigOutOfBounds,
+     "is above the maximum (broker group.streams.max.standby.replicas=2)", "the broker's bounds are in the message"),
+    ("config-standby-above-broker-max-cli", cfg(STREAMS, {"streams.num.standby.replicas": 5}, backend="cli"),
+     E.ConfigOutOfBounds, "is above the maximum (broker group.streams.max.standby.replicas=2)",
+     "the broker's bounds are in the message"),
+    ("config-text-for-integer", cfg(EMPTY, {"streams.num.standby.replicas": "two"}), E.ConfigOutOfBounds,
+     "streams.num.standby.replicas='two' is not an integer", "Fix the config name or value"),
+    ("config-set-not-a-mapping", cfg(EMPTY, "streams.num.standby.replicas=1"), E.InvalidGroupConfig,
+     "set_configs must be a mapping of config name to value, not str", 'Pass e.g. {"streams.num.standby.replicas": 1}'),
+    ("config-delete-a-bare-string", cfg(EMPTY, None, "streams.num.standby.replicas"), E.InvalidGroupConfig,
+     "delete_configs must be a list of config names", "Pass a list, e.g. ['streams.num.standby.replicas']"),
+    # features
+    ("feature-streams-version-99", feature("streams.version", 99), E.InvalidFeatureLevel,
+     "streams.version level 99 is not supported: the cluster supports 0..1", "kafka-features describe"),
+    ("feature-streams-version-99-cli", feature("streams.version", 99, backend="cli"), E.InvalidFeatureLevel,
+     "streams.version level 99 is not supported: the cluster supports 0..1", "kafka-features describe"),
+    ("feature-group-version-minus-1", feature("group.version", -1), E.InvalidFeatureLevel,
+     "group.version level -1 is not supported", "kafka-features describe"),
+    ("feature-level-not-a-number", feature("streams.version", "latest"), E.InvalidFeatureLevel,
+     "streams.version level 'latest' is not a number", "kafka-features describe"),
+    ("feature-downgrade-without-downgrade-action", feature("group.version", 0), E.InvalidFeatureLevel,
+     "an upgrade to 0 would lower it", "Use action 'downgrade'"),
+    ("feature-unknown", feature("kip848.version", 1), E.InvalidFeatureLevel,
+     "Feature 'kip848.version' is not known to this cluster", "kafka-features describe"),
+    ("feature-unknown-action", feature("streams.version", 1, action="rollback"), E.InvalidFeatureLevel,
+     "Unknown feature action 'rollback'", "Use one of upgrade, downgrade, disable"),
+    # offsets snapshots and restores
+    ("snapshot-empty-group-id", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id="",
+                                                                       path=str(s["work"] / "new.json")),
+     E.InvalidGroupId, "The group id is empty", "Pass the group id"),
+    ("snapshot-unknown-group", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id="bad-op-ghost",
+                                                                      path=str(s["work"] / "ghost.json")),
+     E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+    ("snapshot-over-another-groups-snapshot", lambda s: SnapshotGroupOffsetsOperator(
+        task_id="snap", group_id=BUSY, path=s["snap_good"]),
+     SnapshotConflict, "holds a snapshot of group 'bad-op-empty'", "Use another path"),
+    ("restore-no-snapshot-file", restore("snap_absent"), SnapshotInvalid, "No snapshot at", "take a new one"),
+    ("restore-snapshot-not-json", restore("snap_not_json"), SnapshotInvalid, "is not JSON",
+     "written by SnapshotGroupOffsetsOperator"),
+    ("restore-snapshot-wrong-schema", restore("snap_wrong_schema"), SnapshotInvalid,
+     "is not an offsets snapshot of this provider", "written by SnapshotGroupOffsetsOperator"),
+    ("restore-snapshot-wrong-version", restore("snap_wrong_version"), SnapshotInvalid,
+     "has snapshot version 2; this provider reads version 1", "take a new one"),
+    ("restore-snapshot-partitions-missing", restore("snap_no_partitions"), SnapshotInvalid,
+     "is missing or has a malformed field: KeyError('partitions')", "take a new one"),
+    ("restore-snapshot-text-offset", restore("snap_text_offset"), SnapshotInvalid,
+     "is missing or has a malformed field", "take a new one"),
+    ("restore-snapshot-of-another-group", restore("snap_good", group=BUSY), SnapshotConflict,
+     "is a snapshot of group 'bad-op-empty', not 'bad-op-busy'", "Use another path"),
+    ("restore-offset-beyond-log-end", restore("snap_beyond_log_end"), E.InvalidOffset,
+     f"Offset 10000 for {TOPIC}:0 is outside the log (0..", "between the partition's log start and log end"),
+    ("restore-offset-beyond-log-end-cli", restore("snap_beyond_log_end", backend="cli"), E.InvalidOffset,
+     f"Offset 10000 for {TOPIC}:0 is outside the log (0..", "between the partition's log start and log end"),
+    ("restore-partition-missing-from-topic", restore("snap_unknown_partition"), E.UnknownTopicOrPartition,
+     f"No such topic-partition: {TOPIC}:7", "kafka-topics --describe"),
+    ("restore-topic-missing", restore("snap_unknown_topic"), E.UnknownTopicOrPartition,
+     "No such topic-partition: bad-op-deleted:0", "kafka-topics --describe"),
+    ("restore-into-busy-group", restore("snap_busy_lost", group=BUSY), E.GroupNotEmpty,
+     "has 1 active member(s)", "Stop every instance of the application"),
+    ("compare-snapshot-of-another-group", lambda s: CompareGroupOffsetsOperator(
+        task_id="cmp", group_id=STREAMS, snapshot_path=s["snap_good"]),
+     SnapshotConflict, "is a snapshot of group 'bad-op-empty', not 'bad-op-streams'", "Use another path"),
+    # members
+    ("remove-members-unknown-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost"),
+     E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+    ("remove-members-ids-as-string", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
+                                                                          member_ids="busy-member-1"),
+     E.InvalidArgument, "member_ids must be a list of ids, not the string 'busy-member-1'",
+     "Pass a list, e.g. member_ids=['busy-member-1']"),
+    ("remove-members-of-streams-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=STREAMS),
+     E.WrongGroupType, "is a streams group: the broker rejects LeaveGroup", "Stop the application's instances"),
+    # protocol direction (the preflight's verdict) and its inputs
+    ("migrate-consumer-group-to-streams", preflight("classic_to_streams", EMPTY), None,
+     "group_type: a consumer (KIP-848) group", "roll it back to classic first (consumer_to_classic)"),
+    ("migrate-streams-group-to-consumer", preflight("classic_to_consumer", STREAMS), None,
+     "group_type: a streams group", "Mode classic_to_consumer does not apply to streams groups"),
+    ("rollback-streams-group-to-classic", preflight("consumer_to_classic", STREAMS), None,
+     "group_type: a streams group", "Mode consumer_to_classic does not apply to streams groups"),
+    ("preflight-empty-group-id", preflight("classic_to_streams", ""), E.InvalidGroupId,
+     "mode classic_to_streams needs a group_id", "Pass the group id"),
+    # sensors: bad input ends the wait at once instead of poking until the timeout
+    ("sensor-empty-group-id", poke(KafkaGroupStateSensor, "", states=["Stable"]), E.InvalidGroupId,
+     "The group id is empty", "Pass the group id"),
+    ("lag-sensor-unknown-group", poke(KafkaGroupLagSensor, "bad-op-ghost", max_lag=0), E.GroupNotFound,
+     "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+]
+
+
+@pytest.mark.parametrize("make_task, error, what, remedy", [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn, make_task, error, what, remedy):
+    task = make_task(scene)
+    with KafkaAdmin(ClientSettings(scene["bootstrap"])) as observer:
+        before = fingerprint(observer)
+        with pytest.raises(AirflowFailException) as failed:
+            task.execute({"ti": TaskInstanceStub()})
+        message = str(failed.value)
+        assert what in message
+        assert remedy in message
+        cause = failed.value.__cause__
+        if error is None:  # the task's own verdict (a preflight failure), not an error of the admin layer
+            assert not isinstance(cause, E.Kip848Error)
+        else:
+            assert type(cause) is error, f"{type(cause).__name__}: {cause}"
+            assert not cause.retriable, "bad input is not retried"
+            assert cause.remedy and message.endswith(cause.remedy), "the message ends with what to do"
+        assert fingerprint(observer) == before, "a refused task changes nothing on the broker"
+
+
+@pytest.mark.parametrize("build, fragment", [
+    pytest.param(lambda: KafkaGroupConfigOperator(task_id="x", group_id=EMPTY, backend="jvm"),
+                 "backend must be one of ('native', 'cli'), not 'jvm'", id="operator-unknown-backend"),
+    pytest.param(lambda: MigrationPreflightOperator(task_id="x", mode="classic_to_share", group_id=EMPTY),
+                 "mode must be one of classic_to_consumer", id="preflight-unknown-mode"),
+    pytest.param(lambda: KafkaGroupTypeSensor(task_id="x", group_id=EMPTY, group_type="kip848"),
+                 "group_type 'kip848' is not classic, consumer, streams or share", id="sensor-unknown-group-type"),
+])
+def test_bad_arguments_fail_when_the_dag_is_parsed(build, fragment):
+    """Mistakes visible without the cluster stop the DAG file from loading, with the allowed values."""
+    with pytest.raises(ValueError) as err:
+        build()
+    assert fragment in str(err.value)

@@ -1,0 +1,95 @@
+"""The example DAGs' Params forms refuse bad input before a run starts (the check the trigger form runs).
+
+Each case is one bad value in one DAG's form: the DAG bag of ``dags/`` is loaded as the scheduler would,
+the form's defaults are overlaid with the value, and Airflow's own ``ParamsDict.validate()`` must raise
+``ParamValidationError`` naming the param and what it accepts. The operators' bad-input table (the same
+mistakes when they get past a form, e.g. through the REST API or another DAG) is
+``tests/integration/test_bad_operator_input.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from airflow.sdk.exceptions import ParamValidationError
+
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}, f"the example DAGs do not import: {bag.import_errors}"
+    return bag
+
+
+#: What a form needs beyond its defaults to be valid (the control each case departs from by one value).
+VALID = {"kafka_group_config_change": {"group_id": "orders"}, "kip848_consumer_rolling_upgrade": {"group_id": "orders"}}
+
+# (case id, dag id, {param: bad value}, fragment of the error)
+CASES = [
+    # kafka_enable_streams_protocol
+    ("level-as-string", "kafka_enable_streams_protocol", {"level": "1"}, "is not of type 'integer'"),
+    ("level-above-form-max", "kafka_enable_streams_protocol", {"level": 99}, "is greater than the maximum of 10"),
+    ("level-negative", "kafka_enable_streams_protocol", {"level": -1}, "is less than the minimum of 0"),
+    ("feature-not-offered", "kafka_enable_streams_protocol", {"feature": "metadata.version"},
+     "'metadata.version' is not one of ['streams.version', 'group.version', 'share.version']"),
+    ("dry-run-as-text", "kafka_enable_streams_protocol", {"dry_run": "yes"}, "is not of type 'boolean'"),
+    # kafka_group_config_change
+    ("config-empty-group-id", "kafka_group_config_change", {"group_id": ""}, "should be non-empty"),
+    ("config-value-too-long", "kafka_group_config_change", {"value": "9" * 201}, "is too long"),
+    ("approvers-not-a-list", "kafka_group_config_change", {"approvers": "alice"},
+     "is not of type 'array'"),
+    ("approval-age-negative", "kafka_group_config_change", {"approval_max_age_minutes": -5},
+     "is less than the minimum of 0"),
+    ("four-eyes-as-text", "kafka_group_config_change", {"four_eyes": "no"},
+     "is not of type 'boolean'"),
+    # kip1071_streams_offline_migration
+    ("streams-empty-application-id", "kip1071_streams_offline_migration", {"application_id": ""},
+     "should be non-empty"),
+    ("standby-negative", "kip1071_streams_offline_migration", {"standby_replicas": -1}, "is less than the minimum of 0"),
+    ("session-timeout-with-unit", "kip1071_streams_offline_migration", {"session_timeout_ms": "45s"},
+     "is not of type 'integer'"),
+    ("reader-unknown", "kip1071_streams_offline_migration", {"reader": "kafka"},
+     "'kafka' is not one of ['connector', 'python']"),
+    ("poll-too-fast", "kip1071_streams_offline_migration", {"poll_seconds": 0.1}, "is less than the minimum of 0.2"),
+    ("controller-args-not-object", "kip1071_streams_offline_migration", {"app_controller_args": ["--fast"]},
+     "is not of type 'object'"),
+    ("remove-after-as-text", "kip1071_streams_offline_migration", {"remove_members_after": "soon"},
+     "is not of type 'number'"),
+    # kip848_consumer_rolling_upgrade
+    ("rolling-empty-group-id", "kip848_consumer_rolling_upgrade", {"group_id": ""}, "should be non-empty"),
+    ("client-unknown", "kip848_consumer_rolling_upgrade", {"client": "go"},
+     "'go' is not one of ['java', 'librdkafka']"),
+    ("client-properties-as-text", "kip848_consumer_rolling_upgrade",
+     {"client_properties": "group.protocol=consumer"}, "is not of type 'object'"),
+    ("max-lag-negative", "kip848_consumer_rolling_upgrade", {"max_lag": -1},
+     "is less than the minimum of 0"),
+    ("rollout-deadline-zero", "kip848_consumer_rolling_upgrade", {"rollout_timeout_minutes": 0},
+     "is less than the minimum of 0.1"),
+    ("duplicates-fractional", "kip848_consumer_rolling_upgrade", {"allowed_duplicates": 1.5},
+     "is not of type 'integer'"),
+    # kafka_cluster_inventory
+    ("conn-id-as-number", "kafka_cluster_inventory", {"kafka_conn_id": 5}, "is not of type 'string'"),
+    ("report-path-null", "kafka_cluster_inventory", {"report_path": None}, "None is not of type 'string'"),
+]
+
+
+@pytest.mark.parametrize("dag_id, bad, fragment", [pytest.param(*c[1:], id=c[0]) for c in CASES])
+def test_params_form_refuses_bad_value(dagbag, dag_id, bad, fragment):
+    dag = dagbag.dags.get(dag_id)  # the parsed DAG (get_dag() would consult the metadata DB)
+    assert dag is not None, f"{dag_id} is not in dags/"
+    (key, value), = bad.items()
+    params = copy.deepcopy(dag.params)
+    assert key in params, f"{dag_id} has no param {key!r} (the case is stale)"
+    params.update(VALID.get(dag_id, {}))
+    params.validate()  # the control: the form with valid values passes ...
+    with pytest.raises(ParamValidationError) as err:  # ... and the one bad value is refused, naming the param
+        params[key] = value
+        params.validate()
+    message = str(err.value)
+    assert f"Invalid input for param {key}:" in message
+    assert fragment in message
