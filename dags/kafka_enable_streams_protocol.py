@@ -22,8 +22,15 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.approval import (
+    APPROVAL_ARGS,
+    RECHECK_ARGS,
+    KafkaApprovalRecheckOperator,
+    KafkaChangeApprovalOperator,
+    change_control_params,
+)
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 
 DAG_ID = "kafka_enable_streams_protocol"
@@ -45,10 +52,13 @@ DAG_ID = "kafka_enable_streams_protocol"
                                          description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on the wire."),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
         "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+        **change_control_params(),
     },
     render_template_as_native_obj=True,
 )
 def kafka_enable_streams_protocol():
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id="{{ params.kafka_conn_id }}",
+                                   resource="feature:streams.version", dry_run="{{ params.dry_run }}")
     preflight = MigrationPreflightOperator(
         task_id="preflight",
         kafka_conn_id="{{ params.kafka_conn_id }}",
@@ -75,20 +85,7 @@ def kafka_enable_streams_protocol():
 
     @task
     def make_plan(preflight_report: dict, features: dict, validation: dict, params: dict | None = None) -> dict:
-        from airflow_provider_kip848.runbook.plan import Change, Plan
-
-        feature, level = params["feature"], int(params["level"])
-        current = features.get(feature, {}).get("finalized_level", 0)
-        changes = () if validation["noop"] else (
-            Change("feature", feature, current, level, validation["validation"]),)
-        plan = Plan(
-            title=f"Finalize {feature}={level}",
-            steps=(f"kafka-features upgrade --feature {feature}={level}", f"read back {feature} (expect {level})"),
-            changes=changes,
-            checks=tuple(preflight_report["checks"]),
-            facts={"features": {n: f["finalized_level"] for n, f in features.items()}},
-        )
-        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+        return build_plan(params, preflight_report["checks"], features, validation)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -100,13 +97,16 @@ def kafka_enable_streams_protocol():
         task_id="approval",
         subject="Kafka: finalize {{ params.feature }}={{ params.level }} ({{ params.kafka_conn_id }})",
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+        **APPROVAL_ARGS,
     )
+    recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     apply = KafkaFeatureOperator(
         task_id="apply_change",
         kafka_conn_id="{{ params.kafka_conn_id }}",
         feature="{{ params.feature }}",
         level="{{ params.level }}",
+        audit_log="{{ params.audit_log }}",
     )
 
     @task
@@ -129,7 +129,11 @@ def kafka_enable_streams_protocol():
         plan = ti.xcom_pull(task_ids="make_plan")
         failed = R.failed_tasks(context)
         approval_result = ti.xcom_pull(task_ids="approval", key="decision")
-        if failed:
+        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+        change = ti.xcom_pull(task_ids="apply_change")
+        if R.refused(approval_result, recheck):
+            outcome = "refused"
+        elif failed:
             outcome = "failed"
         elif plan and plan["nothing_to_do"]:
             outcome = "nothing_to_do"
@@ -137,23 +141,55 @@ def kafka_enable_streams_protocol():
             outcome = "dry_run"
         elif approval_result and approval_result["decision"] == "Reject":
             outcome = "rejected"
+        elif recheck and recheck["decision"] == "Reject":
+            outcome = "rejected_after_recheck"
         else:
-            outcome = "changed"
+            outcome = "changed" if change and change.get("applied") else "nothing_applied"
         result = R.build_report(
             title=f"Enable {params['feature']}={params['level']}", outcome=outcome, context=context,
             failed_tasks=failed, plan=plan, approvals={"approval": approval_result},
             before=(plan or {}).get("facts"), after=ti.xcom_pull(task_ids="verify"),
-            results={"preflight": ti.xcom_pull(task_ids="preflight"), "change": ti.xcom_pull(task_ids="apply_change")},
+            results={"preflight": ti.xcom_pull(task_ids="preflight"), "change": change},
+            change_control=R.change_control(context, ("apply_change",)),
         )
         return R.finish(context, params["report_dir"], result)
 
     features = describe_features()
     plan = make_plan(preflight.output, features, validate.output)
-    preflight >> features >> validate
+    lock >> preflight >> features >> validate
     decision = route(plan)
     final = report()
-    decision >> approval >> apply >> verify() >> final
+    decision >> approval >> recheck >> apply >> verify() >> final
     decision >> final
+
+
+def build_plan(params: dict, checks: list | None = None, features: dict | None = None,
+               validation: dict | None = None) -> dict:
+    """The feature change to approve, validated by the controller (computed again right before applying)."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.runbook.plan import Change, Plan
+
+    feature, level = params["feature"], int(params["level"])
+    if features is None or validation is None:
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            features = hook.describe_features().to_dict()
+            validation = {**hook.update_feature(feature, level, action="upgrade", dry_run=True).to_dict()}
+            validation["validation"] = validation["message"]
+    current = features.get(feature, {}).get("finalized_level", 0)
+    changes = () if validation["noop"] else (Change("feature", feature, current, level, validation["validation"]),)
+    plan = Plan(
+        title=f"Finalize {feature}={level}",
+        steps=(f"kafka-features upgrade --feature {feature}={level}", f"read back {feature} (expect {level})"),
+        changes=changes,
+        checks=tuple(checks or ()),
+        facts={"features": {n: f["finalized_level"] for n, f in features.items()}},
+    )
+    return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+
+def replan(context) -> dict:
+    preflight = context["ti"].xcom_pull(task_ids="preflight") or {}
+    return build_plan(context["params"], preflight.get("checks"))
 
 
 kafka_enable_streams_protocol()

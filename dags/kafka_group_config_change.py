@@ -4,10 +4,14 @@ Runbook (``kafka-configs --entity-type groups``):
 
 1. Validate the new value against the broker's bounds (``group.*.min/max``,
    session above heartbeat) without changing anything.
-2. A person approves the exact change, shown with the current value.
-3. Apply it (``kafka-configs --alter --entity-type groups --entity-name G
-   --add-config k=v`` or ``--delete-config k``).
-4. Read it back.
+2. A person approves the exact change, shown with the current value (one of
+   ``approvers``; not the user who triggered the run: four eyes).
+3. Right before applying, the plan is computed again from the cluster: an
+   approval that expired, or a plan that changed (someone altered the config
+   meanwhile), is not reused; a new approval showing the difference is asked.
+4. Apply it (``kafka-configs --alter --entity-type groups --entity-name G
+   --add-config k=v`` or ``--delete-config k``); one audit record per key.
+5. Read it back.
 
 Trigger it from the UI form: group, key (a list of the group configs of
 Kafka 4.3), value, set or delete.
@@ -18,8 +22,15 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.approval import (
+    APPROVAL_ARGS,
+    RECHECK_ARGS,
+    KafkaApprovalRecheckOperator,
+    KafkaChangeApprovalOperator,
+    change_control_params,
+)
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 
 DAG_ID = "kafka_group_config_change"
 GROUP_CONFIG_KEYS = [
@@ -51,9 +62,12 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
         "action": Param("set", type="string", enum=["set", "delete"], title="Set or delete the override"),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
         "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+        **change_control_params(),
     },
 )
 def kafka_group_config_change():
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id="{{ params.kafka_conn_id }}",
+                                   resource="group:{{ params.group_id }}", dry_run="{{ params.dry_run }}")
     validate = KafkaGroupConfigOperator(
         task_id="validate", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
         set_configs=SET, delete_configs=DELETE, dry_run=True,
@@ -61,18 +75,7 @@ def kafka_group_config_change():
 
     @task
     def make_plan(validation: dict, params: dict | None = None) -> dict:
-        from airflow_provider_kip848.runbook.plan import Change, Plan
-
-        key = params["key"]
-        before = validation["before"].get(key)
-        after = validation["requested_set"].get(key) if params["action"] == "set" else None
-        changes = () if before == after else (
-            Change("group_config", f"{params['group_id']}:{key}", before if before is not None else "(broker default)",
-                   after if after is not None else "(broker default)", "validated against the broker's bounds"),)
-        plan = Plan(title=f"Group {params['group_id']}: {params['action']} {key}",
-                    steps=("kafka-configs --alter --entity-type groups", "read the group's configs back"),
-                    changes=changes, facts={"before": validation["before"]})
-        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+        return build_plan(params, validation)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -82,11 +85,13 @@ def kafka_group_config_change():
         task_id="approval",
         subject="Kafka group {{ params.group_id }}: {{ params.action }} {{ params.key }}",
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+        **APPROVAL_ARGS,
     )
+    recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     apply = KafkaGroupConfigOperator(
         task_id="apply", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
-        set_configs=SET, delete_configs=DELETE,
+        set_configs=SET, delete_configs=DELETE, audit_log="{{ params.audit_log }}",
     )
 
     @task
@@ -110,23 +115,53 @@ def kafka_group_config_change():
         plan = ti.xcom_pull(task_ids="make_plan")
         failed = R.failed_tasks(context)
         decision = ti.xcom_pull(task_ids="approval", key="decision")
-        outcome = ("failed" if failed else "nothing_to_do" if plan and plan["nothing_to_do"]
+        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+        applied = ti.xcom_pull(task_ids="apply")
+        outcome = ("refused" if R.refused(decision, recheck) else "failed" if failed else "nothing_to_do" if plan and plan["nothing_to_do"]
                    else "dry_run" if params["dry_run"] else "rejected" if decision and decision["decision"] == "Reject"
-                   else "changed")
+                   else "rejected_after_recheck" if recheck and recheck["decision"] == "Reject"
+                   else "changed" if applied and applied.get("applied") else "nothing_applied")
         result = R.build_report(
             title=f"Group config change on {params['group_id']}", outcome=outcome, context=context,
             group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
             before=(plan or {}).get("facts", {}).get("before"), after=(ti.xcom_pull(task_ids="verify") or {}).get("dynamic"),
-            results={"change": ti.xcom_pull(task_ids="apply")},
+            results={"change": applied}, change_control=R.change_control(context, ("apply",)),
         )
         return R.finish(context, params["report_dir"], result)
 
+    lock >> validate
     plan = make_plan(validate.output)
     decision = route(plan)
     final = report()
-    decision >> approval >> apply
+    decision >> approval >> recheck >> apply
     verify(apply.output) >> final
     decision >> final
+
+
+def build_plan(params: dict, validation: dict | None = None) -> dict:
+    """The change to approve, from the broker's validation of it (run again right before applying)."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.runbook.plan import Change, Plan
+
+    key = params["key"]
+    if validation is None:
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            validation = hook.alter_group_config(
+                params["group_id"], {key: params["value"]} if params["action"] == "set" else {},
+                [key] if params["action"] == "delete" else [], dry_run=True).to_dict()
+    before = validation["before"].get(key)
+    after = validation["requested_set"].get(key) if params["action"] == "set" else None
+    changes = () if before == after else (
+        Change("group_config", f"{params['group_id']}:{key}", before if before is not None else "(broker default)",
+               after if after is not None else "(broker default)", "validated against the broker's bounds"),)
+    plan = Plan(title=f"Group {params['group_id']}: {params['action']} {key}",
+                steps=("kafka-configs --alter --entity-type groups", "read the group's configs back"),
+                changes=changes, facts={"before": validation["before"]})
+    return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+
+def replan(context) -> dict:
+    return build_plan(context["params"])
 
 
 kafka_group_config_change()

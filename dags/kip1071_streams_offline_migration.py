@@ -6,12 +6,14 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    trigger outside it fails at once).
 2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
    finalized, ``streams`` enabled, the group classic, no static members.
-3. Set the group-level configs the client settings no longer control
+3. Validate the group-level configs the client settings no longer control
    (``streams.num.standby.replicas``, session and heartbeat).
 4. Snapshot the committed offsets (only committed offsets survive the switch).
-5. One approval for the whole downtime plan: nobody waits for a human while
-   the application is down.
-6. Stop every instance (a pluggable controller: Kubernetes, systemd ... the
+5. One approval for the whole downtime plan (by one of ``approvers``, not
+   by whoever triggered the run): nobody waits for a human while the
+   application is down. Right before the downtime the plan is computed again;
+   an expired approval or a changed plan is not reused (a new one is asked).
+6. Set the group configs (audited), then stop every instance (a pluggable controller: Kubernetes, systemd ... the
    example drives the local WordCountDemo).
 7. Wait until the group is Empty; members a stopped Streams app left behind
    (it does not leave its group on close) are removed after
@@ -28,8 +30,15 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
-from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+from airflow_provider_kip848.operators.approval import (
+    APPROVAL_ARGS,
+    RECHECK_ARGS,
+    KafkaApprovalRecheckOperator,
+    KafkaChangeApprovalOperator,
+    change_control_params,
+)
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
     RestoreGroupOffsetsOperator,
@@ -52,6 +61,7 @@ GROUP_CONFIGS = ("{{ {'streams.num.standby.replicas': params.standby_replicas, "
                  "'streams.session.timeout.ms': params.session_timeout_ms, "
                  "'streams.heartbeat.interval.ms': params.heartbeat_interval_ms} }}")
 POLL = "{{ params.poll_seconds }}"
+AUDIT = "{{ params.audit_log }}"
 
 
 @dag(
@@ -74,8 +84,9 @@ POLL = "{{ params.poll_seconds }}"
         "app_controller": Param("airflow_provider_kip848.local.appcontrol:LocalWordCountController", type="string",
                                 title="Application controller (module:Class)"),
         "app_controller_args": Param({}, type="object", title="Controller arguments"),
-        "remove_members_after": Param(30, type="number", minimum=0,
-                                      title="Force out members left behind after (s)"),
+        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
+                                      title="Force out members left behind after (s)",
+                                      description="Empty: never force them out; wait for their session timeout."),
         "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
@@ -89,6 +100,7 @@ POLL = "{{ params.poll_seconds }}"
         "snapshot_dir": Param("/tmp/kip848/snapshots", type="string", title="Offsets snapshots (path or URL)"),
         "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+        **change_control_params(),
     },
 )
 def kip1071_streams_offline_migration():
@@ -113,8 +125,10 @@ def kip1071_streams_offline_migration():
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
         declared_broker_version="{{ params.declared_broker_version }}",
     )
+    validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, dry_run="{{ params.dry_run }}")
+                                             set_configs=GROUP_CONFIGS, audit_log=AUDIT)
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -124,32 +138,7 @@ def kip1071_streams_offline_migration():
 
     @task
     def make_plan(preflight_report: dict, configs: dict, snapshot: dict, params: dict | None = None) -> dict:
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.runbook.plan import Change, Plan
-
-        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-            desc = hook.describe_group(params["application_id"]).to_dict()
-        changes = []
-        if desc["type"] != "streams":
-            changes.append(Change("application", params["application_id"], f"running ({len(desc['members'])} member(s))",
-                                  "stopped", "downtime starts"))
-            changes.append(Change("protocol", params["application_id"], desc["type"], "streams",
-                                  "restart with group.protocol=streams"))
-        for key, (old, new) in (configs.get("changed") or {}).items():
-            changes.append(Change("group_config", key, old, new, "dry run" if params["dry_run"] else "applied"))
-        plan = Plan(
-            title=f"KIP-1071 offline migration of {params['application_id']}",
-            steps=("stop every instance", f"wait for Empty (force members out after {params['remove_members_after']} s)",
-                   "restore any lost committed offset from the snapshot", "start with group.protocol=streams",
-                   "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
-            changes=tuple(changes),
-            checks=tuple(preflight_report["checks"]),
-            notes=(f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
-                   f"lag {snapshot['total_lag']})", "one approval covers the whole downtime"),
-            facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
-                   "group_configs": configs.get("after")},
-        )
-        return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+        return build_plan(params, preflight_report["checks"], configs, snapshot)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -160,7 +149,9 @@ def kip1071_streams_offline_migration():
         task_id="approval",
         subject="Downtime: KIP-1071 offline migration of {{ params.application_id }}",
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+        **APPROVAL_ARGS,
     )
+    recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     @task
     def stop_application(params: dict | None = None) -> dict:
@@ -169,10 +160,11 @@ def kip1071_streams_offline_migration():
         return load_controller(params["app_controller"], params["app_controller_args"]).stop()
 
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
-                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
+                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}", audit_log=AUDIT,
                                        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
-                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}")
+                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
+                                          audit_log=AUDIT)
 
     @task
     def start_application(params: dict | None = None) -> dict:
@@ -220,8 +212,11 @@ def kip1071_streams_offline_migration():
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
         decision = ti.xcom_pull(task_ids="approval", key="decision")
+        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         failed = R.failed_tasks(context)
-        if failed:
+        if R.refused(decision, recheck):
+            outcome = "refused"
+        elif failed:
             outcome = "failed"
         elif plan and plan["facts"]["group"]["type"] == "streams":
             outcome = "nothing_to_do"
@@ -229,6 +224,10 @@ def kip1071_streams_offline_migration():
             outcome = "dry_run"
         elif decision and decision["decision"] == "Reject":
             outcome = "rejected"
+        elif recheck and recheck["decision"] == "Reject":
+            outcome = "rejected_after_recheck"
+        elif not ti.xcom_pull(task_ids="start_application"):
+            outcome = "nothing_applied"
         else:
             outcome = "migrated"
         try:
@@ -253,19 +252,70 @@ def kip1071_streams_offline_migration():
                      "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
                      "output_records_written_during_run": written,
                      "validation": ti.xcom_pull(task_ids="validate")},
+            change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets")),
         )
         return R.finish(context, params["report_dir"], result)
 
     guard = window_guard()
     out_before = capture_output_before()
-    plan = make_plan(preflight.output, group_configs.output, snapshot_before.output)
-    guard >> preflight >> group_configs >> snapshot_before >> out_before >> plan
+    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output)
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
+                                   dry_run="{{ params.dry_run }}")
+    guard >> lock >> preflight >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
-    (decision >> approval >> stop_application() >> wait_empty >> restore >> start_application()
+    (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore >> start_application()
      >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
     decision >> final
+
+
+def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
+               snapshot: dict | None = None) -> dict:
+    """The downtime plan to approve (computed again right before the downtime starts)."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.runbook.plan import Change, Plan
+
+    group = params["application_id"]
+    wanted = {"streams.num.standby.replicas": params["standby_replicas"],
+              "streams.session.timeout.ms": params["session_timeout_ms"],
+              "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        desc = hook.describe_group(group).to_dict()
+        if configs is None:
+            configs = hook.alter_group_config(group, wanted, [], dry_run=True).to_dict()
+    changes = []
+    if desc["type"] != "streams":
+        changes.append(Change("application", group, "running", "stopped", "downtime starts"))
+        changes.append(Change("protocol", group, desc["type"], "streams", "restart with group.protocol=streams"))
+    before = configs.get("before") or {}
+    for key, value in sorted((configs.get("requested_set") or {}).items()):
+        if before.get(key) != str(value):
+            changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
+                                  "set before the restart"))
+    notes = ["one approval covers the whole downtime"]
+    if snapshot:
+        notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
+                        f"lag {snapshot['total_lag']})")
+    plan = Plan(
+        title=f"KIP-1071 offline migration of {group}",
+        steps=("set the group configs", "stop every instance",
+               f"wait for Empty (force members out after {params['remove_members_after']} s)"
+               if params.get("remove_members_after") is not None
+               else "wait for Empty (members left behind leave when their session times out)",
+               "restore any lost committed offset from the snapshot", "start with group.protocol=streams",
+               "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
+        changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
+        facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
+               "group_configs": before},
+    )
+    return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+
+def replan(context) -> dict:
+    ti = context["ti"]
+    return build_plan(context["params"], (ti.xcom_pull(task_ids="preflight") or {}).get("checks"), None,
+                      ti.xcom_pull(task_ids="snapshot_before"))
 
 
 def _capture(params: dict) -> dict:

@@ -33,8 +33,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from airflow_provider_kip848.operators.approval import KafkaChangeBranchOperator
+from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
@@ -79,6 +80,8 @@ SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':',
         "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+        # no cluster change is applied by this DAG (the deployment rolls the consumers): no audit, no recheck
+        **{k: v for k, v in change_control_params().items() if k in ("approvers", "four_eyes")},
     },
 )
 def kip848_consumer_rolling_upgrade():
@@ -126,6 +129,7 @@ def kip848_consumer_rolling_upgrade():
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
         options=["Approve", "Reject"],
         options_mapping={"Approve": "capture_output_before", "Reject": "rollback_requested"},
+        **APPROVAL_ARGS,
     )
 
     @task
@@ -197,7 +201,9 @@ def kip848_consumer_rolling_upgrade():
         timed_out = states.get("rollback_on_timeout") == "success"
         unexpected = [t for t in failed if not (timed_out and t == "wait_migrated")]
         rolled_back = states.get("wait_classic_again") == "success"
-        if unexpected:
+        if R.refused(decision):
+            outcome = "refused"
+        elif unexpected:
             outcome = "failed"
         elif plan and plan["nothing_to_do"]:
             outcome = "nothing_to_do"
@@ -225,10 +231,14 @@ def kip848_consumer_rolling_upgrade():
                      "lag": ti.xcom_pull(task_ids="wait_lag_drained"),
                      "validation": ti.xcom_pull(task_ids="validate"),
                      "rollback": ti.xcom_pull(task_ids="wait_classic_again")},
+            change_control=R.change_control(context, approval_task_ids=("approval",)),
         )
-        fail = ("failed", "timed_out_rolled_back") if params["fail_on_rollback"] else ("failed",)
+        fail = ("failed", "refused", "timed_out_rolled_back") if params["fail_on_rollback"] else ("failed", "refused")
         return R.finish(context, params["report_dir"], result, fail_outcomes=fail)
 
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
+                                   dry_run="{{ params.dry_run }}")
+    lock >> [lint, preflight]
     plan = make_plan(lint.output, preflight.output)
     decision = route(plan)
     final = report()

@@ -41,3 +41,10 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
         result = self.hook.update_feature(self.feature, self.level, action=self.action, unsafe=self.unsafe)
         self.log.info("Changed: %s (was %s).", result.message, result.from_level)
         return {**result.to_dict(), "validation": validation.message}
+
+    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+        if not result.get("applied"):
+            return []
+        # read back, not the requested level: the audit states what the controller finalized
+        now = self.native_hook.describe_features().level(self.feature)
+        return [("feature", self.feature, result["from_level"], now)]

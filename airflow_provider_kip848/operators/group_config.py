@@ -39,3 +39,10 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         else:
             self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
         return change.to_dict()
+
+    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+        # ``after`` is what the cluster reported after the alter: one record per key that changed
+        if not result.get("applied") or result.get("dry_run"):
+            return []
+        return [("group_config", f"{self.group_id}:{key}", old, new)
+                for key, (old, new) in sorted((result.get("changed") or {}).items())]

@@ -43,3 +43,9 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
 
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return result.to_dict()
+
+    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+        if not result.get("removed"):
+            return []
+        left = [m["member_id"] for m in self.native_hook.describe_group(self.group_id).to_dict()["members"]]
+        return [("members", self.group_id, {"members": result["removed"]}, {"members": left})]

@@ -12,6 +12,7 @@ from airflow_provider_kip848.kafka.offsets import (
     restore_plan,
     take_snapshot,
 )
+from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.operators import storage
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
 
@@ -156,8 +157,17 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         for tp, offset in sorted(plan.items()):
             self.log.info("Restore %s to %d", tp, offset)
         self.hook.alter_group_offsets(self.group_id, plan, dry_run=as_bool(self.dry_run))
+        before = {str(tp): c.current for c in comparison.partitions
+                  if (tp := TopicPartition(c.topic, c.partition)) in plan}
         return {"group_id": self.group_id, "restored": {str(tp): o for tp, o in sorted(plan.items())},
-                "left_alone": left, "dry_run": as_bool(self.dry_run)}
+                "before": before, "left_alone": left, "dry_run": as_bool(self.dry_run)}
+
+    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+        if not result.get("restored") or result.get("dry_run"):
+            return []
+        now = current_offsets(self.hook, self.group_id).committed
+        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in result["restored"]}
+        return [("offsets", self.group_id, result["before"], after)]
 
 
 def _same_group(snapshot: OffsetSnapshot, group_id: str, location: str) -> None:

@@ -31,9 +31,33 @@ def render_markdown(report: dict[str, Any]) -> str:
     for name, approval in (report.get("approvals") or {}).items():
         if approval:
             lines.append(f"- approval `{name}`: {approval['decision']} by {approval['by']} at {approval['at']}")
+    lock = report.get("lock") or {}
+    if lock.get("refused"):
+        lines.append(f"- change lock: **refused**: {lock['refused']}")
+    elif lock.get("held"):
+        lines.append(f"- change lock: `{lock['resource']}` held by this run"
+                     + (", released" if lock.get("released") else ", NOT released: " + str(lock.get("release_error"))))
     for section in ("before", "after"):
         if report.get(section):
             lines += ["", f"## {section.title()}", "", "```json", json.dumps(report[section], indent=1, default=str), "```"]
+    control = report.get("change_control") or {}
+    if control:
+        policy = control.get("policy") or {}
+        lines += ["", "## Change control", ""]
+        if policy:
+            lines.append(f"- four-eyes rule: **{policy.get('four_eyes')}**"
+                         + (" (relaxed for this run: the triggering user could approve)"
+                            if policy.get("four_eyes") == "relaxed" else ""))
+            lines.append(f"- approvers: {policy.get('approvers')}; triggered by: {policy.get('triggered_by')}")
+        for reason in (control.get("recheck") or {}).get("reasons") or []:
+            lines.append(f"- approval not reused: {reason}")
+        if control.get("audit"):
+            lines += ["", "| change | target | before | after | approved by | record |", "|---|---|---|---|---|---|"]
+            lines += [f"| {a['kind']} | `{a['target']}` | `{json.dumps(a['before'], default=str)}` | "
+                      f"`{json.dumps(a['after'], default=str)}` | {', '.join(filter(None, a['approved_by'])) or '-'} "
+                      f"| {a['record_id'][:12]} |" for a in control["audit"]]
+        elif policy:
+            lines.append("- audit: no change was applied by this run")
     if report.get("plan"):
         lines += ["", "## Plan", "", report["plan"].get("markdown", "")]
     for name, value in (report.get("results") or {}).items():
@@ -52,6 +76,25 @@ def build_report(*, title: str, outcome: str, context: dict[str, Any], **section
         "triggered_by": getattr(dag_run, "triggering_user_name", None),
         **sections,
     }
+
+
+def change_control(context: dict[str, Any], change_task_ids: tuple[str, ...] = (),
+                   approval_task_ids: tuple[str, ...] = ("approval", "recheck_approval")) -> dict[str, Any]:
+    """The run's change-control facts: the policy, the decisions, why an approval was not reused,
+    and the audit records the change tasks wrote."""
+    from airflow_provider_kip848.runbook.audit import summary
+
+    ti = context["ti"]
+    policy = next((p for t in approval_task_ids if (p := ti.xcom_pull(task_ids=t, key="change_control"))), None)
+    records: list[dict[str, Any]] = []
+    for task_id in change_task_ids:
+        records += ti.xcom_pull(task_ids=task_id, key="audit") or []
+    decisions = {t: d for t in approval_task_ids if (d := ti.xcom_pull(task_ids=t, key="decision"))}
+    return {"policy": policy, "decisions": {t: {k: d.get(k) for k in ("decision", "by", "at", "plan_hash", "reused",
+                                                                       "refused")} for t, d in decisions.items()},
+            "recheck": ti.xcom_pull(task_ids="recheck_approval", key="recheck") if "recheck_approval" in approval_task_ids
+            else None,
+            "audit": summary(records), "audit_locations": sorted({r.get("written_to", "") for r in records})}
 
 
 def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
@@ -77,12 +120,25 @@ def failed_tasks(context: dict[str, Any]) -> list[str]:
     return sorted(t for t, s in task_states(context).items() if s == "failed")
 
 
+def refused(*decisions: dict[str, Any] | None) -> bool:
+    """True when change control refused a decision (e.g. a self-approval under the four-eyes rule)."""
+    return any(d and d.get("refused") for d in decisions)
+
+
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any],
-           fail_outcomes: tuple[str, ...] = ("failed",)) -> dict[str, Any]:
-    """Write the report (when a directory is given), log it, and fail the task for failing outcomes."""
+           fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
+    """Release the run's change lock, write the report (when a directory is given), log it, and fail
+    the task for failing outcomes. A run refused because another run holds the lock ends ``locked``."""
     import logging
 
+    from airflow_provider_kip848.operators.lock import release_change_lock
+
     log = logging.getLogger("airflow.task")
+    lock = release_change_lock(context)
+    if lock is not None:
+        report["lock"] = lock
+        if lock.get("refused") and report["outcome"] == "failed":
+            report["outcome"] = "locked"
     if report_dir:
         report["files"] = write_report(report_dir, report)
     log.info("%s", render_markdown(report))

@@ -26,6 +26,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     :param deferrable: wait in the triggerer (no worker slot held) instead of poking.
     :param poll_interval: seconds between checks (also the poke interval).
+    :param audit_log: where the audit record of a forced member removal goes (see ``operators.base``).
     :param remove_members_after: seconds after which remaining members are forced out with
         LeaveGroup (for "wait until empty" of a stopped application whose classic members did not
         leave); None never removes.
@@ -36,7 +37,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed}``
     """
 
-    template_fields = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after", "timeout_minutes")
+    template_fields = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after", "timeout_minutes",
+                       "audit_log")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -49,6 +51,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         poll_interval: float | str = 5.0,
         remove_members_after: float | str | None = None,
         timeout_minutes: float | str | None = None,
+        audit_log: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
@@ -60,6 +63,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.poll_interval = poll_interval
         self.remove_members_after = remove_members_after
         self.timeout_minutes = timeout_minutes
+        self.audit_log = audit_log
         self._started: float | None = None
         self._polls = 0
         self._removal_done = False
@@ -149,9 +153,16 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     # -- shared --------------------------------------------------------------
 
     def _remove_members(self, context: Any) -> list[str]:
+        from airflow_provider_kip848.operators.base import record_changes
+
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             removal = hook.remove_members(self.group_id, all_members=True, missing_ok=True,
                                           reason=f"airflow sensor {self.task_id}: remove_members_after expired")
+            if removal.removed:  # a change to the cluster: audited like any operator's
+                left = [m["member_id"] for m in hook.describe_group(self.group_id).to_dict()["members"]]
+                record_changes(self, context, [("members", self.group_id, {"members": list(removal.removed)},
+                                                {"members": left})],
+                               hook=hook, audit_log=self.audit_log)
         self.log.warning("Group %s still had members after %s s: removed %s", self.group_id,
                          self.remove_members_after, ", ".join(removal.removed) or "nobody")
         return list(removal.removed)

@@ -11,6 +11,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.local.appcontrol import LocalWordCountController
 from airflow_provider_kip848.local.clients import create_topics, decode_long, latest_by_key, produce, read_topic
+from airflow_provider_kip848.runbook.audit import read_audit
 from airflow_provider_kip848.runbook.window import DAYS
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
@@ -46,7 +47,8 @@ def conf(kafka, app_id, tmp_path, **extra):
             "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
             "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
             "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"),
-            "report_dir": str(tmp_path / "report"), **window_now(), **extra}
+            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **window_now(),
+            **extra}
 
 
 def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path):
@@ -73,9 +75,32 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert results["validation"]["passed"]
         assert report["after"] == {"type": "streams", "state": "Stable", "members": 1}
         assert report["approvals"]["approval"]["decision"] == "Approve"
-        assert admin.describe_group_config(app_id).dynamic == {
+        dynamic = admin.describe_group_config(app_id).dynamic
+        assert dynamic == {
             "streams.heartbeat.interval.ms": "500", "streams.num.standby.replicas": "1",
             "streams.session.timeout.ms": "6000"}
+
+        # the audit trail: one line per change, before/after as the broker reports them
+        records = read_audit(killed["audit_log"])
+        configs = {r["target"]: r for r in records if r["kind"] == "group_config"}
+        assert set(configs) == {f"{app_id}:{key}" for key in dynamic}
+        for key, value in dynamic.items():
+            record = configs[f"{app_id}:{key}"]
+            assert (record["before"], record["after"]) == (None, value), "broker default before, read back after"
+            assert record["task_id"] == "set_group_configs"
+        [removal] = [r for r in records if r["kind"] == "members"]
+        assert removal["target"] == app_id and removal["task_id"] == "wait_empty"
+        assert sorted(removal["before"]["members"]) == sorted(results["emptied"]["members_removed"])
+        assert removal["after"] == {"members": []}
+        assert not [r for r in records if r["kind"] == "offsets"], "no offsets restore was needed: none audited"
+        assert len(records) == len(dynamic) + 1
+        cluster_id = admin.describe_cluster().cluster_id
+        for record in records:
+            assert record["plan_hash"] == report["plan"]["hash"] and record["run_id"] == report["run_id"]
+            assert record["cluster_id"] == cluster_id and record["triggered_by"] == report["triggered_by"]
+            assert [a["decision"] for a in record["approvals"]] == ["Approve", "Approve"]
+            assert record["approvals"][1]["reused"] == "approval"
+        assert [a["record_id"] for a in report["change_control"]["audit"]] == [r["record_id"] for r in records]
 
         produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         assert count_of(kafka.bootstrap_servers, word, 3) == 3, "the streams app continued from the commits: 2 -> 3"

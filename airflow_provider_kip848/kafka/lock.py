@@ -1,0 +1,228 @@
+"""A change lock kept in the cluster: one run at a time changes a group (or a feature).
+
+Two migrations of the same group at once (a manual trigger while the
+scheduled run is in its window, two Airflow deployments, a rerun of a run
+that is still waiting) would interleave snapshots, stops and restores. An
+Airflow pool or ``max_active_runs`` only serialises runs of one DAG in one
+Airflow; the lock must live where every runner meets: the cluster.
+
+The lock is a topic, ``kip848-lock.<resource>``: CreateTopics is atomic on
+the controller, so exactly one creator wins and every other one gets
+TOPIC_ALREADY_EXISTS. The winner writes one record (the holder: DAG, run,
+who triggered it, host, when) so a refused run can say who holds the lock.
+Release deletes the topic, only when the caller holds it. A lock left by a
+run that ended without releasing it (its worker died) is stale: the caller
+decides (``is_stale``, e.g. "that Airflow run is no longer running") and a
+stale lock is taken over, the takeover recorded in the result.
+
+Needs CREATE, DESCRIBE, READ, WRITE and DELETE on topics ``kip848-lock.``
+(a prefixed ACL). Imports nothing from Airflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_provider_kip848.kafka import errors as E
+
+LOCK_TOPIC_PREFIX = "kip848-lock."
+_LEGAL = re.compile(r"[^a-zA-Z0-9._-]")
+
+
+def lock_topic(resource: str) -> str:
+    """The lock topic of ``resource`` (e.g. ``group:orders-app``): readable, legal, unique, < 249 chars."""
+    if not resource or not str(resource).strip():
+        raise E.Kip848Error("A change lock needs a resource name (e.g. group:<group id>).")
+    slug = _LEGAL.sub("_", resource.replace(":", "."))[:180]
+    digest = hashlib.sha256(resource.encode()).hexdigest()[:10]
+    return f"{LOCK_TOPIC_PREFIX}{slug}.{digest}"
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds a lock. ``owner`` identifies the holder (one Airflow run): re-acquiring with the same
+    owner (a retried task of the same run) succeeds."""
+
+    owner: str
+    resource: str = ""
+    dag_id: str | None = None
+    run_id: str | None = None
+    triggered_by: str | None = None
+    host: str = field(default_factory=socket.gethostname)
+    acquired_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LockHolder":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+    def describe(self) -> str:
+        who = f"DAG {self.dag_id} run {self.run_id}" if self.dag_id else self.owner
+        by = f", triggered by {self.triggered_by}" if self.triggered_by else ""
+        return f"{who}{by} (on {self.host} since {self.acquired_at})"
+
+
+@dataclass(frozen=True)
+class LockResult:
+    resource: str
+    topic: str
+    holder: LockHolder
+    reentered: bool = False
+    took_over_from: LockHolder | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"held": True, "resource": self.resource, "topic": self.topic, "holder": self.holder.to_dict(),
+                "reentered": self.reentered,
+                "took_over_from": self.took_over_from.to_dict() if self.took_over_from else None}
+
+
+class ChangeLock:
+    """The lock on one resource, through a :class:`~airflow_provider_kip848.kafka.admin.KafkaAdmin`."""
+
+    def __init__(self, admin: Any, resource: str, *, holder_wait_s: float = 10.0) -> None:
+        self.admin = admin
+        self.resource = resource
+        self.topic = lock_topic(resource)
+        self.holder_wait_s = holder_wait_s
+
+    # -- reading -------------------------------------------------------------
+
+    def holder(self) -> LockHolder | None:
+        """The current holder, None when the lock is free. A lock whose holder record is not readable
+        yet (its creator is writing it) is reported after ``holder_wait_s`` as an unknown holder."""
+        if not self._exists():
+            return None
+        record = self._read_holder(self.holder_wait_s)
+        if record is None:
+            if not self._exists():
+                return None
+            return LockHolder(owner="(unknown: the lock topic has no holder record)", resource=self.resource,
+                              acquired_at="?", host="?", token="")
+        return record
+
+    # -- acquire / release ---------------------------------------------------
+
+    def acquire(self, holder: LockHolder, *, is_stale: Callable[[LockHolder], bool] | None = None) -> LockResult:
+        """Take the lock for ``holder``; raise :class:`ResourceLocked` naming the current holder."""
+        holder = LockHolder(**{**holder.to_dict(), "resource": self.resource})
+        for _ in range(3):
+            if self._create():
+                self._write_holder(holder)
+                return LockResult(self.resource, self.topic, holder)
+            current = self.holder()
+            if current is None:
+                continue  # released in between: try again
+            if current.owner == holder.owner:
+                return LockResult(self.resource, self.topic, current, reentered=True)
+            if is_stale is not None and current.token and is_stale(current):
+                # check again right before deleting: a fresh holder that replaced the stale one stays
+                again = self.holder()
+                if again is not None and again.token == current.token:
+                    self._delete()
+                    if self._create():
+                        self._write_holder(holder)
+                        return LockResult(self.resource, self.topic, holder, took_over_from=current)
+                continue
+            raise E.ResourceLocked(
+                f"{self.resource} is locked by {current.describe()}: another change of it is in progress",
+                remedy=(f"Wait for that run to finish (it releases the lock), then rerun. If that run is dead "
+                        f"and did not release it, delete the lock topic {self.topic} "
+                        f"(kafka-topics --delete --topic {self.topic}) and rerun."),
+                holder=current.to_dict(),
+            )
+        raise E.ResourceLocked(f"{self.resource}: the lock changed hands three times while acquiring it",
+                               remedy="Rerun; another run is acquiring and releasing it right now.")
+
+    def release(self, owner: str) -> bool:
+        """Delete the lock if ``owner`` holds it; False when it is free or held by someone else."""
+        current = self.holder()
+        if current is None or current.owner != owner:
+            return False
+        self._delete()
+        return True
+
+    # -- the topic -------------------------------------------------------------
+
+    def _create(self) -> bool:
+        from confluent_kafka.admin import NewTopic
+
+        topic = NewTopic(self.topic, num_partitions=1, replication_factor=-1,
+                         config={"retention.ms": "-1", "cleanup.policy": "delete"})
+        futures = self.admin._confluent.create_topics([topic], request_timeout=self.admin._timeout_s())
+        try:
+            with self.admin._requires(f"create the lock topic {self.topic}", ("CREATE", "TOPIC", self.topic)):
+                self.admin._confluent_result(futures[self.topic])
+        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is the answer "someone holds it"
+            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
+                return False
+            raise
+        return True
+
+    def _exists(self) -> bool:
+        metadata = self.admin._retrying(lambda: self.admin._confluent.list_topics(timeout=self.admin._timeout_s()))
+        return self.topic in metadata.topics
+
+    def _delete(self) -> None:
+        futures = self.admin._confluent.delete_topics([self.topic], request_timeout=self.admin._timeout_s())
+        try:
+            with self.admin._requires(f"delete the lock topic {self.topic}", ("DELETE", "TOPIC", self.topic)):
+                self.admin._confluent_result(futures[self.topic])
+        except Exception as exc:  # noqa: BLE001 - already gone is fine
+            if "UNKNOWN_TOPIC" not in str(exc):
+                raise
+        deadline = time.monotonic() + self.admin._timeout_s()
+        while self._exists() and time.monotonic() < deadline:  # deletion is asynchronous on the brokers
+            time.sleep(0.1)
+
+    def _write_holder(self, holder: LockHolder) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({**self.admin.settings.confluent_config(), "acks": "all", "enable.idempotence": True,
+                             "logger": _quiet()})
+        errors: list[Any] = []
+        producer.produce(self.topic, value=json.dumps(holder.to_dict()).encode(), key=b"holder",
+                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        remaining = producer.flush(self.admin._timeout_s())
+        if remaining or errors:
+            raise E.KafkaConnectionError(f"Could not write the holder of lock {self.topic}: "
+                                         f"{errors[0] if errors else 'not delivered in time'}")
+
+    def _read_holder(self, wait_s: float) -> LockHolder | None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({**self.admin.settings.confluent_config(), "group.id": f"kip848-lock-reader-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": _quiet()})
+        try:
+            consumer.assign([TopicPartition(self.topic, 0, 0)])
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                try:
+                    return LockHolder.from_dict(json.loads(msg.value()))
+                except (ValueError, TypeError):
+                    return LockHolder(owner="(unreadable holder record)", resource=self.resource, token="")
+            return None
+        finally:
+            consumer.close()
+
+
+def _quiet():
+    import logging
+
+    log = logging.getLogger("kip848.lock.librdkafka")
+    log.setLevel(logging.CRITICAL)
+    return log

@@ -1,0 +1,104 @@
+"""One change at a time per group: the run's change lock (see :mod:`airflow_provider_kip848.kafka.lock`).
+
+``KafkaChangeLockOperator`` takes the lock at the start of a change DAG and
+fails at once, naming the holder (DAG, run, who triggered it, since when),
+when another run holds it. A retry of the same run re-enters its own lock.
+A lock whose holder run has ended (success/failed, as Airflow reports it)
+without releasing it is stale and taken over. ``release_change_lock`` frees
+it; the DAGs call it from their report task (``trigger_rule=all_done``), so
+the lock is released however the run ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+
+#: Airflow run states in which a holder run can no longer be changing anything.
+ENDED_STATES = ("success", "failed")
+
+
+def run_owner(context: Any) -> str:
+    ti = context["ti"]
+    return f"{ti.dag_id}/{ti.run_id}"
+
+
+class KafkaChangeLockOperator(KafkaAdminBaseOperator):
+    """Take the change lock of ``resource`` (e.g. ``group:<group id>``) for this run, or fail saying who holds it.
+
+    :param resource: what the run changes; one lock per resource per cluster (templated).
+    :param dry_run: a dry run changes nothing and takes no lock (templated).
+    """
+
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "resource", "dry_run")
+    ui_color = "#f1e4fb"
+
+    def __init__(self, *, resource: str, dry_run: Any = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.resource = resource
+        self.dry_run = dry_run
+
+    def run(self, context: Any) -> dict[str, Any]:
+        if as_bool(self.dry_run):
+            self.log.info("Dry run: no lock taken on %s.", self.resource)
+            return {"held": False, "resource": self.resource, "reason": "dry run"}
+        ti = context["ti"]
+        holder = LockHolder(owner=run_owner(context), dag_id=ti.dag_id, run_id=ti.run_id,
+                            triggered_by=getattr(context.get("dag_run"), "triggering_user_name", None))
+        lock = ChangeLock(self.native_hook.get_conn(), str(self.resource))
+        result = lock.acquire(holder, is_stale=lambda current: self._ended(ti, current))
+        if result.took_over_from:
+            self.log.warning("Took over the lock of %s from %s: that run has ended without releasing it.",
+                             self.resource, result.took_over_from.describe())
+        self.log.info("Change lock on %s held (%s): topic %s.", self.resource,
+                      "re-entered" if result.reentered else "acquired", result.topic)
+        return {**result.to_dict(), "kafka_conn_id": self.kafka_conn_id}
+
+    def _ended(self, ti: Any, holder: LockHolder) -> bool:
+        """A holder is stale when Airflow says its run has ended; unknown runs (another Airflow) are not."""
+        if not (holder.dag_id and holder.run_id):
+            return False
+        try:
+            state = ti.get_dagrun_state(holder.dag_id, holder.run_id)
+        except Exception as exc:  # noqa: BLE001 - a run this Airflow does not know: leave its lock alone
+            self.log.info("Could not read the state of %s/%s (%s): its lock stays.", holder.dag_id, holder.run_id, exc)
+            return False
+        return str(getattr(state, "value", state)) in ENDED_STATES
+
+    def execute(self, context: Any) -> Any:
+        from airflow_provider_kip848.kafka.errors import ResourceLocked
+
+        try:
+            return super().execute(context)
+        except AirflowFailException as exc:
+            if isinstance(exc.__cause__, ResourceLocked):
+                context["ti"].xcom_push(key="refused", value={"reason": str(exc.__cause__),
+                                                              "holder": exc.__cause__.holder})
+            raise
+
+
+def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:
+    """Release the lock ``lock_task_id`` took for this run (no-op when it took none). Returns what
+    happened, for the report; never raises (a lock left behind is taken over once this run has ended)."""
+    import logging
+
+    log = logging.getLogger("airflow.task")
+    taken = context["ti"].xcom_pull(task_ids=lock_task_id)
+    refused = context["ti"].xcom_pull(task_ids=lock_task_id, key="refused")
+    if refused:
+        return {"held": False, "refused": refused["reason"], "holder": refused.get("holder")}
+    if not taken or not taken.get("held"):
+        return taken
+    try:
+        with KafkaGroupAdminHook(taken["kafka_conn_id"]) as hook:
+            released = ChangeLock(hook.get_conn(), taken["resource"]).release(run_owner(context))
+    except Exception as exc:  # noqa: BLE001
+        log.warning("Could not release the change lock on %s (%s); the next run takes it over.", taken["resource"], exc)
+        return {**taken, "released": False, "release_error": str(exc)}
+    log.info("Change lock on %s released.", taken["resource"])
+    return {**taken, "released": released}
