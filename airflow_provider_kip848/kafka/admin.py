@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.readback import read_back
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
 from airflow_provider_kip848.kafka.group_configs import plan_config_change
 from airflow_provider_kip848.kafka.offsets import require_empty, require_inside_log, require_offsets
@@ -362,7 +363,8 @@ class KafkaAdmin:
                 raise _feature_error(feature, plan, outcome)
         if dry_run:
             return replace(plan, message=outcome_message(plan, dry_run=True))
-        after = self.describe_features().level(feature)
+        after = read_back(lambda: self.describe_features().level(feature), lambda lvl: lvl == plan.to_level,
+                          self._timeout_s())
         if after != plan.to_level:
             raise E.KafkaToolError(f"{feature} reads back at {after} after the change to {plan.to_level}.")
         return replace(plan, applied=True, message=outcome_message(plan, dry_run=False))
@@ -870,7 +872,9 @@ class KafkaAdmin:
             )
         if dry_run:
             return plan.unchanged(dry_run=True)
-        return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
+        after = read_back(lambda: self.describe_group_config(group_id).dynamic, plan.is_applied,
+                          self._timeout_s())
+        return plan.result(after, applied=True, dry_run=False)
 
 
 # -- response -> model ---------------------------------------------------------

@@ -164,6 +164,14 @@ class ConfigChangePlan:
         return GroupConfigChange(self.group_id, self.before.dynamic, dict(after), self.normalized,
                                  self.requested_delete, applied=applied, dry_run=dry_run)
 
+    def expected_after(self) -> dict[str, str]:
+        """The group's dynamic configs once the change is applied."""
+        after = {k: v for k, v in self.before.dynamic.items() if k not in self.to_delete}
+        return {**after, **self.to_set}
+
+    def is_applied(self, dynamic: Mapping[str, str | None]) -> bool:
+        return all(dynamic.get(k) == v for k, v in self.to_set.items()) and not any(k in dynamic for k in self.to_delete)
+
     def unchanged(self, *, dry_run: bool) -> GroupConfigChange:
         return self.result(self.before.dynamic, applied=False, dry_run=dry_run)
 

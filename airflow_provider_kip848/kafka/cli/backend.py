@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.readback import read_back
 from airflow_provider_kip848.kafka.cli import parsers as P
 from airflow_provider_kip848.kafka.cli.runner import KafkaToolRunner, KafkaTools
 from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update
@@ -92,7 +93,8 @@ class KafkaCli:
             self._run("kafka-features", *args)
         if dry_run:
             return replace(plan, message=outcome_message(plan, dry_run=True))
-        after = self.describe_features().level(feature)
+        after = read_back(lambda: self.describe_features().level(feature), lambda lvl: lvl == plan.to_level,
+                          self.settings.request_timeout_ms / 1000)
         if after != plan.to_level:
             raise E.KafkaToolError(f"{feature} reads back at {after} after the change to {plan.to_level}.")
         return replace(plan, applied=True, message=outcome_message(plan, dry_run=False))
@@ -143,7 +145,9 @@ class KafkaCli:
             args += ["--delete-config", ",".join(plan.to_delete)]
         with self._requires(f"change the configs of group {group_id!r}", ("ALTER_CONFIGS", "GROUP", group_id)):
             self._run("kafka-configs", *args)
-        return plan.result(self.describe_group_config(group_id).dynamic, applied=True, dry_run=False)
+        after = read_back(lambda: self.describe_group_config(group_id).dynamic, plan.is_applied,
+                          self.settings.request_timeout_ms / 1000)
+        return plan.result(after, applied=True, dry_run=False)
 
     # -- groups ------------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+"""Reading a change back: the broker that answers may not have applied it yet.
+
+In KRaft a feature level or a group config is a metadata record: the
+controller accepts it, and each broker applies it when the record reaches it.
+A describe sent right after the change can still see the old value (seen on a
+busy machine: an audit record would say "nothing changed"). So a read-back
+polls until the value is what the change set, up to a timeout, and returns
+the last value read either way (the caller decides what a mismatch means).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def read_back(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, interval_s: float = 0.1) -> T:
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while not done(value) and time.monotonic() < deadline:
+        time.sleep(interval_s)
+        interval_s = min(interval_s * 2, 1.0)
+        value = read()
+    return value
