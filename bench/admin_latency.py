@@ -42,27 +42,13 @@ from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.local import LocalKafka
 from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
+from airflow_provider_kip848.local.waiting import wait_until
 
 LIVE_TOPIC, LIVE_GROUP = "lat-live", "lat-live-group"
 OFFSETS_TOPIC, OFFSETS_GROUP = "lat-offsets", "lat-offsets-group"
 CONFIG = "consumer.session.timeout.ms"
 SIDES = ("native warm", "native cold", "CLI backend", "raw tool")
 ACTIONS = ("describe features", "set group config", "describe group", "group offsets")
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90.0) -> object:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:  # noqa: BLE001 - the group is still forming
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(0.3)
-    raise TimeoutError(f"{what} not reached in {timeout:.0f} s (last: {last!r})")
 
 
 def commit_everywhere(bootstrap: str, topic: str, partitions: int, group: str) -> None:
@@ -106,9 +92,11 @@ def main() -> None:
             produce(bs, LIVE_TOPIC, (f"v{i}" for i in range(600)), keys=(str(i) for i in range(600)))
             members = [ConsumerProcess.start(bs, LIVE_GROUP, [LIVE_TOPIC], protocol="consumer", client_id=f"m{i}",
                                              log_file=f"{tmp}/m{i}.log") for i in range(3)]
-            wait_for(lambda: (d := warm.describe_group(LIVE_GROUP)).state == "Stable" and len(d.members) == 3
-                     and sum(len(m.assignment) for m in d.members) == 6, "3 stable members")
-            wait_for(lambda: warm.group_offsets(LIVE_GROUP).total_lag == 0, "live group drained and committed")
+            wait_until(lambda: (d := warm.describe_group(LIVE_GROUP)).state == "Stable" and len(d.members) == 3
+                       and sum(len(m.assignment) for m in d.members) == 6,
+                       what="3 stable members", timeout=90, interval=0.3)
+            wait_until(lambda: warm.group_offsets(LIVE_GROUP).total_lag == 0, what="live group drained and committed",
+                       timeout=90, interval=0.3)
             commit_everywhere(bs, OFFSETS_TOPIC, args.partitions, OFFSETS_GROUP)
             committed = len(warm.group_offsets(OFFSETS_GROUP).committed)
             assert committed == args.partitions, committed

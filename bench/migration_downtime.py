@@ -99,6 +99,7 @@ from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPU
 from airflow_provider_kip848.local.appcontrol import LocalWordCountController  # noqa: E402
 from airflow_provider_kip848.local.apps import StreamsApp, wordcount_properties  # noqa: E402
 from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics  # noqa: E402
+from airflow_provider_kip848.local.waiting import wait_until  # noqa: E402
 
 DELAY_KEY = "streams.initial.rebalance.delay.ms"
 BROKER_DELAY_KEY = "group.streams.initial.rebalance.delay.ms"
@@ -107,21 +108,6 @@ TICK = 0.05  # the producers write every 50 ms
 
 def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-def wait_for(check: Callable[[], object], what: str, timeout: float = 90.0, interval: float = 0.25) -> object:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:  # noqa: BLE001 - the group is still forming
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise TimeoutError(f"{what} not reached in {timeout:.0f} s (last: {last!r})")
 
 
 # -- load and observation ---------------------------------------------------------------------------------------------
@@ -405,13 +391,15 @@ class Bench:
         return app, t
 
     def wait_output(self, tag: str, since: float, timeout: float = 120.0) -> float:
-        return wait_for(lambda: self.watcher.first_after(tag, since), f"output of {tag}", timeout, interval=0.05)
+        return wait_until(lambda: self.watcher.first_after(tag, since), timeout=timeout, what=f"output of {tag}",
+                          interval=0.05)
 
     def stop_streams_app(self, app: StreamsApp, app_id: str) -> None:
         """A clean stop (the app leaves its streams group); wait for the group to be empty."""
         app.stop()
         try:
-            wait_for(lambda: not self.admin.describe_group(app_id).members, f"{app_id} empty", timeout=60)
+            wait_until(lambda: not self.admin.describe_group(app_id).members, what=f"{app_id} empty", timeout=60,
+                       interval=0.25)
         except TimeoutError:
             say(f"warning: {app_id} still has members after a clean stop")
 
@@ -475,8 +463,8 @@ class Bench:
         classic, t_launch_classic = self.launch(
             app_id, "classic", {"session.timeout.ms": str(self.args.session_ms), "auto.offset.reset": "latest"})
         self.wait_output(tag, t_launch_classic)
-        wait_for(lambda: (d := self.admin.describe_group(app_id)).state == "Stable" and d.type.value == "classic",
-                 f"{app_id} classic Stable")
+        wait_until(lambda: (d := self.admin.describe_group(app_id)).state == "Stable" and d.type.value == "classic",
+                   what=f"{app_id} classic Stable", timeout=90, interval=0.25)
         time.sleep(2)
         monitor = GroupMonitor(self.bootstrap, app_id)
         monitor.start()
@@ -489,8 +477,8 @@ class Bench:
 
         def pause_when_back() -> None:  # the lag sensor needs the input to stop at some point after the restart
             try:
-                pid_file = wait_for(lambda: next(iter(self.apps_dir.glob(f"{app_id}-streams-*.pid")), None),
-                                    "the DAG's streams instance", timeout=300)
+                pid_file = wait_until(lambda: next(iter(self.apps_dir.glob(f"{app_id}-streams-*.pid")), None),
+                                      what="the DAG's streams instance", timeout=300, interval=0.25)
                 launched = pid_file.stat().st_mtime
                 self.wait_output(tag, launched, timeout=180)
                 time.sleep(5)
@@ -571,25 +559,26 @@ class Bench:
                     continue
             return {p: sorted(ts) for p, ts in per.items()}
 
-        wait_for(lambda: (d := self.admin.describe_group(group)).state == "Stable" and len(d.members) == n,
-                 f"{n} classic members Stable", timeout=120)
-        wait_for(lambda: all(ts and ts[-1] > time.time() - 2 for ts in consumed().values()),
-                 "every partition consumed", timeout=60)
+        wait_until(lambda: (d := self.admin.describe_group(group)).state == "Stable" and len(d.members) == n,
+                   what=f"{n} classic members Stable", timeout=120, interval=0.25)
+        wait_until(lambda: all(ts and ts[-1] > time.time() - 2 for ts in consumed().values()),
+                   what="every partition consumed", timeout=60, interval=0.25)
         t_steady = time.time()
         roll: dict[str, object] = {"back": []}
         snapshots = work / "snapshots"
 
         def go() -> None:
             try:
-                wait_for(lambda: next(iter(snapshots.rglob("before.json")), None), "the DAG's snapshot", 120)
+                wait_until(lambda: next(iter(snapshots.rglob("before.json")), None), what="the DAG's snapshot",
+                           timeout=120, interval=0.25)
                 roll["start"] = time.time()
                 for i in range(n):
                     t0 = time.time()
                     members[i].stop()
                     members[i] = start(i, "consumer")
                     path = files[-1]
-                    wait_for(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
-                             f"app-{i} consuming again", timeout=120, interval=0.05)
+                    wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
+                               what=f"app-{i} consuming again", timeout=120, interval=0.05)
                     roll["back"].append(time.time() - t0)
                 roll["end"] = time.time()
                 time.sleep(5)  # the tail of the last rebalance is part of the roll

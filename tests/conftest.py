@@ -170,20 +170,23 @@ def cli(bootstrap, kafka_version):
 
 def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "condition", interval: float = 0.5):
     """Poll ``condition`` until it returns a truthy value; fail the test (never hang) after ``timeout``."""
-    import time
+    from airflow_provider_kip848.local.waiting import wait_until as poll
 
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
+    try:
+        return poll(condition, timeout=timeout, what=what, interval=interval)
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
+
+
+def process_cmdlines() -> Iterator[tuple[Path, bytes]]:
+    """``(/proc/<pid>, argument list)`` of every process running now (for tests that look for leaked secrets)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
-            last = condition()
-        except Exception as exc:  # noqa: BLE001 - a transient error while the cluster settles
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last result: {last!r}")
+            yield proc, (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
 
 
 def set_kafka_connection(monkeypatch, conn_id: str, bootstrap: str, **extra) -> str:

@@ -457,14 +457,14 @@ class KafkaAdmin:
         # A group converting between classic and consumer (its first consumer member joins, or its
         # last one leaves) can answer ConsumerGroupDescribe as "not found" while the listing, read a
         # moment later, already (or still) says consumer. That is a race, not a wrong type: read again.
-        for attempt in range(3):
+        for attempt in range(2):
             try:
                 return self._describe_consumer_group_once(group_id, _listing if attempt == 0 else None)
             except E.WrongGroupType as exc:
-                if exc.actual is not GroupType.CONSUMER or attempt == 2:
+                if exc.actual is not GroupType.CONSUMER:
                     raise
                 time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+        return self._describe_consumer_group_once(group_id, None)
 
     def _describe_consumer_group_once(self, group_id: str, _listing: GroupListing | None) -> ConsumerGroupDescription:
         from airflow_provider_kip848.kafka.protocol import ConsumerGroupDescribeRequest

@@ -11,11 +11,10 @@ notebook or a plain script.
 
 from __future__ import annotations
 
-from typing import Any
-
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 class Kip848Error(Exception):

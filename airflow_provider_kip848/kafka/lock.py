@@ -28,7 +28,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -116,7 +116,7 @@ class ChangeLock:
 
     def acquire(self, holder: LockHolder, *, is_stale: Callable[[LockHolder], bool] | None = None) -> LockResult:
         """Take the lock for ``holder``; raise :class:`ResourceLocked` naming the current holder."""
-        holder = LockHolder(**{**holder.to_dict(), "resource": self.resource})
+        holder = replace(holder, resource=self.resource)
         for _ in range(3):
             if self._create():
                 self._write_holder(holder)

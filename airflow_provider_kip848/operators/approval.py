@@ -23,6 +23,7 @@ approval that shows why (expired, or the diff).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -37,6 +38,7 @@ from airflow_provider_kip848.runbook.changecontrol import (
     PlanChanged,
     check_plan,
     is_approving,
+    parse_users,
 )
 
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
@@ -59,12 +61,22 @@ class _ChangeControl:
     kafka_conn_id: str | None
 
     def _init_change_control(self, approvers: Any, four_eyes: Any, approval_max_age_minutes: Any,
-                             plan_task_id: str | None, kafka_conn_id: str | None = None) -> None:
+                             plan_task_id: str | None, kafka_conn_id: str | None) -> None:
+        # Airflow's operator metaclass wraps each operator class's own __init__, so the operators
+        # below keep theirs and call this.
         self.approvers = approvers
         self.four_eyes = four_eyes
         self.approval_max_age_minutes = approval_max_age_minutes
         self.plan_task_id = plan_task_id
         self.kafka_conn_id = kafka_conn_id
+
+    def execute(self, context: Any) -> Any:
+        self._assign(context)
+        return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        self._decide(context, event)
+        return super().execute_complete(context, event)
 
     def _cluster_rules(self) -> dict[str, Any]:
         """Change-control rules the cluster's connection sets (extra ``approvers``, ``four_eyes``):
@@ -82,19 +94,14 @@ class _ChangeControl:
     def policy(self) -> ApprovalPolicy:
         try:
             rules = self._cluster_rules()
-            approvers = self.approvers
-            if not ApprovalPolicy.from_values(approvers).approvers and rules.get("approvers"):
-                approvers = rules["approvers"]
-            four_eyes = self.four_eyes
-            required = str(rules.get("four_eyes") or "").strip().lower() == "required"
-            policy = ApprovalPolicy.from_values(approvers, True if required else four_eyes,
-                                                self.approval_max_age_minutes)
-            if required and not ApprovalPolicy.from_values(four_eyes=four_eyes).four_eyes:
-                self.log.warning("four_eyes=False ignored: connection %s requires the four-eyes rule.",
-                                 self.kafka_conn_id)
-            return policy
+            approvers = self.approvers if parse_users(self.approvers) else rules.get("approvers")
+            policy = ApprovalPolicy.from_values(approvers, self.four_eyes, self.approval_max_age_minutes)
         except ChangeControlError as exc:
             raise AirflowFailException(str(exc)) from exc
+        if not policy.four_eyes and str(rules.get("four_eyes") or "").strip().lower() == "required":
+            self.log.warning("four_eyes=False ignored: connection %s requires the four-eyes rule.", self.kafka_conn_id)
+            policy = replace(policy, four_eyes=True)
+        return policy
 
     @staticmethod
     def triggered_by(context: Any) -> str | None:
@@ -160,14 +167,6 @@ class KafkaChangeApprovalOperator(_ChangeControl, ApprovalOperator):
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
 
-    def execute(self, context: Any) -> Any:
-        self._assign(context)
-        return super().execute(context)
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        self._decide(context, event)
-        return super().execute_complete(context, event)
-
 
 class KafkaChangeBranchOperator(_ChangeControl, HITLBranchOperator):
     """A human decision that picks the next task (``options_mapping``: option -> task id), under change control.
@@ -183,14 +182,6 @@ class KafkaChangeBranchOperator(_ChangeControl, HITLBranchOperator):
                  plan_task_id: str | None = None, kafka_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
-
-    def execute(self, context: Any) -> Any:
-        self._assign(context)
-        return super().execute(context)
-
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        self._decide(context, event)
-        return super().execute_complete(context, event)
 
 
 class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.errors import ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
 
@@ -51,7 +50,11 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         holder = LockHolder(owner=run_owner(context), dag_id=ti.dag_id, run_id=ti.run_id,
                             triggered_by=getattr(context.get("dag_run"), "triggering_user_name", None))
         lock = ChangeLock(self.native_hook.get_conn(), str(self.resource))
-        result = lock.acquire(holder, is_stale=lambda current: self._ended(ti, current))
+        try:
+            result = lock.acquire(holder, is_stale=lambda current: self._ended(ti, current))
+        except ResourceLocked as exc:  # for the report: refused, and by whom
+            ti.xcom_push(key="refused", value={"reason": str(exc), "holder": exc.holder})
+            raise
         if result.took_over_from:
             self.log.warning("Took over the lock of %s from %s: that run has ended without releasing it.",
                              self.resource, result.took_over_from.describe())
@@ -69,17 +72,6 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
             self.log.info("Could not read the state of %s/%s (%s): its lock stays.", holder.dag_id, holder.run_id, exc)
             return False
         return str(getattr(state, "value", state)) in ENDED_STATES
-
-    def execute(self, context: Any) -> Any:
-        from airflow_provider_kip848.kafka.errors import ResourceLocked
-
-        try:
-            return super().execute(context)
-        except AirflowFailException as exc:
-            if isinstance(exc.__cause__, ResourceLocked):
-                context["ti"].xcom_push(key="refused", value={"reason": str(exc.__cause__),
-                                                              "holder": exc.__cause__.holder})
-            raise
 
 
 def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:

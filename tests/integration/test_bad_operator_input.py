@@ -37,13 +37,6 @@ TOPIC, OTHER_TOPIC = "bad-op-topic", "bad-op-other-topic"
 EMPTY, BUSY, STREAMS = "bad-op-empty", "bad-op-busy", "bad-op-streams"
 
 
-class TaskInstanceStub(RecordingTI):
-    """XCom pushes recorded; nothing upstream to pull."""
-
-    def xcom_pull(self, *args, **kwargs):
-        return None
-
-
 @pytest.fixture(scope="module")
 def scene(kafka, tmp_path_factory):
     """An empty consumer group with commits, a busy one, an empty streams group, and snapshots to break."""
@@ -244,7 +237,7 @@ def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn,
     with KafkaAdmin(ClientSettings(scene["bootstrap"])) as observer:
         before = fingerprint(observer)
         with pytest.raises(AirflowFailException) as failed:
-            task.execute({"ti": TaskInstanceStub()})
+            task.execute({"ti": RecordingTI()})
         message = str(failed.value)
         assert what in message
         assert remedy in message

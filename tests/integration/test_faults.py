@@ -52,13 +52,6 @@ CONN = "kafka_restartable"
 EXTRA = {"request_timeout_ms": 3000, "cli_timeout": 8}
 
 
-class TaskInstanceStub(RecordingTI):
-    """XCom pushes recorded; nothing upstream to pull."""
-
-    def xcom_pull(self, *args, **kwargs):
-        return None
-
-
 @pytest.fixture(scope="module")
 def restartable(tmp_path_factory, kafka_version, pytestconfig):
     """A broker of this module's own: it is killed and restarted, and its feature levels are changed."""
@@ -76,7 +69,7 @@ def conn(restartable, monkeypatch, tmp_path):
 
 @pytest.fixture
 def context():
-    return {"ti": TaskInstanceStub()}
+    return {"ti": RecordingTI()}
 
 
 def _admin(broker: LocalKafka) -> KafkaAdmin:

@@ -19,7 +19,7 @@ from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.errors import AuthenticationFailed, AuthorizationFailed
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.local import LocalKafka
-from tests.conftest import start_or_fail
+from tests.conftest import process_cmdlines, start_or_fail
 
 PASSWORD = 'kip848-S3cr3t"pw\\with=special #chars'
 
@@ -84,13 +84,7 @@ class ArgvWatcher(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
-            for proc in Path("/proc").iterdir():
-                if not proc.name.isdigit():
-                    continue
-                try:
-                    argv = (proc / "cmdline").read_bytes()
-                except OSError:
-                    continue
+            for _, argv in process_cmdlines():
                 if self.secret in argv:
                     self.leaks.append(argv.decode(errors="replace"))
                 if b"org.apache.kafka.tools.FeatureCommand" in argv or b"kafka.admin.ConfigCommand" in argv:

@@ -47,20 +47,13 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from tests.conftest import RecordingTI, start_or_fail, wait_until
+from tests.conftest import RecordingTI, process_cmdlines, start_or_fail, wait_until
 
 #: quotes, backslash, '=', ':', '#', a space and non-ASCII: everything a JAAS string or a properties file can trip on
 ADMIN_PASSWORD = 'adm1n-S3cret:"q" \\b=s #h ünï'
 OPERATOR_PASSWORD = "0perator-pw-7f3a"
 TOPIC = "sec-topic"
 CONFIG_GROUP, DESCRIBE_GROUP, OFFSETS_GROUP, SECRETS_GROUP = "sec-config", "sec-describe", "sec-offsets", "sec-secrets"
-
-
-class TaskInstanceStub(RecordingTI):
-    """XCom pushes recorded; nothing upstream to pull."""
-
-    def xcom_pull(self, *args, **kwargs):
-        return None
 
 
 @pytest.fixture(scope="module")
@@ -126,13 +119,13 @@ def _snapshot_then_rewind(broker, tmp_path: Path, group: str) -> str:
 
 def _feature_upgrade(scene):
     return KafkaFeatureOperator(task_id="enable", kafka_conn_id=scene["conn"], backend=scene["backend"],
-                                feature="streams.version", level=1).execute({"ti": TaskInstanceStub()})
+                                feature="streams.version", level=1).execute({"ti": RecordingTI()})
 
 
 def _group_config_change(scene):
     return KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=scene["conn"], backend=scene["backend"],
                                     group_id=CONFIG_GROUP, set_configs={"streams.num.standby.replicas": 1}
-                                    ).execute({"ti": TaskInstanceStub()})
+                                    ).execute({"ti": RecordingTI()})
 
 
 def _describe(scene):
@@ -144,7 +137,7 @@ def _describe(scene):
 def _offsets_restore(scene):
     return RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=scene["conn"], backend=scene["backend"],
                                        group_id=OFFSETS_GROUP, snapshot_path=scene["snapshot"]
-                                       ).execute({"ti": TaskInstanceStub()})
+                                       ).execute({"ti": RecordingTI()})
 
 
 def _cluster_state(admin: KafkaAdmin) -> tuple:
@@ -230,15 +223,12 @@ class ProcessWatcher(threading.Thread):
     def run(self) -> None:
         me = os.getpid()
         while not self.stop_flag.is_set():
-            for proc in Path("/proc").iterdir():
-                if not proc.name.isdigit():
+            for proc, argv in process_cmdlines():
+                if self.secret in argv:
+                    self.argv_leaks.append(argv.decode(errors="replace"))
+                if not any(m in argv for m in self.TOOL_MARKERS):
                     continue
                 try:
-                    argv = (proc / "cmdline").read_bytes()
-                    if self.secret in argv:
-                        self.argv_leaks.append(argv.decode(errors="replace"))
-                    if not any(m in argv for m in self.TOOL_MARKERS):
-                        continue
                     if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != me:
                         continue  # another session's tools
                     environ = (proc / "environ").read_bytes()
@@ -280,7 +270,7 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
         return real_run(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", recording_run)
-    ti = TaskInstanceStub()
+    ti = RecordingTI()
     context = {"ti": ti}
     snapshot_path = str(tmp_path / "snapshots" / f"{SECRETS_GROUP}.json")
     results: dict[str, object] = {}

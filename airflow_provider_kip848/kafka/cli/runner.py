@@ -150,10 +150,6 @@ _REQUEST_DUMP_RE = re.compile(r"Request Request\(processor=.*\)\)\) ")
 
 def tool_message(result: ToolResult) -> str:
     """The one line that says what went wrong, in the tool's own words (minus request dumps)."""
-    return _raw_tool_message(result)
-
-
-def _raw_tool_message(result: ToolResult) -> str:
     # the request dump goes before any cut to length, or a cut inside it would keep it
     output = _REQUEST_DUMP_RE.sub("The request ", result.output)
     causes = list(_CAUSE_RE.finditer(output))
