@@ -10,7 +10,7 @@ CONSTRAINTS := constraints/python3.11.txt
 export KIP848_CACHE_DIR ?= $(CURDIR)/.cache
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test venv kafka-fetch kafka-start kafka-stop lock clean
+.PHONY: demo test check venv kafka-fetch kafka-start kafka-stop lock clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
@@ -22,18 +22,23 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m airflow_provider_kip848.local.demo --dags-folder dags
+	$(PY) -m airflow_provider_kip848.testing.demo --dags-folder dags
 
-test: $(STAMP)
+# Static checks first (lint + import order, types), then every test.
+check: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+test: check
 	$(PY) -m pytest -v $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)
-	$(PY) -m airflow_provider_kip848.local kafka fetch
+	$(PY) -m airflow_provider_kip848.testing kafka fetch
 kafka-start: $(STAMP)
-	$(PY) -m airflow_provider_kip848.local kafka start
+	$(PY) -m airflow_provider_kip848.testing kafka start
 kafka-stop: $(STAMP)
-	$(PY) -m airflow_provider_kip848.local kafka stop
+	$(PY) -m airflow_provider_kip848.testing kafka stop
 
 # Re-pin the exact versions the suite runs on (after changing a range in pyproject.toml).
 lock:

@@ -37,12 +37,12 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
-from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
-from airflow_provider_kip848.local.waiting import wait_until
+from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from airflow_provider_kip848.testing.waiting import wait_until
 
 LIVE_TOPIC, LIVE_GROUP = "lat-live", "lat-live-group"
 OFFSETS_TOPIC, OFFSETS_GROUP = "lat-offsets", "lat-offsets-group"

@@ -122,7 +122,7 @@ def role_fleet(args) -> None:
             new.poll(0.2)
         new.close()
 
-    threads = [threading.Thread(target=member, args=(g, d), daemon=True) for g, d in zip(groups, delays)]
+    threads = [threading.Thread(target=member, args=(g, d), daemon=True) for g, d in zip(groups, delays, strict=False)]
     for t in threads:
         t.start()
     while len(ready) < len(groups):
@@ -207,10 +207,10 @@ def role_side(args) -> None:
             return None
 
         async def triggerer():
-            return await asyncio.gather(*(wait_one(s, t) for s, t in zip(sensors, triggers)))
+            return await asyncio.gather(*(wait_one(s, t) for s, t in zip(sensors, triggers, strict=False)))
 
         payloads = asyncio.run(triggerer())  # ONE event loop for all N triggers
-        for s, payload in zip(sensors, payloads):
+        for s, payload in zip(sensors, payloads, strict=False):
             t0 = time.perf_counter()
             with lock:
                 in_worker[0] += 1
@@ -307,14 +307,14 @@ def role_dag(args) -> None:
                 break  # it answers
             except OSError:
                 if time.time() > deadline or any(p.poll() is not None for p in services):
-                    raise RuntimeError(f"the api-server did not come up (see {home}/api-server.log)")
+                    raise RuntimeError(f"the api-server did not come up (see {home}/api-server.log)") from None
                 time.sleep(0.5)
         sys.path.insert(0, str(dags))
         from airflow.models import TaskInstance
         from airflow.utils.session import create_session
         from airflow.utils.state import TaskInstanceState as S
 
-        from airflow_provider_kip848.local.hitl import prepare_in_main_thread
+        from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
 
         prepare_in_main_thread()
         import bench_deferred_slots as mod  # noqa: E402
@@ -397,8 +397,8 @@ def main() -> None:
 
     import psutil
 
-    from airflow_provider_kip848.local import LocalKafka
-    from airflow_provider_kip848.local.clients import create_topics
+    from airflow_provider_kip848.testing import LocalKafka
+    from airflow_provider_kip848.testing.clients import create_topics
 
     n = args.n
     delays = [args.base + i * args.step for i in range(n)]
@@ -511,9 +511,9 @@ def main() -> None:
         print(f"  DAG of {n} mapped deferrable sensors, dag.test(use_executor=True): LocalExecutor with "
               f"{args.slots} worker slots, api-server (execution API) and a real `airflow triggerer`; groups rolled "
               f"at go+{dag_delays[0]:g}..{dag_delays[-1]:g} s:")
-        busy = sum(a["running"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:]))
-        waiting = sum(a["deferred"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:]))
-        queued = sum(a["queued"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:]))
+        busy = sum(a["running"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:], strict=False))
+        waiting = sum(a["deferred"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:], strict=False))
+        queued = sum(a["queued"] * (b["t"] - a["t"]) for a, b in zip(ds, ds[1:], strict=False))
         print(f"    run {dag_out['state']} in {dag_out['elapsed']:.0f} s; max task instances deferred at once: "
               f"{peak.get('deferred', 0)} of {n} (running at that moment: {peak.get('running', 0)}); max running at "
               f"any time: {max((x['running'] for x in ds), default=0)} (<= {args.slots} slots); "

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_provider_kip848.local import KafkaDistribution, LocalKafka
-from airflow_provider_kip848.local.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS
+from airflow_provider_kip848.kafka.cli.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS
+from airflow_provider_kip848.testing import KafkaDistribution, LocalKafka
 
 
 def _time(fn) -> float:
@@ -57,8 +57,8 @@ def main() -> None:
                 plain_cmd = [c for c in tool_cmd if c not in TOOL_JVM_OPTIONS]
                 assert plain_cmd != tool_cmd and KAFKA_TOOLS["kafka-features"] in plain_cmd
                 for _ in range(3):
-                    tuned.append(_time(lambda: subprocess.run(tool_cmd, check=True, capture_output=True)))
-                    plain.append(_time(lambda: subprocess.run(plain_cmd, check=True, capture_output=True)))
+                    tuned.append(_time(lambda cmd=tool_cmd: subprocess.run(cmd, check=True, capture_output=True)))
+                    plain.append(_time(lambda cmd=plain_cmd: subprocess.run(cmd, check=True, capture_output=True)))
             finally:
                 kafka.stop()
 

@@ -69,7 +69,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -93,13 +93,13 @@ warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testcli
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType  # noqa: E402
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin  # noqa: E402
+from airflow_provider_kip848.kafka.native import KafkaAdmin  # noqa: E402
 from airflow_provider_kip848.kafka.settings import ClientSettings  # noqa: E402
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka  # noqa: E402
-from airflow_provider_kip848.local.appcontrol import LocalWordCountController  # noqa: E402
-from airflow_provider_kip848.local.apps import StreamsApp, wordcount_properties  # noqa: E402
-from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics  # noqa: E402
-from airflow_provider_kip848.local.waiting import wait_until  # noqa: E402
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka  # noqa: E402
+from airflow_provider_kip848.testing.appcontrol import LocalWordCountController  # noqa: E402
+from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties  # noqa: E402
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics  # noqa: E402
+from airflow_provider_kip848.testing.waiting import wait_until  # noqa: E402
 
 DELAY_KEY = "streams.initial.rebalance.delay.ms"
 BROKER_DELAY_KEY = "group.streams.initial.rebalance.delay.ms"
@@ -282,7 +282,7 @@ def fmt_phases(ph: dict, first_output: float) -> str:
 def longest_gap(times: list[float], start: float = float("-inf"), end: float = float("inf")):
     """The longest interval between consecutive times that overlaps [start, end]: (gap, before, after)."""
     best = (0.0, None, None)
-    for a, b in zip(times, times[1:]):
+    for a, b in zip(times, times[1:], strict=False):
         if b >= start and a <= end and b - a > best[0]:
             best = (b - a, a, b)
     return best
@@ -404,13 +404,13 @@ class Bench:
             say(f"warning: {app_id} still has members after a clean stop")
 
     def window(self) -> dict:
-        from airflow_provider_kip848.runbook.window import DAYS
+        from airflow_provider_kip848.changecontrol.window import DAYS
 
-        day = DAYS[datetime.now(timezone.utc).weekday()]
+        day = DAYS[datetime.now(UTC).weekday()]
         return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
 
     def run_dag(self, module: str, conf: dict, before_answer=None):
-        from airflow_provider_kip848.local.dagrun import run_dag, run_state
+        from airflow_provider_kip848.testing.dagrun import run_dag, run_state
 
         t0 = time.time()
         run, answers, report = run_dag(module, conf, dags_folder=REPO / "dags", decide=lambda d: "Approve",
@@ -577,7 +577,7 @@ class Bench:
                     members[i].stop()
                     members[i] = start(i, "consumer")
                     path = files[-1]
-                    wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
+                    wait_until(lambda path=path: os.path.exists(path) and os.path.getsize(path) > 0,
                                what=f"app-{i} consuming again", timeout=120, interval=0.05)
                     roll["back"].append(time.time() - t0)
                 roll["end"] = time.time()

@@ -41,11 +41,12 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
-from airflow_provider_kip848.kafka.offsets import OffsetSnapshot, take_snapshot
+from airflow_provider_kip848.kafka.api import take_snapshot
+from airflow_provider_kip848.kafka.model import OffsetSnapshot
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
-from airflow_provider_kip848.local.clients import create_topics
+from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.clients import create_topics
 
 GROUPS_TOPIC = "scale-groups"
 SNAP_GROUP = "scale-snapshot-group"

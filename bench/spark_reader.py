@@ -17,10 +17,10 @@ import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
-from airflow_provider_kip848.local.clients import create_topics, produce
+from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.clients import create_topics, produce
 
 
 def plain_consumer(bootstrap: str, ranges) -> int:

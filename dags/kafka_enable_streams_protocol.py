@@ -30,7 +30,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 
 DAG_ID = "kafka_enable_streams_protocol"
@@ -49,7 +49,8 @@ DAG_ID = "kafka_enable_streams_protocol"
                          title="Feature"),
         "level": Param(1, type="integer", minimum=0, maximum=10, title="Target level"),
         "declared_broker_version": Param("", type="string", title="Broker release (e.g. 4.2.1)",
-                                         description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on the wire."),
+                                         description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on "
+                                                     "the wire."),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
         "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
         **change_control_params(),
@@ -123,7 +124,7 @@ def kafka_enable_streams_protocol():
 
     @task(trigger_rule="all_done")
     def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.runbook import report as R
+        from airflow_provider_kip848.changecontrol import report as R
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -152,7 +153,7 @@ def kafka_enable_streams_protocol():
             results={"preflight": ti.xcom_pull(task_ids="preflight"), "change": change},
             change_control=R.change_control(context, ("apply_change",)),
         )
-        return R.finish(context, params["report_dir"], result)
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
 
     features = describe_features()
     plan = make_plan(preflight.output, features, validate.output)
@@ -166,8 +167,8 @@ def kafka_enable_streams_protocol():
 def build_plan(params: dict, checks: list | None = None, features: dict | None = None,
                validation: dict | None = None) -> dict:
     """The feature change to approve, validated by the controller (computed again right before applying)."""
+    from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.runbook.plan import Change, Plan
 
     feature, level = params["feature"], int(params["level"])
     if features is None or validation is None:

@@ -30,7 +30,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 
 DAG_ID = "kafka_group_config_change"
 GROUP_CONFIG_KEYS = [
@@ -109,7 +109,7 @@ def kafka_group_config_change():
 
     @task(trigger_rule="all_done")
     def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.runbook import report as R
+        from airflow_provider_kip848.changecontrol import report as R
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -117,17 +117,19 @@ def kafka_group_config_change():
         decision = ti.xcom_pull(task_ids="approval", key="decision")
         recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         applied = ti.xcom_pull(task_ids="apply")
-        outcome = ("refused" if R.refused(decision, recheck) else "failed" if failed else "nothing_to_do" if plan and plan["nothing_to_do"]
+        outcome = ("refused" if R.refused(decision, recheck) else "failed" if failed
+                   else "nothing_to_do" if plan and plan["nothing_to_do"]
                    else "dry_run" if params["dry_run"] else "rejected" if decision and decision["decision"] == "Reject"
                    else "rejected_after_recheck" if recheck and recheck["decision"] == "Reject"
                    else "changed" if applied and applied.get("applied") else "nothing_applied")
         result = R.build_report(
             title=f"Group config change on {params['group_id']}", outcome=outcome, context=context,
             group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            before=(plan or {}).get("facts", {}).get("before"), after=(ti.xcom_pull(task_ids="verify") or {}).get("dynamic"),
+            before=(plan or {}).get("facts", {}).get("before"),
+            after=(ti.xcom_pull(task_ids="verify") or {}).get("dynamic"),
             results={"change": applied}, change_control=R.change_control(context, ("apply",)),
         )
-        return R.finish(context, params["report_dir"], result)
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
 
     lock >> validate
     plan = make_plan(validate.output)
@@ -140,8 +142,8 @@ def kafka_group_config_change():
 
 def build_plan(params: dict, validation: dict | None = None) -> dict:
     """The change to approve, from the broker's validation of it (run again right before applying)."""
+    from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.runbook.plan import Change, Plan
 
     key = params["key"]
     if validation is None:

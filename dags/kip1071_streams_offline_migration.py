@@ -27,6 +27,8 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
@@ -38,7 +40,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
     RestoreGroupOffsetsOperator,
@@ -81,7 +83,7 @@ AUDIT = "{{ params.audit_log }}"
         "standby_replicas": Param(0, type="integer", minimum=0, title="streams.num.standby.replicas"),
         "session_timeout_ms": Param(45000, type="integer", minimum=1, title="streams.session.timeout.ms"),
         "heartbeat_interval_ms": Param(5000, type="integer", minimum=1, title="streams.heartbeat.interval.ms"),
-        "app_controller": Param("airflow_provider_kip848.local.appcontrol:LocalWordCountController", type="string",
+        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalWordCountController", type="string",
                                 title="Application controller (module:Class)"),
         "app_controller_args": Param({}, type="object", title="Controller arguments"),
         "remove_members_after": Param(30, type=["number", "null"], minimum=0,
@@ -106,15 +108,19 @@ AUDIT = "{{ params.audit_log }}"
 def kip1071_streams_offline_migration():
     @task
     def window_guard(params: dict | None = None, **context) -> dict:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_provider_kip848.runbook.window import MaintenanceWindow, OutsideMaintenanceWindow, check_window
+        from airflow_provider_kip848.changecontrol.window import (
+            MaintenanceWindow,
+            OutsideMaintenanceWindow,
+            check_window,
+        )
 
         window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
                                          params["window_tz"])
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         try:
             check_window(window, now)
         except OutsideMaintenanceWindow as exc:
@@ -155,12 +161,13 @@ def kip1071_streams_offline_migration():
 
     @task
     def stop_application(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.local.appcontrol import load_controller
+        from airflow_provider_kip848.controllers import load_controller
 
         return load_controller(params["app_controller"], params["app_controller_args"]).stop()
 
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
-                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}", audit_log=AUDIT,
+                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
+                                       audit_log=AUDIT,
                                        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
@@ -168,7 +175,7 @@ def kip1071_streams_offline_migration():
 
     @task
     def start_application(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.local.appcontrol import load_controller
+        from airflow_provider_kip848.controllers import load_controller
 
         return load_controller(params["app_controller"], params["app_controller_args"]).start("streams")
 
@@ -206,8 +213,8 @@ def kip1071_streams_offline_migration():
 
     @task(trigger_rule="all_done")
     def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.runbook import report as R
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -236,7 +243,8 @@ def kip1071_streams_offline_migration():
             after = {"type": now["type"], "state": now["state"], "members": len(now["members"])}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
-        out_before, out_after = ti.xcom_pull(task_ids="capture_output_before"), ti.xcom_pull(task_ids="capture_output_after")
+        out_before = ti.xcom_pull(task_ids="capture_output_before")
+        out_after = ti.xcom_pull(task_ids="capture_output_after")
         written = None
         if out_before and out_after:
             written = sum(v["log_end"] - out_before.get(k, {}).get("log_end", 0) for k, v in out_after.items())
@@ -254,7 +262,7 @@ def kip1071_streams_offline_migration():
                      "validation": ti.xcom_pull(task_ids="validate")},
             change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets")),
         )
-        return R.finish(context, params["report_dir"], result)
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
 
     guard = window_guard()
     out_before = capture_output_before()
@@ -264,8 +272,8 @@ def kip1071_streams_offline_migration():
     guard >> lock >> preflight >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
-    (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore >> start_application()
-     >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
+    (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore
+     >> start_application() >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
     decision >> final
 
@@ -273,8 +281,8 @@ def kip1071_streams_offline_migration():
 def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
                snapshot: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
+    from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.runbook.plan import Change, Plan
 
     group = params["application_id"]
     wanted = {"streams.num.standby.replicas": params["standby_replicas"],

@@ -35,7 +35,7 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
@@ -94,8 +94,8 @@ def kip848_consumer_rolling_upgrade():
 
     @task
     def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None) -> dict:
+        from airflow_provider_kip848.changecontrol.plan import Change, Plan
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.runbook.plan import Change, Plan
 
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             desc = hook.describe_group(params["group_id"]).to_dict()
@@ -184,14 +184,15 @@ def kip848_consumer_rolling_upgrade():
         return "rollout not finished in time: roll the instances back to group.protocol=classic"
 
     wait_classic = KafkaGroupTypeSensor(task_id="wait_classic_again", kafka_conn_id=CONN, group_id=GROUP,
-                                        group_type="classic", deferrable=True, poll_interval="{{ params.poll_seconds }}",
+                                        group_type="classic", deferrable=True,
+                                        poll_interval="{{ params.poll_seconds }}",
                                         timeout_minutes="{{ params.rollback_timeout_minutes }}",
                                         trigger_rule="one_success")
 
     @task(trigger_rule="all_done")
     def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.runbook import report as R
 
         ti = context["ti"]
         states = R.task_states(context)
@@ -234,7 +235,7 @@ def kip848_consumer_rolling_upgrade():
             change_control=R.change_control(context, approval_task_ids=("approval",)),
         )
         fail = ("failed", "refused", "timed_out_rolled_back") if params["fail_on_rollback"] else ("failed", "refused")
-        return R.finish(context, params["report_dir"], result, fail_outcomes=fail)
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context), fail_outcomes=fail)
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")

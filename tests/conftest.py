@@ -45,7 +45,7 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
-from airflow_provider_kip848.local import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
+from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -152,7 +152,7 @@ def airflow_db() -> Path:
 @pytest.fixture
 def native(bootstrap):
     """The native backend (confluent-kafka + kafka-python) on the session broker."""
-    from airflow_provider_kip848.kafka.admin import KafkaAdmin
+    from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
 
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
@@ -170,7 +170,7 @@ def cli(bootstrap, kafka_version):
 
 def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "condition", interval: float = 0.5):
     """Poll ``condition`` until it returns a truthy value; fail the test (never hang) after ``timeout``."""
-    from airflow_provider_kip848.local.waiting import wait_until as poll
+    from airflow_provider_kip848.testing.waiting import wait_until as poll
 
     try:
         return poll(condition, timeout=timeout, what=what, interval=interval)

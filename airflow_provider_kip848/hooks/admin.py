@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from airflow_provider_kip848.hooks.base import SHARED_ACTIONS, KafkaAdminBaseHook, delegate
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from collections.abc import Iterable
+
+from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 
 
 class KafkaGroupAdminHook(KafkaAdminBaseHook):
     """Consumer-group, streams-group, feature and config administration of one Kafka cluster, natively.
 
-    Every action of :class:`~airflow_provider_kip848.kafka.admin.KafkaAdmin`
+    Every action of :class:`~airflow_provider_kip848.kafka.native.KafkaAdmin`
     is a method here, with the same arguments and typed results (all have
     ``to_dict()`` for XCom). The connection form (bootstrap servers, security,
     CLI settings) is declared as ``conn-fields`` in ``get_provider_info``.
@@ -22,8 +25,38 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
     def _make_backend(self) -> KafkaAdmin:
         return KafkaAdmin(self.settings)
 
+    def get_conn(self) -> KafkaAdmin:
+        """The native backend (kept for the hook's lifetime; :meth:`close` releases it)."""
+        backend = super().get_conn()
+        if not isinstance(backend, KafkaAdmin):  # only a subclass overriding _make_backend could do this
+            raise TypeError(f"{type(self).__name__} needs the native backend, got {type(backend).__name__}")
+        return backend
 
-for _name in (*SHARED_ACTIONS, "describe_cluster", "broker_versions", "remove_members",
-              "classic_assignment_user_data", "log_offsets", "topic_offsets"):
-    setattr(KafkaGroupAdminHook, _name, delegate(_name, KafkaAdmin))
-del _name
+    # -- actions only the native backend has (kafka.api.ClusterAdmin) -------------------------
+
+    def describe_cluster(self) -> ClusterInfo:
+        """Cluster id, controller and brokers."""
+        return self.get_conn().describe_cluster()
+
+    def broker_versions(self) -> list[BrokerVersion]:
+        """Each broker's release line, from the ``metadata.version`` range it supports."""
+        return self.get_conn().broker_versions()
+
+    def remove_members(self, group_id: str, *, member_ids: Iterable[str] = (), instance_ids: Iterable[str] = (),
+                       all_members: bool = False, missing_ok: bool = False,
+                       reason: str = "removed by airflow-provider-kip848") -> MemberRemoval:
+        """Force members out of a classic or consumer group with LeaveGroup (refused for streams groups)."""
+        return self.get_conn().remove_members(group_id, member_ids=member_ids, instance_ids=instance_ids,
+                                              all_members=all_members, missing_ok=missing_ok, reason=reason)
+
+    def classic_assignment_user_data(self, group_id: str) -> dict[str, bytes]:
+        """Member id -> the ``userData`` of its classic assignment (non-empty: a custom client assignor)."""
+        return self.get_conn().classic_assignment_user_data(group_id)
+
+    def log_offsets(self, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Log start and end offsets of the given partitions."""
+        return self.get_conn().log_offsets(tps)
+
+    def topic_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, tuple[int, int]]:
+        """Log start and end offsets of every partition of ``topics``."""
+        return self.get_conn().topic_offsets(topics)

@@ -1,32 +1,36 @@
-"""What both admin hooks share: the ``kafka_admin`` connection and thin delegation to a core backend."""
+"""What both admin hooks share: the ``kafka_admin`` connection and the typed actions of :class:`GroupAdmin`.
+
+Each method below is the backend's action of the same name
+(:class:`~airflow_provider_kip848.kafka.api.GroupAdmin`), with the same
+arguments and typed results; the hook only turns the Airflow connection into
+:class:`ClientSettings` and keeps one backend object for its lifetime.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, Self
 
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 
-from airflow_provider_kip848.hooks.connection import CONN_TYPE, DEFAULT_CONN_ID, settings_from_connection
+from airflow_provider_kip848.hooks.connection import CONN_TYPE, DEFAULT_CONN_ID, extra_field, settings_from_connection
+from airflow_provider_kip848.kafka.api import GroupAdmin
 from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.kafka.settings import ClientSettings
-
-#: The administrative actions both backends implement, with the same signatures and results.
-SHARED_ACTIONS = (
-    "describe_features",
-    "update_feature",
-    "group_coordinator_config",
-    "list_groups",
-    "group_listing",
-    "describe_group",
-    "describe_consumer_group",
-    "describe_streams_group",
-    "delete_group",
-    "group_offsets",
-    "alter_group_offsets",
-    "describe_group_config",
-    "alter_group_config",
+from airflow_provider_kip848.kafka.model import (
+    ClusterFeatures,
+    ConsumerGroupDescription,
+    FeatureUpdate,
+    GroupConfig,
+    GroupConfigChange,
+    GroupCoordinatorConfig,
+    GroupDescription,
+    GroupListing,
+    GroupOffsets,
+    StreamsGroupDescription,
+    TopicPartition,
 )
+from airflow_provider_kip848.kafka.settings import ClientSettings
 
 
 class KafkaAdminBaseHook(BaseHook):
@@ -39,20 +43,24 @@ class KafkaAdminBaseHook(BaseHook):
     def __init__(self, kafka_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.kafka_conn_id = kafka_conn_id
-        self._backend: Any = None
+        self._backend: GroupAdmin | None = None
 
     @cached_property
-    def connection(self):
+    def connection(self) -> Connection:
         return self.get_connection(self.kafka_conn_id)
 
     @cached_property
     def settings(self) -> ClientSettings:
         return settings_from_connection(self.connection)
 
-    def _make_backend(self) -> Any:  # pragma: no cover - abstract
+    def extra(self, name: str, default: Any = None) -> Any:
+        """A field of the connection's extra (plain or with the legacy ``extra__kafka_admin__`` prefix)."""
+        return extra_field(self.connection.extra_dejson or {}, name, default)
+
+    def _make_backend(self) -> GroupAdmin:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def get_conn(self) -> Any:
+    def get_conn(self) -> GroupAdmin:
         """The backend object (kept for the hook's lifetime; :meth:`close` releases it)."""
         if self._backend is None:
             self._backend = self._make_backend()
@@ -63,7 +71,7 @@ class KafkaAdminBaseHook(BaseHook):
             self._backend.close()
             self._backend = None
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -74,22 +82,66 @@ class KafkaAdminBaseHook(BaseHook):
             features = self.describe_features()
         except Kip848Error as exc:
             return False, str(exc)
-        except Exception as exc:  # the UI's Test button must show any failure, not raise
+        except Exception as exc:  # noqa: BLE001 - the UI's Test button must show any failure, not raise
             return False, f"{type(exc).__name__}: {exc}"
         return True, (
             f"Connected to {self.settings.bootstrap_servers}: group.version={features.level('group.version')}, "
             f"streams.version={features.level('streams.version')}."
         )
 
+    # -- the actions both backends implement (kafka.api.GroupAdmin) -------------------------
 
-def delegate(name: str, backend_cls: type) -> Any:
-    """A hook method that calls the backend's method of the same name (and shares its docstring)."""
-    target = getattr(backend_cls, name)
+    def describe_features(self) -> ClusterFeatures:
+        """Supported ranges and finalized levels of every feature (``kafka-features describe``)."""
+        return self.get_conn().describe_features()
 
-    def method(self, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.get_conn(), name)(*args, **kwargs)
+    def update_feature(self, feature: str, level: int | str | None = None, *, action: str = "upgrade",
+                       dry_run: bool = False, unsafe: bool = False) -> FeatureUpdate:
+        """Upgrade, downgrade or disable one feature; a no-op when already at the level (see GroupAdmin)."""
+        return self.get_conn().update_feature(feature, level, action=action, dry_run=dry_run, unsafe=unsafe)
 
-    method.__name__ = name
-    method.__qualname__ = name
-    method.__doc__ = target.__doc__
-    return method
+    def group_coordinator_config(self, broker_id: int | None = None) -> GroupCoordinatorConfig:
+        """The broker's ``group.*`` configs (protocols, migration policy, bounds)."""
+        return self.get_conn().group_coordinator_config(broker_id)
+
+    def describe_group_config(self, group_id: str) -> GroupConfig:
+        """Every group config of ``group_id`` with its effective value and source."""
+        return self.get_conn().describe_group_config(group_id)
+
+    def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
+                           delete_configs: Iterable[str] = (), *, dry_run: bool = False) -> GroupConfigChange:
+        """Set and/or delete group-level configs, validated against the broker's bounds first."""
+        return self.get_conn().alter_group_config(group_id, set_configs, delete_configs, dry_run=dry_run)
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with its type and state, streams and share groups included."""
+        return self.get_conn().list_groups()
+
+    def group_listing(self, group_id: str) -> GroupListing:
+        """The listing of one group, or ``GroupNotFound``."""
+        return self.get_conn().group_listing(group_id)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Describe a group of any type (classic, consumer, streams)."""
+        return self.get_conn().describe_group(group_id)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """A classic or consumer group with members, assignments and (for consumer groups) epochs."""
+        return self.get_conn().describe_consumer_group(group_id)
+
+    def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
+        """A streams group with members, task assignments and epochs."""
+        return self.get_conn().describe_streams_group(group_id)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group (its committed offsets go with it)."""
+        self.get_conn().delete_group(group_id)
+
+    def group_offsets(self, group_id: str) -> GroupOffsets:
+        """Committed offsets of a group with each partition's log start and end."""
+        return self.get_conn().group_offsets(group_id)
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
+                            dry_run: bool = False) -> GroupOffsets:
+        """Set committed offsets; only on an empty group, only inside the log."""
+        return self.get_conn().alter_group_offsets(group_id, offsets, dry_run=dry_run)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from airflow_provider_kip848.hooks.base import SHARED_ACTIONS, KafkaAdminBaseHook, delegate
-from airflow_provider_kip848.hooks.connection import extra_field
+from typing import Any
+
+from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 
 
@@ -23,17 +24,12 @@ class KafkaCliHook(KafkaAdminBaseHook):
 
     hook_name = "Kafka admin via the Kafka CLI tools"
 
-    def __init__(self, kafka_conn_id: str = KafkaAdminBaseHook.default_conn_name, timeout: float | None = None, **kwargs):
+    def __init__(self, kafka_conn_id: str = KafkaAdminBaseHook.default_conn_name, timeout: float | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(kafka_conn_id, **kwargs)
         self._timeout = timeout
 
     def _make_backend(self) -> KafkaCli:
-        extra = self.connection.extra_dejson or {}
-        tools = KafkaTools(kafka_home=extra_field(extra, "kafka_home"), version=extra_field(extra, "kafka_version"))
-        timeout = self._timeout or float(extra_field(extra, "cli_timeout", 120))
+        tools = KafkaTools(kafka_home=self.extra("kafka_home"), version=self.extra("kafka_version"))
+        timeout = self._timeout or float(self.extra("cli_timeout", 120))
         return KafkaCli(self.settings, tools, timeout)
-
-
-for _name in SHARED_ACTIONS:
-    setattr(KafkaCliHook, _name, delegate(_name, KafkaCli))
-del _name

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kip848.kafka.settings import ClientSettings, InvalidClientSettings
+from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
+from airflow_provider_kip848.kafka.settings import ClientSettings
 
 CONN_TYPE = "kafka_admin"
 DEFAULT_CONN_ID = "kafka_admin_default"
@@ -124,12 +126,13 @@ def settings_from_connection(conn: Any) -> ClientSettings:
         ssl_certfile=extra_field(extra, "ssl_certfile"),
         ssl_keyfile=extra_field(extra, "ssl_keyfile"),
         ssl_key_password=extra_field(extra, "ssl_key_password"),
-        ssl_check_hostname=_as_bool(extra_field(extra, "ssl_check_hostname", True)),
+        ssl_check_hostname=_flag(extra, "ssl_check_hostname", True, conn.conn_id),
         request_timeout_ms=int(extra_field(extra, "request_timeout_ms", 30000)),
     )
 
 
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() not in ("false", "0", "no", "off")
-    return bool(value)
+def _flag(extra: dict[str, Any], name: str, default: bool, conn_id: str) -> bool:
+    try:
+        return parse_flag(extra_field(extra, name, default), name)
+    except Kip848Error as exc:
+        raise InvalidClientSettings(f"Connection {conn_id!r}: {exc.what}", remedy="Set it to true or false.") from exc

@@ -106,9 +106,8 @@ def missing_permission(operation: str, resource_type: str, resource_name: str | 
                        principal: str | None = None, detail: str = "") -> AuthorizationFailed:
     """The error for one known missing ACL: says what was refused, which permission it needs, and how to grant it."""
     who = f"User:{principal}" if principal else "the principal of this connection"
-    one_name = resource_name and ", " not in resource_name
-    flag = ("--cluster" if resource_type == "CLUSTER"
-            else f"--{resource_type.lower()} {shlex.quote(resource_name) if one_name else '<name>'}")
+    one_name = shlex.quote(resource_name) if resource_name and ", " not in resource_name else "<name>"
+    flag = "--cluster" if resource_type == "CLUSTER" else f"--{resource_type.lower()} {one_name}"
     cli_op = _ACL_CLI_OPERATIONS.get(operation, operation.title())
     note = ""
     if resource_type == "GROUP" and operation == "DESCRIBE":
@@ -214,15 +213,6 @@ class InvalidGroupId(InvalidArgument):
               "(kafka-groups --list shows every group).")
 
 
-def require_group_id(group_id: object) -> str:
-    """``group_id`` itself when it is a non-empty string, else :class:`InvalidGroupId`."""
-    if not isinstance(group_id, str):
-        raise InvalidGroupId(f"The group id must be a string, not {type(group_id).__name__} {group_id!r}.")
-    if not group_id.strip():
-        raise InvalidGroupId(f"The group id is empty ({group_id!r}).")
-    return group_id
-
-
 class UnknownTopicOrPartition(Kip848Error):
     """A topic or partition named in the request does not exist."""
 
@@ -256,3 +246,53 @@ class ResourceLocked(Kip848Error):
         #: the current holder's record (DAG, run, triggered by, host, since)
         self.holder = holder
         super().__init__(what, remedy=remedy)
+
+
+class SnapshotInvalid(Kip848Error):
+    """An offsets snapshot that cannot be read (not JSON, another format or version, a field missing)."""
+
+    remedy = "Point the task at a snapshot written by SnapshotGroupOffsetsOperator (or take a new one)."
+
+
+class SnapshotConflict(Kip848Error):
+    """A snapshot that belongs to another group or cluster than the one the task works on."""
+
+    remedy = "Use another path (the default includes the run id), or delete the old snapshot if it is obsolete."
+
+
+class InvalidClientSettings(Kip848Error):
+    """The connection's bootstrap servers or security settings cannot be used."""
+
+    remedy = "Fix the Kafka connection (bootstrap servers and security settings) and retry."
+
+
+# -- where the Kafka CLI tools come from ------------------------------------------------
+
+
+class ToolchainError(Kip848Error):
+    """The Kafka CLI tools cannot run on this machine (no Java, no Maven to fetch them, a bad version)."""
+
+
+class JavaNotFoundError(ToolchainError):
+    remedy = (
+        "Install a JDK 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless; "
+        "macOS: brew install openjdk@17) or point JAVA_HOME at one."
+    )
+
+
+class MavenNotFoundError(ToolchainError):
+    remedy = (
+        "Install Apache Maven 3.6+ (Debian/Ubuntu: apt-get install maven; macOS: brew install maven) "
+        "or set KIP848_MVN to the mvn executable. Maven is only needed the first time, to fetch the Kafka jars."
+    )
+
+
+class ArtifactResolutionError(ToolchainError):
+    remedy = (
+        "Check that Maven Central (or the mirror in ~/.m2/settings.xml) is reachable and that the "
+        "Kafka version exists there, then run the command again."
+    )
+
+
+class UnsupportedKafkaVersion(ToolchainError):
+    remedy = "Use a Kafka 4.x release, for example 4.3.1 (the default) or 4.2.1."

@@ -16,23 +16,35 @@ decides (``is_stale``, e.g. "that Airflow run is no longer running") and a
 stale lock is taken over, the takeover recorded in the result.
 
 Needs CREATE, DESCRIBE, READ, WRITE and DELETE on topics ``kip848-lock.``
-(a prefixed ACL). Imports nothing from Airflow.
+(a prefixed ACL). Imports nothing from Airflow, and talks to the cluster only
+through the public :class:`~airflow_provider_kip848.kafka.api.ClusterAdmin`
+interface (topics) and the connection's client settings (the holder record).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import socket
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
+from confluent_kafka import Consumer, Producer, TopicPartition
+
 from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.api import ClusterAdmin
+
+#: librdkafka's own log lines of the holder record's producer and consumer (connection chatter) go nowhere.
+_LIBRDKAFKA_LOG = logging.getLogger("kip848.lock.librdkafka")
+_LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
+#: The lock topic's config: one partition holding one record, kept until the lock is released.
+_TOPIC_CONFIG = {"retention.ms": "-1", "cleanup.policy": "delete"}
 
 LOCK_TOPIC_PREFIX = "kip848-lock."
 _LEGAL = re.compile(r"[^a-zA-Z0-9._-]")
@@ -58,15 +70,16 @@ class LockHolder:
     run_id: str | None = None
     triggered_by: str | None = None
     host: str = field(default_factory=socket.gethostname)
-    acquired_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    acquired_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LockHolder":
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+    def from_dict(cls, data: dict[str, Any]) -> LockHolder:
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
+        return cls(**fields)
 
     def describe(self) -> str:
         who = f"DAG {self.dag_id} run {self.run_id}" if self.dag_id else self.owner
@@ -89,9 +102,9 @@ class LockResult:
 
 
 class ChangeLock:
-    """The lock on one resource, through a :class:`~airflow_provider_kip848.kafka.admin.KafkaAdmin`."""
+    """The lock on one resource, through a :class:`~airflow_provider_kip848.kafka.api.ClusterAdmin`."""
 
-    def __init__(self, admin: Any, resource: str, *, holder_wait_s: float = 10.0) -> None:
+    def __init__(self, admin: ClusterAdmin, resource: str, *, holder_wait_s: float = 10.0) -> None:
         self.admin = admin
         self.resource = resource
         self.topic = lock_topic(resource)
@@ -156,73 +169,41 @@ class ChangeLock:
     # -- the topic -------------------------------------------------------------
 
     def _create(self) -> bool:
-        from confluent_kafka.admin import NewTopic
-
-        topic = NewTopic(self.topic, num_partitions=1, replication_factor=-1,
-                         config={"retention.ms": "-1", "cleanup.policy": "delete"})
-        futures = self.admin._confluent.create_topics([topic], request_timeout=self.admin._timeout_s())
-        try:
-            with self.admin._requires(f"create the lock topic {self.topic}", ("CREATE", "TOPIC", self.topic)):
-                self.admin._confluent_result(futures[self.topic])
-        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is the answer "someone holds it"
-            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
-                return False
-            raise
-        return True
+        return self.admin.create_topic(self.topic, partitions=1, config=_TOPIC_CONFIG)
 
     def _exists(self) -> bool:
-        metadata = self.admin._retrying(lambda: self.admin._confluent.list_topics(timeout=self.admin._timeout_s()))
-        return self.topic in metadata.topics
+        return self.admin.topic_exists(self.topic)
 
     def _delete(self) -> None:
-        futures = self.admin._confluent.delete_topics([self.topic], request_timeout=self.admin._timeout_s())
-        try:
-            with self.admin._requires(f"delete the lock topic {self.topic}", ("DELETE", "TOPIC", self.topic)):
-                self.admin._confluent_result(futures[self.topic])
-        except Exception as exc:  # noqa: BLE001 - already gone is fine
-            if "UNKNOWN_TOPIC" not in str(exc):
-                raise
-        deadline = time.monotonic() + self.admin._timeout_s()
-        while self._exists() and time.monotonic() < deadline:  # deletion is asynchronous on the brokers
-            time.sleep(0.1)
+        self.admin.delete_topic(self.topic)
 
     def _write_holder(self, holder: LockHolder) -> None:
-        from confluent_kafka import Producer
-
         producer = Producer({**self.admin.settings.confluent_config(), "acks": "all", "enable.idempotence": True,
-                             "logger": _quiet()})
+                             "logger": _LIBRDKAFKA_LOG})
         errors: list[Any] = []
         producer.produce(self.topic, value=json.dumps(holder.to_dict()).encode(), key=b"holder",
                          on_delivery=lambda err, _msg: errors.append(err) if err else None)
-        remaining = producer.flush(self.admin._timeout_s())
+        remaining = producer.flush(self.admin.request_timeout_s)
         if remaining or errors:
             raise E.KafkaConnectionError(f"Could not write the holder of lock {self.topic}: "
                                          f"{errors[0] if errors else 'not delivered in time'}")
 
     def _read_holder(self, wait_s: float) -> LockHolder | None:
-        from confluent_kafka import Consumer, TopicPartition
-
-        consumer = Consumer({**self.admin.settings.confluent_config(), "group.id": f"kip848-lock-reader-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": _quiet()})
+        consumer = Consumer({**self.admin.settings.confluent_config(),
+                             "group.id": f"kip848-lock-reader-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": _LIBRDKAFKA_LOG})
         try:
             consumer.assign([TopicPartition(self.topic, 0, 0)])
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.5)
-                if msg is None or msg.error():
+                if msg is None or msg.error() or msg.value() is None:
                     continue
                 try:
-                    return LockHolder.from_dict(json.loads(msg.value()))
+                    return LockHolder.from_dict(json.loads(msg.value() or b""))
                 except (ValueError, TypeError):
                     return LockHolder(owner="(unreadable holder record)", resource=self.resource, token="")
             return None
         finally:
             consumer.close()
 
-
-def _quiet():
-    import logging
-
-    log = logging.getLogger("kip848.lock.librdkafka")
-    log.setLevel(logging.CRITICAL)
-    return log

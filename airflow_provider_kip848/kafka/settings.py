@@ -13,15 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.errors import InvalidClientSettings
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 REDACTED = "***"
-
-
-class InvalidClientSettings(Kip848Error):
-    remedy = "Fix the Kafka connection (bootstrap servers and security settings) and retry."
 
 
 @dataclass(frozen=True)
@@ -70,7 +66,7 @@ class ClientSettings:
     def uses_ssl(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
-    def with_overrides(self, **changes: Any) -> "ClientSettings":
+    def with_overrides(self, **changes: Any) -> ClientSettings:
         return replace(self, **changes)
 
     def redacted(self) -> dict[str, Any]:

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
-from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
+from airflow.sdk import BaseHook, Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.execution_time.hitl import HITLUser
 
-from airflow_provider_kip848.runbook.changecontrol import (
+from airflow_provider_kip848.changecontrol.approvals import (
     ApprovalExpired,
     ApprovalMissing,
     ApprovalPolicy,
@@ -40,6 +42,8 @@ from airflow_provider_kip848.runbook.changecontrol import (
     is_approving,
     parse_users,
 )
+from airflow_provider_kip848.changecontrol.report import approval_record
+from airflow_provider_kip848.hooks.connection import extra_field
 
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
 
@@ -51,8 +55,8 @@ def plan_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: plan.get(k) for k in ("title", "hash", "changes", "steps", "markdown")}
 
 
-class _ChangeControl:
-    """Shared by the approval operators (mixed into Airflow's HITL operators)."""
+class _ChangeControl(HITLOperator):
+    """Shared by the approval operators (first in their bases, before Airflow's HITL operator they extend)."""
 
     approvers: Any
     four_eyes: Any
@@ -84,10 +88,6 @@ class _ChangeControl:
         with ``"four_eyes": "required"`` cannot be relaxed by a run's Params."""
         if not self.kafka_conn_id or str(self.kafka_conn_id) in ("None", ""):
             return {}
-        from airflow.sdk import BaseHook
-
-        from airflow_provider_kip848.hooks.connection import extra_field
-
         extra = BaseHook.get_connection(str(self.kafka_conn_id)).extra_dejson or {}
         return {"approvers": extra_field(extra, "approvers"), "four_eyes": extra_field(extra, "four_eyes")}
 
@@ -111,11 +111,12 @@ class _ChangeControl:
         policy = self.policy()
         who = self.triggered_by(context)
         try:
-            self.assigned_users = policy.assigned_users(who)
+            assigned = policy.assigned_users(who)
         except ChangeControlError as exc:
             raise AirflowFailException(str(exc)) from exc
+        self.assigned_users = cast(list[HITLUser] | None, assigned)
         control = {**policy.describe(), "triggered_by": who,
-                   "assigned_users": [u["id"] for u in self.assigned_users or []] or None}
+                   "assigned_users": [u["id"] for u in assigned or []] or None}
         context["ti"].xcom_push(key="change_control", value=control)
         self.log.info("Change control: %s", control)
 
@@ -125,8 +126,6 @@ class _ChangeControl:
         return context["ti"].xcom_pull(task_ids=self.plan_task_id)
 
     def _decide(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        from airflow_provider_kip848.runbook.report import approval_record
-
         ti = context["ti"]
         record = approval_record(event if "chosen_options" in event else None) or {}
         plan = plan_summary(self._plan(context))
@@ -226,7 +225,7 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
                                           "current_hash": current.get("hash")})
         if not reasons:
             reused = {**approved, "reused": self.approval_task_id,
-                      "rechecked_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                      "rechecked_at": datetime.now(UTC).isoformat(timespec="seconds")}
             ti.xcom_push(key="decision", value=reused)
             self.log.info("Approval of %s by %s reused: plan %s unchanged and approved %s.", self.approval_task_id,
                           approved.get("by"), current.get("hash"), approved.get("at"))
@@ -247,8 +246,6 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
 
 def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Any]:
     """The Params every change DAG shares: who may approve, four eyes, approval expiry, audit location."""
-    from airflow.sdk import Param
-
     return {
         "approvers": Param([], type="array", items={"type": "string"}, title="Approvers (Airflow user ids)",
                            description="Only these users may answer the approval (Airflow refuses anybody else); "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 
 
 class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
@@ -18,7 +20,8 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         values read back from the cluster.
     """
 
-    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs", "dry_run")
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
+                       "dry_run_flag")
 
     def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
                  delete_configs: list[str] | None = None, dry_run: bool = False, **kwargs: Any) -> None:
@@ -26,11 +29,11 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         self.group_id = group_id
         self.set_configs = set_configs or {}
         self.delete_configs = delete_configs or []
-        self.dry_run = dry_run
+        self.dry_run_flag = dry_run
 
     def run(self, context: Any) -> dict:
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
-                                              dry_run=as_bool(self.dry_run))
+                                              dry_run=parse_flag(self.dry_run_flag, "dry_run"))
         if change.changed:
             for key, (old, new) in change.changed.items():
                 self.log.info("Group %s: %s %s -> %s", self.group_id, key, old, new)
@@ -40,7 +43,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
             self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
         return change.to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+    def audit_changes(self, context: Any, result: dict) -> list[Change]:
         # ``after`` is what the cluster reported after the alter: one record per key that changed
         if not result.get("applied") or result.get("dry_run"):
             return []

@@ -7,8 +7,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.kafka.lint import ERROR, WARN, lint_client_config, load_properties
-from airflow_provider_kip848.operators import storage
+from airflow_provider_kip848.changecontrol import storage
+from airflow_provider_kip848.kafka.rules.lint import ERROR, WARN, lint_client_config, load_properties
 
 SEVERITY_ORDER = {"info": 0, "warn": 1, "error": 2, "never": 3}
 
@@ -56,6 +56,7 @@ class ClientConfigLintOperator(BaseOperator):
         if worst >= SEVERITY_ORDER[self.fail_on]:
             raise AirflowFailException(
                 f"The client config is not ready for group.protocol={self.target}: "
-                + "; ".join(f"{f.key}: {f.fix}" for f in findings if SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER[self.fail_on])
+                + "; ".join(f"{f.key}: {f.fix}" for f in findings
+                            if SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER[self.fail_on])
             )
         return result

@@ -6,17 +6,19 @@ when another run holds it. A retry of the same run re-enters its own lock.
 A lock whose holder run has ended (success/failed, as Airflow reports it)
 without releasing it is stale and taken over. ``release_change_lock`` frees
 it; the DAGs call it from their report task (``trigger_rule=all_done``), so
-the lock is released however the run ended.
+the lock is released however the run ended, and hand its answer to the report.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 
 #: Airflow run states in which a holder run can no longer be changing anything.
 ENDED_STATES = ("success", "failed")
@@ -34,16 +36,17 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
     :param dry_run: a dry run changes nothing and takes no lock (templated).
     """
 
-    template_fields = (*KafkaAdminBaseOperator.template_fields, "resource", "dry_run")
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "resource", "dry_run_flag")
     ui_color = "#f1e4fb"
+    supported_backends = ("native",)
 
     def __init__(self, *, resource: str, dry_run: Any = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.resource = resource
-        self.dry_run = dry_run
+        self.dry_run_flag = dry_run
 
     def run(self, context: Any) -> dict[str, Any]:
-        if as_bool(self.dry_run):
+        if parse_flag(self.dry_run_flag, "dry_run"):
             self.log.info("Dry run: no lock taken on %s.", self.resource)
             return {"held": False, "resource": self.resource, "reason": "dry run"}
         ti = context["ti"]
@@ -77,8 +80,6 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
 def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:
     """Release the lock ``lock_task_id`` took for this run (no-op when it took none). Returns what
     happened, for the report; never raises (a lock left behind is taken over once this run has ended)."""
-    import logging
-
     log = logging.getLogger("airflow.task")
     taken = context["ti"].xcom_pull(task_ids=lock_task_id)
     refused = context["ti"].xcom_pull(task_ids=lock_task_id, key="refused")

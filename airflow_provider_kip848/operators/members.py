@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 
 
@@ -21,6 +24,7 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "member_ids", "instance_ids")
+    supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
                  **kwargs: Any) -> None:
@@ -39,12 +43,10 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
         if result.not_found:
             self.log.info("Already gone: %s", ", ".join(result.not_found))
         if result.failed:
-            from airflow.sdk.exceptions import AirflowException
-
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return result.to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+    def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("removed"):
             return []
         left = [m["member_id"] for m in self.native_hook.describe_group(self.group_id).to_dict()["members"]]

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kip848.kafka.offsets import (
-    OffsetSnapshot,
-    SnapshotConflict,
-    SnapshotInvalid,
-    compare,
-    restore_plan,
-    take_snapshot,
-)
-from airflow_provider_kip848.kafka.model import TopicPartition
-from airflow_provider_kip848.operators import storage
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.changecontrol import storage
+from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka.api import take_snapshot
+from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.errors import GroupNotFound, SnapshotConflict, SnapshotInvalid
+from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, TopicPartition
+from airflow_provider_kip848.kafka.rules.offsets import compare, restore_plan
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 
 
-def current_offsets(hook, group_id: str):
+def current_offsets(hook: KafkaAdminBaseHook, group_id: str) -> GroupOffsets:
     """The group's offsets; a group that no longer exists has none (everything was lost)."""
-    from airflow_provider_kip848.kafka.errors import GroupNotFound
-    from airflow_provider_kip848.kafka.model import GroupOffsets
-
     try:
         return hook.group_offsets(group_id)
     except GroupNotFound:
@@ -48,13 +45,14 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "path")
+    supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.group_id, self.path = group_id, path
 
     def run(self, context: Any) -> dict:
-        fresh = take_snapshot(self.native_hook, self.group_id)
+        fresh = take_snapshot(self.native_hook.get_conn(), self.group_id)
         reused = False
         if storage.exists(self.path):
             existing = load_snapshot(self.path)
@@ -83,9 +81,7 @@ def _lag(snapshot: OffsetSnapshot) -> int:
     return sum(p.lag or 0 for p in snapshot.partitions)
 
 
-def _as_offsets(snapshot: OffsetSnapshot):
-    from airflow_provider_kip848.kafka.model import GroupOffsets
-
+def _as_offsets(snapshot: OffsetSnapshot) -> GroupOffsets:
     return GroupOffsets(snapshot.group_id, snapshot.partitions)
 
 
@@ -108,8 +104,6 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_advanced, self.fail_on_loss = allow_advanced, fail_on_loss
 
     def run(self, context: Any) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
         snapshot = load_snapshot(self.snapshot_path)
         _same_group(snapshot, self.group_id, self.snapshot_path)
         result = compare(snapshot, current_offsets(self.hook, self.group_id))
@@ -123,7 +117,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
                 f"({', '.join(f'{p.topic}:{p.partition}' for p in result.lost()[:10])}). Restore them with "
                 "RestoreGroupOffsetsOperator while the group is empty."
             )
-        if not as_bool(self.allow_advanced) and result.by_status("advanced"):
+        if not parse_flag(self.allow_advanced, "allow_advanced") and result.by_status("advanced"):
             raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
                                        "partition(s) although nothing should have consumed.")
         return result.to_dict()
@@ -138,31 +132,32 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
     :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run}``
     """
 
-    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run")
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
 
     def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.group_id, self.snapshot_path, self.dry_run = group_id, snapshot_path, dry_run
+        self.group_id, self.snapshot_path, self.dry_run_flag = group_id, snapshot_path, dry_run
 
     def run(self, context: Any) -> dict:
         snapshot = load_snapshot(self.snapshot_path)
         _same_group(snapshot, self.group_id, self.snapshot_path)
+        dry_run = parse_flag(self.dry_run_flag, "dry_run")
         comparison = compare(snapshot, current_offsets(self.hook, self.group_id))
         plan = restore_plan(comparison)
         left = len(comparison.partitions) - len(plan)
         if not plan:
             self.log.info("Nothing to restore for %s: no partition lost progress (%s).", self.group_id,
                           comparison.counts)
-            return {"group_id": self.group_id, "restored": {}, "left_alone": left, "dry_run": as_bool(self.dry_run)}
+            return {"group_id": self.group_id, "restored": {}, "left_alone": left, "dry_run": dry_run}
         for tp, offset in sorted(plan.items()):
             self.log.info("Restore %s to %d", tp, offset)
-        self.hook.alter_group_offsets(self.group_id, plan, dry_run=as_bool(self.dry_run))
+        self.hook.alter_group_offsets(self.group_id, plan, dry_run=dry_run)
         before = {str(tp): c.current for c in comparison.partitions
                   if (tp := TopicPartition(c.topic, c.partition)) in plan}
         return {"group_id": self.group_id, "restored": {str(tp): o for tp, o in sorted(plan.items())},
-                "before": before, "left_alone": left, "dry_run": as_bool(self.dry_run)}
+                "before": before, "left_alone": left, "dry_run": dry_run}
 
-    def audit_changes(self, context: Any, result: dict) -> list[tuple[str, str, Any, Any]]:
+    def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("restored") or result.get("dry_run"):
             return []
         now = current_offsets(self.hook, self.group_id).committed

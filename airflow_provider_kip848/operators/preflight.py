@@ -6,8 +6,10 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.kafka.preflight import MODES, gather_facts, run_preflight
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, as_bool
+from airflow_provider_kip848.kafka.api import read_preflight_facts
+from airflow_provider_kip848.kafka.arguments import parse_optional_flag
+from airflow_provider_kip848.kafka.rules.preflight import MODES, run_preflight
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 
 
 class MigrationPreflightOperator(KafkaAdminBaseOperator):
@@ -16,7 +18,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
     (rollback), ``classic_to_streams`` (offline KIP-1071 migration),
     ``enable_feature`` (finalize ``feature``=``feature_level``). See
-    :mod:`airflow_provider_kip848.kafka.preflight` for every check.
+    :mod:`airflow_provider_kip848.kafka.rules.preflight` for every check.
 
     :param declared_broker_version: the brokers' exact release (e.g. ``4.2.1``), needed on 4.2 for
         streams migrations because 4.2.0 cannot be told from 4.2.1 over the protocol.
@@ -29,6 +31,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
                        "feature", "feature_level", "expect_empty")
     ui_color = "#fff4e5"
+    supported_backends = ("native",)
 
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
@@ -42,11 +45,12 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         self.fail_on_warn = fail_on_warn
 
     def run(self, context: Any) -> dict:
-        facts = gather_facts(self.native_hook, self.group_id if self.mode != "enable_feature" else None)
+        facts = read_preflight_facts(self.native_hook.get_conn(),
+                                     self.group_id if self.mode != "enable_feature" else None)
         report = run_preflight(
             facts, self.mode, group_id=self.group_id or None,
             declared_broker_version=self.declared_broker_version or None,
-            expect_empty=None if self.expect_empty in (None, "", "None") else as_bool(self.expect_empty),
+            expect_empty=parse_optional_flag(self.expect_empty, "expect_empty"),
             feature=self.feature or None,
             feature_level=int(self.feature_level) if self.feature_level not in (None, "", "None") else None,
         )

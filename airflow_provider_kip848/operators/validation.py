@@ -20,6 +20,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.spark import job
+from airflow_provider_kip848.spark.session import connector_coordinates
+from airflow_provider_kip848.spark.submit import package_zip, submit_command
 
 RUN_MODES = ("local", "spark-submit")
 
@@ -28,6 +31,7 @@ class TopicOffsetsOperator(KafkaAdminBaseOperator):
     """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")
+    supported_backends = ("native",)
 
     def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -56,6 +60,7 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
     template_fields = (*KafkaAdminBaseOperator.template_fields, "checks", "output_dir", "title", "reader",
                        "run_mode", "master")
     ui_color = "#fce8e6"
+    supported_backends = ("native",)
 
     def __init__(self, *, checks: dict[str, Any], output_dir: str, reader: str = "connector",
                  run_mode: str = "local", master: str = "local[2]", title: str = "Kafka migration validation",
@@ -81,21 +86,19 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
         for v in report["verdicts"]:
             self.log.info("[%s] %s: %s", "PASS" if v["passed"] else "FAIL", v["check"], v["summary"])
         result = {"passed": report["passed"], "files": report.get("files", {}),
-                  "verdicts": [{k: v.get(k) for k in ("check", "passed", "summary", "counts")} for v in report["verdicts"]]}
+                  "verdicts": [{k: v.get(k) for k in ("check", "passed", "summary", "counts")}
+                               for v in report["verdicts"]]}
         if self.fail_on_failure and not report["passed"]:
             failed = [v for v in report["verdicts"] if not v["passed"]]
-            raise AirflowFailException("Validation failed: " + "; ".join(f"{v['check']}: {v['summary']}" for v in failed)
-                                       + f". Report: {result['files'].get('html', self.output_dir)}")
+            summary = "; ".join(f"{v['check']}: {v['summary']}" for v in failed)
+            raise AirflowFailException(
+                f"Validation failed: {summary}. Report: {result['files'].get('html', self.output_dir)}")
         return result
 
     def _run_local(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from airflow_provider_kip848.spark.job import run
-
-        return run(spec)
+        return job.run(spec)
 
     def _run_submit(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from airflow_provider_kip848.spark.submit import package_zip, submit_command
-
         with tempfile.TemporaryDirectory(prefix="kip848-spark-") as tmp:
             spec_path = Path(tmp) / "spec.json"
             fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # it holds the connection's secrets
@@ -118,10 +121,8 @@ def validation_spark_submit_operator(*, task_id: str, spec_path: str, py_files: 
     """The Spark provider's ``SparkSubmitOperator`` for the validation job (``pip install
     airflow-provider-kip848[spark-submit]``). ``spec_path`` must be readable where the driver runs and
     ``py_files`` is a zip of this package (:func:`airflow_provider_kip848.spark.submit.package_zip`)."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
-    from airflow_provider_kip848.spark import job
-    from airflow_provider_kip848.spark.session import connector_coordinates
+    # optional dependency: apache-airflow-providers-apache-spark (the [spark-submit] extra)
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: PLC0415
 
     return SparkSubmitOperator(
         task_id=task_id,

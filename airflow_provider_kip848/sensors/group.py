@@ -1,7 +1,7 @@
 """Group sensors: deferrable (the wait runs in the triggerer, no worker slot) or poking.
 
 One base, :class:`KafkaGroupConditionSensor`, evaluates a
-:class:`~airflow_provider_kip848.kafka.conditions.GroupCondition`; the named
+:class:`~airflow_provider_kip848.kafka.rules.conditions.GroupCondition`; the named
 sensors only build the condition. Both modes return the same JSON result
 (``mode`` says which ran), so a DAG does not care which one was used.
 """
@@ -15,9 +15,12 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
-from airflow_provider_kip848.kafka.conditions import GroupCondition, evaluate, is_retriable
+from airflow_provider_kip848.kafka.api import evaluate_condition
+from airflow_provider_kip848.kafka.model import GroupState
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, is_retriable
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
 
 
@@ -37,8 +40,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed}``
     """
 
-    template_fields = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after", "timeout_minutes",
-                       "audit_log")
+    template_fields: tuple[str, ...] = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after",
+                                        "timeout_minutes", "audit_log")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -92,13 +95,15 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     def _defer(self, started: float, *, remove: bool, polls: int, removed: list[str]) -> None:
         timeout_at = started + float(self.timeout) if self.timeout else None
-        remove_at = started + float(self.remove_members_after) if remove and self.remove_members_after is not None else None
+        remove_at = None
+        if remove and self.remove_members_after is not None:
+            remove_at = started + float(self.remove_members_after)
         self.defer(
             trigger=KafkaGroupConditionTrigger(
                 kafka_conn_id=self.kafka_conn_id,
                 group_id=self.group_id,
                 condition=self.condition.to_dict(),
-                poll_interval=self.poll_interval,
+                poll_interval=float(self.poll_interval),
                 timeout_at=timeout_at,
                 remove_members_at=remove_at,
                 polls_before=polls,
@@ -135,7 +140,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self._polls += 1
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             try:
-                result = evaluate(hook.get_conn(), self.group_id, self.condition)
+                result = evaluate_condition(hook.get_conn(), self.group_id, self.condition)
             except Exception as exc:
                 if is_retriable(exc):
                     self.log.warning("Group %s: %s; poking again.", self.group_id, exc)
@@ -143,7 +148,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 raise AirflowFailException(str(exc)) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
         if result.met:
-            return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke", self._removed))
+            return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke",
+                                                      self._removed))
         if (self.remove_members_after is not None and not self._removal_done
                 and time.time() - self._started >= float(self.remove_members_after)):
             self._removed = self._remove_members(context)
@@ -153,16 +159,15 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     # -- shared --------------------------------------------------------------
 
     def _remove_members(self, context: Any) -> list[str]:
-        from airflow_provider_kip848.operators.base import record_changes
-
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             removal = hook.remove_members(self.group_id, all_members=True, missing_ok=True,
                                           reason=f"airflow sensor {self.task_id}: remove_members_after expired")
             if removal.removed:  # a change to the cluster: audited like any operator's
                 left = [m["member_id"] for m in hook.describe_group(self.group_id).to_dict()["members"]]
-                record_changes(self, context, [("members", self.group_id, {"members": list(removal.removed)},
-                                                {"members": left})],
-                               hook=hook, audit_log=self.audit_log)
+                record_changes(context, self.task_id,
+                               [("members", self.group_id, {"members": list(removal.removed)}, {"members": left})],
+                               admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log")),
+                               log=self.log)
         self.log.warning("Group %s still had members after %s s: removed %s", self.group_id,
                          self.remove_members_after, ", ".join(removal.removed) or "nobody")
         return list(removal.removed)
@@ -177,8 +182,9 @@ class KafkaGroupStateSensor(KafkaGroupConditionSensor):
     """Wait until the group is in one of ``states`` (e.g. ``["Empty"]``, ``["Stable"]``)."""
 
     def __init__(self, *, states: list[str] | str, **kwargs: Any) -> None:
-        states = [states] if isinstance(states, str) else list(states)
-        super().__init__(condition=GroupCondition("state", states=tuple(states)), **kwargs)
+        names = [states] if isinstance(states, str) else list(states)
+        wanted = tuple(GroupState.parse(s, strict=True) for s in names)
+        super().__init__(condition=GroupCondition("state", states=wanted), **kwargs)
 
 
 class KafkaGroupTypeSensor(KafkaGroupConditionSensor):

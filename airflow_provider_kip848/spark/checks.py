@@ -44,7 +44,7 @@ def offsets_frame(spark, offsets) -> Any:
 
 def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
     """Per partition: equal / advanced / regressed / missing (committed before, not after) / new."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     joined = (
         before.select("topic", "partition", F.col("committed").alias("before"))
@@ -72,7 +72,7 @@ def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
 
 def lag_within(offsets, *, max_total_lag: int, max_partition_lag: int | None = None, label: str = "after") -> Verdict:
     """Lag (log end - committed) per partition; a partition without a commit lags by its whole log."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     lag = offsets.withColumn(
         "lag",
@@ -93,7 +93,7 @@ def lag_within(offsets, *, max_total_lag: int, max_partition_lag: int | None = N
 
 def extract_ids(records, id_source: str = "key", id_type: str = "long"):
     """A one-column DataFrame ``id`` from ``key``, ``value`` or ``json:<field>`` of the value."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     if id_source in ("key", "value"):
         col = F.col(id_source).cast("string")
@@ -107,7 +107,7 @@ def extract_ids(records, id_source: str = "key", id_type: str = "long"):
 def record_continuity(ids, *, expected_min: int | None = None, expected_max: int | None = None,
                       allowed_duplicates: int = 0) -> Verdict:
     """Duplicated ids and ids missing from ``[expected_min, expected_max]`` (default: the ids' own min..max)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     spark = ids.sparkSession
     present = ids.where(F.col("id").isNotNull())
@@ -143,7 +143,7 @@ def partition_counts(records, ranges, *, explained_by: str | None = None) -> Ver
     transaction markers); only then are fewer records a pass. More records
     than offsets is always a failure.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     if explained_by not in (None, "compaction", "transactions"):
         raise ValueError("explained_by must be None, 'compaction' or 'transactions'")

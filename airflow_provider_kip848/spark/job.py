@@ -31,9 +31,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_kip848.kafka.model import TopicPartition
+from airflow_provider_kip848.kafka.model import OffsetSnapshot, TopicPartition
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.checks import Verdict
+from airflow_provider_kip848.spark.report import report_dict, write_report
+from airflow_provider_kip848.spark.session import local_session, spark_versions
 
 
 def parse_ranges(cfg: dict[str, Any]) -> dict[TopicPartition, tuple[int, int]]:
@@ -58,15 +61,13 @@ def _tp(key: str) -> TopicPartition:
     return TopicPartition(topic, int(partition))
 
 
-def _snapshot(path: str):
-    from airflow_provider_kip848.kafka.offsets import OffsetSnapshot
-
+def _snapshot(path: str) -> OffsetSnapshot:
     return OffsetSnapshot.from_json(Path(path).read_text(), source=path)
 
 
 def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
-    from airflow_provider_kip848.spark import checks
-    from airflow_provider_kip848.spark.reader import read_kafka
+    # optional dependency: the reader module defines a pyspark data source at import (the [spark] extra)
+    from airflow_provider_kip848.spark.reader import read_kafka  # noqa: PLC0415
 
     verdicts: list[Verdict] = []
     if "offsets_preserved" in spec:
@@ -108,9 +109,6 @@ def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
 
 def run(spec: dict[str, Any], spark=None) -> dict[str, Any]:
     """Run the spec's checks, write the report (when ``output_dir`` is set) and return it."""
-    from airflow_provider_kip848.spark.report import report_dict, write_report
-    from airflow_provider_kip848.spark.session import local_session, spark_versions
-
     own = spark is None
     if own:
         spark = local_session(kafka_connector=spec.get("reader", "connector") == "connector")
@@ -131,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="path to the JSON spec")
     args = parser.parse_args(argv)
     spec = json.loads(Path(args.spec).read_text())
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - optional dependency pyspark (the [spark] extra)
 
     report = run(spec, SparkSession.builder.getOrCreate())  # spark-submit configured the session
     print(json.dumps({"passed": report["passed"], "files": report.get("files", {}),

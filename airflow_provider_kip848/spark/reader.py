@@ -18,9 +18,13 @@ Ranges are half-open ``[start, end)`` offsets from a snapshot, never
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from datetime import datetime, timezone
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as CTP
 
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -99,7 +103,7 @@ class KafkaRangeDataSource(DataSource):
     def schema(self) -> str:
         return KAFKA_SCHEMA_DDL
 
-    def reader(self, schema) -> "KafkaRangeReader":
+    def reader(self, schema) -> KafkaRangeReader:
         return KafkaRangeReader(json.loads(self.options["spec"]))
 
 
@@ -110,17 +114,15 @@ class KafkaRangeReader(DataSourceReader):
     def partitions(self):
         return [KafkaRange(t, p, a, b) for t, p, a, b in self.spec["ranges"]]
 
-    def read(self, partition: KafkaRange):
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        if not isinstance(partition, KafkaRange):
+            raise TypeError(f"not a partition of this source: {partition!r}")
         yield from read_range(self.spec["config"], partition.topic, partition.partition, partition.start, partition.end)
 
 
-def read_range(config: dict[str, Any], topic: str, partition: int, start: int, end: int, *, timeout: float = 120.0):
+def read_range(config: dict[str, Any], topic: str, partition: int, start: int, end: int, *,
+               timeout: float = 120.0) -> Iterator[tuple[Any, ...]]:
     """Rows of one ``[start, end)`` range; offsets missing inside it (compaction, transaction markers) are skipped."""
-    import time
-
-    from confluent_kafka import Consumer, KafkaError, KafkaException
-    from confluent_kafka import TopicPartition as CTP
-
     consumer = Consumer({
         **config,
         "group.id": "kip848-range-reader",  # required by librdkafka; never joined (assign) nor committed
@@ -136,7 +138,7 @@ def read_range(config: dict[str, Any], topic: str, partition: int, start: int, e
         while True:
             batch = consumer.consume(num_messages=10000, timeout=1.0)
             if not batch:
-                if consumer.position([CTP(topic, partition)])[0].offset >= end:
+                if (consumer.position([CTP(topic, partition)])[0].offset or 0) >= end:
                     return
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{topic}:{partition} did not reach offset {end} within {timeout} s")
@@ -146,18 +148,20 @@ def read_range(config: dict[str, Any], topic: str, partition: int, start: int, e
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= end:
+                        if (msg.offset() or 0) >= end:
                             return
                         raise KafkaException(KafkaError(KafkaError._PARTITION_EOF,
                                              f"{topic}:{partition} ends at {msg.offset()}, before {end}"))
                     raise KafkaException(err)
                 offset = msg.offset()
-                if offset >= end:
+                if offset is None or offset >= end:
                     return
                 ts_type, ts = msg.timestamp()
-                headers = [(k, v) for k, v in msg.headers()] if msg.headers() else None  # as Spark's source: null, not []
+                # as Spark's own source: null, not [], when there are no headers
+                raw_headers = msg.headers()
+                headers = list(raw_headers) if isinstance(raw_headers, list) and raw_headers else None
                 yield (msg.key(), msg.value(), topic, partition, offset,
-                       datetime.fromtimestamp(ts / 1000, tz=timezone.utc), ts_type - 1 if ts_type > 0 else -1,
+                       datetime.fromtimestamp(ts / 1000, tz=UTC), ts_type - 1 if ts_type > 0 else -1,
                        headers)
                 if offset >= end - 1:
                     return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from airflow_provider_kip848.spark.checks import Verdict
 
 def report_dict(title: str, verdicts: list[Verdict], context: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"title": title, "passed": all(v.passed for v in verdicts),
-            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "context": context or {}, "verdicts": [v.to_dict() for v in verdicts]}
 
 

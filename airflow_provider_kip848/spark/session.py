@@ -6,12 +6,14 @@ import os
 import sys
 from pathlib import Path
 
+from airflow_provider_kip848.kafka.cache import default_cache_dir
+
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
 
 def connector_coordinates() -> str:
     """The Kafka connector matching the installed Spark (its version must equal Spark's)."""
-    import pyspark
+    import pyspark  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     return f"{KAFKA_CONNECTOR}:{pyspark.__version__}"
 
@@ -19,9 +21,7 @@ def connector_coordinates() -> str:
 def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool = True, cores: int = 2,
                   cache_dir: str | Path | None = None):
     """``local[cores]``, UTC, no UI, small shuffles; the connector's jars cached under ``cache_dir/ivy``."""
-    from pyspark.sql import SparkSession
-
-    from airflow_provider_kip848.local.distribution import default_cache_dir
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup, no warning about it
@@ -65,6 +65,6 @@ def ivy_settings(ivy_dir: Path) -> Path:
 
 def spark_versions(spark) -> dict[str, str]:
     """The Python package's and the JVM's Spark versions (they must match: a mixed install breaks jobs)."""
-    import pyspark
+    import pyspark  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     return {"pyspark": pyspark.__version__, "jvm": spark.version}

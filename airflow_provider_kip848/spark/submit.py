@@ -16,6 +16,9 @@ import zipfile
 from pathlib import Path
 
 import airflow_provider_kip848
+from airflow_provider_kip848.kafka.cache import default_cache_dir
+from airflow_provider_kip848.spark import job
+from airflow_provider_kip848.spark.session import connector_coordinates, ivy_settings
 
 
 def package_zip(target: str | Path) -> Path:
@@ -34,7 +37,7 @@ def spark_submit_executable() -> str:
     home = os.environ.get("SPARK_HOME")
     if home and (Path(home) / "bin" / "spark-submit").exists():
         return str(Path(home) / "bin" / "spark-submit")
-    import pyspark
+    import pyspark  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     bundled = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     if bundled.exists():
@@ -47,10 +50,6 @@ def spark_submit_executable() -> str:
 
 def submit_command(spec_path: str | Path, py_files: str | Path, *, master: str = "local[2]",
                    connector: bool = True, conf: dict[str, str] | None = None) -> list[str]:
-    from airflow_provider_kip848.local.distribution import default_cache_dir
-    from airflow_provider_kip848.spark import job
-    from airflow_provider_kip848.spark.session import connector_coordinates, ivy_settings
-
     cmd = [spark_submit_executable(), "--master", master, "--py-files", str(py_files),
            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
            "--conf", "spark.sql.session.timeZone=UTC"]

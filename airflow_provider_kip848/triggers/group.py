@@ -2,7 +2,7 @@
 
 The trigger owns no Airflow state: it is rebuilt from :meth:`serialize`'s
 class path and kwargs (JSON), reads the connection asynchronously, and runs
-the same :func:`~airflow_provider_kip848.kafka.conditions.evaluate` as the
+the same :func:`~airflow_provider_kip848.kafka.api.evaluate_condition` as the
 sensor's poke mode, in a thread so the triggerer's event loop never blocks.
 A broker that restarts or is briefly unreachable while it waits is ridden
 out (logged, polled again); bad input ends the wait with an error event.
@@ -17,7 +17,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_kip848.kafka.conditions import GroupCondition, evaluate, is_retriable
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.connection import settings_from_connection
+from airflow_provider_kip848.kafka.api import evaluate_condition
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, is_retriable
 
 
 class KafkaGroupConditionTrigger(BaseTrigger):
@@ -65,10 +69,6 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.hooks.connection import settings_from_connection
-        from airflow_provider_kip848.kafka.admin import KafkaAdmin
-
         condition = GroupCondition.from_dict(self.condition)
         carry = self.carry
         try:
@@ -84,7 +84,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
             while True:
                 polls += 1
                 try:
-                    result = await asyncio.to_thread(evaluate, admin, self.group_id, condition)
+                    result = await asyncio.to_thread(evaluate_condition, admin, self.group_id, condition)
                 except Exception as exc:  # noqa: BLE001
                     if not is_retriable(exc):
                         yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls, "carry": carry})

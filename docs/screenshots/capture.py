@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +43,7 @@ def screenshot(url: str, target: Path) -> None:
 
 
 def main() -> int:
-    from airflow_provider_kip848.local.broker import LocalKafka
+    from airflow_provider_kip848.testing.broker import LocalKafka
 
     work = Path(tempfile.mkdtemp(prefix="kip848-screens-"))
     kafka = LocalKafka(work / "kafka", die_with_parent=True)
@@ -67,7 +67,7 @@ def main() -> int:
         scenarios = prepare(kafka, work)
         for module, conf, image in scenarios:
             if module == "kip1071_streams_offline_migration":  # the first scenario left streams.version at 0
-                from airflow_provider_kip848.kafka.admin import KafkaAdmin
+                from airflow_provider_kip848.kafka.native import KafkaAdmin
                 from airflow_provider_kip848.kafka.settings import ClientSettings
 
                 with KafkaAdmin(ClientSettings(kafka.bootstrap_servers)) as admin:
@@ -83,12 +83,12 @@ def main() -> int:
 
 
 def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
-    from airflow_provider_kip848.kafka.admin import KafkaAdmin
+    from airflow_provider_kip848.changecontrol.window import DAYS
+    from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
-    from airflow_provider_kip848.local.appcontrol import LocalWordCountController
-    from airflow_provider_kip848.local.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-    from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
-    from airflow_provider_kip848.runbook.window import DAYS
+    from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
+    from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+    from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 
     bs = kafka.bootstrap_servers
     with KafkaAdmin(ClientSettings(bs)) as admin:
@@ -102,7 +102,7 @@ def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
     LocalWordCountController(str(kafka.workdir), "wordcount").start("classic")
     produce(bs, WORDCOUNT_INPUT_TOPIC, ["kafka streams groups"])
     time.sleep(15)
-    today = DAYS[datetime.now(timezone.utc).weekday()]
+    today = DAYS[datetime.now(UTC).weekday()]
     snapshots = str(work / "snapshots")
     return [
         ("kafka_enable_streams_protocol", {"feature": "streams.version", "level": 1},
@@ -124,9 +124,9 @@ def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
 
 
 def capture(module: str, conf: dict, target: Path, env: dict) -> None:
-    from airflow_provider_kip848.local.hitl import HitlClient, prepare_in_main_thread
+    from airflow_provider_kip848.testing.hitl import HitlClient, prepare_in_main_thread
 
-    code = ("import sys, json; from airflow_provider_kip848.local.dagrun import run_dag; "
+    code = ("import sys, json; from airflow_provider_kip848.testing.dagrun import run_dag; "
             f"run_dag({module!r}, json.loads(sys.argv[1]), dags_folder={str(REPO / 'dags')!r})")
     child = subprocess.Popen([sys.executable, "-c", code, json.dumps(conf)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,10 +1,10 @@
-"""Running the example DAGs end to end (see airflow_provider_kip848.local.dagrun)."""
+"""Running the example DAGs end to end (see airflow_provider_kip848.testing.dagrun)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kip848.local import dagrun
+from airflow_provider_kip848.testing import dagrun
 from tests.conftest import REPO
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.changecontrol.audit import read_audit
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.runbook.audit import read_audit
 from tests.e2e.helpers import run_dag, state
 
 DAG = "kafka_group_config_change"
@@ -29,7 +29,7 @@ PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 @pytest.fixture
 def users(monkeypatch, tmp_path) -> dict[str, str]:
     """Three SimpleAuthManager users with passwords; all-admins mode off for this test. Returns tokens."""
-    from airflow_provider_kip848.local.hitl import HitlClient
+    from airflow_provider_kip848.testing.hitl import HitlClient
 
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps(PASSWORDS))
@@ -52,7 +52,7 @@ class ScriptedApprovers(threading.Thread):
         self.stop_flag = threading.Event()
 
     def run(self) -> None:
-        from airflow_provider_kip848.local.hitl import HitlClient
+        from airflow_provider_kip848.testing.hitl import HitlClient
 
         try:
             clients = {u: HitlClient(t) for u, t in self.tokens.items()}

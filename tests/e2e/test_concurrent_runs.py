@@ -17,8 +17,8 @@ import subprocess
 import sys
 import threading
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from tests.conftest import REPO
 from tests.e2e.helpers import approve, run_dag, state
@@ -115,6 +115,6 @@ def test_lock_is_exclusive_under_contention(kafka, unique):
 
 
 def _audit(tmp_path):
-    from airflow_provider_kip848.runbook.audit import read_audit
+    from airflow_provider_kip848.changecontrol.audit import read_audit
 
     return read_audit(str(tmp_path / "audit.jsonl"))

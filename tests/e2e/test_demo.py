@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_kip848.local import KafkaDistribution
+from airflow_provider_kip848.testing import KafkaDistribution
 from tests.conftest import REPO
 
 
@@ -35,7 +35,7 @@ def test_demo_runs_the_headline_migration_and_cleans_up(tmp_path, kafka_version)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["KIP848_CACHE_DIR"] = str(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_kip848.local.demo", "--dags-folder", str(REPO / "dags")],
+        [sys.executable, "-m", "airflow_provider_kip848.testing.demo", "--dags-folder", str(REPO / "dags")],
         capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path,
     )
     out = proc.stdout
@@ -50,4 +50,4 @@ def test_demo_runs_the_headline_migration_and_cleans_up(tmp_path, kafka_version)
     assert "local Kafka stopped" in out
     assert _processes_mentioning(f"-Dkip848.instance={tmp_path}") == []
     assert _processes_mentioning(f"-Dkip848.app={tmp_path}") == []
-    assert _processes_mentioning("airflow_provider_kip848.local.consumer_app") == []
+    assert _processes_mentioning("airflow_provider_kip848.testing.consumer_app") == []

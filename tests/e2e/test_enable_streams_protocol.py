@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from tests.conftest import set_kafka_connection
 from tests.e2e.helpers import approve, reject, run_dag, state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from tests.e2e.helpers import approve, load_dag, reject, run_dag, state
 
@@ -41,9 +41,9 @@ def test_group_config_change_paths(airflow_db, kafka_conn, bootstrap, unique, tm
     ({"dry_run": "yes"}, "is not of type 'boolean'"),
 ])
 def test_params_form_refuses_bad_input(airflow_db, conf, fragment):
-    from airflow.sdk.exceptions import ParamValidationError
-
     import copy
+
+    from airflow.sdk.exceptions import ParamValidationError
 
     params = copy.deepcopy(load_dag("kafka_group_config_change").params)
     with pytest.raises(ParamValidationError, match=fragment):  # the same check the trigger form runs

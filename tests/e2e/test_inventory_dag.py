@@ -6,9 +6,8 @@ import json
 import re
 import sys
 
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.clients import consume, create_topics, produce
-
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.conftest import REPO
 
 

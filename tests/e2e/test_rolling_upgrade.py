@@ -5,12 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, reject, run_dag, state
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 
-import sys
-
-from airflow_provider_kip848.local.clients import ConsumerProcess, create_topics, produce
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import REPO, wait_until
 
 

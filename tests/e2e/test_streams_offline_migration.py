@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.changecontrol.audit import read_audit
+from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.appcontrol import LocalWordCountController
-from airflow_provider_kip848.local.clients import create_topics, decode_long, latest_by_key, produce, read_topic
-from airflow_provider_kip848.runbook.audit import read_audit
-from airflow_provider_kip848.runbook.window import DAYS
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
+from airflow_provider_kip848.testing.clients import create_topics, decode_long, latest_by_key, produce, read_topic
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
@@ -26,7 +26,7 @@ def count_of(bootstrap, word, expected, timeout=90):
 
 
 def window_now(shift_days: int = 0) -> dict:
-    day = DAYS[(datetime.now(timezone.utc) + timedelta(days=shift_days)).weekday()]
+    day = DAYS[(datetime.now(UTC) + timedelta(days=shift_days)).weekday()]
     return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
 
 

@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.errors import KafkaConnectionError
 from airflow_provider_kip848.kafka.model import GroupType
-from airflow_provider_kip848.local.clients import consume, create_topics, produce
+from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_unreachable_cluster_is_a_clear_error(monkeypatch):
 
 def test_cli_hook_with_provider_jars_and_with_a_kafka_home(bootstrap, monkeypatch, unique, kafka_version):
     from airflow_provider_kip848.hooks.cli import KafkaCliHook
-    from airflow_provider_kip848.local import KafkaDistribution
+    from airflow_provider_kip848.testing import KafkaDistribution
 
     group = unique("cli-hook")
     home = KafkaDistribution(kafka_version).home  # a directory with libs/, like an unpacked release

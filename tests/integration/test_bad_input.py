@@ -7,12 +7,12 @@ import socket
 import pytest
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import TopicPartition
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings, InvalidClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import wait_until
 
 

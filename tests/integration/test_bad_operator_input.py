@@ -16,11 +16,10 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
-from airflow_provider_kip848.kafka.offsets import SnapshotConflict, SnapshotInvalid, take_snapshot
+from airflow_provider_kip848.kafka.api import take_snapshot
+from airflow_provider_kip848.kafka.errors import SnapshotConflict, SnapshotInvalid
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
@@ -31,6 +30,8 @@ from airflow_provider_kip848.operators.offsets import (
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.sensors.group import KafkaGroupLagSensor, KafkaGroupStateSensor, KafkaGroupTypeSensor
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
 TOPIC, OTHER_TOPIC = "bad-op-topic", "bad-op-other-topic"

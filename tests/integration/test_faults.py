@@ -29,13 +29,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
-from airflow_provider_kip848.kafka.conditions import is_retriable
+from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
-from airflow_provider_kip848.kafka.offsets import take_snapshot
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_retriable
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
-from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
@@ -45,6 +43,8 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupStateSensor
+from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import REPO, RecordingTI, set_kafka_connection, start_or_fail, wait_until
 
 CONN = "kafka_restartable"
@@ -153,8 +153,8 @@ def test_deferred_wait_rides_out_a_broker_crash(restartable, conn, unique, tmp_p
 
     import airflow_provider_kip848.triggers.group as trigger_module
 
-    spy = PollSpy(trigger_module.evaluate)
-    monkeypatch.setattr(trigger_module, "evaluate", spy)
+    spy = PollSpy(trigger_module.evaluate_condition)
+    monkeypatch.setattr(trigger_module, "evaluate_condition", spy)
     topic, group = _group_with_commits(restartable, unique)
     snapshot = SnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
                                             path=str(tmp_path / "before.json")).execute(context)
@@ -207,8 +207,8 @@ def test_poking_sensor_waits_across_a_restart_without_a_false_empty(restartable,
     """A group with a live member is not "empty" while the broker restarts; the wait ends when the member leaves."""
     import airflow_provider_kip848.sensors.group as sensor_module
 
-    spy = PollSpy(sensor_module.evaluate)
-    monkeypatch.setattr(sensor_module, "evaluate", spy)
+    spy = PollSpy(sensor_module.evaluate_condition)
+    monkeypatch.setattr(sensor_module, "evaluate_condition", spy)
     topic, group = _group_with_commits(restartable, unique)
     with _admin(restartable) as admin:
         committed = admin.group_offsets(group).committed
@@ -316,7 +316,7 @@ ATTEMPT = r'''
 import importlib, json, os, signal, sys
 
 spec = json.loads(sys.argv[1])
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 
 real = getattr(KafkaAdmin, spec["target"])
 

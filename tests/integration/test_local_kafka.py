@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import KafkaDistribution, LocalKafka, PortInUseError
-from airflow_provider_kip848.local.clients import consume, create_topics, produce
+from airflow_provider_kip848.testing import KafkaDistribution, LocalKafka, PortInUseError
+from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 
 
 def test_session_broker_runs_the_requested_release(kafka, kafka_version):
@@ -69,7 +69,7 @@ def test_cli_port_in_use_prints_one_clear_line(tmp_path):
         port = busy.getsockname()[1]
         env = dict(os.environ)
         proc = subprocess.run(
-            [sys.executable, "-m", "airflow_provider_kip848.local", "kafka", "start",
+            [sys.executable, "-m", "airflow_provider_kip848.testing", "kafka", "start",
              "--workdir", str(tmp_path / "k"), "--port", str(port)],
             capture_output=True, text=True, env=env, timeout=120,
         )
@@ -130,7 +130,7 @@ def test_fast_tuning_reached_the_broker(kafka):
 
 
 def test_failing_tool_raises_with_the_tools_message(kafka):
-    from airflow_provider_kip848.local import ToolError
+    from airflow_provider_kip848.testing import ToolError
 
     with pytest.raises(ToolError) as err:
         kafka.run_tool("kafka-features", ["upgrade", "--feature", "no.such.feature=1"])

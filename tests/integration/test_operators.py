@@ -9,11 +9,9 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from confluent_kafka import KafkaException
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
-from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
-from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
@@ -24,6 +22,8 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import set_kafka_connection, start_or_fail, wait_until
 
 

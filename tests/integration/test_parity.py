@@ -6,12 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
-from airflow_provider_kip848.local.clients import ConsumerProcess, consume, create_topics, produce
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import start_or_fail, wait_until
 
 
@@ -138,9 +138,10 @@ def test_group_list_describe_and_offsets_parity(native, cli, group_zoo):
 
     for key in ("classic", "consumer", "mixed", "empty"):
         group = group_zoo[key]
-        a, b = _eventually_equal(lambda: native.describe_consumer_group(group), lambda: cli.describe_consumer_group(group))
+        a, b = _eventually_equal(lambda g=group: native.describe_consumer_group(g),
+                                 lambda g=group: cli.describe_consumer_group(g))
         assert a == b, key
-        a, b = _eventually_equal(lambda: native.group_offsets(group), lambda: cli.group_offsets(group))
+        a, b = _eventually_equal(lambda g=group: native.group_offsets(g), lambda g=group: cli.group_offsets(g))
         assert a == b, key
         assert all(p.log_start == 0 and p.log_end is not None for p in a.partitions)
     a, b = _eventually_equal(lambda: native.describe_streams_group(group_zoo["streams"]),

@@ -14,11 +14,11 @@ import pytest
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.cli import KafkaCliHook
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.errors import AuthenticationFailed, AuthorizationFailed
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
+from airflow_provider_kip848.testing import LocalKafka
 from tests.conftest import process_cmdlines, start_or_fail
 
 PASSWORD = 'kip848-S3cr3t"pw\\with=special #chars'

@@ -31,13 +31,11 @@ from confluent_kafka.admin import (
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.cli import KafkaCliHook
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
+from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.errors import AuthenticationFailed, AuthorizationFailed
 from airflow_provider_kip848.kafka.model import TopicPartition
-from airflow_provider_kip848.kafka.offsets import take_snapshot
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import LocalKafka
-from airflow_provider_kip848.local.clients import consume, create_topics, produce
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
@@ -47,6 +45,8 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.conftest import RecordingTI, process_cmdlines, start_or_fail, wait_until
 
 #: quotes, backslash, '=', ':', '#', a space and non-ASCII: everything a JAAS string or a properties file can trip on
@@ -253,7 +253,7 @@ def _verbose_task_logs(monkeypatch) -> None:
 
 
 def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, monkeypatch, tmp_path, caplog, capfd):
-    from airflow_provider_kip848.runbook.report import build_report, write_report
+    from airflow_provider_kip848.changecontrol.report import build_report, write_report
 
     _verbose_task_logs(monkeypatch)
     caplog.set_level(logging.DEBUG)

@@ -9,8 +9,15 @@ import pytest
 from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
 
 from airflow_provider_kip848.kafka.model import GroupType
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.clients import (
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+    KafkaGroupStateSensor,
+    KafkaGroupTypeSensor,
+)
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.clients import (
     ConsumerProcess,
     consume,
     create_topics,
@@ -18,13 +25,6 @@ from airflow_provider_kip848.local.clients import (
     latest_by_key,
     produce,
     read_topic,
-)
-from airflow_provider_kip848.sensors.group import (
-    KafkaGroupEmptySensor,
-    KafkaGroupLagSensor,
-    KafkaGroupMigratedSensor,
-    KafkaGroupStateSensor,
-    KafkaGroupTypeSensor,
 )
 from tests.conftest import wait_until
 

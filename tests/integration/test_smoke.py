@@ -8,11 +8,11 @@ import time
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.local.clients import (
+from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.clients import (
     consume,
     create_topics,
     decode_long,

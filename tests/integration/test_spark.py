@@ -12,18 +12,17 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from confluent_kafka import Producer
 
+from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
-from airflow_provider_kip848.kafka.offsets import take_snapshot
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.local.clients import consume, create_topics, produce
 from airflow_provider_kip848.operators.validation import (
     KafkaValidationOperator,
     TopicOffsetsOperator,
     validation_spark_submit_operator,
 )
-from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.job import run_spec
 from airflow_provider_kip848.spark.reader import read_kafka
+from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kafka import errors as kerr
 
-from airflow_provider_kip848.kafka.admin import KafkaAdmin
 from airflow_provider_kip848.kafka.errors import AuthorizationFailed, KafkaConnectionError, OperationTimedOut
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 
@@ -30,7 +30,7 @@ class FlakyClient:
 
 def admin_with(client, timeout_ms=5000) -> KafkaAdmin:
     admin = KafkaAdmin(ClientSettings("127.0.0.1:1", request_timeout_ms=timeout_ms))
-    admin._kp_admin = client
+    admin._transport._kp_admin = client  # faked at the client boundary
     return admin
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_provider_kip848.runbook import audit
-from airflow_provider_kip848.runbook.changecontrol import (
+from airflow_provider_kip848.changecontrol import audit
+from airflow_provider_kip848.changecontrol.approvals import (
     ApprovalExpired,
     ApprovalPolicy,
     ChangeControlError,
@@ -58,7 +58,7 @@ def test_self_approval_is_refused_but_a_self_rejection_is_not():
 
 def test_approval_expiry():
     policy = ApprovalPolicy.from_values(max_age_minutes=60)
-    now = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
     policy.check_fresh((now - timedelta(minutes=59)).isoformat(), now=now)
     with pytest.raises(ApprovalExpired, match="61.0 min old, more than the allowed 60.0 min"):
         policy.check_fresh((now - timedelta(minutes=61)).isoformat(), now=now)

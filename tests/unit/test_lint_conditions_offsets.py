@@ -6,25 +6,21 @@ import json
 
 import pytest
 
-from airflow_provider_kip848.kafka.conditions import GroupCondition, evaluate
-from airflow_provider_kip848.kafka.errors import GroupNotFound
-from airflow_provider_kip848.kafka.lint import lint_client_config, parse_properties
+from airflow_provider_kip848.kafka.api import evaluate_condition as evaluate
+from airflow_provider_kip848.kafka.errors import GroupNotFound, SnapshotInvalid
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
     GroupOffsets,
     GroupType,
     MemberProtocol,
+    OffsetSnapshot,
     PartitionOffsets,
     TopicPartition,
 )
-from airflow_provider_kip848.kafka.offsets import (
-    OffsetSnapshot,
-    SnapshotInvalid,
-    compare,
-    restore_plan,
-    snapshot_from,
-)
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
+from airflow_provider_kip848.kafka.rules.lint import lint_client_config, parse_properties
+from airflow_provider_kip848.kafka.rules.offsets import compare, restore_plan, snapshot_from
 
 
 def keys(findings, severity):

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kip848.local.broker import FAST_TUNING, LocalKafka, _random_cluster_id
-from airflow_provider_kip848.local.distribution import KAFKA_TOOLS, KafkaDistribution
-from airflow_provider_kip848.local.errors import (
+from airflow_provider_kip848.kafka.cli.distribution import KAFKA_TOOLS, KafkaDistribution
+from airflow_provider_kip848.kafka.cli.java import find_java, find_maven, parse_java_major
+from airflow_provider_kip848.kafka.errors import (
     JavaNotFoundError,
-    LocalKafkaError,
     MavenNotFoundError,
+    ToolchainError,
     UnsupportedKafkaVersion,
 )
-from airflow_provider_kip848.local.toolchain import find_java, find_maven, parse_java_major
+from airflow_provider_kip848.testing.broker import FAST_TUNING, LocalKafka, _random_cluster_id
+from airflow_provider_kip848.testing.errors import LocalKafkaError
 
 
 @pytest.mark.parametrize("version, major", [("1.8.0_392", 8), ("11.0.2", 11), ("17.0.15", 17), ("21", 21),
@@ -139,12 +140,12 @@ def test_tool_table_covers_the_tools_the_runbooks_use():
 
 def test_unknown_tool_lists_the_known_ones(tmp_path):
     dist = KafkaDistribution("4.3.1", cache_dir=tmp_path)
-    with pytest.raises(LocalKafkaError, match="Unknown Kafka tool 'kafka-frobnicate'.*kafka-features"):
+    with pytest.raises(ToolchainError, match="Unknown Kafka tool 'kafka-frobnicate'.*kafka-features"):
         dist.tool_command("kafka-frobnicate")
 
 
 def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airflow_provider_kip848.local", *args],
+    return subprocess.run([sys.executable, "-m", "airflow_provider_kip848.testing", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
 

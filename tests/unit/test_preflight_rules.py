@@ -15,7 +15,7 @@ from airflow_provider_kip848.kafka.model import (
     GroupType,
     MemberProtocol,
 )
-from airflow_provider_kip848.kafka.preflight import PreflightFacts, run_preflight
+from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts, run_preflight
 
 COORD = {"group.coordinator.rebalance.protocols": "classic,consumer,streams",
          "group.consumer.migration.policy": "bidirectional", "group.consumer.max.size": "10",

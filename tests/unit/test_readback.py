@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kip848.kafka.readback import read_back
+from airflow_provider_kip848.kafka.api import read_back
 
 
 def test_read_back_polls_until_the_change_shows_then_returns_it():

@@ -6,9 +6,9 @@ import pytest
 
 from airflow_provider_kip848.kafka.cli.parsers import parse_config_entries, parse_group_config
 from airflow_provider_kip848.kafka.errors import ConfigOutOfBounds, ConfigUnknown, InvalidFeatureLevel
-from airflow_provider_kip848.kafka.features import outcome_message, plan_feature_update, resolve_level
-from airflow_provider_kip848.kafka.group_configs import validate_changes
 from airflow_provider_kip848.kafka.model import ClusterFeatures, Feature, GroupCoordinatorConfig
+from airflow_provider_kip848.kafka.rules.features import outcome_message, plan_feature_update, resolve_level
+from airflow_provider_kip848.kafka.rules.group_configs import validate_changes
 from tests.unit.test_cli_parsers import fixture
 
 FEATURES = ClusterFeatures({

@@ -78,12 +78,12 @@ def _split_row(line: str, names: list[str], starts: list[int]) -> dict[str, str]
         pos = 0
         for tok in head:
             pos = work.index(tok, pos) + len(tok)
-        cells = [*head, work[pos:].strip()]
-        return {n: c.replace("\x00", " ") for n, c in zip(names, cells)}
+        values = [*head, work[pos:].strip()]
+        return {n: c.replace("\x00", " ") for n, c in zip(names, values, strict=False)}
     if len(tokens) == len(names):
-        return {n: t.replace("\x00", " ") for n, t in zip(names, tokens)}
+        return {n: t.replace("\x00", " ") for n, t in zip(names, tokens, strict=True)}
     # an empty cell somewhere: cut at the header's column starts
-    cells = {}
+    cells: dict[str, str] = {}
     for j, name in enumerate(names):
         end = starts[j + 1] if j + 1 < len(starts) else None
         cells[name] = line[starts[j]:end].strip() if len(line) > starts[j] else ""
@@ -171,7 +171,7 @@ def parse_groups_list(text: str, states: dict[str, str] | None = None) -> list[G
         out.append(GroupListing(
             group_id=gid,
             type=GroupType.parse(row.get("TYPE")),
-            state=normalize_state(states.get(gid)) if gid in states else "Unknown",
+            state=normalize_state(states.get(gid)),
             protocol_type=row.get("PROTOCOL", ""),
         ))
     return sorted(out, key=lambda g: g.group_id)
@@ -190,7 +190,7 @@ def parse_assignment(cell: str | None) -> tuple[TopicPartition, ...]:
     cell = _dash_none(cell)
     if cell is None:
         return ()
-    pairs = []
+    pairs: list[tuple[str, int]] = []
     for chunk in cell.split(";"):
         if not chunk.strip():
             continue

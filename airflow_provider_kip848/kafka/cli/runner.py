@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.settings import ClientSettings, java_properties_text
+from airflow_provider_kip848.kafka.translate import redact
 
 
 @dataclass(frozen=True)
@@ -36,53 +38,6 @@ class ToolResult:
     @property
     def output(self) -> str:
         return f"{self.stdout}\n{self.stderr}"
-
-
-class KafkaTools:
-    """Where the CLI tools come from.
-
-    ``kafka_home``: a Kafka installation (the release tarball unpacked; its
-    ``libs/`` is the classpath). Otherwise the provider's own Maven-resolved
-    jars of ``version`` (see :mod:`airflow_provider_kip848.local.distribution`),
-    fetched on first use.
-    """
-
-    def __init__(self, kafka_home: str | Path | None = None, version: str | None = None) -> None:
-        from airflow_provider_kip848.local.distribution import DEFAULT_KAFKA_VERSION
-
-        self.kafka_home = Path(kafka_home).expanduser() if kafka_home else None
-        self.version = version or DEFAULT_KAFKA_VERSION
-
-    def __repr__(self) -> str:
-        return f"KafkaTools(kafka_home={str(self.kafka_home) if self.kafka_home else None!r}, version={self.version!r})"
-
-    def command(self, tool: str, args: list[str]) -> list[str]:
-        from airflow_provider_kip848.local.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS, KafkaDistribution
-        from airflow_provider_kip848.local.toolchain import find_java
-
-        if tool not in KAFKA_TOOLS:
-            raise E.KafkaToolError(f"Unknown Kafka tool {tool!r}.", remedy=f"Use one of {', '.join(sorted(KAFKA_TOOLS))}.")
-        try:
-            if self.kafka_home is None:
-                dist = KafkaDistribution(self.version)
-                dist.ensure()
-                return dist.tool_command(tool, args)
-            libs = self.kafka_home / "libs"
-            if not libs.is_dir():
-                raise E.KafkaToolError(
-                    f"{self.kafka_home} has no libs/ directory.",
-                    remedy="Point kafka_home at an unpacked Kafka release (the directory that holds bin/ and libs/).",
-                )
-            from importlib import resources
-
-            log_config = resources.files("airflow_provider_kip848.local").joinpath("resources/tools-log4j2.properties")
-            return [find_java().executable, "-Djava.awt.headless=true",
-                    f"-Dlog4j2.configurationFile={log_config}", *TOOL_JVM_OPTIONS,
-                    "-cp", str(libs / "*"), KAFKA_TOOLS[tool], *args]
-        except E.Kip848Error as exc:
-            if isinstance(exc, E.KafkaToolError):
-                raise
-            raise E.KafkaToolError(f"The Kafka CLI tools cannot run here: {exc.what}", remedy=exc.remedy) from exc
 
 
 class KafkaToolRunner:
@@ -113,8 +68,8 @@ class KafkaToolRunner:
                 ["--bootstrap-server", self.settings.bootstrap_servers, "--command-config", str(config), *final_args],
             )
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, stdin=subprocess.DEVNULL,
-                                      env=tool_environment(self.settings))
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
+                                      stdin=subprocess.DEVNULL, env=tool_environment(self.settings))
             except subprocess.TimeoutExpired as exc:
                 raise E.OperationTimedOut(
                     f"{tool} {' '.join(args)} did not finish within {self.timeout:.0f} s "
@@ -174,7 +129,7 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
     )
     if not failed:
         return
-    message = _redact(f"{result.tool}: {tool_message(result)}", settings)
+    message = redact(f"{result.tool}: {tool_message(result)}", settings)
     if "SaslAuthenticationException" in out or "AuthenticationException" in out:
         raise E.AuthenticationFailed(f"{message.rstrip('.')} (brokers at {settings.bootstrap_servers})")
     refused = re.search(r"(Cluster|Group|Topic|TransactionalId)AuthorizationException", out)
@@ -207,10 +162,3 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
     if "TimeoutException" in out:
         raise E.OperationTimedOut(message)
     raise E.KafkaToolError(message)
-
-
-def _redact(text: str, settings: ClientSettings) -> str:
-    for secret in (settings.sasl_password, settings.ssl_key_password):
-        if secret:
-            text = text.replace(secret, "***")
-    return text

@@ -1,0 +1,186 @@
+"""Change control: who may approve a change, four eyes, approval expiry, and "apply what was approved".
+
+Platform teams let a tool change a production cluster only if it enforces
+their change process. These rules are checked here, with no Airflow import,
+and enforced by the approval operators (``operators/approval.py``):
+
+* **Approvers** are named per run (a DAG Param): the approval task hands them
+  to Airflow's HITL ``assigned_users``, so Airflow itself answers anybody else
+  with 403.
+* **Four eyes** (on by default): the user who triggered the run cannot approve
+  it. The triggering user is taken off the assigned users (Airflow refuses
+  them), and a self-approval that still arrives (no approvers named: anybody
+  may answer) is refused here. Rejecting your own change is always allowed.
+* **Expiry**: an approval older than ``max_age`` when the change is about to be
+  applied is not reused; a new one is requested.
+* **Plan hash**: the approver approves a plan whose hash is shown in the form.
+  Right before applying, the plan is computed again from the cluster; if the
+  hash differs, the cluster changed under the approver and a new approval,
+  showing the difference, is requested.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.errors import Kip848Error
+
+#: Options that approve a change; anything else (Reject, Rollback ...) declines it.
+APPROVING_OPTIONS = ("Approve", "Proceed", "Apply")
+
+
+class ChangeControlError(Kip848Error):
+    """The change process was not followed; nothing was changed."""
+
+
+class SelfApprovalRefused(ChangeControlError):
+    remedy = ("Ask another approver to approve this run (four-eyes rule), or, on a development cluster only, "
+              "trigger the run with the Param four_eyes=false.")
+
+
+class NoEligibleApprover(ChangeControlError):
+    remedy = "Add another user to the Param approvers, or relax four_eyes on a development cluster."
+
+
+class ApprovalMissing(ChangeControlError):
+    remedy = "The change needs an approval first: let the approval task run (or rerun the DAG)."
+
+
+class ApprovalExpired(ChangeControlError):
+    remedy = "A new approval of the current plan is requested."
+
+
+class PlanChanged(ChangeControlError):
+    remedy = "Review the new plan: a new approval of it is requested; the old approval is not reused."
+
+
+def parse_users(value: Any) -> tuple[str, ...]:
+    """Approvers from a Param: a list of user names/ids, or one comma/space-separated string."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str) and value.strip().startswith("["):  # a list rendered as text
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ChangeControlError(f"approvers is not a list of user ids: {value!r}",
+                                     remedy='Give e.g. ["alice", "bob"].') from None
+    items = value if isinstance(value, (list, tuple, set)) else str(value).replace(",", " ").split()
+    users = []
+    for item in items:
+        name = str(item).strip()
+        if name and name not in users:
+            users.append(name)
+    return tuple(users)
+
+
+def is_approving(option: str | None) -> bool:
+    return option in APPROVING_OPTIONS
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Who may approve one run's change, and for how long an approval stays valid."""
+
+    approvers: tuple[str, ...] = ()
+    four_eyes: bool = True
+    max_age: timedelta | None = None
+
+    @classmethod
+    def from_values(cls, approvers: Any = None, four_eyes: Any = True, max_age_minutes: Any = None) -> ApprovalPolicy:
+        try:
+            four = parse_flag(four_eyes, "four_eyes")
+        except Kip848Error as exc:
+            raise ChangeControlError(exc.what, remedy=exc.remedy) from None
+        age = None
+        if max_age_minutes not in (None, "", 0, "0"):
+            try:
+                minutes = float(max_age_minutes)
+            except (TypeError, ValueError):
+                raise ChangeControlError(
+                    f"approval_max_age_minutes must be a number of minutes, not {max_age_minutes!r}",
+                                         remedy="Give e.g. 60, or 0 for no expiry.") from None
+            if minutes < 0:
+                raise ChangeControlError(f"approval_max_age_minutes must not be negative ({minutes})",
+                                         remedy="Give e.g. 60, or 0 for no expiry.")
+            age = timedelta(minutes=minutes)
+        return cls(approvers=parse_users(approvers), four_eyes=four, max_age=age)
+
+    def assigned_users(self, triggered_by: str | None) -> list[dict[str, str]] | None:
+        """HITL ``assigned_users`` for this run: the approvers, minus the triggering user under four eyes.
+
+        ``None`` (anybody allowed by the auth manager may answer) when no approvers are named.
+        """
+        if not self.approvers:
+            return None
+        eligible = [u for u in self.approvers if not (self.four_eyes and triggered_by and u == triggered_by)]
+        if not eligible:
+            raise NoEligibleApprover(
+                f"The only approver named ({', '.join(self.approvers)}) is the user who triggered the run "
+                f"({triggered_by}); under the four-eyes rule nobody could approve it")
+        return [{"id": u, "name": u} for u in eligible]
+
+    def check_response(self, option: str | None, responder: dict[str, Any] | None, triggered_by: str | None) -> None:
+        """Refuse an approving answer from the user who triggered the run (four eyes)."""
+        if not (self.four_eyes and triggered_by and is_approving(option)):
+            return
+        ids = {str(v) for v in ((responder or {}).get("id"), (responder or {}).get("name")) if v}
+        if triggered_by in ids:
+            raise SelfApprovalRefused(
+                f"Self-approval refused: {triggered_by} triggered this run and cannot also approve it; "
+                "the change was not applied")
+
+    def check_fresh(self, approved_at: str | datetime | None, now: datetime | None = None) -> None:
+        if self.max_age is None or approved_at is None:
+            return
+        at = approved_at if isinstance(approved_at, datetime) else datetime.fromisoformat(str(approved_at))
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        age = (now or datetime.now(UTC)) - at
+        if age > self.max_age:
+            raise ApprovalExpired(
+                f"The approval given at {at.isoformat(timespec='seconds')} is {_minutes(age)} old, more than the "
+                f"allowed {_minutes(self.max_age)} before the change is applied")
+
+    def describe(self) -> dict[str, Any]:
+        return {"approvers": list(self.approvers) or "anyone allowed by Airflow",
+                "four_eyes": "enforced" if self.four_eyes else "relaxed",
+                "approval_max_age_minutes": None if self.max_age is None else self.max_age.total_seconds() / 60}
+
+
+def plan_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """Readable differences between the approved plan's changes and the current ones."""
+    def index(plan: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(c["kind"], c["target"]): c for c in (plan or {}).get("changes", [])}
+
+    old, new = index(approved), index(current)
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        label = f"{key[0]} {key[1]}"
+        if a and not b:
+            lines.append(f"{label}: approved {a['before']} -> {a['after']}, now nothing to change")
+        elif b and not a:
+            lines.append(f"{label}: not in the approved plan, now {b['before']} -> {b['after']}")
+        elif a and b and (a["before"], a["after"]) != (b["before"], b["after"]):
+            lines.append(f"{label}: approved {a['before']} -> {a['after']}, now {b['before']} -> {b['after']}")
+    if not lines and (approved or {}).get("steps") != current.get("steps"):
+        lines.append("the steps of the plan changed")
+    return lines
+
+
+def check_plan(approved_hash: str | None, approved_plan: dict[str, Any] | None, current: dict[str, Any]) -> None:
+    """Refuse when the plan computed now is not the plan that was approved."""
+    if approved_hash and approved_hash == current.get("hash"):
+        return
+    diff = plan_diff(approved_plan, current) or [f"plan hash {approved_hash} approved, {current.get('hash')} now"]
+    raise PlanChanged(f"The cluster changed since the approval (plan {approved_hash} -> {current.get('hash')}): "
+                      + "; ".join(diff))
+
+
+def _minutes(delta: timedelta) -> str:
+    minutes = delta.total_seconds() / 60
+    return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"

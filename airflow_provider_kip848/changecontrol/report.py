@@ -1,0 +1,166 @@
+"""The run report: what was found, approved, changed and verified, as JSON and readable Markdown."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.changecontrol import storage
+from airflow_provider_kip848.changecontrol.audit import summary
+
+
+def approval_record(payload: Any) -> dict[str, Any] | None:
+    """Normalise a HITL operator's XCom (chosen option, who, when)."""
+    if not payload:
+        return None
+    user = payload.get("responded_by_user") or {}
+    responded = payload.get("responded_at")
+    return {
+        "decision": (payload.get("chosen_options") or [None])[0],
+        "by": user.get("name") if isinstance(user, dict) else str(user),
+        "by_id": user.get("id") if isinstance(user, dict) else None,
+        "at": responded.isoformat() if hasattr(responded, "isoformat") else responded,
+        "params_input": payload.get("params_input") or {},
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report as a person reads it: the run, its approvals and lock, before/after, change control, results."""
+    lines = _summary_lines(report)
+    for section in ("before", "after"):
+        if report.get(section):
+            lines += ["", f"## {section.title()}", "", *_json_block(report[section])]
+    lines += _change_control_lines(report.get("change_control") or {})
+    if report.get("plan"):
+        lines += ["", "## Plan", "", report["plan"].get("markdown", "")]
+    for name, value in (report.get("results") or {}).items():
+        lines += ["", f"## {name}", "", *_json_block(value, limit=4000)]
+    return "\n".join(lines) + "\n"
+
+
+def _json_block(value: Any, limit: int | None = None) -> list[str]:
+    text = json.dumps(value, indent=1, default=str)
+    return ["```json", text[:limit] if limit else text, "```"]
+
+
+def _summary_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"# {report['title']}", "", f"- DAG run: `{report.get('dag_id')}` / `{report.get('run_id')}`",
+             f"- outcome: **{report['outcome']}**", f"- generated: {report['generated_at']}"]
+    for key in ("group_id", "triggered_by"):
+        if report.get(key):
+            lines.append(f"- {key.replace('_', ' ')}: {report[key]}")
+    for name, approval in (report.get("approvals") or {}).items():
+        if approval:
+            lines.append(f"- approval `{name}`: {approval['decision']} by {approval['by']} at {approval['at']}")
+    lock = report.get("lock") or {}
+    if lock.get("refused"):
+        lines.append(f"- change lock: **refused**: {lock['refused']}")
+    elif lock.get("held"):
+        released = ", released" if lock.get("released") else ", NOT released: " + str(lock.get("release_error"))
+        lines.append(f"- change lock: `{lock['resource']}` held by this run{released}")
+    return lines
+
+
+def _change_control_lines(control: dict[str, Any]) -> list[str]:
+    if not control:
+        return []
+    policy = control.get("policy") or {}
+    lines = ["", "## Change control", ""]
+    if policy:
+        relaxed = policy.get("four_eyes") == "relaxed"
+        lines.append(f"- four-eyes rule: **{policy.get('four_eyes')}**"
+                     + (" (relaxed for this run: the triggering user could approve)" if relaxed else ""))
+        lines.append(f"- approvers: {policy.get('approvers')}; triggered by: {policy.get('triggered_by')}")
+    for reason in (control.get("recheck") or {}).get("reasons") or []:
+        lines.append(f"- approval not reused: {reason}")
+    if control.get("audit"):
+        lines += ["", "| change | target | before | after | approved by | record |", "|---|---|---|---|---|---|"]
+        lines += [f"| {a['kind']} | `{a['target']}` | `{json.dumps(a['before'], default=str)}` | "
+                  f"`{json.dumps(a['after'], default=str)}` | {', '.join(filter(None, a['approved_by'])) or '-'} "
+                  f"| {a['record_id'][:12]} |" for a in control["audit"]]
+    elif policy:
+        lines.append("- audit: no change was applied by this run")
+    return lines
+
+
+def build_report(*, title: str, outcome: str, context: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    dag_run = context.get("dag_run")
+    return {
+        "title": title,
+        "outcome": outcome,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "dag_id": getattr(dag_run, "dag_id", None),
+        "run_id": getattr(dag_run, "run_id", None),
+        "triggered_by": getattr(dag_run, "triggering_user_name", None),
+        **sections,
+    }
+
+
+def change_control(context: dict[str, Any], change_task_ids: tuple[str, ...] = (),
+                   approval_task_ids: tuple[str, ...] = ("approval", "recheck_approval")) -> dict[str, Any]:
+    """The run's change-control facts: the policy, the decisions, why an approval was not reused,
+    and the audit records the change tasks wrote."""
+    ti = context["ti"]
+    policy = next((p for t in approval_task_ids if (p := ti.xcom_pull(task_ids=t, key="change_control"))), None)
+    records: list[dict[str, Any]] = []
+    for task_id in change_task_ids:
+        records += ti.xcom_pull(task_ids=task_id, key="audit") or []
+    decisions = {t: d for t in approval_task_ids if (d := ti.xcom_pull(task_ids=t, key="decision"))}
+    return {"policy": policy, "decisions": {t: {k: d.get(k) for k in ("decision", "by", "at", "plan_hash", "reused",
+                                                                       "refused")} for t, d in decisions.items()},
+            "recheck": (ti.xcom_pull(task_ids="recheck_approval", key="recheck")
+                        if "recheck_approval" in approval_task_ids else None),
+            "audit": summary(records), "audit_locations": sorted({r.get("written_to", "") for r in records})}
+
+
+def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
+    base = directory.rstrip("/")
+    json_path, md_path = f"{base}/report.json", f"{base}/report.md"
+    storage.write_text(json_path, json.dumps(report, indent=1, default=str) + "\n")
+    storage.write_text(md_path, render_markdown(report))
+    return {"json": json_path, "markdown": md_path}
+
+
+def task_states(context: dict[str, Any]) -> dict[str, str]:
+    """State of every task of this DAG run (read through the Task SDK, as a running task may)."""
+    ti = context["ti"]
+    run_id = context["dag_run"].run_id
+    states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[run_id])
+    return {k: str(v) for k, v in (states.get(run_id) or {}).items()}
+
+
+def failed_tasks(context: dict[str, Any]) -> list[str]:
+    """Tasks that failed themselves (not those only blocked by an upstream failure)."""
+    return sorted(t for t, s in task_states(context).items() if s == "failed")
+
+
+def refused(*decisions: dict[str, Any] | None) -> bool:
+    """True when change control refused a decision (e.g. a self-approval under the four-eyes rule)."""
+    return any(d and d.get("refused") for d in decisions)
+
+
+def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
+           lock: dict[str, Any] | None = None,
+           fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
+    """Write the report (when a directory is given), log it, and fail the task for failing outcomes.
+
+    ``lock`` is what releasing the run's change lock said (``operators.lock.release_change_lock``);
+    a run refused because another run holds the lock ends ``locked``.
+    """
+    if lock is not None:
+        report["lock"] = lock
+        if lock.get("refused") and report["outcome"] == "failed":
+            report["outcome"] = "locked"
+    if report_dir:
+        report["files"] = write_report(report_dir, report)
+    logging.getLogger("airflow.task").info("%s", render_markdown(report))
+    if report["outcome"] in fail_outcomes:
+        raise AirflowFailException(f"{report['title']}: outcome {report['outcome']}"
+                                   + (f" (failed tasks: {', '.join(report.get('failed_tasks', []))})"
+                                      if report.get("failed_tasks") else "")
+                                   + (f"; report {report['files']['markdown']}" if report.get("files") else ""))
+    return {k: report[k] for k in ("outcome", "files") if k in report} | {"title": report["title"]}

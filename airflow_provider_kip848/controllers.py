@@ -1,0 +1,41 @@
+"""Application controllers: how a DAG stops and starts the application it migrates.
+
+The provider does not own deployments. The offline migrations call a
+controller at two points, "stop every instance" and "start with
+``group.protocol=...``". In production this is a few lines against the
+team's platform (scale a Kubernetes Deployment to 0 and back with a changed
+ConfigMap, stop a systemd unit ...). The controller is named in the DAG's
+Params as ``"module:Class"`` with keyword arguments, so the DAG file stays
+the same everywhere.
+
+The embedded demo's controller (Kafka's WordCountDemo on the local broker) is
+:class:`airflow_provider_kip848.testing.appcontrol.LocalWordCountController`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from airflow_provider_kip848.kafka.errors import InvalidArgument
+
+
+class ApplicationController(Protocol):
+    """Stops and starts every instance of one application."""
+
+    def stop(self) -> dict[str, Any]:
+        """Stop every instance; return what was stopped (small JSON)."""
+
+    def start(self, group_protocol: str) -> dict[str, Any]:
+        """Start the application with ``group.protocol``; return what was started (small JSON)."""
+
+
+def load_controller(spec: str, kwargs: dict[str, Any] | None = None) -> ApplicationController:
+    """``"package.module:Factory"`` + kwargs -> a controller."""
+    module, _, attr = str(spec).partition(":")
+    if not module or not attr:
+        raise InvalidArgument(f"controller spec {spec!r} is not 'module:Class'",
+                              remedy="Name the controller as package.module:ClassName.")
+    factory = getattr(importlib.import_module(module), attr)
+    controller: ApplicationController = factory(**(kwargs or {}))
+    return controller

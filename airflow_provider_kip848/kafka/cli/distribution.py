@@ -1,0 +1,255 @@
+"""A Kafka release assembled from Maven Central: the jars, a classpath and the tools' main classes.
+
+Apache Kafka publishes the broker (``kafka_2.13``), the CLI tools
+(``kafka-tools``) and the Streams examples (``kafka-streams-examples``) to
+Maven Central. Resolving those three with Maven gives everything the binary
+tarball has, except the SLF4J binding the POMs leave out, which is added here.
+The jars land in ``<cache>/kafka-<version>/libs`` and are reused while the
+generated POM is unchanged, so only the first start of a version downloads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+
+from airflow_provider_kip848.kafka.cache import default_cache_dir
+from airflow_provider_kip848.kafka.cli.java import find_java, find_maven
+from airflow_provider_kip848.kafka.errors import ArtifactResolutionError, ToolchainError, UnsupportedKafkaVersion
+
+DEFAULT_KAFKA_VERSION = "4.3.1"
+LOG4J_VERSION = "2.25.3"
+
+#: Kafka CLI scripts of the binary distribution -> their main classes (4.x).
+KAFKA_TOOLS: dict[str, str] = {
+    "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+}
+
+#: Tools that talk to a running cluster (and so take ``--bootstrap-server``).
+CLUSTER_TOOLS = frozenset(KAFKA_TOOLS) - {"kafka-storage"}
+
+#: Short-lived admin tools: small heap, serial GC and C1 only. A tool call that
+#: lives a second is ~1.2x faster than with JVM defaults (bench/local_broker_start.py).
+TOOL_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+# kafka-streams-examples is not published for every release (no 4.1.x, no
+# 4.2.1/4.2.2). The examples only use the stable Streams DSL, so the nearest
+# published examples jar runs on the requested Streams version, which the POM
+# pins explicitly.
+_EXAMPLES_FALLBACK = {
+    "4.0.1": "4.0.0",
+    "4.1.0": "4.0.2",
+    "4.1.1": "4.0.2",
+    "4.1.2": "4.0.2",
+    "4.2.1": "4.2.0",
+    "4.2.2": "4.2.0",
+}
+_VERSION_RE = re.compile(r"^4\.(\d+)\.(\d+)$")
+
+
+def validate_version(version: str) -> str:
+    if not _VERSION_RE.match(version):
+        raise UnsupportedKafkaVersion(
+            f"Kafka version {version!r} is not supported by the embedded broker "
+            "or the CLI backend (they run KRaft-only Kafka 4.x releases)."
+        )
+    return version
+
+
+@dataclass(frozen=True)
+class ResolveReport:
+    version: str
+    libs_dir: Path
+    jars: int
+    fetched: bool
+    seconds: float
+
+
+class KafkaDistribution:
+    """One Kafka release's jars in the cache, and the commands that run them."""
+
+    def __init__(self, version: str = DEFAULT_KAFKA_VERSION, cache_dir: Path | str | None = None) -> None:
+        self.version = validate_version(version)
+        self.cache_dir = Path(cache_dir).resolve() if cache_dir else default_cache_dir()
+        self.home = self.cache_dir / f"kafka-{self.version}"
+        self.libs_dir = self.home / "libs"
+        self.config_dir = self.home / "config"
+        self._marker = self.home / "resolved.json"
+
+    def __repr__(self) -> str:
+        return f"KafkaDistribution(version={self.version!r}, home={str(self.home)!r})"
+
+    # -- resolution --------------------------------------------------------
+
+    @property
+    def examples_version(self) -> str:
+        return _EXAMPLES_FALLBACK.get(self.version, self.version)
+
+    def pom(self) -> str:
+        template = resources.files(__package__).joinpath("resources/pom.xml.template").read_text()
+        return Template(template).substitute(
+            kafka_version=self.version,
+            examples_version=self.examples_version,
+            log4j_version=LOG4J_VERSION,
+        )
+
+    def _pom_digest(self) -> str:
+        return hashlib.sha256(self.pom().encode()).hexdigest()
+
+    def is_resolved(self) -> bool:
+        """True when the jars of this exact POM are all in the cache."""
+        try:
+            marker = json.loads(self._marker.read_text())
+        except (OSError, ValueError):
+            return False
+        if marker.get("pom_sha256") != self._pom_digest():
+            return False
+        jars = marker.get("jars") or []
+        return bool(jars) and all((self.libs_dir / j).is_file() for j in jars)
+
+    def ensure(self) -> ResolveReport:
+        """Make sure the jars and config files are in the cache; fetch with Maven if not.
+
+        Safe to call from several processes at once: a file lock serialises the
+        Maven run and the second caller reuses what the first fetched.
+        """
+        t0 = time.monotonic()
+        self.home.mkdir(parents=True, exist_ok=True)
+        fetched = False
+        with _file_lock(self.home / ".lock"):
+            if not self.is_resolved():
+                self._resolve_with_maven()
+                fetched = True
+            self._write_config_files()
+        jars = len(list(self.libs_dir.glob("*.jar")))
+        return ResolveReport(self.version, self.libs_dir, jars, fetched, time.monotonic() - t0)
+
+    def _resolve_with_maven(self) -> None:
+        mvn = find_maven()
+        find_java()  # Maven itself needs Java; say so before Maven does, less clearly.
+        pom_path = self.home / "pom.xml"
+        pom_path.write_text(self.pom())
+        staging = self.home / "libs.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        cmd = [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(pom_path),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
+        ]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired as exc:
+            raise ArtifactResolutionError(
+                f"Maven did not finish fetching Kafka {self.version} within 30 minutes."
+            ) from exc
+        if proc.returncode != 0:
+            tail = tail_lines(proc.stdout + proc.stderr, 12)
+            raise ArtifactResolutionError(
+                f"Maven could not fetch Kafka {self.version} (exit {proc.returncode}): {tail}"
+            )
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        if not any(j.startswith(f"kafka_2.13-{self.version}") for j in jars):
+            raise ArtifactResolutionError(
+                f"Maven finished but kafka_2.13-{self.version}.jar is missing from {staging}.")
+        shutil.rmtree(self.libs_dir, ignore_errors=True)
+        staging.rename(self.libs_dir)
+        self._marker.write_text(
+            json.dumps({"version": self.version, "pom_sha256": self._pom_digest(), "jars": jars}, indent=1)
+        )
+
+    def _write_config_files(self) -> None:
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("broker-log4j2.properties", "tools-log4j2.properties", "app-log4j2.properties"):
+            text = resources.files(__package__).joinpath(f"resources/{name}").read_text()
+            target = self.config_dir / name
+            if not target.is_file() or target.read_text() != text:
+                target.write_text(text)
+
+    # -- commands ----------------------------------------------------------
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs_dir / "*")
+
+    def java_command(
+        self,
+        main_class: str,
+        args: list[str] | tuple[str, ...] = (),
+        *,
+        log_config: str = "tools",
+        jvm_options: list[str] | tuple[str, ...] = (),
+    ) -> list[str]:
+        """The argument list (never a shell string) that runs ``main_class`` on this release's classpath."""
+        if not self.is_resolved():
+            raise ToolchainError(
+                f"Kafka {self.version} is not in the cache ({self.home}).",
+                remedy="Fetch it first: python -m airflow_provider_kip848.testing kafka fetch "
+                       "(or call KafkaDistribution.ensure())",
+            )
+        java = find_java().executable
+        return [
+            java,
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.config_dir / f'{log_config}-log4j2.properties'}",
+            *jvm_options,
+            "-cp",
+            self.classpath,
+            main_class,
+            *args,
+        ]
+
+    def tool_command(self, tool: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
+        """Argument list for a Kafka CLI tool by its script name (``kafka-features`` ...)."""
+        name = tool.removesuffix(".sh")
+        try:
+            main_class = KAFKA_TOOLS[name]
+        except KeyError:
+            raise ToolchainError(
+                f"Unknown Kafka tool {tool!r}.", remedy=f"Use one of: {', '.join(sorted(KAFKA_TOOLS))}."
+            ) from None
+        return self.java_command(main_class, list(args), jvm_options=TOOL_JVM_OPTIONS)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def tail_lines(text: str, lines: int) -> str:
+    """The last ``lines`` non-blank lines of a process's output, joined on one line for an error message."""
+    kept = [ln.strip() for ln in text.strip().splitlines() if ln.strip()][-lines:]
+    return " | ".join(kept) if kept else "(no output)"

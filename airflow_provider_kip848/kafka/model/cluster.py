@@ -1,0 +1,101 @@
+"""The cluster as its tools show it: nodes, the controller, each broker's release and group.* settings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+#: ``metadata.version`` feature levels and the names ``kafka-features`` prints for them
+#: (Kafka's ``MetadataVersion`` enum, read from the 4.3.1 jars; 31 is 4.4's, not yet production in 4.3).
+METADATA_VERSION_NAMES: dict[int, str] = {
+    7: "3.3-IV3",
+    8: "3.4-IV0",
+    9: "3.5-IV0",
+    10: "3.5-IV1",
+    11: "3.5-IV2",
+    12: "3.6-IV0",
+    13: "3.6-IV1",
+    14: "3.6-IV2",
+    15: "3.7-IV0",
+    16: "3.7-IV1",
+    17: "3.7-IV2",
+    18: "3.7-IV3",
+    19: "3.7-IV4",
+    20: "3.8-IV0",
+    21: "3.9-IV0",
+    22: "4.0-IV0",
+    23: "4.0-IV1",
+    24: "4.0-IV2",
+    25: "4.0-IV3",
+    26: "4.1-IV0",
+    27: "4.1-IV1",
+    28: "4.2-IV0",
+    29: "4.2-IV1",
+    30: "4.3-IV0",
+    31: "4.4-IV0",
+}
+
+
+@dataclass(frozen=True)
+class BrokerNode:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_id: str
+    controller_id: int | None
+    brokers: tuple[BrokerNode, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+
+@dataclass(frozen=True)
+class GroupCoordinatorConfig:
+    """The broker's ``group.*`` settings a migration depends on (from one broker's config)."""
+
+    broker_id: int
+    values: dict[str, str]
+
+    @property
+    def rebalance_protocols(self) -> tuple[str, ...]:
+        raw = self.values.get("group.coordinator.rebalance.protocols", "")
+        return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+    @property
+    def migration_policy(self) -> str:
+        return self.values.get("group.consumer.migration.policy", "")
+
+    def int_value(self, name: str) -> int | None:
+        raw = self.values.get(name)
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    def to_dict(self) -> dict:
+        return {"broker_id": self.broker_id, "rebalance_protocols": list(self.rebalance_protocols),
+                "migration_policy": self.migration_policy, "values": dict(sorted(self.values.items()))}
+
+
+@dataclass(frozen=True)
+class BrokerVersion:
+    """What the protocol tells about a broker's release.
+
+    Kafka has no request that returns a broker's software version. The
+    highest ``metadata.version`` a broker supports names its release line
+    (``4.3-IV0`` -> ``4.3``); the patch release (4.2.0 vs 4.2.1) cannot be
+    seen over the wire, which is why preflight asks for it when it matters.
+    """
+
+    node_id: int
+    release: str
+    metadata_version_max: str
+    api_versions: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"node_id": self.node_id, "release": self.release, "metadata_version_max": self.metadata_version_max}

@@ -1,0 +1,537 @@
+"""Native admin backend: every action of :class:`~..api.ClusterAdmin` with confluent-kafka and kafka-python.
+
+Which client answers what is in :mod:`.transport`; responses become the
+typed facts of :mod:`..model` in :mod:`.converters`. Every method returns
+those facts and raises the errors of :mod:`..errors`; no client object or
+client exception leaks out.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from confluent_kafka.admin import ConfigEntry as ConfluentConfigEntry
+from kafka import errors as kerr
+from kafka.admin import MemberToRemove, UpdateFeatureType
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.api import ClusterAdmin
+from airflow_provider_kip848.kafka.arguments import id_list, require_group_id
+from airflow_provider_kip848.kafka.model import (
+    BrokerVersion,
+    ClusterFeatures,
+    ClusterInfo,
+    ConsumerGroupDescription,
+    FeatureUpdate,
+    GroupConfig,
+    GroupCoordinatorConfig,
+    GroupDescription,
+    GroupListing,
+    GroupOffsets,
+    GroupType,
+    MemberRemoval,
+    PartitionOffsets,
+    StreamsGroupDescription,
+    TopicPartition,
+)
+from airflow_provider_kip848.kafka.native import converters as C
+from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
+from airflow_provider_kip848.kafka.native.transport import Transport
+from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.kafka.translate import (
+    GROUP_ID_NOT_FOUND,
+    UNSUPPORTED_VERSION,
+    feature_refusal,
+    group_error,
+    translate_confluent,
+    translate_kafka_python,
+)
+
+_STREAMS_UNSUPPORTED_REMEDY = ("Finalize streams.version=1 (kafka-features upgrade --feature streams.version=1) on "
+                               "Kafka 4.2.1+ brokers, or upgrade the brokers.")
+
+
+class KafkaAdmin(ClusterAdmin):
+    """Administrative reads and changes against one cluster.
+
+    Clients are created lazily and closed by :meth:`close` (or the context
+    manager), so constructing a ``KafkaAdmin`` never touches the network.
+    """
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._transport = Transport(settings)
+
+    def __repr__(self) -> str:
+        return f"KafkaAdmin({self.settings!r})"
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __del__(self) -> None:  # a forgotten close() must not leave kafka-python's network thread behind
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    @property
+    def _t(self) -> Transport:
+        return self._transport
+
+    # -- cluster -----------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterInfo:
+        """Cluster id, controller and brokers (``kafka-metadata-quorum``/``DescribeCluster``)."""
+        timeout = self._t.timeout_s
+        return C.cluster_info(self._t.retrying(
+            lambda: self._t.confluent.describe_cluster(request_timeout=timeout).result(timeout + 5)))
+
+    def broker_versions(self) -> list[BrokerVersion]:
+        """Each broker's release line, from the ``metadata.version`` range it supports (see :class:`BrokerVersion`)."""
+        versions = []
+        for broker in self.describe_cluster().brokers:
+            response = self._t.send(
+                lambda: ApiVersionsRequest(client_software_name="airflow-provider-kip848",
+                                           client_software_version="0", min_version=3),
+                node_id=broker.node_id,
+            )
+            versions.append(C.broker_version(broker.node_id, response))
+        return versions
+
+    def group_coordinator_config(self, broker_id: int | None = None) -> GroupCoordinatorConfig:
+        """The broker's ``group.*`` configs (protocols, migration policy, session/heartbeat/standby bounds)."""
+        if broker_id is None:
+            info = self.describe_cluster()
+            broker_id = info.controller_id if info.controller_id is not None else info.brokers[0].node_id
+        resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+        with self.requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
+            entries = self._describe_configs(resource)
+        values = {name: e.value for name, e in entries.items() if name.startswith("group.") and e.value is not None}
+        return GroupCoordinatorConfig(broker_id=broker_id, values=values)
+
+    def _describe_configs(self, resource: ConfigResource) -> Any:
+        timeout = self._t.timeout_s
+        return self._t.retrying(
+            lambda: self._t.confluent.describe_configs([resource], request_timeout=timeout)[resource]
+            .result(timeout + 5))
+
+    # -- features ----------------------------------------------------------
+
+    def describe_features(self) -> ClusterFeatures:
+        """Supported ranges and finalized levels of every feature (``kafka-features describe``)."""
+        return C.cluster_features(self._t.kafka_python_call("describe_features"))
+
+    def _send_feature_update(self, plan: FeatureUpdate, *, dry_run: bool, unsafe: bool) -> None:
+        kind = UpdateFeatureType.UPGRADE
+        if plan.action in ("downgrade", "disable"):
+            kind = UpdateFeatureType.UNSAFE_DOWNGRADE if unsafe else UpdateFeatureType.SAFE_DOWNGRADE
+        result = self._t.kafka_python_call("update_features", {plan.feature: (kind, plan.to_level)},
+                                           validate_only=dry_run)
+        outcome = result.get(plan.feature, "OK")
+        if outcome != "OK":
+            raise feature_refusal(plan.feature, plan, outcome)
+
+    # -- groups: listing and description -------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with its type and state, streams and share groups included."""
+        rows = self._t.kafka_python_call("list_groups")
+        return sorted((C.group_listing(row) for row in rows), key=lambda g: g.group_id)
+
+    def group_listing(self, group_id: str) -> GroupListing:
+        """The listing of one group, or :class:`GroupNotFound` (:class:`AuthorizationFailed` when the
+        principal may not describe it: ListGroups leaves such groups out instead of refusing)."""
+        require_group_id(group_id)
+        for listing in self.list_groups():
+            if listing.group_id == group_id:
+                return listing
+        self._check_group_visible(group_id)
+        self._confirm_absent(group_id)
+        raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
+
+    def _confirm_absent(self, group_id: str) -> None:
+        """Ask the group's coordinator before calling a group absent.
+
+        ListGroups is answered from every coordinator partition a broker leads *now*: while a broker
+        shuts down, restarts or hands a partition over, the partitions it no longer (or not yet)
+        leads are silently left out, and a live group vanishes from the listing. A sensor waiting
+        for "empty" must not take that for "the group is gone". The coordinator itself answers
+        OffsetFetch with a retriable NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in that
+        window (retried here), and a group that has committed offsets exists.
+        """
+        # kafka-python, not confluent-kafka: librdkafka 2.16 crashes the process (SIGSEGV) on
+        # ListConsumerGroupOffsets of a group id that does not exist.
+        committed = self._t.kafka_python_call("list_group_offsets", {group_id: None}).get(group_id) or {}
+        if any(getattr(meta, "offset", -1) >= 0 for meta in committed.values()):
+            raise E.KafkaConnectionError(
+                f"Group {group_id!r} has committed offsets but is missing from the brokers' group listing: "
+                "a group coordinator is moving (a broker restarting or shutting down)",
+                remedy="Retry in a few seconds; sensors poke again by themselves.")
+
+    def _check_group_visible(self, group_id: str) -> None:
+        """Raise :class:`AuthorizationFailed` if the principal lacks DESCRIBE on the group.
+
+        FindCoordinator needs DESCRIBE on the group, exists or not, so it tells "not there" from
+        "not allowed to see it". Any other failure leaves the verdict to the caller.
+        """
+        try:
+            with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+                self._t.find_coordinator(group_id)
+        except E.AuthorizationFailed:
+            raise
+        except E.Kip848Error:
+            pass
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Describe a group of any type supported here (classic, consumer, streams)."""
+        require_group_id(group_id)
+        listing = self.group_listing(group_id)
+        if listing.type is GroupType.STREAMS:
+            return self.describe_streams_group(group_id)
+        return self._describe_consumer_group(group_id, listing)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """A classic or consumer group with members, assignments and (for consumer groups) epochs.
+
+        Consumer (KIP-848) groups are described with ``ConsumerGroupDescribe``
+        v1, which also says member by member whether a member still speaks the
+        classic protocol (a mixed group during an online migration).
+        """
+        require_group_id(group_id)
+        return self._describe_consumer_group(group_id, None)
+
+    def _describe_consumer_group(self, group_id: str, listing: GroupListing | None) -> ConsumerGroupDescription:
+        with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            # A group converting between classic and consumer (its first consumer member joins, or its
+            # last one leaves) can answer ConsumerGroupDescribe as "not found" while the listing, read a
+            # moment later, already (or still) says consumer. That is a race, not a wrong type: read again.
+            for attempt in range(2):
+                try:
+                    return self._describe_consumer_group_once(group_id, listing if attempt == 0 else None)
+                except E.WrongGroupType as exc:
+                    if exc.actual is not GroupType.CONSUMER:
+                        raise
+                    time.sleep(0.2 * (attempt + 1))
+            return self._describe_consumer_group_once(group_id, None)
+
+    def _describe_consumer_group_once(self, group_id: str, listing: GroupListing | None) -> ConsumerGroupDescription:
+        unsupported = None
+        try:
+            response = self._t.send(
+                lambda: ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
+                group_id=group_id,
+            )
+            group = response.groups[0]
+            if group.error_code == 0:
+                return C.consumer_group(group, self._t.coordinator_id(group_id))
+            if group.error_code == UNSUPPORTED_VERSION:
+                unsupported = group.error_message or "UNSUPPORTED_VERSION"
+            elif group.error_code != GROUP_ID_NOT_FOUND:
+                raise group_error(group_id, group.error_code, group.error_message, self.settings)
+        except E.UnsupportedBrokerVersion as exc:
+            unsupported = exc.what
+        listing = listing or self.group_listing(group_id)
+        if listing.type is GroupType.CLASSIC:
+            raw = self._t.kafka_python_call("describe_groups", [group_id])[group_id]
+            return C.classic_group(group_id, raw, self._t.coordinator_id(group_id))
+        if unsupported is not None:
+            # no ConsumerGroupDescribe: group.version is 0 (KIP-848 off) or the brokers predate 4.0
+            raise E.UnsupportedBrokerVersion(
+                f"The cluster does not serve ConsumerGroupDescribe, needed for {listing.type.value} group "
+                f"{group_id!r} ({unsupported}).",
+                remedy="Finalize group.version=1 (kafka-features upgrade --feature group.version=1) on Kafka 4.0+ "
+                       "brokers, or upgrade the brokers.",
+            )
+        raise E.WrongGroupType(
+            f"Group {group_id!r} is a {listing.type.value} group, not a classic or consumer group.",
+            actual=listing.type,
+            remedy="Use describe_streams_group() for streams groups." if listing.type is GroupType.STREAMS else None,
+        )
+
+    def classic_assignment_user_data(self, group_id: str) -> dict[str, bytes]:
+        """Member id -> the ``userData`` of its classic assignment (non-empty means a custom client assignor).
+
+        The broker refuses an online upgrade to the consumer protocol when any
+        member's assignment carries userData ("unsupported custom assignor").
+        """
+        return C.classic_user_data(self._t.kafka_python_call("describe_groups", [group_id])[group_id])
+
+    def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
+        """A streams group with members, task assignments and epochs (``StreamsGroupDescribe``)."""
+        require_group_id(group_id)
+        with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            group = self._streams_group_response(group_id)
+            if group.error_code == GROUP_ID_NOT_FOUND:
+                listing = self.group_listing(group_id)  # GroupNotFound if absent
+                raise E.WrongGroupType(
+                    f"Group {group_id!r} is a {listing.type.value} group, not a streams group.",
+                    remedy="Use describe_consumer_group() for classic and consumer groups.",
+                )
+            if group.error_code != 0:
+                raise group_error(group_id, group.error_code, group.error_message, self.settings)
+            return C.streams_group(group, self._t.coordinator_id(group_id))
+
+    def _streams_group_response(self, group_id: str) -> Any:
+        """The group's entry of a ``StreamsGroupDescribe`` response (UNSUPPORTED_VERSION raised, with the remedy)."""
+        try:
+            response = self._t.send(
+                lambda: StreamsGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
+                group_id=group_id,
+            )
+        except E.UnsupportedBrokerVersion as exc:
+            raise E.UnsupportedBrokerVersion(f"The cluster does not serve StreamsGroupDescribe ({exc.what}).",
+                                             remedy=_STREAMS_UNSUPPORTED_REMEDY) from exc
+        group = response.groups[0]
+        if group.error_code == UNSUPPORTED_VERSION:
+            raise E.UnsupportedBrokerVersion(
+                f"The cluster does not serve StreamsGroupDescribe ({group.error_message or 'UNSUPPORTED_VERSION'}).",
+                remedy=_STREAMS_UNSUPPORTED_REMEDY)
+        return group
+
+    def streams_group_source_partitions(self, group_id: str) -> tuple[TopicPartition, ...]:
+        """Input partitions (source and repartition topics) of the group's active tasks."""
+        group = self._streams_group_response(group_id)
+        return C.streams_source_partitions(group) if group.error_code == 0 else ()
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group (its committed offsets go with it)."""
+        self.group_listing(group_id)
+        with self.requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
+            outcome = self._t.kafka_python_call("delete_groups", [group_id]).get(group_id, "OK")  # or an error name
+            if outcome == "NonEmptyGroupError":
+                raise E.GroupNotEmpty(f"Group {group_id!r} still has active members; it cannot be deleted.")
+            if outcome == "GroupIdNotFoundError":
+                raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
+            if outcome != "OK":
+                error_cls = getattr(kerr, outcome, kerr.KafkaError)
+                raise translate_kafka_python(error_cls(f"DeleteGroups of {group_id!r}"), self.settings)
+
+    # -- membership ----------------------------------------------------------
+
+    def remove_members(
+        self,
+        group_id: str,
+        *,
+        member_ids: Iterable[str] = (),
+        instance_ids: Iterable[str] = (),
+        all_members: bool = False,
+        missing_ok: bool = False,
+        reason: str = "removed by airflow-provider-kip848",
+    ) -> MemberRemoval:
+        """Force members out of a classic or consumer group with LeaveGroup.
+
+        This is how a classic group is emptied before an offline streams
+        migration without waiting a whole session timeout. Static members are
+        removed by ``group.instance.id`` (which also releases the instance id),
+        dynamic ones by member id. Streams groups reject LeaveGroup, so they
+        are refused here with the reason. Unknown ids raise before anything is
+        removed unless ``missing_ok``.
+        """
+        member_ids = id_list("member_ids", member_ids)
+        instance_ids = id_list("instance_ids", instance_ids)
+        desc = self.describe_group(group_id)
+        if isinstance(desc, StreamsGroupDescription):
+            raise E.WrongGroupType(
+                f"Group {group_id!r} is a streams group: the broker rejects LeaveGroup for streams groups.",
+                remedy="Stop the application's instances (they leave on close) or wait for "
+                       "streams.session.timeout.ms to expire them.",
+            )
+        by_member = {m.member_id: m for m in desc.members}
+        by_instance = {m.instance_id: m for m in desc.members if m.instance_id}
+        wanted = {i for i in member_ids if i in by_member} | {by_instance[i].member_id for i in instance_ids
+                                                               if i in by_instance}
+        missing = sorted({i for i in member_ids if i not in by_member}
+                         | {i for i in instance_ids if i not in by_instance})
+        if missing and not missing_ok:
+            current = ", ".join(f"{m.member_id} ({m.instance_id})" if m.instance_id else m.member_id
+                                for m in desc.members) or "none"
+            raise E.GroupNotFound(
+                f"Not members of group {group_id!r}: {', '.join(missing)}. Current members: {current}.",
+                remedy="Describe the group again and pass ids of current members (or all_members=True).",
+            )
+        targets = list(desc.members) if all_members else [by_member[i] for i in sorted(wanted)]
+        if not targets:
+            return MemberRemoval(group_id, desc.type, removed=(), failed={}, not_found=tuple(missing))
+        requests = [
+            MemberToRemove(group_instance_id=m.instance_id, reason=reason) if m.instance_id
+            else MemberToRemove(member_id=m.member_id, reason=reason)
+            for m in targets
+        ]
+        with self.requires(f"remove members of group {group_id!r}", ("READ", "GROUP", group_id)):
+            results = self._t.kafka_python_call("remove_group_members", group_id, requests)
+        # the response is keyed by member id, or by group.instance.id for static members
+        ident_of = {}
+        for m in targets:
+            ident = m.instance_id or m.member_id
+            ident_of[m.member_id] = ident
+            if m.instance_id:
+                ident_of[m.instance_id] = ident
+        removed, failed = C.removal_outcome(results, ident_of)
+        return MemberRemoval(group_id, desc.type, removed=tuple(sorted(removed)), failed=failed,
+                             not_found=tuple(missing))
+
+    # -- offsets -------------------------------------------------------------
+
+    def group_offsets(self, group_id: str) -> GroupOffsets:
+        """Committed offsets of a group with each partition's log start and end (lag = end - committed).
+
+        Partitions assigned to members but without a commit are included with
+        ``committed=None``, as ``kafka-consumer-groups --describe`` lists them.
+        """
+        desc = self.describe_group(group_id)
+        request = [ConsumerGroupTopicPartitions(group_id)]
+        timeout = self._t.timeout_s
+        with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            result = self._t.retrying(
+                lambda: self._t.confluent.list_consumer_group_offsets(request, request_timeout=timeout)[
+                    group_id].result(timeout + 5))
+        committed: dict[TopicPartition, tuple[int, int | None]] = {}
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise translate_confluent(tp.error, self.settings)
+            if tp.offset >= 0:
+                committed[TopicPartition(tp.topic, tp.partition)] = (tp.offset, tp.leader_epoch)
+        if isinstance(desc, StreamsGroupDescription):
+            assigned = set(self.streams_group_source_partitions(group_id))
+        else:
+            assigned = {tp for m in desc.members for tp in m.assignment}
+        wanted = sorted(set(committed) | assigned)
+        starts, ends = self.log_offsets(wanted)
+        rows = tuple(
+            PartitionOffsets(
+                topic=tp.topic,
+                partition=tp.partition,
+                committed=committed[tp][0] if tp in committed else None,
+                leader_epoch=committed[tp][1] if tp in committed else None,
+                log_start=starts.get(tp),
+                log_end=ends.get(tp),
+            )
+            for tp in wanted
+        )
+        return GroupOffsets(group_id=group_id, partitions=rows)
+
+    def log_offsets(self, tps: Iterable[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Log start and end offsets (earliest/latest, read_uncommitted) of the given partitions."""
+        tps = list(tps)
+        if not tps:
+            return {}, {}
+        topics = ", ".join(sorted({tp.topic for tp in tps}))
+        with self.requires(f"read the log offsets of {topics}", ("DESCRIBE", "TOPIC", topics)):
+            self._check_partitions_exist(tps)
+            timeout = self._t.timeout_s
+            out: list[dict[TopicPartition, int]] = []
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+                request = {ConfluentTopicPartition(tp.topic, tp.partition): spec for tp in tps}
+
+                def list_offsets(request: dict[Any, Any] = request) -> dict[Any, Any]:
+                    return self._t.confluent.list_offsets(request, request_timeout=timeout)
+
+                futures = self._t.retrying(list_offsets)
+                out.append({TopicPartition(ctp.topic, ctp.partition): self._t.result(fut).offset
+                            for ctp, fut in futures.items()})
+            return out[0], out[1]
+
+    def topic_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, tuple[int, int]]:
+        """Log start and end offsets of every partition of ``topics`` (the fixed range a validation reads)."""
+        topics = list(topics)
+        metadata = self._metadata()
+        for topic in topics:
+            if topic not in metadata.topics or metadata.topics[topic].error is not None:
+                raise E.UnknownTopicOrPartition(f"Topic {topic!r} does not exist.")
+        starts, ends = self.log_offsets(C.topic_partitions(metadata, topics))
+        return {tp: (starts[tp], ends[tp]) for tp in sorted(starts)}
+
+    def _metadata(self) -> Any:
+        return self._t.retrying(lambda: self._t.confluent.list_topics(timeout=self._t.timeout_s))
+
+    def _check_partitions_exist(self, tps: Iterable[TopicPartition]) -> None:
+        metadata = self._metadata()
+        missing = sorted(tp for tp in tps
+                         if tp.topic not in metadata.topics or tp.partition not in metadata.topics[tp.topic].partitions)
+        if missing:
+            raise E.UnknownTopicOrPartition(f"No such topic-partition: {', '.join(map(str, missing))}.")
+
+    def _log_bounds(self, offsets: Mapping[TopicPartition, int],
+                    current: GroupOffsets) -> dict[TopicPartition, tuple[int | None, int | None]]:
+        starts, ends = self.log_offsets(offsets)
+        return {tp: (starts[tp], ends[tp]) for tp in offsets}
+
+    def _send_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
+                      desc: GroupDescription | None) -> None:
+        request = [ConsumerGroupTopicPartitions(
+            group_id, [ConfluentTopicPartition(tp.topic, tp.partition, int(o)) for tp, o in sorted(offsets.items())])]
+        timeout = self._t.timeout_s
+        result = self._t.retrying(
+            lambda: self._t.confluent.alter_consumer_group_offsets(request, request_timeout=timeout)[
+                group_id].result(timeout + 5))
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise translate_confluent(tp.error, self.settings)
+
+    # -- group configs -----------------------------------------------------------
+
+    def describe_group_config(self, group_id: str) -> GroupConfig:
+        """Every group config of ``group_id`` with its effective value and source (``--describe --all``)."""
+        require_group_id(group_id)
+        resource = ConfigResource(ResourceType.GROUP, group_id)
+        with self.requires(f"read the configs of group {group_id!r}", ("DESCRIBE_CONFIGS", "GROUP", group_id)):
+            return C.group_config(group_id, self._describe_configs(resource))
+
+    def _send_group_config_change(self, plan: ConfigChangePlan, *, dry_run: bool) -> None:
+        resource = ConfigResource(
+            ResourceType.GROUP, plan.group_id,
+            incremental_configs=[ConfluentConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                                 for k, v in plan.to_set.items()]
+            + [ConfluentConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in plan.to_delete],
+        )
+        timeout = self._t.timeout_s
+        self._t.retrying(
+            lambda: self._t.confluent.incremental_alter_configs([resource], validate_only=dry_run,
+                                                                request_timeout=timeout)[resource]
+            .result(timeout + 5))
+
+    # -- topics (the change lock) -----------------------------------------------------
+
+    def create_topic(self, topic: str, *, partitions: int = 1, config: Mapping[str, str] | None = None) -> bool:
+        """Create ``topic`` (replication factor: the brokers' default); False when it already exists."""
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))
+        futures = self._t.confluent.create_topics([new], request_timeout=self._t.timeout_s)
+        try:
+            with self.requires(f"create the topic {topic}", ("CREATE", "TOPIC", topic)):
+                self._t.result(futures[topic])
+        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, not a failure
+            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
+                return False
+            raise
+        return True
+
+    def topic_exists(self, topic: str) -> bool:
+        """Whether the cluster's metadata lists ``topic``."""
+        return topic in self._metadata().topics
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` (already gone is fine) and wait until the metadata no longer lists it."""
+        futures = self._t.confluent.delete_topics([topic], request_timeout=self._t.timeout_s)
+        try:
+            with self.requires(f"delete the topic {topic}", ("DELETE", "TOPIC", topic)):
+                self._t.result(futures[topic])
+        except Exception as exc:  # noqa: BLE001 - already gone is fine
+            if "UNKNOWN_TOPIC" not in str(exc):
+                raise
+        deadline = time.monotonic() + self._t.timeout_s
+        while self.topic_exists(topic) and time.monotonic() < deadline:  # deletion is asynchronous on the brokers
+            time.sleep(0.1)
+

@@ -1,0 +1,241 @@
+"""The native backend's plumbing: two clients, retries, coordinator lookup, and out-of-band errors.
+
+Which client answers what, and why:
+
+* confluent-kafka (librdkafka): cluster description, configs, committed
+  offsets, log offsets, offset commits, topics. Public, typed APIs.
+* kafka-python 3.0: feature flags, the unfiltered ``ListGroups`` (with each
+  group's type), classic ``DescribeGroups`` with raw ``userData``,
+  ``LeaveGroup``, ``DeleteGroups``, per-broker ``ApiVersions``, and raw
+  requests no Python client ships (:mod:`.protocol`).
+
+Both are created lazily (constructing a :class:`Transport` never touches the
+network) and kafka-python's is closed by :meth:`Transport.close`. Every call
+goes through :meth:`Transport.retrying`, which rides out retriable broker
+answers (a coordinator loading, a leader moving) until the request timeout and
+turns everything else into the provider's errors (:mod:`..translate`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError as KafkaPythonError
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.kafka.translate import redact, translate_confluent, translate_kafka_python
+
+T = TypeVar("T")
+
+#: kafka-python loggers and the level the provider sets when the user has not configured them.
+#: kafka-python logs every connect/disconnect at INFO and warns about its own event-loop timing; while
+#: a broker restarts it logs each refused reconnect and metadata refresh at ERROR (dozens a minute in
+#: a waiting trigger's log), which the provider reports once, as a retriable error with the remedy.
+QUIETER_LOGGERS = (("kafka", logging.WARNING), ("kafka.net.selector", logging.ERROR),
+                   ("kafka.net", logging.CRITICAL), ("kafka.cluster", logging.CRITICAL))
+
+
+def quiet_client_loggers() -> None:
+    """Lower kafka-python's chatter, only where the user has not configured those loggers.
+
+    Called when the first kafka-python client is created, not at import: importing the
+    provider changes no logging configuration.
+    """
+    for name, level in QUIETER_LOGGERS:
+        if logging.getLogger(name).level == logging.NOTSET:
+            logging.getLogger(name).setLevel(level)
+
+
+class _QuietLogger:
+    """librdkafka logs connection errors at WARNING/ERROR; the errors we raise say the same, once."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    debug = info = warning = error = exception = critical = log
+
+
+QUIET_LOGGER = _QuietLogger()
+
+
+class Transport:
+    """The clients of one :class:`~.admin.KafkaAdmin`, and how their calls are retried and translated."""
+
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self._kp_admin: KafkaAdminClient | None = None
+        #: errors librdkafka reports out of band (an authentication failure arrives here,
+        #: while the request future only times out)
+        self._client_errors: list[ConfluentError] = []
+        #: credentials checked once (SASL/SSL): a refused login is reported at once, not after a request timeout
+        self._credentials_checked = not (settings.uses_sasl or settings.uses_ssl)
+
+    @property
+    def timeout_s(self) -> float:
+        """The connection's request timeout, in seconds."""
+        return self.settings.request_timeout_ms / 1000
+
+    def close(self) -> None:
+        if self._kp_admin is not None:
+            self._kp_admin.close()
+            self._kp_admin = None
+
+    # -- clients -----------------------------------------------------------
+
+    @functools.cached_property
+    def confluent(self) -> AdminClient:
+        """confluent-kafka's AdminClient (librdkafka keeps its own connections and threads)."""
+
+        def on_error(err: ConfluentError) -> None:
+            if len(self._client_errors) < 50:
+                self._client_errors.append(err)
+
+        config: dict[str, Any] = {**self.settings.confluent_config(), "logger": QUIET_LOGGER, "error_cb": on_error}
+        return AdminClient(config)
+
+    @property
+    def kafka_python(self) -> KafkaAdminClient:
+        """kafka-python's admin client, created on first use after the credentials check."""
+        if self._kp_admin is None:
+            quiet_client_loggers()
+            # kafka-python retries a refused login until its bootstrap timeout and then only says
+            # "unable to bootstrap"; librdkafka names the authentication failure within a second.
+            self.check_credentials()
+            try:
+                self._kp_admin = KafkaAdminClient(**self.settings.kafka_python_config())
+            except KafkaPythonError as exc:
+                raise translate_kafka_python(exc, self.settings) from exc
+        return self._kp_admin
+
+    # -- out-of-band errors ------------------------------------------------
+
+    def reported_connection_error(self) -> E.Kip848Error | None:
+        """An authentication failure, or all brokers down, as librdkafka reported it out of band."""
+        if (auth := self.auth_error()) is not None:
+            return auth
+        if any(e.code() in (ConfluentError._ALL_BROKERS_DOWN, ConfluentError._TRANSPORT, ConfluentError._RESOLVE)
+               for e in self._client_errors):
+            return E.KafkaConnectionError(f"Cannot reach any broker at {self.settings.bootstrap_servers}.")
+        return None
+
+    def auth_error(self) -> E.AuthenticationFailed | None:
+        if "confluent" in self.__dict__:
+            self.confluent.poll(0)  # error callbacks are served by poll()
+        for err in self._client_errors:
+            if err.code() in (ConfluentError._AUTHENTICATION, ConfluentError.SASL_AUTHENTICATION_FAILED,
+                              ConfluentError._SSL):
+                return E.AuthenticationFailed(
+                    f"The brokers at {self.settings.bootstrap_servers} refused this connection's credentials: "
+                    f"{redact(err.str(), self.settings)}."
+                )
+        return None
+
+    def check_credentials(self) -> None:
+        """On a secured connection, raise :class:`AuthenticationFailed` before the first request if the
+        brokers refuse the login (a request would only time out, after ``request_timeout_ms``)."""
+        if self._credentials_checked:
+            return
+        refused = self._probe_connection()
+        if refused is not None:
+            raise refused
+        self._credentials_checked = True
+
+    def _probe_connection(self) -> E.Kip848Error | None:
+        """None once librdkafka gets metadata; an AuthenticationFailed as soon as it reports one; a
+        (retriable) KafkaConnectionError when no broker answered within the request timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.confluent.list_topics(timeout=0.5)
+                return None
+            except KafkaException:
+                pass
+            if (auth := self.auth_error()) is not None:
+                return auth
+        return self.reported_connection_error() or E.KafkaConnectionError(
+            f"No broker at {self.settings.bootstrap_servers} answered within {self.settings.request_timeout_ms} ms.")
+
+    # -- calls ---------------------------------------------------------------
+
+    def requires(self, action: str, *needs: tuple[str, str, str | None]) -> AbstractContextManager[None]:
+        """An authorization failure inside names the permission ``action`` needs (see :func:`errors.requires`)."""
+        return E.requires(action, *needs, principal=self.settings.sasl_username)
+
+    def retrying(self, call: Callable[[], T]) -> T:
+        """Run ``call``, retrying retriable broker errors with backoff until the request timeout.
+
+        A coordinator still loading after a broker restart, or a leader that
+        moved, answers with a retriable error; the Java Admin client retries
+        those, and so do we, instead of failing the task.
+        """
+        self.check_credentials()
+        deadline = time.monotonic() + self.timeout_s
+        backoff = 0.1
+        while True:
+            try:
+                return call()
+            except KafkaPythonError as exc:
+                if getattr(exc, "retriable", False) and time.monotonic() + backoff < deadline:
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                raise translate_kafka_python(exc, self.settings) from exc
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if (auth := self.auth_error()) is not None:
+                    raise auth from exc
+                if err is not None and err.retriable() and time.monotonic() + backoff < deadline:
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                error = translate_confluent(exc, self.settings)
+                if isinstance(error, E.OperationTimedOut):
+                    error = self.reported_connection_error() or error
+                raise error from exc
+
+    def kafka_python_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call a kafka-python admin method, retried and translated."""
+        return self.retrying(lambda: getattr(self.kafka_python, method)(*args, **kwargs))
+
+    def send(self, request_factory: Callable[[], Any], *, node_id: int | None = None,
+             group_id: str | None = None) -> Any:
+        """Send a raw request (to ``node_id``, or to ``group_id``'s coordinator) through kafka-python."""
+        admin = self.kafka_python
+
+        async def send() -> Any:
+            node = node_id
+            if group_id is not None:
+                node = await admin._find_coordinator_id(group_id)
+            return await admin._manager.send(request_factory(), node_id=node)
+
+        return self.retrying(lambda: admin._manager.run(send))
+
+    def find_coordinator(self, group_id: str) -> int:
+        """The node id of ``group_id``'s coordinator (FindCoordinator; needs DESCRIBE on the group)."""
+        admin = self.kafka_python
+
+        async def find() -> int:
+            return await admin._find_coordinator_id(group_id)
+
+        return self.retrying(lambda: admin._manager.run(find))
+
+    def coordinator_id(self, group_id: str) -> int | None:
+        """Like :meth:`find_coordinator`, None when it cannot be found (a description still stands)."""
+        try:
+            return self.find_coordinator(group_id)
+        except E.Kip848Error:
+            return None
+
+    def result(self, future: Any) -> Any:
+        """The result of a confluent-kafka future, retried and translated."""
+        return self.retrying(lambda: future.result(self.timeout_s + 5))

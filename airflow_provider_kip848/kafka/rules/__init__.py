@@ -1,0 +1,9 @@
+"""The judges: pure functions over facts read from the cluster.
+
+Feature-change plans (:mod:`.features`), group-config validation
+(:mod:`.group_configs`), offset rules, compare and restore (:mod:`.offsets`),
+migration preflight (:mod:`.preflight`), client-config lint (:mod:`.lint`) and
+the conditions sensors wait for (:mod:`.conditions`). Nothing here does I/O:
+:mod:`..api` reads the facts through a backend and hands them over, so every
+rule is unit-testable on recorded facts.
+"""

@@ -1,0 +1,128 @@
+"""Rules for changing committed offsets, shared by both backends.
+
+Committed offsets are the only state that survives a protocol switch, so a
+restore must never race live members (the broker would refuse, or a member
+would immediately commit over it) and must never point outside the log (the
+consumer would reset by ``auto.offset.reset`` and silently skip or replay).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidArgument, InvalidOffset
+from airflow_provider_kip848.kafka.model import GroupDescription, GroupOffsets, OffsetSnapshot, TopicPartition
+
+
+def require_empty(desc: GroupDescription) -> None:
+    if not desc.is_empty:
+        raise GroupNotEmpty(
+            f"Group {desc.group_id!r} has {len(desc.members)} active member(s) ({desc.state}); committed offsets "
+            "can only be changed while it is empty."
+        )
+
+
+def require_offsets(offsets: object) -> dict[TopicPartition, int]:
+    """``offsets`` as ``{TopicPartition: int}``; anything else (a string offset, a bare dict of text) is refused."""
+    if not isinstance(offsets, Mapping):
+        raise InvalidArgument(f"Offsets must be a mapping of topic-partition to offset, not {type(offsets).__name__}.")
+    out = {}
+    for tp, offset in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise InvalidArgument(f"{tp!r} is not a TopicPartition.",
+                                  remedy="Key offsets by TopicPartition(topic, partition).")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidOffset(f"Offset {offset!r} for {tp} is not an integer.",
+                                remedy="Pass each offset as an integer between the partition's log start and log end.")
+        out[tp] = offset
+    return out
+
+
+def require_inside_log(
+    offsets: Mapping[TopicPartition, int], bounds: Mapping[TopicPartition, tuple[int | None, int | None]]
+) -> None:
+    """Every offset within [log start, log end] of its partition (end included: "consume from the next record")."""
+    for tp, offset in sorted(offsets.items()):
+        lo, hi = bounds[tp]
+        if (lo is not None and offset < lo) or (hi is not None and offset > hi):
+            raise InvalidOffset(f"Offset {offset} for {tp} is outside the log ({lo}..{hi}).")
+
+
+# -- snapshots -------------------------------------------------------------------------
+
+def snapshot_from(cluster_id: str, desc: GroupDescription, offsets: GroupOffsets,
+                  taken_at: datetime | None = None) -> OffsetSnapshot:
+    """A snapshot of ``offsets`` with the group's type and state, tied to ``cluster_id``."""
+    return OffsetSnapshot(
+        cluster_id=cluster_id,
+        group_id=offsets.group_id,
+        group_type=desc.type.value,
+        group_state=desc.state.value,
+        taken_at=(taken_at or datetime.now(UTC)).isoformat(timespec="seconds"),
+        partitions=offsets.partitions,
+    )
+
+
+# -- comparing and restoring ---------------------------------------------------------------
+
+STATUSES = ("equal", "advanced", "regressed", "missing", "new")
+
+
+@dataclass(frozen=True)
+class PartitionComparison:
+    topic: str
+    partition: int
+    snapshot: int | None
+    current: int | None
+    status: str  # equal | advanced | regressed | missing (committed before, not now) | new
+
+
+@dataclass(frozen=True)
+class OffsetComparison:
+    group_id: str
+    partitions: tuple[PartitionComparison, ...]
+
+    def by_status(self, status: str) -> tuple[PartitionComparison, ...]:
+        return tuple(p for p in self.partitions if p.status == status)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s: len(self.by_status(s)) for s in STATUSES}
+
+    def lost(self) -> tuple[PartitionComparison, ...]:
+        """Partitions whose progress is gone: the commit disappeared or moved backwards."""
+        return self.by_status("regressed") + self.by_status("missing")
+
+    def to_dict(self) -> dict:
+        return {
+            "group_id": self.group_id,
+            "counts": self.counts,
+            "preserved": not self.lost(),
+            "partitions": [asdict(p) for p in self.partitions],
+        }
+
+
+def compare(snapshot: OffsetSnapshot, current: GroupOffsets) -> OffsetComparison:
+    before, now = snapshot.committed, current.committed
+    rows = []
+    for tp in sorted(set(before) | set(now)):
+        b, n = before.get(tp), now.get(tp)
+        if b is None:
+            status = "new"
+        elif n is None:
+            status = "missing"
+        elif n == b:
+            status = "equal"
+        elif n > b:
+            status = "advanced"
+        else:
+            status = "regressed"
+        rows.append(PartitionComparison(tp.topic, tp.partition, b, n, status))
+    return OffsetComparison(current.group_id, tuple(rows))
+
+
+def restore_plan(comparison: OffsetComparison) -> dict[TopicPartition, int]:
+    """Offsets to commit so that every lost partition is back at its snapshot (nothing else is touched)."""
+    return {TopicPartition(p.topic, p.partition): p.snapshot for p in comparison.lost() if p.snapshot is not None}

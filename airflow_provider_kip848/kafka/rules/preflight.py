@@ -1,0 +1,343 @@
+"""Refuse a migration that would fail, before anything changes: checks over facts read from the cluster.
+
+The broker decides whether a group may convert (GroupMetadataManager): the
+protocol must be enabled and its feature finalized; an online classic ->
+consumer upgrade is refused (fatal ``GROUP_ID_NOT_FOUND`` in the clients)
+when the migration policy forbids it, when the group is larger than
+``group.consumer.max.size`` or when any member's assignment carries
+``userData`` (a custom client assignor); a streams application can only take
+over an *empty* classic group, and a 4.2.0 broker can lose such a group after
+compaction (KAFKA-20254). Each of those is a check here, with the evidence
+read from the cluster and the remedy.
+
+:func:`~airflow_provider_kip848.kafka.api.read_preflight_facts` reads (one
+backend call per fact); :func:`run_preflight` judges, purely, so every rule
+is unit-testable on recorded facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
+from airflow_provider_kip848.kafka.model import (
+    BrokerVersion,
+    ClusterFeatures,
+    ConsumerGroupDescription,
+    GroupCoordinatorConfig,
+    GroupListing,
+    GroupType,
+    StreamsGroupDescription,
+)
+
+MODES = {
+    "classic_to_consumer": "online upgrade of a classic group to the consumer protocol (KIP-848)",
+    "consumer_to_classic": "online rollback of a consumer group to the classic protocol",
+    "classic_to_streams": ("offline migration of a Kafka Streams application's classic group to a streams group "
+                           "(KIP-1071)"),
+    "enable_feature": "finalize a feature level (group.version or streams.version)",
+}
+PASS, WARN, FAIL = "pass", "warn", "fail"
+#: the protocol each group mode moves to
+TARGET_PROTOCOL = {"classic_to_consumer": "consumer", "consumer_to_classic": "classic", "classic_to_streams": "streams"}
+
+#: metadata.version a feature level needs before it can be finalized
+FEATURE_MIN_METADATA = {("group.version", 1): (22, "4.0-IV0"), ("streams.version", 1): (29, "4.2-IV1"),
+                        ("share.version", 1): (28, "4.2-IV0")}
+BUILTIN_CLASSIC_ASSIGNORS = frozenset({"range", "roundrobin", "sticky", "cooperative-sticky"})
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    evidence: str
+    remedy: str = ""
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    mode: str
+    group_id: str | None
+    checks: tuple[Check, ...]
+
+    @property
+    def failures(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == FAIL)
+
+    @property
+    def warnings(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == WARN)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def check(self, name: str) -> Check:
+        return next(c for c in self.checks if c.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "group_id": self.group_id, "passed": self.passed,
+                "failures": [c.name for c in self.failures], "warnings": [c.name for c in self.warnings],
+                "checks": [asdict(c) for c in self.checks]}
+
+    def render_text(self) -> str:
+        head = f"Preflight {self.mode} for {self.group_id or 'the cluster'}: " + (
+            "PASSED" if self.passed else f"FAILED ({len(self.failures)} check(s))")
+        lines = [head]
+        for c in self.checks:
+            lines.append(f"  [{c.status.upper():4}] {c.name}: {c.evidence}")
+            if c.remedy and c.status != PASS:
+                lines.append(f"         -> {c.remedy}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PreflightFacts:
+    brokers: tuple[BrokerVersion, ...]
+    features: ClusterFeatures
+    coordinator: GroupCoordinatorConfig
+    listing: GroupListing | None = None
+    description: ConsumerGroupDescription | StreamsGroupDescription | None = None
+    user_data: dict[str, bytes] = field(default_factory=dict)
+
+
+def run_preflight(
+    facts: PreflightFacts,
+    mode: str,
+    *,
+    group_id: str | None = None,
+    declared_broker_version: str | None = None,
+    expect_empty: bool | None = None,
+    feature: str | None = None,
+    feature_level: int | None = None,
+) -> PreflightReport:
+    """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True."""
+    if mode not in MODES:
+        raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
+    checks: list[Check] = []
+    if mode == "enable_feature":
+        if not feature:
+            raise InvalidArgument("mode enable_feature needs a feature.",
+                                  remedy="Pass feature (e.g. streams.version) and feature_level.")
+        level = 1 if feature_level is None else int(feature_level)
+        checks.append(_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
+                                      declared_broker_version, streams=feature == "streams.version"))
+        checks.append(_feature_enable(facts, feature, level))
+        return PreflightReport(mode, group_id, tuple(checks))
+    if not group_id:
+        raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
+    streams = mode == "classic_to_streams"
+    checks.append(_broker_version(facts, "4.2" if streams else "4.0", declared_broker_version, streams=streams))
+    target = TARGET_PROTOCOL[mode]
+    checks.append(_protocol_enabled(facts, target))
+    if mode == "classic_to_consumer":
+        checks.append(_feature_finalized(facts, "group.version"))
+    elif streams:
+        checks.append(_feature_finalized(facts, "streams.version"))
+    checks.append(_group_type(facts, group_id, mode))
+    desc = facts.description
+    members = len(desc.members) if desc is not None else 0
+    if mode in ("classic_to_consumer", "consumer_to_classic"):
+        checks.append(_migration_policy(facts, mode, members))
+    if mode == "classic_to_consumer":
+        checks.append(_custom_assignor(facts))
+        checks.append(_group_size(facts, "group.consumer.max.size", members))
+        checks.append(_static_members_online(facts))
+    if streams:
+        checks.append(_group_size(facts, "group.streams.max.size", members))
+        checks.append(_static_members_streams(facts))
+        checks.append(_group_empty(facts, True if expect_empty is None else expect_empty))
+    return PreflightReport(mode, group_id, tuple(checks))
+
+
+# -- checks ----------------------------------------------------------------------
+
+
+def _release_tuple(release: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in release.split("."))
+    except ValueError:
+        return (0,)
+
+
+def _broker_version(facts: PreflightFacts, minimum: str, declared: str | None, *, streams: bool) -> Check:
+    releases = sorted({b.release for b in facts.brokers})
+    seen = ", ".join(f"broker {b.node_id}: {b.release} (metadata.version up to {b.metadata_version_max})"
+                     for b in facts.brokers)
+    need = "4.2.1" if streams else minimum
+    too_old = [b for b in facts.brokers if _release_tuple(b.release) < _release_tuple(minimum)]
+    if too_old:
+        return Check("broker_version", FAIL, seen, f"Upgrade every broker to Kafka {need} or newer first.")
+    if len(releases) > 1:
+        return Check("broker_version", FAIL if streams else WARN, f"mixed releases: {seen}",
+                     "Finish the rolling broker upgrade before migrating groups.")
+    if declared and not declared.startswith(releases[0] + "."):
+        return Check("broker_version", FAIL, f"declared {declared}, but the brokers report {releases[0]} ({seen})",
+                     "Correct declared_broker_version to the release the brokers run.")
+    if streams and releases[0] == "4.2":
+        if declared is None:
+            return Check("broker_version", FAIL,
+                         f"{seen}; 4.2.0 and 4.2.1 cannot be told apart over the protocol",
+                         "Migrating a classic group to a streams group on 4.2.0 can make the group unloadable "
+                         "after __consumer_offsets compaction (KAFKA-20254, fixed in 4.2.1). Check the brokers' "
+                         "version (kafka-broker-api-versions --version or the broker log) and pass "
+                         "declared_broker_version='4.2.1' (or later).")
+        if _release_tuple(declared) < (4, 2, 1):
+            return Check("broker_version", FAIL, f"declared {declared}",
+                         "Do not migrate to a streams group on Kafka 4.2.0 (KAFKA-20254): upgrade to 4.2.1+ first.")
+    detail = f"{seen}" + (f"; declared {declared}" if declared else "")
+    return Check("broker_version", PASS, detail)
+
+
+def _protocol_enabled(facts: PreflightFacts, protocol: str) -> Check:
+    protocols = facts.coordinator.rebalance_protocols
+    evidence = f"group.coordinator.rebalance.protocols={','.join(protocols)} (broker {facts.coordinator.broker_id})"
+    if protocol in protocols:
+        return Check("protocol_enabled", PASS, evidence)
+    return Check("protocol_enabled", FAIL, evidence,
+                 f"Add {protocol} to group.coordinator.rebalance.protocols on every broker (rolling restart); "
+                 "until then members get UNSUPPORTED_VERSION.")
+
+
+def _feature_finalized(facts: PreflightFacts, feature: str) -> Check:
+    level = facts.features.level(feature)
+    evidence = f"{feature} finalized at {level}"
+    if level >= 1:
+        return Check("feature_finalized", PASS, evidence)
+    return Check("feature_finalized", FAIL, evidence,
+                 f"Finalize it first: kafka-features upgrade --feature {feature}=1 (the kafka_enable_streams_protocol "
+                 "DAG or KafkaFeatureOperator); the protocol is silently unavailable until then.")
+
+
+def _feature_enable(facts: PreflightFacts, feature: str, level: int) -> Check:
+    if feature not in facts.features:
+        return Check("feature_level", FAIL, f"{feature} is not known to this cluster",
+                     "Upgrade the brokers to a release that supports it.")
+    info = facts.features[feature]
+    if info.finalized_level == level:
+        return Check("feature_level", PASS, f"{feature} already finalized at {level}; nothing to do")
+    if not info.supported_min <= level <= info.supported_max:
+        return Check("feature_level", FAIL,
+                     f"{feature}={level} not in supported range {info.supported_min}..{info.supported_max}",
+                     "Upgrade the brokers first.")
+    need = FEATURE_MIN_METADATA.get((feature, level))
+    mv = facts.features.level("metadata.version")
+    if need and mv < need[0]:
+        return Check("feature_level", FAIL,
+                     f"{feature}={level} needs metadata.version >= {need[1]}; it is at level {mv}",
+                     f"Upgrade metadata.version first: kafka-features upgrade --metadata {need[1]} (or later).")
+    return Check("feature_level", PASS, f"{feature} can go {info.finalized_level} -> {level}")
+
+
+def _group_type(facts: PreflightFacts, group_id: str, mode: str) -> Check:
+    listing, desc = facts.listing, facts.description
+    if listing is None:
+        return Check("group_type", WARN, f"group {group_id!r} does not exist",
+                     "If the id is right, members joining with the new protocol create the new group type directly "
+                     "and there is nothing to migrate; otherwise fix the group id.")
+    gtype = listing.type
+    if mode == "classic_to_consumer":
+        if gtype is GroupType.CLASSIC:
+            if listing.protocol_type not in ("consumer", ""):
+                return Check("group_type", FAIL, f"classic group with protocol type {listing.protocol_type!r}",
+                             "Only groups of protocol type 'consumer' can move to the consumer protocol "
+                             "(Connect and other embedded protocols cannot).")
+            return Check("group_type", PASS, f"classic group, protocol type {listing.protocol_type or 'consumer'}")
+        if gtype is GroupType.CONSUMER:
+            classic = len(desc.classic_members) if isinstance(desc, ConsumerGroupDescription) else 0
+            if classic:
+                return Check("group_type", WARN, f"already a consumer group with {classic} classic member(s) left "
+                             "(a migration in progress)", "Roll the remaining classic members.")
+            return Check("group_type", PASS, "already a consumer group: nothing to migrate")
+    elif mode == "consumer_to_classic":
+        if gtype is GroupType.CONSUMER:
+            return Check("group_type", PASS, "consumer group")
+        if gtype is GroupType.CLASSIC:
+            return Check("group_type", PASS, "already a classic group: nothing to roll back")
+    elif mode == "classic_to_streams":
+        if gtype is GroupType.CLASSIC:
+            return Check("group_type", PASS, f"classic group ({listing.state})")
+        if gtype is GroupType.STREAMS:
+            return Check("group_type", PASS, "already a streams group: nothing to migrate")
+        if gtype is GroupType.CONSUMER:
+            return Check("group_type", FAIL, "a consumer (KIP-848) group",
+                         "An empty consumer group is not converted to a streams group by the broker: roll it back "
+                         "to classic first (consumer_to_classic), then migrate.")
+    return Check("group_type", FAIL, f"a {gtype.value} group", f"Mode {mode} does not apply to {gtype.value} groups.")
+
+
+def _migration_policy(facts: PreflightFacts, mode: str, members: int) -> Check:
+    policy = facts.coordinator.migration_policy or "bidirectional"
+    allowed = {"classic_to_consumer": ("bidirectional", "upgrade"),
+               "consumer_to_classic": ("bidirectional", "downgrade")}[mode]
+    evidence = f"group.consumer.migration.policy={policy}"
+    if policy in allowed:
+        return Check("migration_policy", PASS, evidence)
+    if members == 0:
+        return Check("migration_policy", PASS, f"{evidence}; the group is empty, and empty groups convert under "
+                     "every policy")
+    return Check("migration_policy", FAIL, f"{evidence} forbids an online "
+                 f"{'upgrade' if mode == 'classic_to_consumer' else 'downgrade'}",
+                 f"Set group.consumer.migration.policy to {' or '.join(allowed)} on the brokers, or migrate offline "
+                 "(stop all members, then restart them with the new protocol).")
+
+
+def _custom_assignor(facts: PreflightFacts) -> Check:
+    desc = facts.description
+    classic = facts.listing is not None and facts.listing.type is GroupType.CLASSIC
+    if not classic or not isinstance(desc, ConsumerGroupDescription) or not desc.members:
+        return Check("custom_assignor", PASS, "no classic members to inspect")
+    carrying = sorted(m for m, data in facts.user_data.items() if data)
+    if carrying:
+        return Check("custom_assignor", FAIL,
+                     f"{len(carrying)} member(s) carry assignment userData (assignor {desc.assignor!r}): "
+                     f"{', '.join(carrying[:5])}",
+                     "The broker refuses the online upgrade of a group whose assignments carry userData "
+                     "(\"unsupported custom assignor\"): switch the members to a built-in assignor in a rolling "
+                     "restart first, or migrate offline.")
+    if desc.assignor and desc.assignor not in BUILTIN_CLASSIC_ASSIGNORS:
+        return Check("custom_assignor", WARN, f"assignor {desc.assignor!r} is not a built-in one (no userData seen)",
+                     "Server-side assignors replace it: uniform (default) or range (group.remote.assignor).")
+    return Check("custom_assignor", PASS, f"assignor {desc.assignor or '-'}, no userData")
+
+
+def _group_size(facts: PreflightFacts, key: str, members: int) -> Check:
+    limit = facts.coordinator.int_value(key)
+    evidence = f"{members} member(s), {key}={limit}"
+    if limit is None or members <= limit:
+        return Check("group_size", PASS, evidence)
+    return Check("group_size", FAIL, evidence, f"Raise {key} on the brokers or shrink the group before migrating.")
+
+
+def _static_members_online(facts: PreflightFacts) -> Check:
+    desc = facts.description
+    static = [m.instance_id for m in (desc.members if desc else ()) if m.instance_id]
+    if not static:
+        return Check("static_membership", PASS, "no static members")
+    return Check("static_membership", WARN, f"{len(static)} static member(s): {', '.join(static[:5])}",
+                 "Under the consumer protocol a new member reusing a live group.instance.id is fenced "
+                 "(UNRELEASED_INSTANCE_ID): restart each instance only after the old one has left (graceful "
+                 "shutdown), never overlapping.")
+
+
+def _static_members_streams(facts: PreflightFacts) -> Check:
+    desc = facts.description
+    static = [m.instance_id for m in (desc.members if desc else ()) if m.instance_id]
+    if not static:
+        return Check("static_membership", PASS, "no static members")
+    old = all(_release_tuple(b.release) < (4, 4) for b in facts.brokers)
+    return Check("static_membership", FAIL if old else WARN, f"{len(static)} static member(s): {', '.join(static[:5])}",
+                 "Streams groups reject static membership before Kafka 4.4: remove group.instance.id from the "
+                 "application's config before restarting it with group.protocol=streams.")
+
+
+def _group_empty(facts: PreflightFacts, expect_empty: bool) -> Check:
+    desc = facts.description
+    if desc is None or desc.is_empty:
+        return Check("group_empty", PASS, f"no members ({desc.state if desc else 'no group'})")
+    evidence = f"{len(desc.members)} active member(s), state {desc.state}"
+    remedy = ("A streams member joining a non-empty classic group gets GROUP_ID_NOT_FOUND: stop every instance "
+              "(or remove the members) and wait for Empty before restarting with group.protocol=streams.")
+    return Check("group_empty", FAIL if expect_empty else WARN, evidence, remedy)

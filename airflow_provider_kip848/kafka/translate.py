@@ -1,0 +1,134 @@
+"""Client errors -> provider errors, and redaction of secrets in client messages.
+
+confluent-kafka raises ``KafkaException`` carrying a ``KafkaError`` code,
+kafka-python raises one exception class per Kafka error code, and several
+responses carry per-group or per-feature error codes instead of raising.
+Everything that leaves the core is one of :mod:`.errors`, with the broker's
+own words, the remedy, and a ``retriable`` flag that says whether running the
+task again can help. Messages pass through :func:`redact` first: a client may
+echo a credential back.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+from kafka import errors as kerr
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.model import FeatureUpdate
+from airflow_provider_kip848.kafka.settings import ClientSettings
+
+#: Kafka protocol error codes the provider reads from responses.
+UNSUPPORTED_VERSION = 35
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+
+
+def redact(text: str, settings: ClientSettings) -> str:
+    """``text`` with the connection's secrets replaced by ``***`` (client messages may echo a credential)."""
+    for secret in (settings.sasl_password, settings.ssl_key_password):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+
+def feature_refusal(feature: str, plan: FeatureUpdate, outcome: str) -> E.Kip848Error:
+    """The controller's per-feature answer to UpdateFeatures (anything but "OK") as a provider error."""
+    if "Authorization" in outcome:
+        return E.AuthorizationFailed(f"Not allowed to change {feature}: {outcome}",
+                                     remedy="The principal needs ALTER on the CLUSTER resource.",
+                                     resource_type="CLUSTER")
+    return E.InvalidFeatureLevel(f"The controller refused {plan.action} of {feature} to {plan.to_level}: {outcome}")
+
+
+
+def group_error(group_id: str, code: int, message: str | None, settings: ClientSettings) -> E.Kip848Error:
+    """A per-group error code of a group request (DescribeGroups, ConsumerGroupDescribe ...) as a provider error."""
+    error = kerr.for_code(code)
+    name = error.__name__
+    text = message or getattr(error, "description", None) or name
+    if code == GROUP_ID_NOT_FOUND:
+        return E.GroupNotFound(f"Group {group_id!r}: {message or 'not found'}.")
+    if name == "NonEmptyGroupError" or code == NON_EMPTY_GROUP:
+        return E.GroupNotEmpty(f"Group {group_id!r} is not empty: {text}.")
+    translated = translate_kafka_python(error(text), settings)
+    if isinstance(translated, E.Kip848Error):
+        return translated
+    return E.KafkaToolError(f"Group {group_id!r}: the broker answered {name}: {text}.")
+
+
+
+def translate_kafka_python(exc: Exception, settings: ClientSettings) -> Exception:
+    """kafka-python exception -> this provider's error (or ``exc`` itself when nothing fits)."""
+    name = type(exc).__name__
+    where = settings.bootstrap_servers
+    if isinstance(exc, kerr.KafkaTimeoutError):
+        return E.KafkaConnectionError(f"No broker answered at {where} in time ({exc}).")
+    if isinstance(exc, kerr.KafkaConnectionError):
+        return E.KafkaConnectionError(f"Cannot reach {where}: {exc}.")
+    if "Authentication" in name or "SaslAuthentication" in name:
+        return E.AuthenticationFailed(f"The brokers at {where} refused this connection's credentials ({name}).")
+    if name.endswith("AuthorizationFailedError"):
+        # Cluster-, Group-, Topic-, TransactionalId-AuthorizationFailedError; str(exc) repeats the whole
+        # request and response, so only the error's name and description are kept
+        resource = name.removesuffix("AuthorizationFailedError").upper() or None
+        description = getattr(exc, "description", "") or ""
+        return E.AuthorizationFailed(
+            f"The principal of this connection is not authorized on {resource or 'a resource'} for this request "
+            f"({name}{': ' + description if description else ''}).",
+            resource_type=resource,
+        )
+    if isinstance(exc, kerr.RequestTimedOutError):
+        return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
+    if isinstance(exc, kerr.UnsupportedVersionError):
+        return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {exc}.")
+    if getattr(exc, "retriable", False):
+        return E.OperationTimedOut(
+            f"The cluster at {where} kept answering {name} for {settings.request_timeout_ms} ms "
+            "(a broker restarting or a coordinator loading)."
+        )
+    return exc
+
+
+
+def translate_confluent(exc: Exception, settings: ClientSettings) -> Exception:
+    """confluent-kafka KafkaException / KafkaError -> this provider's error (or ``exc`` itself)."""
+    err = exc if isinstance(exc, KafkaError) else next((a for a in exc.args[:1] if isinstance(a, KafkaError)), None)
+    if err is None:
+        return exc
+    code = err.code()
+    where = settings.bootstrap_servers
+    text = err.str()
+    if code in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
+        return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {text}.")
+    if code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
+        return E.KafkaConnectionError(f"Cannot reach {where}: {text}.")
+    if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        return E.AuthenticationFailed(
+            f"The brokers at {where} refused this connection's credentials: {redact(text, settings)}.")
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        return E.AuthorizationFailed(f"Not authorized on the GROUP: {text}.",
+                                     remedy="Grant the principal the needed ACL on the group (DESCRIBE, READ "
+                                            "or ALTER_CONFIGS/DESCRIBE_CONFIGS).",
+                                     resource_type="GROUP")
+    if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        return E.AuthorizationFailed(f"Not authorized on a TOPIC: {text}.",
+                                     remedy="Grant the principal DESCRIBE (and READ for offsets) on the group's "
+                                            "topics.",
+                                     resource_type="TOPIC")
+    if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        return E.AuthorizationFailed(f"Not authorized on the CLUSTER: {text}.",
+                                     remedy="Grant the principal the needed ACL on the CLUSTER resource.",
+                                     resource_type="CLUSTER")
+    if code == KafkaError.GROUP_ID_NOT_FOUND:
+        return E.GroupNotFound(f"{text}.")
+    if code == KafkaError.NON_EMPTY_GROUP:
+        return E.GroupNotEmpty(f"{text}.")
+    if code == KafkaError.INVALID_CONFIG:
+        return E.InvalidGroupConfig(f"The broker refused the config: {text}.")
+    if code == KafkaError.UNSUPPORTED_VERSION:
+        return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {text}.")
+    if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
+        return E.GroupNotEmpty(f"The group has active members: {text}.")
+    return exc

@@ -1,0 +1,91 @@
+"""Run an example DAG with ``dag.test()`` and answer its approvals over REST (demo and end-to-end tests).
+
+``dag.test()`` must run in the main thread; the answers come from a helper
+thread through Airflow's core API, as a person's clicks in the UI would.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kip848.testing.hitl import AutoResponder, prepare_in_main_thread  # noqa: PLC0415 - Airflow reads its config at first import
+
+
+def load_dag(module: str, dags_folder: str | Path):
+    """The DAG object defined by ``dags_folder/module.py`` (its ``DAG_ID``)."""
+    sys.path.insert(0, str(dags_folder))
+    try:
+        sys.modules.pop(module, None)
+        mod = __import__(module)
+    finally:
+        sys.path.pop(0)
+    dag_id = mod.DAG_ID
+    from airflow.sdk import DAG  # noqa: PLC0415 - Airflow reads its config at first import
+
+    for value in vars(mod).values():
+        if isinstance(value, DAG) and value.dag_id == dag_id:
+            return value
+    factory = getattr(mod, dag_id)
+    return factory()
+
+
+def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
+            decide: Callable[[dict], str | None] | None = None,
+            before_answer: Callable[[dict], None] | None = None, token: str | None = None,
+            responder: Any = None, triggered_by: str | None = None):
+    """Run the DAG; answer approvals with ``decide(detail)`` (or a started ``responder`` thread with
+    ``stop()``, ``errors`` and ``answered``). Returns (dag_run, answers, report or None).
+
+    ``triggered_by``: record the run as triggered by this user, as Airflow's REST trigger endpoint
+    does (``dag.test()`` itself records the user ``dag_test``).
+    """
+    prepare_in_main_thread()
+    dag = load_dag(module, dags_folder)
+    if decide is not None and responder is None:
+        responder = AutoResponder(dag.dag_id, decide, token=token, before_answer=before_answer)
+        responder.start()
+    try:
+        if triggered_by:
+            with _triggered_by(triggered_by):
+                run = dag.test(run_conf=conf, use_executor=False)
+        else:
+            run = dag.test(run_conf=conf, use_executor=False)
+    finally:
+        if responder:
+            responder.stop()
+    if responder and responder.errors:
+        raise responder.errors[0]
+    report = None
+    if conf.get("report_dir") and (Path(conf["report_dir"]) / "report.json").is_file():
+        report = json.loads((Path(conf["report_dir"]) / "report.json").read_text())
+    return run, (responder.answered if responder else []), report
+
+
+class _triggered_by:
+    """Make ``dag.test()`` create its run with ``triggering_user_name=user``."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+
+    def __enter__(self) -> None:
+        import airflow.models.dagrun as dagrun_module  # noqa: PLC0415 - Airflow reads its config at first import
+
+        self.module, self.original = dagrun_module, dagrun_module.get_or_create_dagrun
+        user, original = self.user, self.original
+
+        def create(**kwargs: Any):
+            return original(**{**kwargs, "triggering_user_name": user,
+                               "triggered_by": kwargs["triggered_by"].__class__.REST_API})
+
+        dagrun_module.get_or_create_dagrun = create
+
+    def __exit__(self, *exc: object) -> None:
+        self.module.get_or_create_dagrun = self.original
+
+
+def run_state(run) -> str:
+    return str(run.state).rsplit(".", 1)[-1].lower()
