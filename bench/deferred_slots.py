@@ -155,7 +155,7 @@ def role_side(args) -> None:
 
     groups = args.groups.split(",")
     deferrable = args.role == "deferrable"
-    sensors = [KafkaGroupMigratedSensor(task_id=f"wait_{i}", group_id=g, min_members=1, deferrable=deferrable,
+    sensors = [KafkaGroupMigratedSensor(task_id=f"wait_{i}", group_id=g, expected_members=1, deferrable=deferrable,
                                         poll_interval=args.poll, timeout=900, kafka_conn_id=CONN_ID)
                for i, g in enumerate(groups)]
     context = {"ti": _TI()}
@@ -258,7 +258,7 @@ from airflow_provider_kip848.sensors.group import KafkaGroupMigratedSensor
 
 with DAG(dag_id="bench_deferred_slots", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
          catchup=False, max_active_tasks=64) as dag:
-    KafkaGroupMigratedSensor.partial(task_id="wait", min_members=1, deferrable=True, poll_interval={poll},
+    KafkaGroupMigratedSensor.partial(task_id="wait", expected_members=1, deferrable=True, poll_interval={poll},
                                      timeout=900).expand(group_id={groups!r})
 '''
 

@@ -15,12 +15,14 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    an expired approval or a changed plan is not reused (a new one is asked).
 6. Set the group configs (audited), then stop every instance (a pluggable controller: Kubernetes, systemd ... the
    example drives the local WordCountDemo).
-7. Wait until the group is Empty; members a stopped Streams app left behind
-   (it does not leave its group on close) are removed after
-   ``remove_members_after`` seconds instead of waiting the session timeout.
+7. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``
+   (a member still running rejoins within a heartbeat or two); members a
+   stopped Streams app left behind (it does not leave its group on close) are
+   removed after ``remove_members_after`` seconds instead of waiting the
+   session timeout, and a member that comes back fails the run, named.
 8. Put back any committed offset a step lost (nothing, normally).
-9. Start the application with ``group.protocol=streams``; wait for a streams
-   group, Stable.
+9. Check once more that the group is Empty, then start the application with
+   ``group.protocol=streams``; wait for a streams group, Stable.
 10. Compare offsets with the snapshot, wait for the lag to drain, snapshot
     again and validate with PySpark; report.
 """
@@ -89,6 +91,10 @@ AUDIT = "{{ params.audit_log }}"
         "remove_members_after": Param(30, type=["number", "null"], minimum=0,
                                       title="Force out members left behind after (s)",
                                       description="Empty: never force them out; wait for their session timeout."),
+        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
+                                      description="A member still running rejoins within a heartbeat or two of "
+                                                  "leaving or being forced out: the group must stay empty this "
+                                                  "long before the migration goes on."),
         "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
@@ -167,7 +173,7 @@ def kip1071_streams_offline_migration():
 
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
-                                       audit_log=AUDIT,
+                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
@@ -175,8 +181,22 @@ def kip1071_streams_offline_migration():
 
     @task
     def start_application(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.controllers import load_controller
+        from airflow.sdk.exceptions import AirflowFailException
 
+        from airflow_provider_kip848.controllers import load_controller
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
+        from airflow_provider_kip848.kafka.rules.offsets import require_empty
+
+        # the last look before the downtime ends: a member that appeared since the Empty wait means an
+        # instance of the old application is still running, and a streams member would be refused
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            try:
+                require_empty(hook.describe_group(params["application_id"]))
+            except GroupNotFound:
+                pass
+            except GroupNotEmpty as exc:
+                raise AirflowFailException(f"Not starting the streams application: {exc}") from exc
         return load_controller(params["app_controller"], params["app_controller_args"]).start("streams")
 
     wait_streams = KafkaGroupTypeSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,

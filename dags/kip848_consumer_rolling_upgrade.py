@@ -7,15 +7,17 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 gu
    server-side assignor that replaces the client one, static membership,
    regex subscriptions.
 2. Preflight: brokers 4.0+, ``group.version`` finalized, ``consumer`` enabled,
-   ``group.consumer.migration.policy`` allows the upgrade, no custom assignor
-   with userData, group size, static members.
+   ``group.consumer.migration.policy`` allows the upgrade (and the rollback
+   this DAG offers), no custom assignor with userData, group size, static
+   members.
 3. A person approves (or rejects) the plan.
 4. Snapshot the committed offsets (and the output topic's end offsets).
 5. The team rolls the application one instance at a time with
    ``group.protocol=consumer``; this DAG does not own the deployment: it waits
    (deferred, no worker slot) and logs each member switching protocol. The
    group converts to ``consumer`` with the first new member and is migrated
-   when no classic member is left.
+   when every one of the ``expected_instances`` is a live member on the new
+   protocol (a static member that shut down is not counted).
 6. Wait until the lag drains, snapshot again, and prove with PySpark that no
    committed offset regressed, the lag is within bounds and the output has no
    gap (and no more duplicates than allowed).
@@ -70,6 +72,16 @@ SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':',
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
         "allowed_duplicates": Param(1000, type="integer", minimum=0,
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+                                    title="Instances the application runs",
+                                    description="The rollout is done when this many live members run the new "
+                                                "protocol. Empty: the number of live members when the plan is made "
+                                                "(shown in the approval)."),
+        "rollback_check": Param("fail", type="string", enum=["fail", "warn"],
+                                title="When the broker cannot take the rollback branch",
+                                description="group.consumer.migration.policy=upgrade or disabled refuses the online "
+                                            "rollback to classic this DAG offers: fail the preflight, or only "
+                                            "warn in the plan."),
         "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
         "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
         "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
@@ -90,7 +102,7 @@ def kip848_consumer_rolling_upgrade():
         client="{{ params.client }}", subscription_pattern="{{ params.subscription_pattern }}",
     )
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
-                                           group_id=GROUP)
+                                           group_id=GROUP, rollback="{{ params.rollback_check }}")
 
     @task
     def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None) -> dict:
@@ -99,8 +111,10 @@ def kip848_consumer_rolling_upgrade():
 
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             desc = hook.describe_group(params["group_id"]).to_dict()
-        classic = [m["client_id"] for m in desc["members"] if m["protocol"] == "classic"]
-        done = desc["type"] == "consumer" and not classic
+        live = [m for m in desc["members"] if m["member_epoch"] is None or m["member_epoch"] >= 0]
+        classic = [m["client_id"] for m in live if m["protocol"] == "classic"]
+        expected = params["expected_instances"] or len(live)
+        done = desc["type"] == "consumer" and not classic and len(live) >= expected
         changes = () if done else (
             Change("protocol", params["group_id"], f"{desc['type']} ({len(classic)} classic member(s))",
                    "consumer (KIP-848)", "the application team restarts the instances one by one"),
@@ -108,14 +122,21 @@ def kip848_consumer_rolling_upgrade():
         plan = Plan(
             title=f"KIP-848 rolling upgrade of {params['group_id']}",
             steps=("snapshot committed offsets", "roll instances with group.protocol=consumer (team)",
-                   "wait until no classic member is left", f"wait until lag <= {params['max_lag']}",
+                   f"wait until {expected} live member(s) run the consumer protocol and none the classic one",
+                   f"wait until lag <= {params['max_lag']}",
                    "snapshot again and validate with PySpark", "report"),
             changes=changes,
             checks=tuple(preflight_report["checks"]),
-            notes=tuple(f"client config: {f['key']}: {f['fix']}" for f in lint_result["findings"]
-                        if f["severity"] != "info"),
+            notes=(f"expected instances: {expected}"
+                   + ("" if params["expected_instances"] else " (the live members now; set expected_instances if "
+                      "the application runs more or fewer)"),
+                   *(f"client config: {f['key']}: {f['fix']}" for f in lint_result["findings"]
+                     if f["severity"] != "info"),
+                   *(f"preflight {c['name']} ({c['status']}): {c['evidence']}. {c['remedy']}"
+                     for c in preflight_report["checks"] if c["status"] == "warn")),
             facts={"group": {k: desc[k] for k in ("type", "state", "assignor")},
-                   "members": [(m["client_id"], m["protocol"]) for m in desc["members"]]},
+                   "members": [(m["client_id"], m["protocol"]) for m in desc["members"]],
+                   "expected_instances": expected},
         )
         return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -140,6 +161,7 @@ def kip848_consumer_rolling_upgrade():
                                                    path=f"{SNAPSHOTS}/before.json")
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type="consumer", deferrable=True,
+        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
     )
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,

@@ -104,6 +104,28 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestco
     broker.stop()
 
 
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestconfig) -> Iterator[LocalKafka]:
+    """The session's 3-node cluster (3 combined broker+controller nodes, internal topics on 3 replicas),
+    started by the first test that needs it. Tests use unique names and must leave every node running
+    (use the ``cluster`` fixture, which restores them)."""
+    cluster = LocalKafka(tmp_path_factory.mktemp("kafka-cluster"), version=kafka_version, nodes=3,
+                         heap="384m", die_with_parent=True)
+    start_or_fail(cluster, pytestconfig)
+    yield cluster
+    cluster.stop(timeout=15)
+
+
+@pytest.fixture
+def cluster(kafka_cluster: LocalKafka) -> Iterator[LocalKafka]:
+    """The 3-node cluster; after the test, every node killed, stopped or paused by it runs again."""
+    from airflow_provider_kip848.testing.faults import restore
+
+    restore(kafka_cluster)
+    yield kafka_cluster
+    restore(kafka_cluster)
+
+
 @pytest.fixture
 def bootstrap(kafka: LocalKafka) -> str:
     return kafka.bootstrap_servers

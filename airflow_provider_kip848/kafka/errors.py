@@ -53,6 +53,25 @@ class KafkaConnectionError(Kip848Error):
     remedy = "Check the bootstrap servers and that the brokers are up and reachable from this worker."
 
 
+class CoordinatorUnavailable(Kip848Error):
+    """A group's coordinator kept answering "not the coordinator", "not available" or "still loading".
+
+    Normal for seconds while a coordinator moves (a broker restarting or dying) or loads its
+    ``__consumer_offsets`` partition; retriable. When it lasts, the partition fails to load on the
+    broker (e.g. KAFKA-20254 on Kafka 4.2.0): the message names the group's ``__consumer_offsets``
+    partition and the node leading it, whose log says why.
+    """
+
+    retriable = True
+    remedy = ("Retry in a few seconds. If it lasts, read the log of the node named above for errors loading "
+              "that __consumer_offsets partition (\"Failed to load\", \"is not a streams group\").")
+
+    def __init__(self, what: str, *, remedy: str | None = None, group_id: str | None = None,
+                 partition: int | None = None, leader: int | None = None, error: str | None = None) -> None:
+        self.group_id, self.partition, self.leader, self.error = group_id, partition, leader, error
+        super().__init__(what, remedy=remedy)
+
+
 class OperationTimedOut(Kip848Error):
     """A request or a tool did not answer in time; the change may or may not have been applied."""
 

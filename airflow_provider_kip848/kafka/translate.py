@@ -18,6 +18,9 @@ from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.model import FeatureUpdate
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
+#: The answers of a group coordinator that is moving or loading: retried, never read as a group's state.
+COORDINATOR_ERRORS = (kerr.NotCoordinatorError, kerr.CoordinatorNotAvailableError, kerr.CoordinatorLoadInProgressError)
+
 #: Kafka protocol error codes the provider reads from responses.
 UNSUPPORTED_VERSION = 35
 NON_EMPTY_GROUP = 68
@@ -83,6 +86,9 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> Exceptio
         return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
     if isinstance(exc, kerr.UnsupportedVersionError):
         return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {exc}.")
+    if isinstance(exc, COORDINATOR_ERRORS):
+        return E.CoordinatorUnavailable(
+            f"A group coordinator at {where} kept answering {name} for {settings.request_timeout_ms} ms", error=name)
     if getattr(exc, "retriable", False):
         return E.OperationTimedOut(
             f"The cluster at {where} kept answering {name} for {settings.request_timeout_ms} ms "

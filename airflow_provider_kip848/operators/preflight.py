@@ -24,24 +24,29 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         streams migrations because 4.2.0 cannot be told from 4.2.1 over the protocol.
     :param expect_empty: offline mode: fail (True, default) or only warn (False, when the DAG
         empties the group later) on active members.
+    :param rollback: the run offers an online rollback (``classic_to_consumer``): ``fail`` (default
+        for such DAGs) or ``warn`` when the broker's migration policy cannot carry it; None: no check.
     :param fail_on_warn: treat warnings as failures.
     :returns: the report: ``{mode, group_id, passed, failures, warnings, checks: [{name, status, evidence, remedy}]}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
-                       "feature", "feature_level", "expect_empty")
+                       "feature", "feature_level", "expect_empty", "rollback")
     ui_color = "#fff4e5"
     supported_backends = ("native",)
 
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
-                 fail_on_warn: bool = False, **kwargs: Any) -> None:
+                 rollback: str | None = None, fail_on_warn: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if mode not in MODES and "{{" not in str(mode):
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
         self.mode, self.group_id = mode, group_id
         self.declared_broker_version = declared_broker_version
         self.expect_empty, self.feature, self.feature_level = expect_empty, feature, feature_level
+        if rollback not in (None, "fail", "warn") and "{{" not in str(rollback):
+            raise ValueError(f"rollback must be 'fail', 'warn' or None, not {rollback!r}")
+        self.rollback = rollback
         self.fail_on_warn = fail_on_warn
 
     def run(self, context: Any) -> dict:
@@ -53,6 +58,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
             expect_empty=parse_optional_flag(self.expect_empty, "expect_empty"),
             feature=self.feature or None,
             feature_level=int(self.feature_level) if self.feature_level not in (None, "", "None") else None,
+            rollback=self.rollback if self.rollback not in ("", "None") else None,
         )
         for line in report.render_text().splitlines():
             self.log.info("%s", line)

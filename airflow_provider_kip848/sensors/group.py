@@ -4,6 +4,13 @@ One base, :class:`KafkaGroupConditionSensor`, evaluates a
 :class:`~airflow_provider_kip848.kafka.rules.conditions.GroupCondition`; the named
 sensors only build the condition. Both modes return the same JSON result
 (``mode`` says which ran), so a DAG does not care which one was used.
+
+A verdict holds only on facts: an answer the coordinator could not give (it
+is moving or loading) is polled again, never read as "empty"; an empty group
+must stay empty over a settle window; a member that comes back after the
+wait forced members out fails the wait, naming it; a coordinator that stays
+unavailable (a partition that never loads) fails the wait after
+``coordinator_unavailable_minutes`` instead of polling until the timeout.
 """
 
 from __future__ import annotations
@@ -19,9 +26,18 @@ from airflow_provider_kip848.changecontrol.audit import audit_location, record_c
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.kafka.api import evaluate_condition
-from airflow_provider_kip848.kafka.model import GroupState
-from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, is_retriable
+from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.model import GroupState, StreamsGroupDescription
+from airflow_provider_kip848.kafka.rules.conditions import (
+    GroupCondition,
+    WaitState,
+    follow,
+    follow_failure,
+)
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
+
+#: How long a coordinator may stay unavailable before a wait gives up on it (default).
+COORDINATOR_UNAVAILABLE_MINUTES = 5.0
 
 
 class KafkaGroupConditionSensor(BaseSensorOperator):
@@ -32,16 +48,19 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     :param audit_log: where the audit record of a forced member removal goes (see ``operators.base``).
     :param remove_members_after: seconds after which remaining members are forced out with
         LeaveGroup (for "wait until empty" of a stopped application whose classic members did not
-        leave); None never removes.
+        leave); None never removes. Streams groups reject LeaveGroup: their members are left to
+        expire after ``streams.session.timeout.ms``, and the result says so.
     :param timeout_minutes: templated alternative to ``timeout`` (seconds), e.g. from a DAG Param.
+    :param coordinator_unavailable_minutes: fail the wait when the group's coordinator has answered
+        nothing but "not available / loading" for this long (a partition that never loads).
 
-    ``poll_interval``, ``remove_members_after`` and ``timeout_minutes`` are templated, so a DAG can
-    take them from its Params.
-    :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed}``
+    ``poll_interval``, ``remove_members_after``, ``timeout_minutes`` and
+    ``coordinator_unavailable_minutes`` are templated, so a DAG can take them from its Params.
+    :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed, notes}``
     """
 
     template_fields: tuple[str, ...] = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after",
-                                        "timeout_minutes", "audit_log")
+                                        "timeout_minutes", "coordinator_unavailable_minutes", "audit_log")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -54,6 +73,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         poll_interval: float | str = 5.0,
         remove_members_after: float | str | None = None,
         timeout_minutes: float | str | None = None,
+        coordinator_unavailable_minutes: float | str = COORDINATOR_UNAVAILABLE_MINUTES,
         audit_log: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -66,11 +86,13 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.poll_interval = poll_interval
         self.remove_members_after = remove_members_after
         self.timeout_minutes = timeout_minutes
+        self.coordinator_unavailable_minutes = coordinator_unavailable_minutes
         self.audit_log = audit_log
         self._started: float | None = None
         self._polls = 0
         self._removal_done = False
-        self._removed: list[str] = []
+        self._wait = WaitState()
+        self._notes: list[str] = []
 
     # -- deferrable ----------------------------------------------------------
 
@@ -84,16 +106,26 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             self.remove_members_after = float(self.remove_members_after)
         if self.timeout_minutes not in (None, "", "None"):
             self.timeout = float(self.timeout_minutes) * 60
+        self.coordinator_unavailable_minutes = float(self.coordinator_unavailable_minutes)
+        self.condition = self._build_condition()
+
+    def _build_condition(self) -> GroupCondition:
+        """The condition once templates are rendered (sensors with templated thresholds rebuild it)."""
+        return self.condition
+
+    @property
+    def _unavailable_limit_s(self) -> float:
+        return float(self.coordinator_unavailable_minutes) * 60
 
     def execute(self, context: Any) -> Any:
         self._apply_templated()
         if not self.deferrable:
             return super().execute(context)
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
-        self._defer(time.time(), remove=self.remove_members_after is not None, polls=0, removed=[])
+        self._defer(time.time(), remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
         return None  # unreachable: defer() raises TaskDeferred
 
-    def _defer(self, started: float, *, remove: bool, polls: int, removed: list[str]) -> None:
+    def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> None:
         timeout_at = started + float(self.timeout) if self.timeout else None
         remove_at = None
         if remove and self.remove_members_after is not None:
@@ -107,7 +139,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 timeout_at=timeout_at,
                 remove_members_at=remove_at,
                 polls_before=polls,
-                carry={"started": started, "removed": removed},
+                unavailable_limit_s=self._unavailable_limit_s,
+                carry={"started": started, "wait": wait.to_dict(), "notes": notes},
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
@@ -118,13 +151,17 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         event = event or {}
         status = event.get("status")
         carry = event.get("carry") or {}
-        started, removed = carry.get("started"), list(carry.get("removed") or [])
+        started = carry.get("started")
+        wait = WaitState.from_dict(carry.get("wait"))
+        notes = list(carry.get("notes") or [])
         if status == "met":
             self.log.info("Group %s: %s after %s poll(s).", self.group_id, event.get("summary"), event.get("polls"))
-            return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred", removed)
+            return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred", wait,
+                                notes)
         if status == "remove_members_due":
-            removed += self._remove_members(context)
-            self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), removed=removed)
+            wait.removed += self._remove_members(context, notes)
+            self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
+                        notes=notes)
         if status == "timeout":
             raise AirflowSensorTimeout(
                 f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
@@ -140,26 +177,41 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self._polls += 1
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             try:
-                result = evaluate_condition(hook.get_conn(), self.group_id, self.condition)
-            except Exception as exc:
-                if is_retriable(exc):
-                    self.log.warning("Group %s: %s; poking again.", self.group_id, exc)
-                    return PokeReturnValue(is_done=False)
-                raise AirflowFailException(str(exc)) from exc
+                raw = evaluate_condition(hook.get_conn(), self.group_id, self.condition)
+            except Exception as exc:  # noqa: BLE001 - decided by follow_failure
+                try:
+                    follow_failure(exc, self._wait, time.time(), self._unavailable_limit_s)
+                except Exception as fatal:
+                    raise AirflowFailException(str(fatal)) from fatal
+                self.log.warning("Group %s: %s; poking again.", self.group_id, exc)
+                return PokeReturnValue(is_done=False)
+        try:
+            result = follow(self.condition, raw, self._wait, time.time())
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
         if result.met:
-            return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke",
-                                                      self._removed))
+            return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke", self._wait,
+                                                      self._notes))
         if (self.remove_members_after is not None and not self._removal_done
                 and time.time() - self._started >= float(self.remove_members_after)):
-            self._removed = self._remove_members(context)
+            self._wait.removed += self._remove_members(context, self._notes)
             self._removal_done = True
         return PokeReturnValue(is_done=False)
 
     # -- shared --------------------------------------------------------------
 
-    def _remove_members(self, context: Any) -> list[str]:
+    def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
+        """Force out the members left behind (audited); returns who was removed (client id, host ...)."""
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+            desc = hook.describe_group(self.group_id)
+            if isinstance(desc, StreamsGroupDescription):
+                timeout_ms = hook.describe_group_config(self.group_id).value("streams.session.timeout.ms")
+                note = (f"streams group: the broker rejects LeaveGroup, so its {len(desc.members)} member(s) were "
+                        f"not forced out; they leave when streams.session.timeout.ms ({timeout_ms} ms) expires")
+                self.log.warning("Group %s is a %s", self.group_id, note)
+                notes.append(note)
+                return []
             removal = hook.remove_members(self.group_id, all_members=True, missing_ok=True,
                                           reason=f"airflow sensor {self.task_id}: remove_members_after expired")
             if removal.removed:  # a change to the cluster: audited like any operator's
@@ -168,14 +220,20 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                [("members", self.group_id, {"members": list(removal.removed)}, {"members": left})],
                                admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log")),
                                log=self.log)
+        if removal.failed:
+            raise AirflowFailException(f"Could not force {removal.failed} out of group {self.group_id}.")
         self.log.warning("Group %s still had members after %s s: removed %s", self.group_id,
                          self.remove_members_after, ", ".join(removal.removed) or "nobody")
-        return list(removal.removed)
+        removed = set(removal.removed)
+        return [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "instance_id": m.instance_id}
+                for m in desc.members if (m.instance_id or m.member_id) in removed]
 
-    def _result(self, summary: Any, detail: Any, polls: Any, mode: str, removed: list[str]) -> dict[str, Any]:
+    def _result(self, summary: Any, detail: Any, polls: Any, mode: str, wait: WaitState,
+                notes: list[str]) -> dict[str, Any]:
         return {"group_id": self.group_id, "condition": self.condition.to_dict(), "summary": summary,
                 "detail": detail, "polls": polls, "mode": mode,
-                "members_removed": list(removed)}
+                "members_removed": [m.get("instance_id") or m["member_id"] for m in wait.removed],
+                "removed_members": wait.removed, "notes": notes}
 
 
 class KafkaGroupStateSensor(KafkaGroupConditionSensor):
@@ -195,11 +253,32 @@ class KafkaGroupTypeSensor(KafkaGroupConditionSensor):
 
 
 class KafkaGroupMigratedSensor(KafkaGroupConditionSensor):
-    """Wait until the group is ``group_type`` and no member speaks the classic protocol any more
-    (the end of a rolling KIP-848 upgrade), with at least ``min_members`` members."""
+    """Wait until the group is ``group_type``, has ``expected_members`` live members and none of them
+    speaks the classic protocol any more (the end of a rolling KIP-848 upgrade).
 
-    def __init__(self, *, group_type: str = "consumer", min_members: int = 1, **kwargs: Any) -> None:
-        super().__init__(condition=GroupCondition("migrated", group_type=group_type, min_members=min_members), **kwargs)
+    :param expected_members: the number of instances the application runs (templated). A member that
+        left (a static member that shut down keeps member epoch -2 until its session expires) is not
+        counted, so "migrated" is never declared with an instance missing.
+    """
+
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "expected_members")
+
+    def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1, **kwargs: Any) -> None:
+        self.group_type = group_type
+        self.expected_members = expected_members
+        first = expected_members if isinstance(expected_members, int) and not isinstance(expected_members, bool) else 1
+        super().__init__(condition=self._migrated(first), **kwargs)
+
+    def _migrated(self, expected: int) -> GroupCondition:
+        return GroupCondition("migrated", group_type=self.group_type, min_members=expected)
+
+    def _build_condition(self) -> GroupCondition:
+        try:
+            expected = int(str(self.expected_members))
+        except ValueError:
+            raise AirflowFailException(f"expected_members must be a whole number, not {self.expected_members!r}") \
+                from None
+        return self._migrated(expected)
 
 
 class KafkaGroupLagSensor(KafkaGroupConditionSensor):
@@ -216,13 +295,32 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
     def _lag_condition(self, max_lag: int) -> GroupCondition:
         return GroupCondition("lag", max_lag=max_lag, max_partition_lag=self.max_partition_lag)
 
-    def _apply_templated(self) -> None:
-        super()._apply_templated()
-        self.condition = self._lag_condition(int(self.max_lag))
+    def _build_condition(self) -> GroupCondition:
+        return self._lag_condition(int(self.max_lag))
+
+
+#: Default settle window of an Empty wait: twice the longest default heartbeat interval (classic
+#: clients 3 s, the consumer protocol 5 s), so a member still running has rejoined before it ends.
+EMPTY_SETTLE_SECONDS = 10.0
 
 
 class KafkaGroupEmptySensor(KafkaGroupConditionSensor):
-    """Wait until the group has no members; with ``remove_members_after`` force out those left."""
+    """Wait until the group has no members, and keeps none for ``settle_seconds``; with
+    ``remove_members_after`` force out those left (a member that comes back then fails the wait).
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(condition=GroupCondition("empty"), **kwargs)
+    :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
+    """
+
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds")
+
+    def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, **kwargs: Any) -> None:
+        self.settle_seconds = settle_seconds
+        first = float(settle_seconds) if isinstance(settle_seconds, (int, float)) else EMPTY_SETTLE_SECONDS
+        super().__init__(condition=GroupCondition("empty", settle_s=first), **kwargs)
+
+    def _build_condition(self) -> GroupCondition:
+        try:
+            settle = float(str(self.settle_seconds))
+        except ValueError:
+            raise AirflowFailException(f"settle_seconds must be a number, not {self.settle_seconds!r}") from None
+        return GroupCondition("empty", settle_s=settle)

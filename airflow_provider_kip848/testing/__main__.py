@@ -1,10 +1,11 @@
 """Command line of the embedded local Kafka.
 
     python -m airflow_provider_kip848.testing kafka fetch   [--version V]
-    python -m airflow_provider_kip848.testing kafka start   [--version V] [--port P] [--controller-port P]
+    python -m airflow_provider_kip848.testing kafka start   [--nodes N] [--version V] [--port P] [--controller-port P]
                                                           [--tuning fast|production] [--fresh] [--name N]
     python -m airflow_provider_kip848.testing kafka status  [--name N]
     python -m airflow_provider_kip848.testing kafka stop    [--name N]
+    python -m airflow_provider_kip848.testing kafka node stop|kill|pause|resume|start|restart ID [--name N]
     python -m airflow_provider_kip848.testing kafka cli TOOL [ARGS...]    (e.g. kafka-features describe)
     python -m airflow_provider_kip848.testing kafka wordcount [--application-id A] [--group-protocol streams|classic]
 
@@ -14,7 +15,6 @@ Every failure prints one line ``error: <what is wrong>. <what to do>`` and exits
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -52,8 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", dest="kafka_version",
                    default=os.environ.get("KIP848_KAFKA_VERSION", DEFAULT_KAFKA_VERSION))
 
-    p = sub.add_parser("start", help="format (if new) and start a single-node KRaft broker, wait until it answers")
+    p = sub.add_parser("start", help="format (if new) and start a KRaft cluster, wait until every node answers")
     common(p)
+    p.add_argument("--nodes", type=int, default=1,
+                   help="combined broker+controller nodes, one quorum (default 1; 3 survives the loss of one)")
     p.add_argument("--port", type=int, default=0, help="broker port (0 = a free one)")
     p.add_argument("--controller-port", type=int, default=0, help="controller port (0 = a free one)")
     p.add_argument("--host", default="127.0.0.1")
@@ -65,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     for name, help_ in (("stop", "stop the broker this launcher started"), ("status", "show whether it runs")):
         p = sub.add_parser(name, help=help_)
         common(p, version=False)
+
+    p = sub.add_parser("node", help="act on one node of a running cluster (a crash, a pause, a restart)")
+    common(p, version=False)
+    p.add_argument("action", choices=["stop", "kill", "pause", "resume", "start", "restart"])
+    p.add_argument("node_id", type=int, metavar="ID")
 
     p = sub.add_parser("cli", help="run a Kafka CLI tool on the same classpath", add_help=False)
     p.add_argument("tool", choices=sorted(KAFKA_TOOLS), metavar="TOOL")
@@ -79,15 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _broker(args: argparse.Namespace) -> LocalKafka:
     """The instance named on the command line, with the Kafka version it was started with."""
-    workdir = args.workdir or instance_dir(args.name)
-    return LocalKafka(workdir, version=_recorded_version(workdir))
-
-
-def _recorded_version(workdir: Path) -> str:
-    try:
-        return json.loads((workdir / "state.json").read_text())["version"]
-    except (OSError, ValueError, KeyError):
-        return os.environ.get("KIP848_KAFKA_VERSION", DEFAULT_KAFKA_VERSION)
+    return LocalKafka.existing(args.workdir or instance_dir(args.name))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             kafka = LocalKafka(
                 args.workdir or instance_dir(args.name),
                 version=args.kafka_version,
+                nodes=args.nodes,
                 port=args.port,
                 controller_port=args.controller_port,
                 host=args.host,
@@ -122,12 +122,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopped the broker in {kafka.workdir}" if stopped else f"no broker running in {kafka.workdir}")
         elif args.command == "status":
             st = _broker(args).status()
+            if len(st.nodes) > 1:
+                for n in st.nodes:
+                    state = "paused" if n.paused else "running" if n.running else "stopped"
+                    print(f"node {n.node_id}: {state}, pid {n.pid or '-'}, {n.bootstrap_server}, "
+                          f"{'answering' if n.answering else 'not answering'}; log {n.log_path}")
             if st.running:
                 print(f"running: Kafka {st.version} pid {st.pid} at {st.bootstrap_servers} "
                       f"({'answering' if st.answering else 'not answering'}); log {st.log_path}")
             else:
                 print(f"not running ({st.detail}) in {st.workdir}")
                 return 1
+        elif args.command == "node":
+            kafka = _broker(args)
+            action = {"stop": kafka.stop_node, "kill": kafka.kill_node, "pause": kafka.pause_node,
+                      "resume": kafka.resume_node, "start": kafka.start_node, "restart": kafka.restart_node}
+            outcome = action[args.action](args.node_id)
+            took = f" ({outcome:.1f} s)" if isinstance(outcome, float) else ""
+            print(f"node {args.node_id}: {args.action} done{took}")
         elif args.command == "wordcount":
             kafka = _broker(args)
             app = kafka.start_wordcount(args.application_id, group_protocol=args.group_protocol)
@@ -153,9 +165,8 @@ def _cli(rest: list[str]) -> int:
         return 0 if rest else 2
     tool, tool_args = rest[0], rest[1:]
     try:
-        workdir = instance_dir(name)
-        kafka = LocalKafka(workdir, version=_recorded_version(workdir))
-        if kafka.status().running:
+        kafka = LocalKafka.existing(instance_dir(name))
+        if any(n.running for n in kafka.status().nodes):  # a cluster with a node down still answers
             cmd = kafka.tool_command(tool, tool_args)
         else:
             dist = kafka.distribution

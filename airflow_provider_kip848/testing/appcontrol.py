@@ -7,7 +7,6 @@ machine; the example DAG's default, the demo and the end-to-end tests use it.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -31,9 +30,7 @@ class LocalWordCountController:
 
     def __init__(self, kafka_workdir: str, application_id: str, stop_mode: str = "graceful",
                  properties: dict[str, str] | None = None) -> None:
-        state = Path(kafka_workdir) / "state.json"
-        version = json.loads(state.read_text())["version"]
-        self.kafka = LocalKafka(kafka_workdir, version=version)
+        self.kafka = LocalKafka.existing(kafka_workdir)
         self.application_id = application_id
         self.stop_mode = stop_mode
         self.properties = dict(properties or {})

@@ -43,7 +43,7 @@ def wordcount_properties(
         # switch) are close to what was processed when the app is stopped.
         "commit.interval.ms": "200",
         "statestore.cache.max.bytes": "0",
-        "replication.factor": "1",
+        "replication.factor": "-1",  # the brokers' default: 1 on one node, 3 on three
     }
     props.update(extra or {})
     return props

@@ -1,9 +1,12 @@
-"""A real single-node Apache Kafka (KRaft, combined broker+controller) for demos and tests.
+"""A real Apache Kafka cluster (KRaft, combined broker+controller nodes) for demos and tests.
 
-This is the cluster ``make demo`` and the whole test suite run against. It is
-the real broker from Maven Central (see :mod:`.distribution`), formatted and
-started the way ``kafka-storage format --standalone`` and
-``kafka-server-start`` would, with two deliberate differences:
+This is the cluster ``make demo`` and the whole test suite run against: one
+node by default, or several (``nodes=3``: a quorum of three voters, internal
+topics on three replicas) where a test needs the group coordinator to move.
+It is the real broker from Maven Central (see
+:mod:`airflow_provider_kip848.kafka.cli.distribution`), formatted and started
+the way ``kafka-storage format`` and ``kafka-server-start`` would, with two
+deliberate differences:
 
 * ports are free ones picked at start (or the ones you give), so several
   brokers and a developer's own Kafka can coexist on one machine;
@@ -11,9 +14,10 @@ started the way ``kafka-storage format --standalone`` and
   and initial rebalance delays, so tests do not wait on production timeouts.
   The ``production`` tuning keeps every broker default (benchmarks use it).
 
-A broker is identified by its work directory: ``state.json`` there records the
-pid, ports and version, and the JVM carries ``-Dkip848.instance=<workdir>`` so
-``stop`` only ever signals the process this launcher started.
+A cluster is identified by its work directory: ``state.json`` there records
+each node's pid and ports and the version, and each JVM carries
+``-Dkip848.instance=<node dir>`` so ``stop`` only ever signals the processes
+this launcher started.
 """
 
 from __future__ import annotations
@@ -65,16 +69,25 @@ BROKER_MAIN_CLASS = "kafka.Kafka"
 
 Tuning = Literal["fast", "production"]
 
-#: Broker settings every single-node cluster needs (replication factors of 1).
-SINGLE_NODE_CONFIG: dict[str, str] = {
-    "num.partitions": "1",
-    "default.replication.factor": "1",
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    "share.coordinator.state.topic.replication.factor": "1",
-    "share.coordinator.state.topic.min.isr": "1",
-}
+#: Replication settings of a cluster of ``n`` nodes: internal topics (and new topics) on min(n, 3)
+#: replicas, writes acknowledged by one in-sync replica, so that losing one node of three loses nothing
+#: and blocks nothing.
+def replication_config(nodes: int) -> dict[str, str]:
+    rf = str(min(nodes, 3))
+    return {
+        "num.partitions": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": "1",
+    }
+
+
+#: A single-node cluster's replication settings (kept for callers that read them).
+SINGLE_NODE_CONFIG: dict[str, str] = replication_config(1)
 
 #: The ``fast`` tuning: production defaults in comments. Names checked against
 #: ``kafka-configs --describe --all --entity-type brokers`` on 4.2.1 and 4.3.1.
@@ -112,15 +125,32 @@ class StartReport:
     format_seconds: float
     ready_seconds: float
     log_path: str
+    nodes: int = 1
+    pids: dict[int, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         fetched = "fetched from Maven Central" if self.fetched_jars else "jars from cache"
+        shape = ("broker+controller" if self.nodes == 1
+                 else f"{self.nodes} broker+controller nodes, {self.nodes} voters")
+        pids = (f"pid {self.pid}" if self.nodes == 1
+                else "pids " + ", ".join(f"node {n}: {p}" for n, p in sorted(self.pids.items())))
         return (
-            f"Kafka {self.reported_version or self.version} (KRaft, broker+controller) ready at "
+            f"Kafka {self.reported_version or self.version} (KRaft, {shape}) ready at "
             f"{self.bootstrap_servers} in {self.ready_seconds:.1f} s "
             f"(format {self.format_seconds:.1f} s, {fetched} {self.resolve_seconds:.1f} s); "
-            f"pid {self.pid}, log {self.log_path}"
+            f"{pids}, log {self.log_path}"
         )
+
+
+@dataclass
+class NodeStatus:
+    node_id: int
+    running: bool
+    paused: bool
+    pid: int | None
+    bootstrap_server: str
+    answering: bool
+    log_path: str
 
 
 @dataclass
@@ -133,32 +163,58 @@ class BrokerStatus:
     answering: bool = False
     log_path: str | None = None
     detail: str = ""
+    nodes: list[NodeStatus] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    node_id: int
+    port: int
+    controller_port: int
+    sasl_port: int | None = None
+    pid: int | None = None
+    paused: bool = False
 
 
 @dataclass
 class _State:
     version: str
     host: str
-    port: int
-    controller_port: int
     cluster_id: str
     tuning: str
-    pid: int | None = None
+    nodes: list[_Node]
     started_at: float | None = None
     overrides: dict[str, str] = field(default_factory=dict)
-    sasl_port: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _State:
+        return cls(**{**data, "nodes": [_Node(**n) for n in data["nodes"]]})
+
+    def node(self, node_id: int) -> _Node:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        raise LocalKafkaError(f"The cluster has no node {node_id}; its nodes are "
+                              f"{', '.join(str(n.node_id) for n in self.nodes)}.")
 
 
 class LocalKafka:
-    """Start, inspect and stop one local KRaft broker living in ``workdir``.
+    """Start, inspect and stop one local KRaft cluster living in ``workdir``: ``nodes`` combined
+    broker+controller nodes (ids 1..n), one cluster id, a quorum of ``nodes`` voters.
 
     >>> with LocalKafka("/tmp/k1") as kafka:       # doctest: +SKIP
     ...     print(kafka.bootstrap_servers)
     ...     kafka.run_tool("kafka-features", ["describe"])
 
-    Re-starting a stopped broker in the same ``workdir`` keeps its data and
-    ports (a broker restart, not a new cluster); pass ``fresh=True`` to
-    :meth:`start` for a new cluster.
+    Re-starting a stopped cluster in the same ``workdir`` keeps its data and
+    ports (a restart, not a new cluster); pass ``fresh=True`` to :meth:`start`
+    for a new cluster. One node can be stopped, killed, paused (SIGSTOP),
+    resumed and restarted by id, as a real cluster loses a node.
+
+    A single node uses a dynamic quorum (``controller.quorum.bootstrap.servers``,
+    formatted ``--standalone``) and lives directly in ``workdir``; several
+    nodes use a static quorum (``controller.quorum.voters``) and each lives in
+    ``workdir/node-<id>``.
     """
 
     def __init__(
@@ -166,6 +222,7 @@ class LocalKafka:
         workdir: Path | str,
         *,
         version: str = DEFAULT_KAFKA_VERSION,
+        nodes: int = 1,
         port: int = 0,
         controller_port: int = 0,
         host: str = "127.0.0.1",
@@ -180,8 +237,14 @@ class LocalKafka:
     ) -> None:
         if tuning not in ("fast", "production"):
             raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
+        if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 9:
+            raise LocalKafkaError(f"nodes must be a number from 1 to 9, not {nodes!r}.",
+                                  remedy="Use 1 (a single node) or 3 (a quorum that survives the loss of one).")
+        if nodes > 1 and (port or controller_port):
+            raise LocalKafkaError("Fixed ports are for a single node.", remedy="Leave the ports at 0 (free ones).")
         self.workdir = Path(workdir).resolve()
         self.distribution = KafkaDistribution(version, cache_dir)
+        self.nodes = nodes
         self.host = host
         self.port = port
         self.controller_port = controller_port
@@ -195,10 +258,21 @@ class LocalKafka:
         #: the PLAINTEXT listener's ANONYMOUS principal always does, so the harness keeps working.
         self.sasl_users = dict(sasl_users or {})
         self.super_users = tuple(self.sasl_users if super_users is None else super_users)
-        self._process: subprocess.Popen | None = None
-        self._log_handle: IO[bytes] | None = None
+        self._processes: dict[int, subprocess.Popen] = {}
+        self._log_handles: dict[int, IO[bytes]] = {}
         #: What the last successful :meth:`start` of this object measured.
         self.last_start: StartReport | None = None
+
+    @classmethod
+    def existing(cls, workdir: Path | str, **kwargs: Any) -> LocalKafka:
+        """The cluster already created in ``workdir``, with the version and node count it was started with
+        (defaults when nothing was started there yet)."""
+        try:
+            state = json.loads((Path(workdir) / "state.json").read_text())
+            kwargs = {"version": state["version"], "nodes": len(state["nodes"]), **kwargs}
+        except (OSError, ValueError, KeyError, TypeError):
+            kwargs.setdefault("version", os.environ.get("KIP848_KAFKA_VERSION", DEFAULT_KAFKA_VERSION))
+        return cls(workdir, **kwargs)
 
     # -- paths -------------------------------------------------------------
 
@@ -206,44 +280,73 @@ class LocalKafka:
     def version(self) -> str:
         return self.distribution.version
 
+    def node_dir(self, node_id: int = 1) -> Path:
+        return self.workdir if self.nodes == 1 else self.workdir / f"node-{node_id}"
+
+    def node_data_dir(self, node_id: int = 1) -> Path:
+        return self.node_dir(node_id) / "data"
+
+    def node_log_path(self, node_id: int = 1) -> Path:
+        return self.node_dir(node_id) / "logs" / "server.log"
+
+    def node_config_path(self, node_id: int = 1) -> Path:
+        return self.node_dir(node_id) / "server.properties"
+
     @property
     def data_dir(self) -> Path:
-        return self.workdir / "data"
+        return self.node_data_dir(1)
 
     @property
     def log_path(self) -> Path:
-        return self.workdir / "logs" / "server.log"
+        return self.node_log_path(1)
 
     @property
     def config_path(self) -> Path:
-        return self.workdir / "server.properties"
+        return self.node_config_path(1)
 
     @property
     def state_path(self) -> Path:
         return self.workdir / "state.json"
 
     @property
-    def bootstrap_servers(self) -> str:
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.nodes + 1))
+
+    def _started_state(self) -> _State:
         state = self._read_state()
-        if state is None or not state.port:
+        if state is None:
             raise BrokerNotRunning(f"No broker has been started in {self.workdir}.")
-        return f"{state.host}:{state.port}"
+        return state
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every node's PLAINTEXT listener (a client follows the cluster when one node is down)."""
+        state = self._started_state()
+        return ",".join(f"{state.host}:{n.port}" for n in state.nodes)
+
+    def node_bootstrap(self, node_id: int) -> str:
+        state = self._started_state()
+        return f"{state.host}:{state.node(node_id).port}"
 
     @property
     def sasl_bootstrap_servers(self) -> str:
-        state = self._read_state()
-        if state is None or not state.sasl_port:
+        state = self._started_state()
+        if not all(n.sasl_port for n in state.nodes):
             raise BrokerNotRunning(f"The broker in {self.workdir} has no SASL listener (start it with sasl_users).")
-        return f"{state.host}:{state.sasl_port}"
+        return ",".join(f"{state.host}:{n.sasl_port}" for n in state.nodes)
+
+    def node_marker(self, node_id: int = 1) -> str:
+        return f"-Dkip848.instance={self.node_dir(node_id)}"
 
     @property
     def marker(self) -> str:
-        return f"-Dkip848.instance={self.workdir}"
+        return self.node_marker(1)
 
-    # -- lifecycle ---------------------------------------------------------
+    # -- lifecycle of the cluster --------------------------------------------
 
     def start(self, *, fresh: bool = False) -> StartReport:
-        """Fetch jars if needed, format storage if new, start the broker and wait until it answers."""
+        """Fetch jars if needed, format storage if new, start every node that is not running and wait
+        until each answers. Raises when every node already runs."""
         status = self.status()
         if status.running:
             raise LocalKafkaError(
@@ -256,113 +359,101 @@ class LocalKafka:
         if fresh:
             self._wipe()
         state = self._read_state()
-        formatted = (self.data_dir / "meta.properties").is_file() and state is not None
+        formatted = state is not None and all(
+            (self.node_data_dir(n.node_id) / "meta.properties").is_file() for n in state.nodes)
         if formatted and state is not None:
-            if state.version != self.version:
-                raise LocalKafkaError(
-                    f"{self.workdir} holds a Kafka {state.version} cluster, not {self.version}.",
-                    remedy="Start it with that version, or pass fresh=True (--fresh) for a new cluster.",
-                )
-            if state.sasl_port and not self.sasl_users:
-                raise LocalKafkaError(
-                    f"The cluster in {self.workdir} has a SASL listener.",
-                    remedy="Restart it with the same sasl_users, or pass fresh=True for a new cluster.",
-                )
-            # A restart keeps the cluster: same ports (the KRaft voter set records them).
-            host, port, cport = state.host, state.port, state.controller_port
-            sasl_port = state.sasl_port
-            cluster_id = state.cluster_id
+            self._check_same_cluster(state)
         else:
             self._wipe()
-            host = self.host
-            port, cport = self._pick_ports()
-            sasl_port = _free_port(host, avoid={port, cport}) if self.sasl_users else None
-            cluster_id = _random_cluster_id()
-        self._check_port_free(host, port, "broker")
-        self._check_port_free(host, cport, "controller")
-        if sasl_port:
-            self._check_port_free(host, sasl_port, "SASL")
-
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        # 0600: with SASL the file holds the PLAIN mechanism's server-side passwords
-        _write_private(self.config_path, self._server_properties(host, port, cport, sasl_port))
-        state = _State(
-            version=self.version,
-            host=host,
-            port=port,
-            controller_port=cport,
-            cluster_id=cluster_id,
-            tuning=self.tuning,
-            overrides=self.overrides,
-            sasl_port=sasl_port,
-        )
+            state = self._new_state()
+        for node in state.nodes:
+            if not self._running(node):
+                self._check_ports_free(state.host, node)
+        for node in state.nodes:
+            # 0600: with SASL the file holds the PLAIN mechanism's server-side passwords
+            _write_private(self.node_config_path(node.node_id), self._server_properties(state, node))
+            self.node_log_path(node.node_id).parent.mkdir(parents=True, exist_ok=True)
         self._write_state(state)
 
         t0 = time.monotonic()
         if not formatted:
-            self._format(cluster_id)
+            self._format(state)
         format_seconds = time.monotonic() - t0
 
         t1 = time.monotonic()
-        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._spawn()
-        state.pid = self._process.pid  # type: ignore[union-attr]
-        state.started_at = time.time()
-        self._write_state(state)
+        to_start = [n for n in state.nodes if not self._running(n)]
+        offsets = {n.node_id: _size(self.node_log_path(n.node_id)) for n in to_start}
         try:
-            reported = self._wait_ready(host, port, log_offset)
-            if self.sasl_users:
-                self._create_scram_users(f"{host}:{port}")
+            for node in to_start:
+                self._spawn(state, node)
+            state.started_at = time.time()
+            self._write_state(state)
+            reported = None
+            for node in to_start:
+                reported = self._wait_ready(state, node, offsets[node.node_id]) or reported
+            if self.sasl_users and not formatted:
+                self._create_scram_users(self.bootstrap_servers)
         except BaseException:
-            self._kill_spawned()
+            for node in to_start:
+                self._kill_spawned(node.node_id)
             raise
         ready_seconds = time.monotonic() - t1
+        first = state.nodes[0]
         self.last_start = StartReport(
             version=self.version,
             reported_version=reported,
-            bootstrap_servers=f"{host}:{port}",
-            pid=state.pid,
-            cluster_id=cluster_id,
+            bootstrap_servers=self.bootstrap_servers,
+            pid=first.pid or 0,
+            cluster_id=state.cluster_id,
             fetched_jars=resolve.fetched,
             resolve_seconds=resolve.seconds,
             format_seconds=format_seconds,
             ready_seconds=ready_seconds,
-            log_path=str(self.log_path),
+            log_path=str(self.node_log_path(first.node_id)),
+            nodes=len(state.nodes),
+            pids={n.node_id: n.pid or 0 for n in state.nodes},
         )
         return self.last_start
 
     def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the broker this launcher started in ``workdir``; never signals any other process.
+        """Stop every node this launcher started in ``workdir``; never signals any other process.
 
-        Returns True if a running broker was stopped, False if none was running.
+        Returns True if a running node was stopped, False if none was running.
         SIGTERM first (a clean shutdown writes a clean-shutdown marker), SIGKILL
-        after ``timeout``.
+        after ``timeout``. Paused nodes are resumed first so they can shut down.
         """
         state = self._read_state()
-        pid = state.pid if state else None
-        if not pid or not self._is_ours(pid):
-            self._clear_pid(state)
+        if state is None:
             return False
-        send_signal(pid, signal.SIGTERM)
-        if not self._wait_exit(pid, timeout):
-            send_signal(pid, signal.SIGKILL)
-            self._wait_exit(pid, 10)
-        self._clear_pid(state)
-        self._close_log()
-        return True
+        running = [n for n in state.nodes if self._running(n)]
+        for node in running:
+            if node.paused:
+                send_signal(node.pid or 0, signal.SIGCONT)
+            send_signal(node.pid or 0, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for node in running:
+            if not self._wait_exit(node, max(deadline - time.monotonic(), 0.1)):
+                send_signal(node.pid or 0, signal.SIGKILL)
+                self._wait_exit(node, 10)
+        for node in state.nodes:
+            self._forget(node)
+        self._write_state(state)
+        return bool(running)
 
     def kill(self) -> bool:
-        """SIGKILL the broker (a crash, for fault tests). Data stays; ``start()`` restarts it."""
+        """SIGKILL every node (a crash, for fault tests). Data stays; ``start()`` restarts them."""
         state = self._read_state()
-        pid = state.pid if state else None
-        if not pid or not self._is_ours(pid):
+        if state is None:
             return False
-        send_signal(pid, signal.SIGKILL)
-        self._wait_exit(pid, 10)
-        self._clear_pid(state)
-        self._close_log()
-        return True
+        running = [n for n in state.nodes if self._running(n)]
+        for node in running:
+            send_signal(node.pid or 0, signal.SIGKILL)
+        for node in running:
+            self._wait_exit(node, 10)
+        for node in state.nodes:
+            self._forget(node)
+        self._write_state(state)
+        return bool(running)
 
     def restart(self, timeout: float = 30.0) -> StartReport:
         self.stop(timeout)
@@ -372,17 +463,32 @@ class LocalKafka:
         state = self._read_state()
         if state is None:
             return BrokerStatus(False, str(self.workdir), detail="never started here")
-        running = bool(state.pid) and self._is_ours(state.pid)  # type: ignore[arg-type]
-        bootstrap = f"{state.host}:{state.port}"
+        nodes = [
+            NodeStatus(
+                node_id=n.node_id,
+                running=(running := self._running(n)),
+                paused=running and n.paused,
+                pid=n.pid if running else None,
+                bootstrap_server=f"{state.host}:{n.port}",
+                answering=running and not n.paused and _port_open(state.host, n.port),
+                log_path=str(self.node_log_path(n.node_id)),
+            )
+            for n in state.nodes
+        ]
+        running = all(n.running for n in nodes)
+        up = [n for n in nodes if n.running]
+        detail = "" if running else ("stopped" if not up else
+                                     f"nodes down: {', '.join(str(n.node_id) for n in nodes if not n.running)}")
         return BrokerStatus(
             running=running,
             workdir=str(self.workdir),
-            pid=state.pid if running else None,
+            pid=nodes[0].pid,
             version=state.version,
-            bootstrap_servers=bootstrap,
-            answering=running and _port_open(state.host, state.port),
-            log_path=str(self.log_path),
-            detail="" if running else "stopped",
+            bootstrap_servers=",".join(n.bootstrap_server for n in nodes),
+            answering=running and all(n.answering for n in nodes),
+            log_path=nodes[0].log_path,
+            detail=detail,
+            nodes=nodes,
         )
 
     def __enter__(self) -> LocalKafka:
@@ -391,6 +497,88 @@ class LocalKafka:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # -- one node ------------------------------------------------------------
+
+    def stop_node(self, node_id: int, timeout: float = 30.0) -> bool:
+        """A clean shutdown of one node (SIGTERM; SIGKILL after ``timeout``). True if it was running."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if not self._running(node):
+            return False
+        if node.paused:
+            send_signal(node.pid or 0, signal.SIGCONT)
+        send_signal(node.pid or 0, signal.SIGTERM)
+        if not self._wait_exit(node, timeout):
+            send_signal(node.pid or 0, signal.SIGKILL)
+            self._wait_exit(node, 10)
+        self._forget(node)
+        self._write_state(state)
+        return True
+
+    def kill_node(self, node_id: int) -> bool:
+        """SIGKILL one node (a crash). True if it was running."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if not self._running(node):
+            return False
+        send_signal(node.pid or 0, signal.SIGKILL)
+        self._wait_exit(node, 10)
+        self._forget(node)
+        self._write_state(state)
+        return True
+
+    def pause_node(self, node_id: int) -> None:
+        """SIGSTOP one node: it keeps its sockets open and answers nothing (a GC pause, a frozen VM)."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if not self._running(node):
+            raise LocalKafkaError(f"Node {node_id} is not running; it cannot be paused.")
+        send_signal(node.pid or 0, signal.SIGSTOP)
+        node.paused = True
+        self._write_state(state)
+
+    def resume_node(self, node_id: int) -> None:
+        """SIGCONT a paused node."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if self._running(node):
+            send_signal(node.pid or 0, signal.SIGCONT)
+        node.paused = False
+        self._write_state(state)
+
+    def start_node(self, node_id: int) -> float:
+        """Start one stopped node (same data, same ports) and wait until it answers; returns the seconds."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if self._running(node):
+            raise LocalKafkaError(f"Node {node_id} is already running (pid {node.pid}).")
+        self._check_ports_free(state.host, node)
+        t0 = time.monotonic()
+        offset = _size(self.node_log_path(node_id))
+        self._spawn(state, node)
+        self._write_state(state)
+        try:
+            self._wait_ready(state, node, offset)
+        except BaseException:
+            self._kill_spawned(node_id)
+            raise
+        return time.monotonic() - t0
+
+    def restart_node(self, node_id: int, timeout: float = 30.0) -> float:
+        """Stop one node cleanly and start it again; returns the seconds from stop to answering."""
+        t0 = time.monotonic()
+        self.stop_node(node_id, timeout)
+        self.start_node(node_id)
+        return time.monotonic() - t0
+
+    def node_of_port(self, port: int) -> int:
+        """The node whose PLAINTEXT listener is ``port`` (to map a client's coordinator to a node)."""
+        for node in self._started_state().nodes:
+            if port in (node.port, node.sasl_port):
+                return node.node_id
+        raise LocalKafkaError(f"No node of {self.workdir} listens on port {port}.")
+
 
     # -- tools and apps ----------------------------------------------------
 
@@ -456,41 +644,84 @@ class LocalKafka:
 
     # -- internals ---------------------------------------------------------
 
-    def _pick_ports(self) -> tuple[int, int]:
-        port = self.port or _free_port(self.host)
-        cport = self.controller_port or _free_port(self.host, avoid={port})
-        if port == cport:
-            raise PortInUseError(
-                f"The broker and controller ports must differ (both {port}).", remedy="Give two different ports."
+    def _new_state(self) -> _State:
+        taken: set[int] = set()
+        nodes = []
+        for node_id in self.node_ids:
+            port = (self.port if self.nodes == 1 and self.port else None) or _free_port(self.host, avoid=taken)
+            taken.add(port)
+            cport = ((self.controller_port if self.nodes == 1 and self.controller_port else None)
+                     or _free_port(self.host, avoid=taken))
+            if port == cport:
+                raise PortInUseError(
+                    f"The broker and controller ports must differ (both {port}).", remedy="Give two different ports."
+                )
+            taken.add(cport)
+            sasl_port = None
+            if self.sasl_users:
+                sasl_port = _free_port(self.host, avoid=taken)
+                taken.add(sasl_port)
+            nodes.append(_Node(node_id, port, cport, sasl_port))
+        return _State(version=self.version, host=self.host, cluster_id=_random_cluster_id(), tuning=self.tuning,
+                      nodes=nodes, overrides=self.overrides)
+
+    def _check_same_cluster(self, state: _State) -> None:
+        if state.version != self.version:
+            raise LocalKafkaError(
+                f"{self.workdir} holds a Kafka {state.version} cluster, not {self.version}.",
+                remedy="Start it with that version, or pass fresh=True (--fresh) for a new cluster.",
             )
-        return port, cport
+        if len(state.nodes) != self.nodes:
+            raise LocalKafkaError(
+                f"{self.workdir} holds a cluster of {len(state.nodes)} node(s), not {self.nodes}.",
+                remedy="Start it with that many nodes, or pass fresh=True (--fresh) for a new cluster.",
+            )
+        if any(n.sasl_port for n in state.nodes) and not self.sasl_users:
+            raise LocalKafkaError(
+                f"The cluster in {self.workdir} has a SASL listener.",
+                remedy="Restart it with the same sasl_users, or pass fresh=True for a new cluster.",
+            )
 
     @staticmethod
     def _check_port_free(host: str, port: int, role: str) -> None:
         if not _can_bind(host, port):
             raise PortInUseError(f"Cannot start the local Kafka: {role} port {host}:{port} is already in use.")
 
-    def _server_properties(self, host: str, port: int, cport: int, sasl_port: int | None = None) -> str:
-        listeners = f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{cport}"
-        advertised = f"PLAINTEXT://{host}:{port}"
+    def _check_ports_free(self, host: str, node: _Node) -> None:
+        # A restart keeps the cluster's ports (the KRaft voter set records them).
+        which = f"node {node.node_id} " if self.nodes > 1 else ""
+        self._check_port_free(host, node.port, f"{which}broker")
+        self._check_port_free(host, node.controller_port, f"{which}controller")
+        if node.sasl_port:
+            self._check_port_free(host, node.sasl_port, f"{which}SASL")
+
+    def _server_properties(self, state: _State, node: _Node) -> str:
+        host = state.host
+        listeners = f"PLAINTEXT://{host}:{node.port},CONTROLLER://{host}:{node.controller_port}"
+        advertised = f"PLAINTEXT://{host}:{node.port}"
         protocol_map = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
-        if sasl_port:
-            listeners += f",SASL_PLAINTEXT://{host}:{sasl_port}"
-            advertised += f",SASL_PLAINTEXT://{host}:{sasl_port}"
+        if node.sasl_port:
+            listeners += f",SASL_PLAINTEXT://{host}:{node.sasl_port}"
+            advertised += f",SASL_PLAINTEXT://{host}:{node.sasl_port}"
             protocol_map += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+        if len(state.nodes) == 1:
+            quorum = {"controller.quorum.bootstrap.servers": f"{host}:{node.controller_port}"}
+        else:
+            quorum = {"controller.quorum.voters": ",".join(f"{n.node_id}@{host}:{n.controller_port}"
+                                                           for n in state.nodes)}
         config: dict[str, str] = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"{host}:{cport}",
+            "node.id": str(node.node_id),
+            **quorum,
             "listeners": listeners,
             "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": protocol_map,
-            "log.dirs": str(self.data_dir),
-            **SINGLE_NODE_CONFIG,
+            "log.dirs": str(self.node_data_dir(node.node_id)),
+            **replication_config(len(state.nodes)),
         }
-        if sasl_port:
+        if node.sasl_port:
             config.update(self._sasl_config())
         if self.tuning == "fast":
             config.update(FAST_TUNING)
@@ -534,125 +765,154 @@ class LocalKafka:
             time.sleep(0.2)
         raise BrokerStartError("SCRAM credentials did not become visible within 30 s.")
 
-    def _format(self, cluster_id: str) -> None:
-        cmd = self.distribution.tool_command(
-            "kafka-storage", ["format", "--standalone", "-t", cluster_id, "-c", str(self.config_path)]
-        )
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        if proc.returncode != 0:
-            raise BrokerStartError(
-                f"kafka-storage format failed (exit {proc.returncode}): {tail_lines(proc.stderr + proc.stdout, 4)}",
-                remedy="Check the generated config in " + str(self.config_path) + ".",
-            )
+    def _format(self, state: _State) -> None:
+        """Format every node's storage with the cluster id, the format tools running side by side."""
+        standalone = ["--standalone"] if len(state.nodes) == 1 else []  # several nodes: the static voter set
+        procs = {}
+        for node in state.nodes:
+            cmd = self.distribution.tool_command(
+                "kafka-storage", ["format", *standalone, "-t", state.cluster_id, "-c",
+                                  str(self.node_config_path(node.node_id))])
+            procs[node.node_id] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                                   stdin=subprocess.DEVNULL)
+        for node_id, proc in procs.items():
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise BrokerStartError(
+                    f"kafka-storage format of node {node_id} failed (exit {proc.returncode}): {tail_lines(out, 4)}",
+                    remedy="Check the generated config in " + str(self.node_config_path(node_id)) + ".",
+                )
 
-    def _spawn(self) -> None:
+    def _spawn(self, state: _State, node: _Node) -> None:
         cmd = self.distribution.java_command(
             BROKER_MAIN_CLASS,
-            [str(self.config_path)],
+            [str(self.node_config_path(node.node_id))],
             log_config="broker",
             jvm_options=[
                 f"-Xmx{self.heap}",
                 "-Xms128m",
                 "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20",
-                self.marker,
+                self.node_marker(node.node_id),
             ],
         )
-        self._log_handle = open(self.log_path, "ab")
-        self._process = subprocess.Popen(
+        self._close_log(node.node_id)
+        handle = open(self.node_log_path(node.node_id), "ab")  # closed by _close_log
+        self._log_handles[node.node_id] = handle
+        process = subprocess.Popen(
             cmd,
-            stdout=self._log_handle,
+            stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=self.workdir,
+            cwd=self.node_dir(node.node_id),
             start_new_session=True,  # a Ctrl-C in the terminal must not kill a daemonised broker
             preexec_fn=die_with_parent if self.die_with_parent else None,
         )
+        self._processes[node.node_id] = process
+        node.pid, node.paused = process.pid, False
 
-    def _wait_ready(self, host: str, port: int, log_offset: int) -> str | None:
+    def _wait_ready(self, state: _State, node: _Node, log_offset: int) -> str | None:
+        log_path = self.node_log_path(node.node_id)
         deadline = time.monotonic() + self.start_timeout
         reported: str | None = None
         started = False
         while time.monotonic() < deadline:
-            text = _read_from(self.log_path, log_offset)
+            text = read_from(log_path, log_offset)
             if reported is None and (m := _VERSION_RE.search(text)):
                 reported = m.group(1)
             started = started or bool(_STARTED_RE.search(text))
-            code = self._process.poll() if self._process else None
+            process = self._processes.get(node.node_id)
+            code = process.poll() if process else None
             if code is not None:
                 bind = _BIND_FAIL_RE.search(text)
                 if bind:
-                    raise PortInUseError(f"Kafka could not bind its port: {bind.group(0)} (log {self.log_path}).")
+                    raise PortInUseError(f"Kafka could not bind its port: {bind.group(0)} (log {log_path}).")
                 raise BrokerStartError(
-                    f"The Kafka broker exited with code {code} during start-up: "
-                    f"{tail_lines(_errors_only(text), 3)} (log {self.log_path})."
+                    f"Kafka node {node.node_id} exited with code {code} during start-up: "
+                    f"{tail_lines(_errors_only(text), 3)} (log {log_path})."
                 )
-            if started and _answers_metadata(host, port):
+            if started and _answers_metadata(state.host, node.port):
                 return reported
             time.sleep(0.2)
         raise BrokerStartError(
-            f"The Kafka broker did not answer on {host}:{port} within {self.start_timeout:.0f} s "
-            f"(log {self.log_path}).",
+            f"Kafka node {node.node_id} did not answer on {state.host}:{node.port} within {self.start_timeout:.0f} s "
+            f"(log {log_path}).",
             remedy="The machine may be overloaded; read the log, then retry with a longer start timeout.",
         )
 
-    def _kill_spawned(self) -> None:
-        if self._process and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait(10)
-        self._clear_pid(self._read_state())
-        self._close_log()
+    def _kill_spawned(self, node_id: int) -> None:
+        process = self._processes.get(node_id)
+        if process and process.poll() is None:
+            process.kill()
+            process.wait(10)
+        state = self._read_state()
+        if state is not None:
+            self._forget(state.node(node_id))
+            self._write_state(state)
 
-    def _close_log(self) -> None:
-        if self._log_handle:
-            self._log_handle.close()
-            self._log_handle = None
-        if self._process:
+    def _forget(self, node: _Node) -> None:
+        """The node is down: no pid, not paused, log handle closed and process reaped."""
+        node.pid, node.paused = None, False
+        self._close_log(node.node_id)
+
+    def _close_log(self, node_id: int) -> None:
+        handle = self._log_handles.pop(node_id, None)
+        if handle:
+            handle.close()
+        process = self._processes.get(node_id)
+        if process:
             try:
-                self._process.wait(0)  # reap, so no zombie is left behind
+                process.wait(0)  # reap, so no zombie is left behind
+                self._processes.pop(node_id, None)
             except subprocess.TimeoutExpired:
                 pass
 
-    def _is_ours(self, pid: int) -> bool:
+    def _running(self, node: _Node) -> bool:
+        return bool(node.pid) and self._is_ours(node.pid or 0, node.node_id)
+
+    def _is_ours(self, pid: int, node_id: int = 1) -> bool:
+        marker = self.node_marker(node_id)
+        process = self._processes.get(node_id)
+        if process is not None and process.pid == pid and process.poll() is not None:
+            return False  # our own child that has exited (a zombie still has its /proc entry)
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             if sys.platform.startswith("linux"):
                 return False
             proc = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-            return self.marker in proc.stdout.split()
-        return self.marker.encode() in cmdline
+            return marker in proc.stdout.split()
+        return marker.encode() in cmdline
 
-    def _wait_exit(self, pid: int, timeout: float) -> bool:
+    def _wait_exit(self, node: _Node, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
+        pid = node.pid or 0
         while time.monotonic() < deadline:
-            if self._process is not None and self._process.pid == pid:
-                if self._process.poll() is not None:
+            process = self._processes.get(node.node_id)
+            if process is not None and process.pid == pid:
+                if process.poll() is not None:
                     return True
-            elif not self._is_ours(pid):
+            elif not self._is_ours(pid, node.node_id):
                 return True
             time.sleep(0.1)
         return False
 
     def _wipe(self) -> None:
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        for node_id in self.node_ids:
+            shutil.rmtree(self.node_data_dir(node_id), ignore_errors=True)
         self.state_path.unlink(missing_ok=True)
 
     def _read_state(self) -> _State | None:
         try:
-            return _State(**json.loads(self.state_path.read_text()))
-        except (OSError, ValueError, TypeError):
+            return _State.from_dict(json.loads(self.state_path.read_text()))
+        except (OSError, ValueError, TypeError, KeyError):
             return None
 
     def _write_state(self, state: _State) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(state), indent=1))
         tmp.replace(self.state_path)
-
-    def _clear_pid(self, state: _State | None) -> None:
-        if state is not None and state.pid is not None:
-            state.pid = None
-            self._write_state(state)
 
 
 # -- helpers ---------------------------------------------------------------
@@ -718,7 +978,7 @@ def _answers_metadata(host: str, port: int) -> bool:
 
 
 
-def _read_from(path: Path, offset: int) -> str:
+def read_from(path: Path, offset: int) -> str:
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
@@ -738,3 +998,7 @@ def _errors_only(text: str) -> str:
             if len(picked) >= 2:
                 break
     return "\n".join(picked) or text
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0

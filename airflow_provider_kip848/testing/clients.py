@@ -38,10 +38,11 @@ class Record:
 
 
 def create_topics(bootstrap_servers: str, topics: dict[str, int], timeout: float = 30.0) -> None:
-    """Create topics (name -> partitions) with replication factor 1; existing ones are left alone."""
+    """Create topics (name -> partitions) with the brokers' default replication factor (1 on one node, 3 on
+    three); existing ones are left alone."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=parts, replication_factor=1) for name, parts in topics.items()],
+        [NewTopic(name, num_partitions=parts, replication_factor=-1) for name, parts in topics.items()],
         request_timeout=timeout,
     )
     for fut in futures.values():

@@ -5,7 +5,9 @@ class path and kwargs (JSON), reads the connection asynchronously, and runs
 the same :func:`~airflow_provider_kip848.kafka.api.evaluate_condition` as the
 sensor's poke mode, in a thread so the triggerer's event loop never blocks.
 A broker that restarts or is briefly unreachable while it waits is ridden
-out (logged, polled again); bad input ends the wait with an error event.
+out (logged, polled again with a new client); bad input, a member that came
+back after being forced out, or a coordinator that never becomes available
+end the wait with an error event.
 """
 
 from __future__ import annotations
@@ -21,13 +23,19 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import settings_from_connection
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, is_retriable
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState, follow, follow_failure
 
 
 class KafkaGroupConditionTrigger(BaseTrigger):
     """Fires ``{"status": "met"}`` when the condition holds, ``"timeout"`` at ``timeout_at`` (epoch s),
     ``"remove_members_due"`` at ``remove_members_at`` (so the sensor can force-empty the group in a
-    worker, where the action is logged with the task), or ``"error"`` on a non-retriable failure."""
+    worker, where the action is logged with the task), or ``"error"`` on a non-retriable failure,
+    a member that came back after being forced out, or a coordinator unavailable for
+    ``unavailable_limit_s`` seconds in a row.
+
+    After a retriable failure the trigger drops its client and builds a new one: a long wait must
+    not keep asking a coordinator that moved away, nor a connection to a dead node.
+    """
 
     def __init__(
         self,
@@ -39,6 +47,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         timeout_at: float | None = None,
         remove_members_at: float | None = None,
         polls_before: int = 0,
+        unavailable_limit_s: float = 300.0,
         carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -49,8 +58,10 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         self.timeout_at = timeout_at
         self.remove_members_at = remove_members_at
         self.polls_before = int(polls_before)
+        self.unavailable_limit_s = float(unavailable_limit_s)
         #: state of the waiting task handed back in every event (the resumed task gets only the event
-        #: from some runners, e.g. dag.test, so nothing may live only in the defer() kwargs)
+        #: from some runners, e.g. dag.test, so nothing may live only in the defer() kwargs); its
+        #: ``wait`` is the :class:`WaitState` the polls share
         self.carry = dict(carry or {})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -64,13 +75,15 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                 "timeout_at": self.timeout_at,
                 "remove_members_at": self.remove_members_at,
                 "polls_before": self.polls_before,
+                "unavailable_limit_s": self.unavailable_limit_s,
                 "carry": self.carry,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         condition = GroupCondition.from_dict(self.condition)
-        carry = self.carry
+        carry = dict(self.carry)
+        wait = WaitState.from_dict(carry.get("wait"))
         try:
             conn = await KafkaGroupAdminHook.aget_connection(self.kafka_conn_id)
             settings = settings_from_connection(conn)
@@ -83,14 +96,22 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         try:
             while True:
                 polls += 1
+                result = None
                 try:
-                    result = await asyncio.to_thread(evaluate_condition, admin, self.group_id, condition)
-                except Exception as exc:  # noqa: BLE001
-                    if not is_retriable(exc):
-                        yield TriggerEvent({"status": "error", "message": str(exc), "polls": polls, "carry": carry})
+                    raw = await asyncio.to_thread(evaluate_condition, admin, self.group_id, condition)
+                    result = follow(condition, raw, wait, time.time())
+                except Exception as exc:  # noqa: BLE001 - decided by follow_failure
+                    try:
+                        follow_failure(exc, wait, time.time(), self.unavailable_limit_s)
+                    except Exception as fatal:  # noqa: BLE001 - ends the wait with the reason
+                        yield TriggerEvent({"status": "error", "message": str(fatal), "polls": polls,
+                                            "carry": {**carry, "wait": wait.to_dict()}})
                         return
-                    self.log.warning("Group %s: %s Polling again in %g s.", self.group_id, exc, self.poll_interval)
-                    result = None
+                    self.log.warning("Group %s: %s Polling again in %g s with a new client.", self.group_id, exc,
+                                     self.poll_interval)
+                    await asyncio.to_thread(admin.close)
+                    admin = KafkaAdmin(settings)
+                carry["wait"] = wait.to_dict()
                 if result is not None and result.met:
                     yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),
                                         "summary": result.summary, "detail": result.detail, "polls": polls,

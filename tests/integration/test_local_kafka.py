@@ -46,7 +46,7 @@ def test_fresh_broker_reports_cached_jars_and_ready_time(fresh_kafka):
     assert report.format_seconds > 0 and report.ready_seconds > 0
     assert "jars from cache" in report.summary() and f"ready at {report.bootstrap_servers}" in report.summary()
     state = json.loads(broker.state_path.read_text())
-    assert state["pid"] == status.pid == report.pid and state["version"] == broker.version
+    assert state["nodes"][0]["pid"] == status.pid == report.pid and state["version"] == broker.version
 
 
 def test_port_in_use_is_refused_with_the_port_named(tmp_path, kafka_version):

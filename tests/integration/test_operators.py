@@ -259,3 +259,47 @@ def test_lint_operator_on_a_properties_file(tmp_path, context):
                                                                "enable.auto.commit": "false"},
                                   target="consumer").execute(context)
     assert ok["errors"] == 0 and ok["findings"] == []
+
+
+def test_preflight_refuses_a_rollback_the_upgrade_policy_cannot_carry(fresh_kafka, monkeypatch, unique, tmp_path,
+                                                                     context):
+    """Under group.consumer.migration.policy=upgrade the online rollback of the rolling upgrade can never finish:
+    the broker converts the group up but never back down while it has members. Shown on the real broker, then
+    refused (or warned about) by the preflight before anything starts."""
+    broker = fresh_kafka(overrides={"group.consumer.migration.policy": "upgrade"})
+    bootstrap = broker.bootstrap_servers
+    conn = set_kafka_connection(monkeypatch, "kafka_upgrade_only", bootstrap)
+    topic, group = unique("pol"), unique("pol-group")
+    create_topics(bootstrap, {topic: 2})
+    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"p{i}",
+                                     log_file=str(tmp_path / f"p{i}.log")) for i in range(2)]
+    try:
+        with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+            wait_until(lambda: len(admin.describe_group(group).members) == 2, what="two classic members")
+            for rollback, outcome in (("fail", "refused"), ("warn", "warned"), (None, "unchecked")):
+                op = MigrationPreflightOperator(task_id=f"pre-{outcome}", kafka_conn_id=conn, mode="classic_to_consumer",
+                                                group_id=group, rollback=rollback)
+                if rollback == "fail":
+                    with pytest.raises(AirflowFailException, match="rollback_policy: group.consumer.migration.policy="
+                                                                   "upgrade disables the online downgrade"):
+                        op.execute(context)
+                    continue
+                report = op.execute(context)
+                assert report["passed"]
+                assert ("rollback_policy" in report["warnings"]) == (rollback == "warn")
+                assert ("rollback_policy" in [c["name"] for c in report["checks"]]) == (rollback is not None)
+            # what the check protects against: upgrade one instance, roll it back, the group stays a consumer group
+            members[0].stop()
+            members[0] = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="p0",
+                                               log_file=str(tmp_path / "p0-new.log"))
+            wait_until(lambda: admin.describe_group(group).type is GroupType.CONSUMER, what="the online upgrade")
+            members[0].stop()
+            members[0] = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="p0",
+                                               log_file=str(tmp_path / "p0-back.log"))
+            desc = wait_until(lambda: (d := admin.describe_group(group)) and len(d.members) == 2
+                              and all(m.protocol.value == "classic" for m in d.members) and d, timeout=60,
+                              what="both instances back on classic")
+            assert desc.type is GroupType.CONSUMER, "under policy=upgrade the group is never converted back online"
+    finally:
+        for m in members:
+            m.stop()

@@ -54,7 +54,7 @@ def test_type_and_migrated_sensors_follow_a_rolling_upgrade(kafka_conn, native, 
         wait_until(lambda: len(native.describe_group(group).members) == 2, what="classic members")
         converted = Background(KafkaGroupTypeSensor(task_id="t", group_id=group, group_type="consumer",
                                                     poll_interval=0.5, timeout=120), context)
-        migrated = Background(KafkaGroupMigratedSensor(task_id="m", group_id=group, min_members=2,
+        migrated = Background(KafkaGroupMigratedSensor(task_id="m", group_id=group, expected_members=2,
                                                        poll_interval=0.5, timeout=120), context)
         converted.start()
         migrated.start()

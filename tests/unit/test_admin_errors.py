@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 from kafka import errors as kerr
 
-from airflow_provider_kip848.kafka.errors import AuthorizationFailed, KafkaConnectionError, OperationTimedOut
+from airflow_provider_kip848.kafka.errors import (
+    AuthorizationFailed,
+    CoordinatorUnavailable,
+    KafkaConnectionError,
+    OperationTimedOut,
+)
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
@@ -42,9 +47,17 @@ def test_retriable_errors_are_retried_until_the_call_succeeds():
     assert [(g.group_id, g.type.value, g.state) for g in groups] == [("g", "consumer", "Stable")]
 
 
-def test_retriable_errors_past_the_timeout_become_operation_timed_out():
+def test_a_coordinator_loading_past_the_timeout_is_a_retriable_coordinator_unavailable():
     client = FlakyClient([kerr.CoordinatorLoadInProgressError()] * 1000, [])
-    with pytest.raises(OperationTimedOut, match="kept answering CoordinatorLoadInProgressError for 1000 ms"):
+    with pytest.raises(CoordinatorUnavailable, match="kept answering CoordinatorLoadInProgressError for 1000 ms") as err:
+        admin_with(client, timeout_ms=1000).list_groups()
+    assert err.value.retriable
+    assert 2 <= client.calls < 1000
+
+
+def test_other_retriable_errors_past_the_timeout_become_operation_timed_out():
+    client = FlakyClient([kerr.LeaderNotAvailableError()] * 1000, [])
+    with pytest.raises(OperationTimedOut, match="kept answering LeaderNotAvailableError for 1000 ms"):
         admin_with(client, timeout_ms=1000).list_groups()
     assert 2 <= client.calls < 1000
 

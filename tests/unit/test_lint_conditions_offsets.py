@@ -101,7 +101,8 @@ def test_conditions():
                                     (member(0, MemberProtocol.CONSUMER), member(1, MemberProtocol.CONSUMER)))
     migrated = GroupCondition("migrated", group_type="consumer")
     assert not evaluate(FakeAdmin(mixed), "g", migrated).met
-    assert evaluate(FakeAdmin(mixed), "g", migrated).summary == "type consumer, 1 of 2 member(s) on the new protocol"
+    assert evaluate(FakeAdmin(mixed), "g", migrated).summary == \
+        "type consumer, 1 of 2 live member(s) on the new protocol, 1 expected"
     assert evaluate(FakeAdmin(done), "g", migrated).met
     assert evaluate(FakeAdmin(mixed), "g", GroupCondition("type", group_type="consumer")).met
     assert evaluate(FakeAdmin(None), "g", GroupCondition("empty")).met

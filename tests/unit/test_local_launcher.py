@@ -18,7 +18,7 @@ from airflow_provider_kip848.kafka.errors import (
     ToolchainError,
     UnsupportedKafkaVersion,
 )
-from airflow_provider_kip848.testing.broker import FAST_TUNING, LocalKafka, _random_cluster_id
+from airflow_provider_kip848.testing.broker import FAST_TUNING, LocalKafka, _Node, _random_cluster_id, _State
 from airflow_provider_kip848.testing.errors import LocalKafkaError
 
 
@@ -82,9 +82,16 @@ def test_pom_for_4_2_1_uses_published_examples_but_4_2_1_streams():
     assert "<artifactId>kafka_2.13</artifactId><version>4.2.1</version>" in pom
 
 
+def _props(kafka: LocalKafka, *ports: tuple[int, int, int | None]) -> dict[str, str]:
+    """The server.properties the launcher writes for the first node of a cluster on ``ports``."""
+    nodes = [_Node(i + 1, port, cport, sasl) for i, (port, cport, sasl) in enumerate(ports)]
+    state = _State(version=kafka.version, host="127.0.0.1", cluster_id="c", tuning=kafka.tuning, nodes=nodes)
+    return _load_properties(kafka._server_properties(state, nodes[0]))
+
+
 def test_server_properties_single_node_kraft_and_fast_tuning(tmp_path):
     kafka = LocalKafka(tmp_path, overrides={"group.consumer.max.size": "5"})
-    props = _load_properties(kafka._server_properties("127.0.0.1", 19092, 19093))
+    props = _props(kafka, (19092, 19093, None))
     assert props["process.roles"] == "broker,controller"
     assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:19093"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
@@ -110,16 +117,36 @@ def _load_properties(text: str) -> dict[str, str]:
 
 def test_sasl_listener_config_keeps_special_passwords_intact(tmp_path):
     kafka = LocalKafka(tmp_path, sasl_users={"admin": 'p"w\\x= #!', "alice": "a"}, super_users=["admin"])
-    props = _load_properties(kafka._server_properties("127.0.0.1", 1, 2, 3))
+    props = _props(kafka, (1, 2, 3))
     assert props["listeners"].endswith(",SASL_PLAINTEXT://127.0.0.1:3")
     assert props["super.users"] == "User:ANONYMOUS;User:admin"
     assert 'user_admin="p\\"w\\\\x= #!"' in props["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
 
 
 def test_production_tuning_keeps_broker_defaults(tmp_path):
-    text = LocalKafka(tmp_path, tuning="production")._server_properties("127.0.0.1", 1, 2)
-    assert "group.consumer.session.timeout.ms" not in text
-    assert "group.streams.initial.rebalance.delay.ms" not in text
+    props = _props(LocalKafka(tmp_path, tuning="production"), (1, 2, None))
+    assert "group.consumer.session.timeout.ms" not in props
+    assert "group.streams.initial.rebalance.delay.ms" not in props
+
+
+def test_three_nodes_form_a_static_quorum_with_replicated_internal_topics(tmp_path):
+    kafka = LocalKafka(tmp_path, nodes=3)
+    props = _props(kafka, (9001, 9101, None), (9002, 9102, None), (9003, 9103, None))
+    assert props["node.id"] == "1"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"
+    assert "controller.quorum.bootstrap.servers" not in props
+    for key in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                "share.coordinator.state.topic.replication.factor", "default.replication.factor"):
+        assert props[key] == "3", key
+    assert props["min.insync.replicas"] == "1"
+    assert props["log.dirs"] == str(tmp_path / "node-1" / "data")
+    assert kafka.node_log_path(2) == tmp_path / "node-2" / "logs" / "server.log"
+
+
+@pytest.mark.parametrize("bad", [0, 10, "3", True])
+def test_a_cluster_size_out_of_range_is_refused(tmp_path, bad):
+    with pytest.raises(LocalKafkaError, match="nodes must be a number from 1 to 9"):
+        LocalKafka(tmp_path, nodes=bad)
 
 
 def test_unknown_tuning_is_refused(tmp_path):

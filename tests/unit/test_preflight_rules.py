@@ -117,3 +117,28 @@ def test_report_renders_and_serialises():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="unknown preflight mode"):
         run_preflight(facts(), "sideways", group_id="g")
+
+
+@pytest.mark.parametrize("policy, severity, expected", [
+    ("bidirectional", "fail", "pass"), ("downgrade", "fail", "pass"),
+    ("upgrade", "fail", "fail"), ("disabled", "fail", "fail"), ("upgrade", "warn", "warn")])
+def test_the_rollback_the_dag_offers_must_fit_the_migration_policy(policy, severity, expected):
+    r = run_preflight(facts(coord={"group.consumer.migration.policy": policy}), "classic_to_consumer", group_id="g",
+                      rollback=severity)
+    assert status(r, "rollback_policy") == expected
+    if expected != "pass":
+        assert "offline" in r.check("rollback_policy").remedy
+    assert "rollback_policy" not in [c.name for c in run_preflight(
+        facts(coord={"group.consumer.migration.policy": policy}), "classic_to_consumer", group_id="g").checks]
+
+
+def test_a_bad_rollback_severity_is_refused():
+    with pytest.raises(ValueError, match="rollback must be"):
+        run_preflight(facts(), "classic_to_consumer", group_id="g", rollback="maybe")
+
+
+def test_the_version_remedy_says_how_to_read_the_brokers_own_release():
+    remedy = run_preflight(facts(release="4.2", mv=29, gtype=GroupType.CLASSIC, members=0), "classic_to_streams",
+                           group_id="g").check("broker_version").remedy
+    assert "'Kafka version: X'" in remedy and "kafka.server:type=app-info" in remedy
+    assert "prints the tool's version, not the broker's" in remedy

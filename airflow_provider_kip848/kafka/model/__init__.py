@@ -33,6 +33,7 @@ from airflow_provider_kip848.kafka.model.groups import (
     StreamsGroupMember,
     StreamsTask,
     TaskAssignment,
+    coordinator_partition,
     normalize_state,
 )
 from airflow_provider_kip848.kafka.model.offsets import (
@@ -75,6 +76,7 @@ __all__ = [
     "StreamsTask",
     "TaskAssignment",
     "TopicPartition",
+    "coordinator_partition",
     "feature_level_name",
     "normalize_state",
     "partitions",

@@ -64,6 +64,22 @@ class GroupState(StrEnum):
         return cls.UNKNOWN
 
 
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()`` (over UTF-16 code units, 32-bit overflow)."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(group_id: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition whose leader coordinates ``group_id``
+    (Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
 def normalize_state(state: str | None) -> GroupState:
     """Kafka's state names as the CLI tools print them (``Stable``, ``PreparingRebalance`` ...)."""
     return GroupState.parse(state)

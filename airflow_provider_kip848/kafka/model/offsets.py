@@ -61,6 +61,13 @@ class GroupOffsets:
         return {TopicPartition(p.topic, p.partition): p.committed for p in self.partitions if p.committed is not None}
 
     @property
+    def uncommitted_with_records(self) -> tuple[PartitionOffsets, ...]:
+        """Partitions the group consumes (assigned) without a commit, whose log holds records: their lag is
+        unknown (the whole log, or whatever ``auto.offset.reset`` decides), never 0."""
+        return tuple(p for p in self.partitions if p.committed is None and p.log_end is not None
+                     and p.log_end > (p.log_start or 0))
+
+    @property
     def total_lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions)
 

@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -22,9 +21,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from confluent_kafka.admin import ConfigEntry as ConfluentConfigEntry
-from kafka import errors as kerr
 from kafka.admin import MemberToRemove, UpdateFeatureType
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.structs import OffsetAndMetadata
+from kafka.structs import TopicPartition as KafkaPythonTopicPartition
 
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import ClusterAdmin
@@ -40,28 +41,39 @@ from airflow_provider_kip848.kafka.model import (
     GroupDescription,
     GroupListing,
     GroupOffsets,
+    GroupState,
     GroupType,
     MemberRemoval,
     PartitionOffsets,
     StreamsGroupDescription,
     TopicPartition,
+    normalize_state,
 )
 from airflow_provider_kip848.kafka.native import converters as C
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
-from airflow_provider_kip848.kafka.native.transport import Transport
+from airflow_provider_kip848.kafka.native.transport import Transport, raise_retriable
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import (
     GROUP_ID_NOT_FOUND,
+    NON_EMPTY_GROUP,
     UNSUPPORTED_VERSION,
     feature_refusal,
     group_error,
-    translate_confluent,
-    translate_kafka_python,
 )
 
 _STREAMS_UNSUPPORTED_REMEDY = ("Finalize streams.version=1 (kafka-features upgrade --feature streams.version=1) on "
                                "Kafka 4.2.1+ brokers, or upgrade the brokers.")
+
+
+def _epoch(leader_epoch: int | None) -> int | None:
+    """A committed offset's leader epoch; Kafka's -1 (unknown) is None, as the CLI backend reports it."""
+    return leader_epoch if leader_epoch is not None and leader_epoch >= 0 else None
+
+
+def _group_errors(response: Any) -> list[tuple[int, str | None]]:
+    """The per-group error codes of a describe answer (DescribeGroups, ConsumerGroupDescribe, StreamsGroupDescribe)."""
+    return [(g.error_code, getattr(g, "error_message", None)) for g in response.groups]
 
 
 class KafkaAdmin(ClusterAdmin):
@@ -169,17 +181,27 @@ class KafkaAdmin(ClusterAdmin):
         shuts down, restarts or hands a partition over, the partitions it no longer (or not yet)
         leads are silently left out, and a live group vanishes from the listing. A sensor waiting
         for "empty" must not take that for "the group is gone". The coordinator itself answers
-        OffsetFetch with a retriable NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in that
-        window (retried here), and a group that has committed offsets exists.
+        with a retriable NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in that window (retried
+        here); it says "not found" only of a group it does not have. A group it describes, or
+        one with committed offsets, exists.
         """
+        moving = E.KafkaConnectionError(
+            f"Group {group_id!r} exists but is missing from the brokers' group listing: a group coordinator is "
+            "moving (a broker restarting or shutting down)",
+            remedy="Retry in a few seconds; sensors poke again by themselves.")
+        response = self._t.send(lambda: DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False),
+                                group_id=group_id, errors=_group_errors)
+        group = response.groups[0]
+        message = getattr(group, "error_message", None) or ""
+        if group.error_code == 0 and normalize_state(group.group_state) is not GroupState.DEAD:
+            raise moving  # a classic group its coordinator describes
+        if group.error_code == GROUP_ID_NOT_FOUND and "not a classic group" in message:
+            raise moving  # a consumer, streams or share group the coordinator has
         # kafka-python, not confluent-kafka: librdkafka 2.16 crashes the process (SIGSEGV) on
         # ListConsumerGroupOffsets of a group id that does not exist.
         committed = self._t.kafka_python_call("list_group_offsets", {group_id: None}).get(group_id) or {}
         if any(getattr(meta, "offset", -1) >= 0 for meta in committed.values()):
-            raise E.KafkaConnectionError(
-                f"Group {group_id!r} has committed offsets but is missing from the brokers' group listing: "
-                "a group coordinator is moving (a broker restarting or shutting down)",
-                remedy="Retry in a few seconds; sensors poke again by themselves.")
+            raise moving
 
     def _check_group_visible(self, group_id: str) -> None:
         """Raise :class:`AuthorizationFailed` if the principal lacks DESCRIBE on the group.
@@ -232,7 +254,7 @@ class KafkaAdmin(ClusterAdmin):
         try:
             response = self._t.send(
                 lambda: ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
-                group_id=group_id,
+                group_id=group_id, errors=_group_errors,
             )
             group = response.groups[0]
             if group.error_code == 0:
@@ -245,8 +267,7 @@ class KafkaAdmin(ClusterAdmin):
             unsupported = exc.what
         listing = listing or self.group_listing(group_id)
         if listing.type is GroupType.CLASSIC:
-            raw = self._t.kafka_python_call("describe_groups", [group_id])[group_id]
-            return C.classic_group(group_id, raw, self._t.coordinator_id(group_id))
+            return C.classic_group(self._classic_group_response(group_id), self._t.coordinator_id(group_id))
         if unsupported is not None:
             # no ConsumerGroupDescribe: group.version is 0 (KIP-848 off) or the brokers predate 4.0
             raise E.UnsupportedBrokerVersion(
@@ -267,7 +288,20 @@ class KafkaAdmin(ClusterAdmin):
         The broker refuses an online upgrade to the consumer protocol when any
         member's assignment carries userData ("unsupported custom assignor").
         """
-        return C.classic_user_data(self._t.kafka_python_call("describe_groups", [group_id])[group_id])
+        return C.classic_user_data(self._classic_group_response(group_id))
+
+    def _classic_group_response(self, group_id: str) -> Any:
+        """The group's entry of a ``DescribeGroups`` answer from its coordinator (error code 0).
+
+        A coordinator that is loading, moving or not yet known answers with a per-group error code
+        and an empty group ("Unknown", no members): that is retried, and never read as an empty group.
+        """
+        response = self._t.send(lambda: DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False),
+                                group_id=group_id, errors=_group_errors)
+        group = response.groups[0]
+        if group.error_code != 0:
+            raise group_error(group_id, group.error_code, getattr(group, "error_message", None), self.settings)
+        return group
 
     def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
         """A streams group with members, task assignments and epochs (``StreamsGroupDescribe``)."""
@@ -289,7 +323,7 @@ class KafkaAdmin(ClusterAdmin):
         try:
             response = self._t.send(
                 lambda: StreamsGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
-                group_id=group_id,
+                group_id=group_id, errors=_group_errors,
             )
         except E.UnsupportedBrokerVersion as exc:
             raise E.UnsupportedBrokerVersion(f"The cluster does not serve StreamsGroupDescribe ({exc.what}).",
@@ -310,14 +344,15 @@ class KafkaAdmin(ClusterAdmin):
         """Delete an empty group (its committed offsets go with it)."""
         self.group_listing(group_id)
         with self.requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
-            outcome = self._t.kafka_python_call("delete_groups", [group_id]).get(group_id, "OK")  # or an error name
-            if outcome == "NonEmptyGroupError":
+            response = self._t.send(lambda: DeleteGroupsRequest(groups_names=[group_id]), group_id=group_id,
+                                    errors=lambda r: [(code, None) for _, code in r.results])
+            code = next((code for gid, code in response.results if gid == group_id), 0)
+            if code == NON_EMPTY_GROUP:
                 raise E.GroupNotEmpty(f"Group {group_id!r} still has active members; it cannot be deleted.")
-            if outcome == "GroupIdNotFoundError":
+            if code == GROUP_ID_NOT_FOUND:
                 raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
-            if outcome != "OK":
-                error_cls = getattr(kerr, outcome, kerr.KafkaError)
-                raise translate_kafka_python(error_cls(f"DeleteGroups of {group_id!r}"), self.settings)
+            if code != 0:
+                raise group_error(group_id, code, f"DeleteGroups of {group_id!r}", self.settings)
 
     # -- membership ----------------------------------------------------------
 
@@ -392,18 +427,14 @@ class KafkaAdmin(ClusterAdmin):
         ``committed=None``, as ``kafka-consumer-groups --describe`` lists them.
         """
         desc = self.describe_group(group_id)
-        request = [ConsumerGroupTopicPartitions(group_id)]
-        timeout = self._t.timeout_s
         with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
-            result = self._t.retrying(
-                lambda: self._t.confluent.list_consumer_group_offsets(request, request_timeout=timeout)[
-                    group_id].result(timeout + 5))
-        committed: dict[TopicPartition, tuple[int, int | None]] = {}
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise translate_confluent(tp.error, self.settings)
-            if tp.offset >= 0:
-                committed[TopicPartition(tp.topic, tp.partition)] = (tp.offset, tp.leader_epoch)
+            # OffsetFetch through kafka-python: librdkafka 2.16 aborts the process when a coordinator-bound
+            # admin request loses its connection (a coordinator failing over), see docs/reliability.md
+            fetched = self._t.for_group(group_id, lambda: self._t.kafka_python_call(
+                "list_group_offsets", {group_id: None}).get(group_id) or {})
+        committed: dict[TopicPartition, tuple[int, int | None]] = {
+            TopicPartition(tp.topic, tp.partition): (meta.offset, _epoch(meta.leader_epoch))
+            for tp, meta in fetched.items() if meta.offset is not None and meta.offset >= 0}
         if isinstance(desc, StreamsGroupDescription):
             assigned = set(self.streams_group_source_partitions(group_id))
         else:
@@ -471,15 +502,19 @@ class KafkaAdmin(ClusterAdmin):
 
     def _send_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
                       desc: GroupDescription | None) -> None:
-        request = [ConsumerGroupTopicPartitions(
-            group_id, [ConfluentTopicPartition(tp.topic, tp.partition, int(o)) for tp, o in sorted(offsets.items())])]
-        timeout = self._t.timeout_s
-        result = self._t.retrying(
-            lambda: self._t.confluent.alter_consumer_group_offsets(request, request_timeout=timeout)[
-                group_id].result(timeout + 5))
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise translate_confluent(tp.error, self.settings)
+        # OffsetCommit through kafka-python, for the reason group_offsets gives
+        commits = {KafkaPythonTopicPartition(tp.topic, tp.partition): OffsetAndMetadata(int(o), "", None)
+                   for tp, o in sorted(offsets.items())}
+
+        def commit() -> dict[Any, Any]:
+            results = self._t.kafka_python.alter_group_offsets(group_id, commits)
+            raise_retriable((getattr(error, "errno", 0) or 0, f"OffsetCommit of {tp}") for tp, error in results.items())
+            return results
+
+        results = self._t.for_group(group_id, lambda: self._t.retrying(commit))
+        for tp, error in sorted(results.items(), key=lambda item: (item[0].topic, item[0].partition)):
+            if getattr(error, "errno", 0):
+                raise group_error(group_id, error.errno, f"OffsetCommit of {tp.topic}:{tp.partition}", self.settings)
 
     # -- group configs -----------------------------------------------------------
 

@@ -9,8 +9,11 @@ equal in the parity tests. No I/O here.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from airflow_provider_kip848.kafka.model import (
     METADATA_VERSION_NAMES,
@@ -135,36 +138,48 @@ def consumer_group(group: Any, coordinator_id: int | None) -> ConsumerGroupDescr
     )
 
 
-def classic_group(group_id: str, raw: Mapping[str, Any], coordinator_id: int | None) -> ConsumerGroupDescription:
-    """kafka-python's ``describe_groups()`` entry of a classic group (DescribeGroups)."""
+def _classic_assignment(member: Any) -> Any:
+    """A classic member's assignment (``ConsumerProtocolAssignment``), None when empty or not a consumer's."""
+    raw = member.member_assignment
+    if not raw:
+        return None
+    try:
+        return ConsumerProtocolAssignment.decode(bytes(raw))
+    except (struct.error, ValueError, TypeError):  # a Connect worker's or another embedded protocol's
+        return None
+
+
+def classic_group(group: Any, coordinator_id: int | None) -> ConsumerGroupDescription:
+    """One group of a ``DescribeGroups`` response (error code 0) of a classic group."""
     members = []
-    for m in raw.get("members", []):
-        assignment = m.get("member_assignment") or {}
-        pairs = [(a["topic"], p) for a in assignment.get("assigned_partitions", []) for p in a["partitions"]]
+    for m in group.members:
+        assignment = _classic_assignment(m)
+        pairs = [(t.topic, p) for t in (assignment.assigned_partitions if assignment else []) for p in t.partitions]
         members.append(ConsumerGroupMember(
-            member_id=m["member_id"],
-            client_id=m.get("client_id") or "",
-            host=host(m.get("client_host")),
-            instance_id=m.get("group_instance_id"),
+            member_id=m.member_id,
+            client_id=m.client_id or "",
+            host=host(m.client_host),
+            instance_id=m.group_instance_id,
             assignment=partitions(pairs),
             protocol=MemberProtocol.CLASSIC,
         ))
     return ConsumerGroupDescription(
-        group_id=group_id,
+        group_id=group.group_id,
         type=GroupType.CLASSIC,
-        state=normalize_state(raw.get("group_state")),
-        assignor=raw.get("protocol_data") or "",
+        state=normalize_state(group.group_state),
+        assignor=group.protocol_data or "",
         coordinator_id=coordinator_id,
         members=tuple(sorted(members, key=lambda m: m.member_id)),
     )
 
 
-def classic_user_data(raw: Mapping[str, Any]) -> dict[str, bytes]:
-    """Member id -> the ``userData`` of its classic assignment, from a ``describe_groups()`` entry."""
+def classic_user_data(group: Any) -> dict[str, bytes]:
+    """Member id -> the ``userData`` of its classic assignment, from a ``DescribeGroups`` group."""
     out = {}
-    for m in raw.get("members", []):
-        data = (m.get("member_assignment") or {}).get("user_data") or b""
-        out[m["member_id"]] = data.encode() if isinstance(data, str) else bytes(data)
+    for m in group.members:
+        assignment = _classic_assignment(m)
+        data = (assignment.user_data if assignment else None) or b""
+        out[m.member_id] = data.encode() if isinstance(data, str) else bytes(data)
     return out
 
 

@@ -14,6 +14,15 @@ network) and kafka-python's is closed by :meth:`Transport.close`. Every call
 goes through :meth:`Transport.retrying`, which rides out retriable broker
 answers (a coordinator loading, a leader moving) until the request timeout and
 turns everything else into the provider's errors (:mod:`..translate`).
+
+A group coordinator moves when its broker dies or restarts. kafka-python 3.0
+caches each group's coordinator and never drops it, so a long-lived client
+(a waiting trigger) would keep asking a dead node or one that answers
+NOT_COORDINATOR. Every retriable failure therefore drops the cached
+coordinators before the retry, and per-group error codes inside a response
+(``COORDINATOR_LOAD_IN_PROGRESS`` for one group of a DescribeGroups answer)
+are raised inside the retried call: they are retried, never read as a group's
+state or member count.
 """
 
 from __future__ import annotations
@@ -21,17 +30,19 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError as ConfluentError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from kafka import errors as kerr
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError as KafkaPythonError
 
 from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.model import coordinator_partition
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import redact, translate_confluent, translate_kafka_python
 
@@ -89,6 +100,18 @@ class Transport:
         if self._kp_admin is not None:
             self._kp_admin.close()
             self._kp_admin = None
+
+    def forget_coordinators(self) -> None:
+        """Drop the group coordinators kafka-python cached; the next request asks FindCoordinator again.
+
+        kafka-python 3.0 keeps them in ``ClusterMetadata._coordinators`` and offers no public way to
+        drop one; after NOT_COORDINATOR, a dead node or a timeout the cached node may be wrong.
+        """
+        # a private attribute: if a kafka-python release renames it, nothing is dropped (and nothing breaks)
+        cluster = getattr(getattr(self._kp_admin, "_manager", None), "cluster", None)
+        coordinators = getattr(cluster, "_coordinators", None)
+        if isinstance(coordinators, dict):
+            coordinators.clear()
 
     # -- clients -----------------------------------------------------------
 
@@ -185,6 +208,8 @@ class Transport:
             try:
                 return call()
             except KafkaPythonError as exc:
+                if getattr(exc, "retriable", False):
+                    self.forget_coordinators()
                 if getattr(exc, "retriable", False) and time.monotonic() + backoff < deadline:
                     time.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)
@@ -207,18 +232,25 @@ class Transport:
         """Call a kafka-python admin method, retried and translated."""
         return self.retrying(lambda: getattr(self.kafka_python, method)(*args, **kwargs))
 
-    def send(self, request_factory: Callable[[], Any], *, node_id: int | None = None,
-             group_id: str | None = None) -> Any:
-        """Send a raw request (to ``node_id``, or to ``group_id``'s coordinator) through kafka-python."""
+    def send(self, request_factory: Callable[[], Any], *, node_id: int | None = None, group_id: str | None = None,
+             errors: Callable[[Any], Iterable[tuple[int, str | None]]] | None = None) -> Any:
+        """Send a raw request (to ``node_id``, or to ``group_id``'s coordinator) through kafka-python.
+
+        ``errors(response)`` lists the per-group (or per-member) error codes of the answer: a retriable
+        one is raised inside the retried call, so it is asked again (of the coordinator found anew)
+        instead of being read as a fact. Other codes are left to the caller.
+        """
         admin = self.kafka_python
 
         async def send() -> Any:
             node = node_id
             if group_id is not None:
                 node = await admin._find_coordinator_id(group_id)
-            return await admin._manager.send(request_factory(), node_id=node)
+            response = await admin._manager.send(request_factory(), node_id=node)
+            raise_retriable(errors(response) if errors is not None else ())
+            return response
 
-        return self.retrying(lambda: admin._manager.run(send))
+        return self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(send)))
 
     def find_coordinator(self, group_id: str) -> int:
         """The node id of ``group_id``'s coordinator (FindCoordinator; needs DESCRIBE on the group)."""
@@ -227,7 +259,39 @@ class Transport:
         async def find() -> int:
             return await admin._find_coordinator_id(group_id)
 
-        return self.retrying(lambda: admin._manager.run(find))
+        return self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(find)))
+
+    def for_group(self, group_id: str | None, call: Callable[[], T]) -> T:
+        """Run ``call``; a coordinator that stayed unavailable is reported with the group's
+        ``__consumer_offsets`` partition and the node leading it (where the broker-side evidence is)."""
+        try:
+            return call()
+        except E.CoordinatorUnavailable as exc:
+            if group_id is None or exc.group_id is not None:
+                raise
+            raise self.coordinator_unavailable(group_id, exc) from exc
+
+    def coordinator_unavailable(self, group_id: str, exc: E.CoordinatorUnavailable) -> E.CoordinatorUnavailable:
+        partition = leader = None
+        try:
+            topic = self.confluent.list_topics("__consumer_offsets", timeout=min(self.timeout_s, 5)).topics.get(
+                "__consumer_offsets")
+            if topic is not None and topic.partitions:
+                partition = coordinator_partition(group_id, len(topic.partitions))
+                leader = topic.partitions[partition].leader
+        except KafkaException:
+            pass
+        where = (f"__consumer_offsets partition {partition}" + (f", led by node {leader}" if leader is not None
+                                                                  and leader >= 0 else ", no leader")
+                 if partition is not None else "its __consumer_offsets partition (not known now)")
+        return E.CoordinatorUnavailable(
+            f"The coordinator of group {group_id!r} ({where}) kept answering {exc.error or 'errors'} for "
+            f"{self.settings.request_timeout_ms} ms: the group's state cannot be read now",
+            remedy=(f"Retry in a few seconds (a coordinator moving after a broker restart takes seconds). If it "
+                    f"lasts, the partition fails to load: read the log of node {leader if leader is not None else '?'}"
+                    " for errors loading it (\"Failed to load\", \"is not a streams group\": KAFKA-20254 on "
+                    "Kafka 4.2.0)."),
+            group_id=group_id, partition=partition, leader=leader, error=exc.error)
 
     def coordinator_id(self, group_id: str) -> int | None:
         """Like :meth:`find_coordinator`, None when it cannot be found (a description still stands)."""
@@ -239,3 +303,12 @@ class Transport:
     def result(self, future: Any) -> Any:
         """The result of a confluent-kafka future, retried and translated."""
         return self.retrying(lambda: future.result(self.timeout_s + 5))
+
+
+def raise_retriable(errors: Iterable[tuple[int, str | None]]) -> None:
+    """Raise the first retriable Kafka error among ``(code, message)`` pairs (kafka-python's class for it)."""
+    for code, message in errors:
+        if code:
+            error = kerr.for_code(code)
+            if getattr(error, "retriable", False):
+                raise error(message or "")

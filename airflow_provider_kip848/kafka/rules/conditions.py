@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
+from airflow_provider_kip848.kafka.errors import CoordinatorUnavailable, GroupNotEmpty, InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.model import (
+    ConsumerGroupMember,
     GroupDescription,
     GroupOffsets,
     GroupState,
     GroupType,
     MemberProtocol,
+    StreamsGroupMember,
 )
 
 KINDS = ("state", "type", "migrated", "lag", "empty")
@@ -32,10 +34,14 @@ class GroupCondition:
       matches a group that does not exist);
     * ``type``: the group's type is ``group_type`` (classic, consumer, streams);
     * ``migrated``: the group is of type ``group_type`` (consumer or streams), has at least
-      ``min_members`` members and none of them still speaks the classic protocol;
+      ``min_members`` *live* members (the instances the application should run) and none of them
+      still speaks the classic protocol. A member that left (a static member that shut down stays
+      listed with member epoch -2 until its session expires) is not counted;
     * ``lag``: the group's total lag is at most ``max_lag`` (and no partition above
       ``max_partition_lag`` when given);
-    * ``empty``: the group has no members (a group that does not exist is empty).
+    * ``empty``: the group has no members (a group that does not exist is empty), and has had none
+      for ``settle_s`` seconds: a member that is still running rejoins within a heartbeat or two of
+      leaving (or of being forced out), so a momentary Empty is not proof that the application stopped.
     """
 
     kind: str
@@ -44,6 +50,7 @@ class GroupCondition:
     min_members: int = 1
     max_lag: int | None = None
     max_partition_lag: int | None = None
+    settle_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -55,6 +62,11 @@ class GroupCondition:
             raise InvalidArgument(f"group_type {self.group_type!r} is not classic, consumer, streams or share")
         if self.kind == "lag" and self.max_lag is None:
             raise InvalidArgument("a lag condition needs max_lag", remedy="Pass max_lag (e.g. 0).")
+        if isinstance(self.min_members, bool) or not isinstance(self.min_members, int) or self.min_members < 1:
+            raise InvalidArgument(f"the expected number of members must be a whole number >= 1, not "
+                                  f"{self.min_members!r}", remedy="Pass the number of instances the application runs.")
+        if isinstance(self.settle_s, bool) or not isinstance(self.settle_s, (int, float)) or self.settle_s < 0:
+            raise InvalidArgument(f"settle_s must be a number of seconds >= 0, not {self.settle_s!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "states": [s.value for s in self.states]}
@@ -69,10 +81,10 @@ class GroupCondition:
         if self.kind == "type":
             return f"type {self.group_type}"
         if self.kind == "migrated":
-            return f"type {self.group_type} with no classic member left"
+            return f"type {self.group_type}, {self.min_members}+ live member(s), none on the classic protocol"
         if self.kind == "lag":
             return f"total lag <= {self.max_lag}"
-        return "no members"
+        return f"no members for {self.settle_s:g} s" if self.settle_s else "no members"
 
 
 @dataclass(frozen=True)
@@ -95,10 +107,16 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
             raise InvalidArgument("a lag condition is judged over the group's offsets")
         worst = max((p.lag or 0 for p in offsets.partitions), default=0)
         max_lag = condition.max_lag if condition.max_lag is not None else 0
-        met = offsets.total_lag <= max_lag and (
+        unknown = offsets.uncommitted_with_records
+        met = not unknown and offsets.total_lag <= max_lag and (
             condition.max_partition_lag is None or worst <= condition.max_partition_lag)
-        return ConditionResult(met, f"total lag {offsets.total_lag}, worst partition {worst}",
+        summary = f"total lag {offsets.total_lag}, worst partition {worst}"
+        if unknown:  # a lag cannot be 0 where nothing was committed: unknown, so not met
+            summary += (f"; lag unknown on {len(unknown)} partition(s) with records and no commit yet "
+                        f"({', '.join(f'{p.topic}:{p.partition}' for p in unknown[:5])})")
+        return ConditionResult(met, summary,
                                {"total_lag": offsets.total_lag, "max_partition_lag": worst,
+                                "uncommitted": [f"{p.topic}:{p.partition}" for p in unknown],
                                 "lag": {f"{p.topic}:{p.partition}": p.lag for p in offsets.partitions}})
     desc = description
     if desc is None:
@@ -111,18 +129,29 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
         return ConditionResult(desc.is_empty, f"{len(desc.members)} member(s), state {desc.state.value}", detail)
     if kind == "type":
         return ConditionResult(desc.type.value == condition.group_type, f"type {desc.type.value}", detail)
-    # migrated
-    classic = [m for m in desc.members if m.protocol is MemberProtocol.CLASSIC]
-    met = (desc.type.value == condition.group_type and not classic
-           and len(desc.members) >= condition.min_members)
-    upgraded = len(desc.members) - len(classic)
-    return ConditionResult(
-        met, f"type {desc.type.value}, {upgraded} of {len(desc.members)} member(s) on the new protocol", detail)
+    # migrated: count the live members only
+    live = [m for m in desc.members if is_live(m)]
+    classic = [m for m in live if m.protocol is MemberProtocol.CLASSIC]
+    departed = len(desc.members) - len(live)
+    met = desc.type.value == condition.group_type and not classic and len(live) >= condition.min_members
+    summary = (f"type {desc.type.value}, {len(live) - len(classic)} of {len(live)} live member(s) on the new "
+               f"protocol, {condition.min_members} expected")
+    if departed:
+        summary += f" ({departed} departed member(s) not counted)"
+    return ConditionResult(met, summary, detail)
+
+
+def is_live(member: ConsumerGroupMember | StreamsGroupMember) -> bool:
+    """A member that is in the group now: a negative member epoch is one that left (-1) or a static
+    member that shut down and waits for its session to expire (-2)."""
+    return member.member_epoch is None or member.member_epoch >= 0
 
 
 def _detail(desc: GroupDescription) -> dict[str, Any]:
     members = [
-        {"member_id": m.member_id, "client_id": m.client_id, "protocol": m.protocol.value}
+        {"member_id": m.member_id, "client_id": m.client_id, "host": getattr(m, "host", ""),
+         "instance_id": m.instance_id, "member_epoch": m.member_epoch, "protocol": m.protocol.value,
+         "live": is_live(m)}
         for m in desc.members
     ]
     return {"exists": True, "type": desc.type.value, "state": desc.state.value, "members": members,
@@ -132,3 +161,84 @@ def _detail(desc: GroupDescription) -> dict[str, Any]:
 def is_retriable(exc: BaseException) -> bool:
     """Errors a waiting sensor should ride out (a broker restarting), not fail on."""
     return isinstance(exc, Kip848Error) and exc.retriable
+
+
+# -- what a wait remembers between polls -----------------------------------------------------------
+
+
+@dataclass
+class WaitState:
+    """JSON-able memory of one wait (it travels with a deferred trigger and back to the sensor).
+
+    ``empty_since``: when the group was first seen empty in the current run of empty polls.
+    ``removed``: the members this wait forced out (member id, client id, host, instance id).
+    ``unavailable_since``: when the coordinator first failed in the current run of failures.
+    """
+
+    empty_since: float | None = None
+    removed: list[dict[str, Any]] = field(default_factory=list)
+    unavailable_since: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> WaitState:
+        data = data or {}
+        return cls(empty_since=data.get("empty_since"), removed=list(data.get("removed") or []),
+                   unavailable_since=data.get("unavailable_since"))
+
+
+def follow(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> ConditionResult:
+    """The verdict of one poll given what the wait saw before (``state`` is updated in place).
+
+    For ``empty``: met only after ``settle_s`` seconds of consecutive empty polls. A member seen after
+    this wait forced members out means an instance is still running: the wait fails, naming it.
+    """
+    state.unavailable_since = None
+    if condition.kind != "empty":
+        return result
+    if not result.met:
+        state.empty_since = None
+        members = result.detail.get("members") or []
+        if state.removed and members:
+            names = ", ".join(f"{m.get('client_id') or m.get('member_id')} on {m.get('host') or '?'}"
+                              + (f" (group.instance.id {m['instance_id']})" if m.get("instance_id") else "")
+                              for m in members)
+            raise GroupNotEmpty(
+                f"A member came back after the members left behind were forced out: {names}. An instance of the "
+                "application is still running (a forced-out member rejoins within a heartbeat or two)",
+                remedy="Stop that instance (check the application controller and the host named), then rerun; "
+                       "starting the new application now would fail or split the group.")
+        return result
+    if state.empty_since is None:
+        state.empty_since = now
+    empty_for = now - state.empty_since
+    if empty_for >= condition.settle_s:
+        summary = result.summary + (f", empty for {empty_for:.1f} s (settle window {condition.settle_s:g} s)"
+                                    if condition.settle_s else "")
+        return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
+    return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
+                           {**result.detail, "empty_for_s": round(empty_for, 3)})
+
+
+def follow_failure(exc: BaseException, state: WaitState, now: float, unavailable_limit_s: float) -> None:
+    """Decide on a failed poll: return to poll again, or raise.
+
+    Non-retriable errors are raised. A coordinator that stays unavailable (a partition that never
+    loads) is raised once it has failed for ``unavailable_limit_s`` seconds in a row; other
+    retriable errors (a broker restarting) are ridden out until the wait's own timeout.
+    """
+    if not is_retriable(exc):
+        raise exc
+    if isinstance(exc, CoordinatorUnavailable):
+        if state.unavailable_since is None:
+            state.unavailable_since = now
+        if now - state.unavailable_since >= unavailable_limit_s:
+            raise CoordinatorUnavailable(
+                f"{exc.what}; it has been unavailable for {now - state.unavailable_since:.0f} s in a row "
+                f"(limit {unavailable_limit_s:g} s)",
+                remedy=exc.remedy, group_id=exc.group_id, partition=exc.partition, leader=exc.leader,
+                error=exc.error) from exc
+    else:
+        state.unavailable_since = None

@@ -17,10 +17,12 @@ from airflow_provider_kip848.kafka.model import GroupDescription, GroupOffsets, 
 
 
 def require_empty(desc: GroupDescription) -> None:
+    """Refuse a group with members, naming each (client id, host) so the operator finds the instance."""
     if not desc.is_empty:
+        names = ", ".join(f"{m.client_id or m.member_id} on {getattr(m, 'host', '') or '?'}" for m in desc.members[:10])
         raise GroupNotEmpty(
-            f"Group {desc.group_id!r} has {len(desc.members)} active member(s) ({desc.state}); committed offsets "
-            "can only be changed while it is empty."
+            f"Group {desc.group_id!r} has {len(desc.members)} active member(s) ({desc.state}): {names}. Committed "
+            "offsets can only be changed while it is empty (and a new application started only then)."
         )
 
 

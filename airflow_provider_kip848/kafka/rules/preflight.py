@@ -112,10 +112,18 @@ def run_preflight(
     expect_empty: bool | None = None,
     feature: str | None = None,
     feature_level: int | None = None,
+    rollback: str | None = None,
 ) -> PreflightReport:
-    """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True."""
+    """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True.
+
+    ``rollback``: ``"fail"`` or ``"warn"`` when the run offers an online rollback (the rolling
+    upgrade's Reject/timeout branch restarts the instances on the classic protocol while others are
+    still on the new one), judged against the broker's migration policy; None when it offers none.
+    """
     if mode not in MODES:
         raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
+    if rollback not in (None, FAIL, WARN):
+        raise InvalidArgument(f"rollback must be 'fail', 'warn' or None, not {rollback!r}.")
     checks: list[Check] = []
     if mode == "enable_feature":
         if not feature:
@@ -141,6 +149,8 @@ def run_preflight(
     members = len(desc.members) if desc is not None else 0
     if mode in ("classic_to_consumer", "consumer_to_classic"):
         checks.append(_migration_policy(facts, mode, members))
+    if mode == "classic_to_consumer" and rollback is not None:
+        checks.append(_rollback_policy(facts, rollback))
     if mode == "classic_to_consumer":
         checks.append(_custom_assignor(facts))
         checks.append(_group_size(facts, "group.consumer.max.size", members))
@@ -181,9 +191,10 @@ def _broker_version(facts: PreflightFacts, minimum: str, declared: str | None, *
             return Check("broker_version", FAIL,
                          f"{seen}; 4.2.0 and 4.2.1 cannot be told apart over the protocol",
                          "Migrating a classic group to a streams group on 4.2.0 can make the group unloadable "
-                         "after __consumer_offsets compaction (KAFKA-20254, fixed in 4.2.1). Check the brokers' "
-                         "version (kafka-broker-api-versions --version or the broker log) and pass "
-                         "declared_broker_version='4.2.1' (or later).")
+                         "after __consumer_offsets compaction (KAFKA-20254, fixed in 4.2.1). Read each broker's own "
+                         "release: the line 'Kafka version: X' its log prints at start-up, or the JMX attribute "
+                         "'version' of kafka.server:type=app-info (kafka-broker-api-versions --version prints the "
+                         "tool's version, not the broker's), then pass declared_broker_version='4.2.1' (or later).")
         if _release_tuple(declared) < (4, 2, 1):
             return Check("broker_version", FAIL, f"declared {declared}",
                          "Do not migrate to a streams group on Kafka 4.2.0 (KAFKA-20254): upgrade to 4.2.1+ first.")
@@ -282,6 +293,22 @@ def _migration_policy(facts: PreflightFacts, mode: str, members: int) -> Check:
                  f"{'upgrade' if mode == 'classic_to_consumer' else 'downgrade'}",
                  f"Set group.consumer.migration.policy to {' or '.join(allowed)} on the brokers, or migrate offline "
                  "(stop all members, then restart them with the new protocol).")
+
+
+def _rollback_policy(facts: PreflightFacts, severity: str) -> Check:
+    """Can the rollback branch work? Rolling instances back to classic while others already speak the
+    consumer protocol is an online downgrade, which only ``bidirectional`` and ``downgrade`` allow."""
+    policy = facts.coordinator.migration_policy or "bidirectional"
+    evidence = f"group.consumer.migration.policy={policy}"
+    if policy in ("bidirectional", "downgrade"):
+        return Check("rollback_policy", PASS, f"{evidence}: an online rollback to classic is allowed")
+    return Check("rollback_policy", severity,
+                 f"{evidence} disables the online downgrade: the rollback branch (restart the instances with "
+                 "group.protocol=classic one by one) would be refused while any instance still runs the consumer "
+                 "protocol",
+                 "Set group.consumer.migration.policy=bidirectional on the brokers before the rollout, or plan the "
+                 "way back offline (stop every instance, wait for Empty, restart on classic: an empty group "
+                 "converts under every policy).")
 
 
 def _custom_assignor(facts: PreflightFacts) -> Check:

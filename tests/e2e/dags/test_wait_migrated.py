@@ -17,7 +17,7 @@ with DAG(
     catchup=False,
     params={"group_id": Param("", type="string"), "out": Param("", type="string")},
 ) as dag:
-    wait = KafkaGroupMigratedSensor(task_id="wait_migrated", group_id="{{ params.group_id }}", min_members=2,
+    wait = KafkaGroupMigratedSensor(task_id="wait_migrated", group_id="{{ params.group_id }}", expected_members=2,
                                     deferrable=True, poll_interval=0.5, timeout=180)
 
     @task

@@ -1,0 +1,94 @@
+"""The two migration DAGs end to end on the 3-node cluster, the group's coordinator killed while the DAG waits.
+
+The verdicts the reports give ("migrated", offsets preserved, validation passed) must be the truth after
+the failover, checked here with a fresh client independent of the DAG's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.clients import produce
+from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from tests.conftest import set_kafka_connection, wait_until
+from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.test_rolling_upgrade import conf as rolling_conf
+from tests.e2e.test_rolling_upgrade import scenario
+from tests.e2e.test_streams_offline_migration import classic_wordcount
+from tests.e2e.test_streams_offline_migration import conf as offline_conf
+
+
+def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, cluster, monkeypatch, unique, tmp_path):
+    set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
+    topic, output, group, app, admin = scenario(cluster.bootstrap_servers, unique, tmp_path)
+    killed: list[int] = []
+
+    def roll(detail):
+        def go():
+            time.sleep(4)  # the DAG snapshots first, then waits (deferred) for the rollout
+            feeder = threading.Thread(target=produce, args=(cluster.bootstrap_servers, topic,
+                                                            (f"v{i}" for i in range(200, 400))),
+                                      kwargs={"keys": (str(i) for i in range(200, 400))})
+            feeder.start()
+            for i in range(len(app.members)):
+                app.restart(i, "consumer")
+                if i == 0:
+                    killed.append(kill_coordinator(cluster, group))  # mid-rollout, the wait's coordinator dies
+                time.sleep(3)
+            feeder.join()
+        threading.Thread(target=go, daemon=True).start()
+
+    try:
+        run, _answers, report = run_dag("kip848_consumer_rolling_upgrade", rolling_conf(group, output, tmp_path),
+                                        decide=approve, before_answer=roll)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated"
+        assert killed and report["results"]["migration"]["mode"] == "deferred"
+        assert report["results"]["validation"]["passed"]
+        # the verdict is true: a fresh client sees the 3 instances on the consumer protocol
+        with KafkaAdmin(ClientSettings(cluster.bootstrap_servers)) as fresh:
+            desc = fresh.describe_group(group)
+            assert desc.type is GroupType.CONSUMER and len(desc.members) == 3
+            assert all(m.protocol is MemberProtocol.CONSUMER for m in desc.members)
+        assert coordinator_node(cluster.bootstrap_servers, group) != killed[0]
+    finally:
+        app.stop()
+        admin.close()
+
+
+def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
+                                                                               unique, tmp_path):
+    set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
+    app_id, word = unique("wc-cluster"), f"w{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
+    controller = classic_wordcount(cluster, admin, app_id, word)
+    killed: list[int] = []
+
+    def kill_when_stopped(detail):
+        def go():
+            wait_until(lambda: not controller.running_pids(), timeout=120, what="the application stopped")
+            killed.append(kill_coordinator(cluster, app_id))  # the Empty wait's coordinator dies
+        threading.Thread(target=go, daemon=True).start()
+
+    try:
+        conf = offline_conf(cluster, app_id, tmp_path, empty_settle_seconds=3, standby_replicas=0)
+        conf["app_controller_args"]["stop_mode"] = "kill"
+        run, _answers, report = run_dag("kip1071_streams_offline_migration", conf, decide=approve,
+                                        before_answer=kill_when_stopped)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated" and killed
+        results = report["results"]
+        comparison = results["offsets_vs_snapshot"]
+        assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0
+        assert results["output_records_written_during_run"] == 0
+        assert results["validation"]["passed"]
+        with KafkaAdmin(ClientSettings(cluster.bootstrap_servers)) as fresh:
+            desc = fresh.describe_group(app_id)
+            assert desc.type is GroupType.STREAMS and desc.state == "Stable" and len(desc.members) == 1
+    finally:
+        controller.stop()
+        admin.close()

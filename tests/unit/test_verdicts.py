@@ -1,0 +1,156 @@
+"""The verdict rules of the waits, on recorded facts: live members, the Empty settle window, a member
+that comes back after a forced removal, a coordinator that stays unavailable, the coordinator partition.
+
+The same rules run against real clusters in tests/integration/test_cluster_faults.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kip848.kafka.errors import CoordinatorUnavailable, GroupNotEmpty, KafkaConnectionError
+from airflow_provider_kip848.kafka.model import (
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    GroupType,
+    MemberProtocol,
+    coordinator_partition,
+)
+from airflow_provider_kip848.kafka.model.groups import java_string_hash
+from airflow_provider_kip848.kafka.rules.conditions import (
+    GroupCondition,
+    WaitState,
+    follow,
+    follow_failure,
+    judge,
+)
+
+
+def member(i: int, protocol=MemberProtocol.CONSUMER, epoch: int | None = 5, instance: str | None = None):
+    return ConsumerGroupMember(f"m{i}", f"app-{i}", f"10.0.0.{i}", instance_id=instance, member_epoch=epoch,
+                               protocol=protocol)
+
+
+def group(*members, type_=GroupType.CONSUMER, state="Stable"):
+    return ConsumerGroupDescription("g", type_, state, "uniform", 1, tuple(members))
+
+
+def test_migrated_needs_the_expected_live_members_and_ignores_departed_static_members():
+    three = GroupCondition("migrated", group_type="consumer", min_members=3)
+    # one of three instances dead: a static member that shut down stays listed with epoch -2
+    dead_static = group(member(0), member(1), member(2, epoch=-2, instance="app-2"))
+    verdict = judge(three, description=dead_static)
+    assert not verdict.met
+    assert verdict.summary == ("type consumer, 2 of 2 live member(s) on the new protocol, 3 expected "
+                               "(1 departed member(s) not counted)")
+    assert judge(three, description=group(member(0), member(1), member(2))).met
+    # a classic member still live keeps it unmigrated even with enough members
+    assert not judge(three, description=group(member(0), member(1), member(2, MemberProtocol.CLASSIC))).met
+
+
+def test_an_empty_verdict_needs_the_settle_window():
+    empty = GroupCondition("empty", settle_s=10)
+    state = WaitState()
+    raw = judge(empty, description=group(state="Empty"))
+    assert raw.met
+    assert not follow(empty, raw, state, now=100.0).met
+    assert not follow(empty, raw, state, now=109.0).met
+    assert follow(empty, raw, state, now=110.5).met
+    # a member seen in between restarts the window
+    state = WaitState()
+    follow(empty, raw, state, now=100.0)
+    follow(empty, judge(empty, description=group(member(0))), state, now=105.0)
+    assert state.empty_since is None
+    assert not follow(empty, raw, state, now=111.0).met
+    assert follow(empty, raw, state, now=121.0).met
+
+
+def test_a_member_back_after_forced_removal_fails_the_wait_and_is_named():
+    empty = GroupCondition("empty", settle_s=10)
+    state = WaitState(removed=[{"member_id": "m0", "client_id": "app-0", "host": "10.0.0.0", "instance_id": None}])
+    follow(empty, judge(empty, description=group(state="Empty")), state, now=100.0)
+    back = judge(empty, description=group(member(0, MemberProtocol.CLASSIC, epoch=None), type_=GroupType.CLASSIC))
+    with pytest.raises(GroupNotEmpty, match=r"came back .*app-0 on 10\.0\.0\.0.*still running"):
+        follow(empty, back, state, now=103.0)
+
+
+def test_a_group_that_does_not_exist_is_empty_once_settled():
+    empty = GroupCondition("empty", settle_s=2)
+    state = WaitState()
+    raw = judge(empty, description=None)
+    assert not follow(empty, raw, state, now=0.0).met
+    assert follow(empty, raw, state, now=2.0).met
+
+
+def test_a_coordinator_unavailable_too_long_ends_the_wait_other_retriable_errors_do_not():
+    state = WaitState()
+    loading = CoordinatorUnavailable("The coordinator of group 'g' kept answering CoordinatorLoadInProgressError",
+                                     group_id="g", partition=7, leader=2, error="CoordinatorLoadInProgressError")
+    follow_failure(loading, state, now=0.0, unavailable_limit_s=60)
+    follow_failure(loading, state, now=59.0, unavailable_limit_s=60)
+    with pytest.raises(CoordinatorUnavailable, match="unavailable for 60 s in a row") as err:
+        follow_failure(loading, state, now=60.0, unavailable_limit_s=60)
+    assert (err.value.partition, err.value.leader) == (7, 2)
+    # a broker restarting (connection errors) does not count against the coordinator's limit
+    state = WaitState()
+    for t in range(0, 600, 30):
+        follow_failure(KafkaConnectionError("down"), state, now=float(t), unavailable_limit_s=60)
+    # an answer in between resets the count
+    state = WaitState()
+    follow_failure(loading, state, now=0.0, unavailable_limit_s=60)
+    follow(GroupCondition("type", group_type="consumer"), judge(GroupCondition("type", group_type="consumer"),
+                                                                description=group()), state, now=50.0)
+    follow_failure(loading, state, now=100.0, unavailable_limit_s=60)
+    assert state.unavailable_since == 100.0
+
+
+def test_non_retriable_errors_end_the_wait_at_once():
+    with pytest.raises(GroupNotEmpty):
+        follow_failure(GroupNotEmpty("x"), WaitState(), now=0.0, unavailable_limit_s=60)
+
+
+def test_wait_state_travels_as_json():
+    import json
+
+    state = WaitState(empty_since=1.5, removed=[{"member_id": "m"}], unavailable_since=None)
+    assert WaitState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    assert WaitState.from_dict(None) == WaitState()
+
+
+#: (text, Java's String.hashCode(), Utils.abs(hashCode) % 50), printed by a Java 17 program on this machine
+JAVA_HASHES = [("", 0, 0), ("hello", 99162322, 22), ("orders-app", 772757305, 5), ("zzzzzzzzzzzzzz", -1886561600, 0),
+               ("\u00e9", 233, 33), ("\U0001F600", 1772899, 49), ("polygenelubricants", -2147483648, 0)]
+
+
+@pytest.mark.parametrize("text, expected, _partition", JAVA_HASHES)
+def test_java_string_hash(text, expected, _partition):
+    assert java_string_hash(text) == expected
+
+
+@pytest.mark.parametrize("text, _hash, partition", JAVA_HASHES)
+def test_coordinator_partition_is_kafkas(text, _hash, partition):
+    assert coordinator_partition(text, 50) == partition
+
+
+@pytest.mark.parametrize("kwargs", [{"min_members": 0}, {"min_members": "3"}, {"min_members": True}])
+def test_a_bad_expected_member_count_is_refused(kwargs):
+    with pytest.raises(ValueError):
+        GroupCondition("migrated", group_type="consumer", **kwargs)
+
+
+@pytest.mark.parametrize("settle", [-1, "10", True])
+def test_a_bad_settle_window_is_refused(settle):
+    with pytest.raises(ValueError):
+        GroupCondition("empty", settle_s=settle)
+
+
+def test_a_partition_with_records_and_no_commit_is_never_a_drained_lag():
+    from airflow_provider_kip848.kafka.model import GroupOffsets, PartitionOffsets
+
+    lag = GroupCondition("lag", max_lag=0)
+    fresh = GroupOffsets("g", (PartitionOffsets("t", 0, 10, 0, 10), PartitionOffsets("t", 1, None, 0, 7)))
+    verdict = judge(lag, offsets=fresh)
+    assert not verdict.met and "lag unknown on 1 partition(s)" in verdict.summary and "t:1" in verdict.summary
+    # an assigned partition without records and without a commit has nothing to consume: drained
+    empty_log = GroupOffsets("g", (PartitionOffsets("t", 0, 10, 0, 10), PartitionOffsets("t", 1, None, 0, 0)))
+    assert judge(lag, offsets=empty_log).met
