@@ -22,6 +22,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -56,11 +57,15 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
     render_template_as_native_obj=True,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
-        "group_id": Param("", type="string", minLength=1, title="Group id"),
+        "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Group id"),
         "key": Param("streams.num.standby.replicas", type="string", enum=GROUP_CONFIG_KEYS, title="Config"),
         "value": Param("1", type="string", maxLength=200, title="New value (ignored for delete)"),
         "action": Param("set", type="string", enum=["set", "delete"], title="Set or delete the override"),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
+        "allow_absent_group": Param(False, type="boolean", title="Configure a group that does not exist yet",
+                                    description="Kafka accepts configs for any group id: without this, a group "
+                                                "the cluster does not list is refused (a mistyped id), naming "
+                                                "similar ids."),
         "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
         **change_control_params(),
     },
@@ -70,7 +75,7 @@ def kafka_group_config_change():
                                    resource="group:{{ params.group_id }}", dry_run="{{ params.dry_run }}")
     validate = KafkaGroupConfigOperator(
         task_id="validate", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
-        set_configs=SET, delete_configs=DELETE, dry_run=True,
+        set_configs=SET, delete_configs=DELETE, dry_run=True, allow_absent_group="{{ params.allow_absent_group }}",
     )
 
     @task
@@ -92,6 +97,7 @@ def kafka_group_config_change():
     apply = KafkaGroupConfigOperator(
         task_id="apply", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
         set_configs=SET, delete_configs=DELETE, audit_log="{{ params.audit_log }}",
+        allow_absent_group="{{ params.allow_absent_group }}",
     )
 
     @task

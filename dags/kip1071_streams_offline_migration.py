@@ -34,6 +34,7 @@ from datetime import UTC
 import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -79,7 +80,7 @@ AUDIT = "{{ params.audit_log }}"
     render_template_as_native_obj=True,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
-        "application_id": Param("streams-wordcount", type="string", minLength=1,
+        "application_id": Param("streams-wordcount", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
                                 title="Streams application.id (the group)"),
         "declared_broker_version": Param("", type="string", title="Broker release (needed on 4.2: e.g. 4.2.1)"),
         "standby_replicas": Param(0, type="integer", minimum=0, title="streams.num.standby.replicas"),

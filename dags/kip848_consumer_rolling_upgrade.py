@@ -35,6 +35,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
@@ -63,7 +64,7 @@ SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':',
     render_template_as_native_obj=True,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
-        "group_id": Param("", type="string", minLength=1, title="Consumer group"),
+        "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Consumer group"),
         "client_properties": Param({"group.protocol": "consumer"}, type="object",
                                    title="The application's client properties after the change"),
         "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),

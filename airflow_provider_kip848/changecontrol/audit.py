@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.approvals import is_approving
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.errors import ArtifactUnwritable, Kip848Error
 from airflow_provider_kip848.kafka.model import ClusterInfo
 
 AUDIT_FORMAT = "kip848-audit/1"
@@ -68,41 +68,64 @@ def append(location: str, records: list[AuditRecord]) -> list[str]:
         return []
     if "://" not in location:
         path = Path(location).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # O_APPEND: concurrent writers never overwrite each other's lines; one write() per record.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
-            for record in records:
-                os.write(fd, (record.to_line() + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND: concurrent writers never overwrite each other's lines; one write() per record.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                for record in records:
+                    os.write(fd, (record.to_line() + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ArtifactUnwritable(f"Cannot append the audit record(s) to {path}: {exc.strerror or exc}.") from exc
         return [str(path)] * len(records)
     written = []
     for seq, record in enumerate(records):
         day = record.at[:10]
         # the sequence keeps one task's records in order when they share a millisecond
         target = f"{location.rstrip('/')}/{day}/{record.at.replace(':', '')}-{seq:04d}-{record.record_id}.jsonl"
-        if storage.exists(target):  # record ids are unique: never overwrite an existing record
-            raise FileExistsError(target)
-        storage.write_text(target, record.to_line() + "\n")
+        if not storage.write_once(target, record.to_line() + "\n"):  # record ids are unique
+            raise ArtifactUnwritable(f"An audit record already exists at {target}; refusing to overwrite it.")
         written.append(target)
     return written
 
 
 def read_audit(location: str) -> list[dict[str, Any]]:
-    """Every record at ``location`` (a JSONL file, or a prefix of one-record objects), oldest first."""
+    """Every record at ``location`` (a JSONL file, or a prefix of one-record objects), oldest first.
+
+    A line that is not a JSON object (the torn tail a writer killed mid-line leaves) is skipped with a
+    warning naming where it is: one bad line must not hide every other record from a report.
+    """
     if "://" not in location:
         path = Path(location).expanduser()
         if not path.exists():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return _records(str(path), storage.read_text(str(path)))
     root = storage.storage_path(location)
     if not root.exists():
         return []
     # object names start with the record's time and its place in its batch: name order is time order
     objects = sorted((Path(str(p)) if isinstance(p, Path) else p for p in root.rglob("*.jsonl")), key=str)
-    return [json.loads(line) for p in objects for line in storage.read_text(str(p)).splitlines() if line.strip()]
+    return [r for p in objects for r in _records(str(p), storage.read_text(str(p)))]
+
+
+def _records(source: str, text: str) -> list[dict[str, Any]]:
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            out.append(record)
+        else:
+            logging.getLogger(__name__).warning("Audit %s line %d is not a record (a torn write?); skipped.",
+                                                source, number)
+    return out
 
 
 def summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,48 +4,117 @@
 ``gs://...`` (any fsspec scheme with its Airflow provider installed) go
 through ``airflow.sdk.ObjectStoragePath`` and its connection (``conn_id``
 in the URL's user part, as Airflow documents).
+
+Every write is all-or-nothing: local files (and ``file://`` URLs) through a
+temporary file, fsync and rename (:mod:`airflow_provider_kip848.kafka.files`);
+object stores through one PUT, which their readers see whole or not at all.
+:func:`write_once` never replaces an existing artifact. A location that cannot
+be read or written is an :class:`ArtifactUnwritable` naming it, not a raw
+``OSError``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from airflow.sdk import ObjectStoragePath
 
+from airflow_provider_kip848.kafka.errors import ArtifactUnwritable
+from airflow_provider_kip848.kafka.files import atomic_write_text, create_once
+
+T = TypeVar("T")
+
 
 def storage_path(location: str) -> Path | ObjectStoragePath:
-    """A local ``Path`` for a plain path, an ``ObjectStoragePath`` for a URL."""
+    """A local ``Path`` for a plain path (or a ``file://`` URL without a connection), an
+    ``ObjectStoragePath`` for any other URL."""
+    if location.startswith("file:///"):
+        return Path(location.removeprefix("file://"))
     if "://" in location:
         return ObjectStoragePath(location)
     return Path(location).expanduser()
 
 
+def _io(location: str, what: str, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except OSError as exc:
+        raise ArtifactUnwritable(f"Cannot {what} {location}: {exc.strerror or exc}.") from exc
+
+
 def exists(location: str) -> bool:
-    return storage_path(location).exists()
+    return _io(location, "check", lambda: storage_path(location).exists())
 
 
 def read_text(location: str) -> str:
-    path = storage_path(location)
-    with path.open("r") as fh:
-        return fh.read()
+    def read() -> str:
+        with storage_path(location).open("r") as fh:
+            return str(fh.read())
+
+    return _io(location, "read", read)
 
 
 def write_text(location: str, text: str) -> None:
+    """Write ``text`` at ``location``, replacing what is there, all or nothing."""
     path = storage_path(location)
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fh.write(text)
+
+    def write() -> None:
+        if isinstance(path, Path):
+            atomic_write_text(path, text)
+            return
+        with path.open("w") as fh:  # one PUT: an object store shows the old object or the whole new one
+            fh.write(text)
+
+    _io(location, "write", write)
+
+
+def write_once(location: str, text: str) -> bool:
+    """Create ``location`` with ``text``; False (and nothing written) when something is already there."""
+    path = storage_path(location)
+
+    def write() -> bool:
+        if isinstance(path, Path):
+            return create_once(path, text)
+        if path.exists():
+            return False
+        with path.open("w") as fh:
+            fh.write(text)
+        return True
+
+    return _io(location, "write", write)
+
+
+def quarantine(location: str) -> str:
+    """Move an unreadable leftover aside (``<name>.unreadable-<UTC time>``) and return its new place.
+
+    Kept, not deleted: it may be evidence of what the killed attempt saw.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = f"{location}.unreadable-{stamp}"
+    path = storage_path(location)
+
+    def move() -> None:
+        path.rename(storage_path(target))  # type: ignore[arg-type]
+
+    _io(location, "move aside", move)
+    return target
 
 
 def append_line(location: str, line: str) -> None:
     """Append one line (object stores that cannot append get read + rewrite)."""
     path = storage_path(location)
-    if isinstance(path, Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as fh:
-            fh.write(line.rstrip("\n") + "\n")
-        return
-    old = read_text(location) if path.exists() else ""
-    write_text(location, old + line.rstrip("\n") + "\n")
+
+    def append() -> None:
+        if isinstance(path, Path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as fh:
+                fh.write(line.rstrip("\n") + "\n")
+            return
+        old = read_text(location) if path.exists() else ""
+        write_text(location, old + line.rstrip("\n") + "\n")
+
+    _io(location, "append to", append)
+

@@ -13,10 +13,11 @@ from functools import cached_property
 from typing import Any, Self
 
 from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_provider_kip848.hooks.connection import CONN_TYPE, DEFAULT_CONN_ID, extra_field, settings_from_connection
 from airflow_provider_kip848.kafka.api import GroupAdmin
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.errors import ConnectionNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import (
     ClusterFeatures,
     ConsumerGroupDescription,
@@ -47,7 +48,11 @@ class KafkaAdminBaseHook(BaseHook):
 
     @cached_property
     def connection(self) -> Connection:
-        return self.get_connection(self.kafka_conn_id)
+        """The Airflow connection; a missing one is :class:`ConnectionNotFound` (not retried: a typo stays one)."""
+        try:
+            return self.get_connection(self.kafka_conn_id)
+        except AirflowNotFoundException as exc:
+            raise ConnectionNotFound(f"There is no Airflow connection {self.kafka_conn_id!r}.") from exc
 
     @cached_property
     def settings(self) -> ClientSettings:
@@ -96,9 +101,11 @@ class KafkaAdminBaseHook(BaseHook):
         return self.get_conn().describe_features()
 
     def update_feature(self, feature: str, level: int | str | None = None, *, action: str = "upgrade",
-                       dry_run: bool = False, unsafe: bool = False) -> FeatureUpdate:
+                       dry_run: bool = False, unsafe: bool = False,
+                       override_dependent_groups: bool = False) -> FeatureUpdate:
         """Upgrade, downgrade or disable one feature; a no-op when already at the level (see GroupAdmin)."""
-        return self.get_conn().update_feature(feature, level, action=action, dry_run=dry_run, unsafe=unsafe)
+        return self.get_conn().update_feature(feature, level, action=action, dry_run=dry_run, unsafe=unsafe,
+                                              override_dependent_groups=override_dependent_groups)
 
     def group_coordinator_config(self, broker_id: int | None = None) -> GroupCoordinatorConfig:
         """The broker's ``group.*`` configs (protocols, migration policy, bounds)."""
@@ -109,9 +116,11 @@ class KafkaAdminBaseHook(BaseHook):
         return self.get_conn().describe_group_config(group_id)
 
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
-                           delete_configs: Iterable[str] = (), *, dry_run: bool = False) -> GroupConfigChange:
+                           delete_configs: Iterable[str] = (), *, dry_run: bool = False,
+                           allow_absent_group: bool = False) -> GroupConfigChange:
         """Set and/or delete group-level configs, validated against the broker's bounds first."""
-        return self.get_conn().alter_group_config(group_id, set_configs, delete_configs, dry_run=dry_run)
+        return self.get_conn().alter_group_config(group_id, set_configs, delete_configs, dry_run=dry_run,
+                                                  allow_absent_group=allow_absent_group)
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with its type and state, streams and share groups included."""

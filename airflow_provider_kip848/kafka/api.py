@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Self, TypeVar
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.arguments import require_group_id
+from airflow_provider_kip848.kafka.arguments import require_bool, require_group_id, similar_group_ids
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
@@ -39,6 +39,7 @@ from airflow_provider_kip848.kafka.model import (
     GroupDescription,
     GroupListing,
     GroupOffsets,
+    GroupState,
     GroupType,
     MemberRemoval,
     OffsetSnapshot,
@@ -46,7 +47,13 @@ from airflow_provider_kip848.kafka.model import (
     TopicPartition,
 )
 from airflow_provider_kip848.kafka.rules.conditions import ConditionResult, GroupCondition, judge
-from airflow_provider_kip848.kafka.rules.features import outcome_message, plan_feature_update
+from airflow_provider_kip848.kafka.rules.features import (
+    FEATURE_GROUP_TYPES,
+    dependent_group_type,
+    outcome_message,
+    plan_feature_update,
+    refuse_dependents,
+)
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan, plan_config_change
 from airflow_provider_kip848.kafka.rules.offsets import (
     require_empty,
@@ -111,15 +118,27 @@ class GroupAdmin(ABC):
         """Supported ranges and finalized levels of every feature (``kafka-features describe``)."""
 
     def update_feature(self, feature: str, level: int | str | None = None, *, action: str = "upgrade",
-                       dry_run: bool = False, unsafe: bool = False) -> FeatureUpdate:
+                       dry_run: bool = False, unsafe: bool = False,
+                       override_dependent_groups: bool = False) -> FeatureUpdate:
         """Upgrade, downgrade or disable one feature; a no-op (nothing sent) when already at the level.
 
         ``dry_run`` asks the controller to validate the change (``--dry-run``)
         without applying it. After a real change the level is read back.
+        Lowering ``group.version``, ``streams.version`` or ``share.version``
+        while groups of that type exist raises :class:`FeatureInUse` naming
+        them, unless ``override_dependent_groups`` (an intended outage).
         """
+        dry_run = require_bool(dry_run, "dry_run")
+        unsafe = require_bool(unsafe, "unsafe")
+        override = require_bool(override_dependent_groups, "override_dependent_groups")
         plan = plan_feature_update(self.describe_features(), feature, level, action, dry_run=dry_run)
         if plan.noop:
             return plan
+        gtype = dependent_group_type(plan)
+        if gtype is not None:
+            refusal = refuse_dependents(plan, self.dependent_groups(gtype))
+            if refusal is not None and not override:
+                raise refusal
         with self.requires(f"{'validate' if dry_run else 'apply'} {action} of {feature}", ("ALTER", "CLUSTER", None)):
             self._send_feature_update(plan, dry_run=dry_run, unsafe=unsafe)
         if dry_run:
@@ -134,6 +153,27 @@ class GroupAdmin(ABC):
     def _send_feature_update(self, plan: FeatureUpdate, *, dry_run: bool, unsafe: bool) -> None:
         """Send the planned change (validate only with ``dry_run``); raise on a refusal."""
 
+    def dependent_groups(self, gtype: GroupType) -> dict[str, int]:
+        """Every group of type ``gtype`` -> its member count (-1 where the type cannot be described here).
+
+        An Empty listing counts 0 without a describe; any other state is
+        described, so a member count is never guessed from a listing.
+        """
+        out: dict[str, int] = {}
+        for listing in self.list_groups():
+            if listing.type is not gtype:
+                continue
+            if listing.state is GroupState.EMPTY:
+                out[listing.group_id] = 0
+            elif gtype is GroupType.SHARE:
+                out[listing.group_id] = -1
+            else:
+                try:
+                    out[listing.group_id] = len(self.describe_group(listing.group_id).members)
+                except E.GroupNotFound:
+                    continue  # deleted since the listing
+        return out
+
     # -- broker and group configs -------------------------------------------------
 
     @abstractmethod
@@ -145,12 +185,20 @@ class GroupAdmin(ABC):
         """Every group config of ``group_id`` with its effective value and source (``--describe --all``)."""
 
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
-                           delete_configs: Iterable[str] = (), *, dry_run: bool = False) -> GroupConfigChange:
+                           delete_configs: Iterable[str] = (), *, dry_run: bool = False,
+                           allow_absent_group: bool = False) -> GroupConfigChange:
         """Set and/or delete group-level configs, validated against the broker's bounds first.
 
         Idempotent: values already in place and deletes of absent overrides
         send nothing. Returns the dynamic values before and after (read back).
+        Kafka accepts configs for any group id, so a group the cluster does not
+        list is refused (naming close matches) unless ``allow_absent_group``
+        (configuring a group before its first start).
         """
+        require_group_id(group_id)
+        dry_run = require_bool(dry_run, "dry_run")
+        if not require_bool(allow_absent_group, "allow_absent_group"):
+            self.require_known_group(group_id)
         plan = plan_config_change(self.describe_group_config(group_id), set_configs, delete_configs,
                                   self.group_coordinator_config())
         if plan.noop:
@@ -167,6 +215,18 @@ class GroupAdmin(ABC):
     @abstractmethod
     def _send_group_config_change(self, plan: ConfigChangePlan, *, dry_run: bool) -> None:
         """Send the planned change (validate only with ``dry_run``, where the backend can)."""
+
+    def require_known_group(self, group_id: str) -> GroupListing:
+        """The group's listing, or :class:`GroupNotFound` naming the ids that look like it."""
+        try:
+            return self.group_listing(group_id)
+        except E.GroupNotFound:
+            near = similar_group_ids(group_id, [g.group_id for g in self.list_groups()])
+            raise E.GroupNotFound(
+                f"Group {group_id!r} does not exist on this cluster"
+                + (f"; similar ids: {', '.join(repr(g) for g in near)}" if near else ""),
+                remedy="Fix the group id; to configure a group before its first start pass "
+                       "allow_absent_group=True.") from None
 
     # -- groups --------------------------------------------------------------
 
@@ -212,6 +272,7 @@ class GroupAdmin(ABC):
         Returns the offsets read back after the change (or the current ones for a dry run).
         """
         require_group_id(group_id)
+        dry_run = require_bool(dry_run, "dry_run")
         wanted = require_offsets(offsets)
         try:
             desc: GroupDescription | None = self.describe_group(group_id)
@@ -285,8 +346,9 @@ class ClusterAdmin(GroupAdmin):
 # -- reads composed for the judges of rules/ ----------------------------------------------
 
 
-def read_preflight_facts(admin: ClusterAdmin, group_id: str | None) -> PreflightFacts:
-    """Everything :func:`~.rules.preflight.run_preflight` judges, read through ``admin``."""
+def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str | None = None) -> PreflightFacts:
+    """Everything :func:`~.rules.preflight.run_preflight` judges, read through ``admin`` (with ``feature``
+    one of the group-protocol features: the groups that depend on it)."""
     listing: GroupListing | None = None
     description: GroupDescription | None = None
     user_data: dict[str, bytes] = {}
@@ -308,6 +370,8 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None) -> Preflight
         listing=listing,
         description=description,
         user_data=user_data,
+        dependent_groups=admin.dependent_groups(FEATURE_GROUP_TYPES[feature]) if feature in FEATURE_GROUP_TYPES
+        else {},
     )
 
 

@@ -9,9 +9,16 @@ typo must never be read as "apply". One parser serves the whole package
 
 from __future__ import annotations
 
+import difflib
+import math
+import unicodedata
 from collections.abc import Iterable
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
+
+#: A JSON-schema ``pattern`` for group-id form fields: what :func:`require_group_id` accepts (no
+#: blanks around the id, no control or invisible characters), so a trigger form refuses it first.
+GROUP_ID_PATTERN = r"^(?!.*[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff])\S(.*\S)?$"
 
 #: Spellings of true and false a flag accepts (compared case-insensitively, surrounding blanks ignored).
 TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -48,12 +55,55 @@ def parse_optional_flag(value: object, name: str = "flag") -> bool | None:
     return parse_flag(value, name)
 
 
+def require_bool(value: object, name: str) -> bool:
+    """``value`` when it is a ``bool``; anything else is :class:`InvalidArgument`.
+
+    The typed API (hooks and backends) takes real booleans for the flags that
+    guard a change: a string there is a caller's bug (``"false"`` is truthy),
+    and neither silently applying nor silently validating is acceptable.
+    Operators parse templated text with :func:`parse_flag` before calling it.
+    """
+    if isinstance(value, bool):
+        return value
+    raise InvalidArgument(
+        f"{name} must be a bool (True or False), not {type(value).__name__} {value!r}.",
+        remedy=f"Pass {name}=True or {name}=False; operators parse text such as 'true' before the hook sees it.",
+    )
+
+
+def require_choice(value: object, name: str, choices: Iterable[str]) -> str:
+    """``value`` when it is one of ``choices`` (exact spelling), else :class:`InvalidArgument` listing them."""
+    options = tuple(choices)
+    if isinstance(value, str) and value in options:
+        return value
+    raise InvalidArgument(f"{name} must be one of {', '.join(options)}, not {value!r}.")
+
+
+def is_template(value: object) -> bool:
+    """Whether ``value`` is Jinja text rendered only at run time (checked then, not when the DAG is parsed)."""
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
 def require_group_id(group_id: object) -> str:
-    """``group_id`` itself when it is a non-empty string, else :class:`InvalidGroupId`."""
+    """``group_id`` itself when it is a usable group id, else :class:`InvalidGroupId`.
+
+    Kafka accepts any string as a group id, so an id with a stray blank or an
+    invisible character names a *different* group: a config set on it, or a
+    wait on it, silently misses the real group. Leading or trailing whitespace
+    and control characters are therefore refused everywhere.
+    """
     if not isinstance(group_id, str):
         raise InvalidGroupId(f"The group id must be a string, not {type(group_id).__name__} {group_id!r}.")
     if not group_id.strip():
         raise InvalidGroupId(f"The group id is empty ({group_id!r}).")
+    if group_id != group_id.strip():
+        raise InvalidGroupId(f"The group id {group_id!r} has leading or trailing whitespace.",
+                             remedy=f"Did you mean {group_id.strip()!r}? Remove the blanks around the id.")
+    bad = sorted({c for c in group_id if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
+    if bad:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in bad)
+        raise InvalidGroupId(f"The group id {group_id!r} contains control or invisible characters ({shown}).",
+                             remedy="Copy the id from kafka-groups --list, or type it again.")
     return group_id
 
 
@@ -65,3 +115,37 @@ def id_list(name: str, ids: Iterable[str] | None) -> tuple[str, ...]:
         raise InvalidArgument(f"{name} must be a list of ids, not the string {ids!r}.",
                               remedy=f"Pass a list, e.g. {name}=[{ids!r}].")
     return tuple(ids)
+
+
+def similar_group_ids(group_id: str, known: Iterable[str], limit: int = 5) -> list[str]:
+    """Known ids a mistyped ``group_id`` probably meant: the same after Unicode normalisation and case
+    folding (look-alike characters, blanks), or close by edit distance."""
+
+    def folded(text: str) -> str:
+        return "".join(c for c in unicodedata.normalize("NFKC", text).casefold()
+                       if not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf"))
+
+    ids = sorted(set(known) - {group_id})
+    same = [g for g in ids if folded(g) == folded(group_id)]
+    close = difflib.get_close_matches(group_id, ids, n=limit, cutoff=0.8)
+    return list(dict.fromkeys(same + close))[:limit]
+
+
+def parse_number(value: object, name: str, *, minimum: float = 0, integer: bool = False,
+                 optional: bool = False) -> float | None:
+    """``value`` as a finite number >= ``minimum`` (a whole one with ``integer``); text from a template
+    is accepted. ``optional``: ``None`` and the text a template renders for it mean "not given"."""
+    if optional and (value is None or (isinstance(value, str) and value.strip() in ("", "None"))):
+        return None
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    kind = "a whole number" if integer else "a number"
+    if number is None or not math.isfinite(number) or number < minimum or (integer and not number.is_integer()):
+        raise InvalidArgument(f"{name} must be {kind} >= {minimum:g}, not {value!r}.")
+    return int(number) if integer else number

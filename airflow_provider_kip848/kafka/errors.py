@@ -12,7 +12,7 @@ notebook or a plain script.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -244,6 +244,39 @@ class InvalidOffset(Kip848Error):
     remedy = "Use an offset between the partition's log start and log end (describe the group's offsets)."
 
 
+class BrokerRefused(Kip848Error):
+    """A broker refusal no more specific error describes: the broker's error name and its own words.
+
+    ``retriable`` is the broker's own classification of the error code (a
+    permanent refusal is not retried by Airflow; a transient one is).
+    """
+
+    remedy = "Read the broker's answer above (the Kafka protocol documentation lists each error code)."
+
+    def __init__(self, what: str, *, remedy: str | None = None, error: str | None = None,
+                 retriable: bool = False) -> None:
+        self.error = error
+        self.retriable = retriable
+        super().__init__(what, remedy=remedy)
+
+
+class FeatureInUse(Kip848Error):
+    """A downgrade or disable of ``group.version``/``streams.version``/``share.version`` while groups need it.
+
+    Lowering the level under live KIP-848 consumers or streams members makes
+    their clients fail fatally, and the groups' state can no longer be read.
+    ``groups`` maps each dependent group id to its number of members.
+    """
+
+    remedy = ("Migrate or stop those groups first (their members must be gone and the groups deleted or "
+              "converted), or pass override_dependent_groups=True through an approved change if the outage is "
+              "intended.")
+
+    def __init__(self, what: str, *, remedy: str | None = None, groups: Mapping[str, int] | None = None) -> None:
+        self.groups = dict(groups or {})
+        super().__init__(what, remedy=remedy)
+
+
 class KafkaToolError(Kip848Error):
     """A Kafka CLI tool failed in a way no more specific error describes; carries the tool's own words."""
 
@@ -279,10 +312,29 @@ class SnapshotConflict(Kip848Error):
     remedy = "Use another path (the default includes the run id), or delete the old snapshot if it is obsolete."
 
 
+class SnapshotFromOtherCluster(SnapshotConflict):
+    """A snapshot taken on another cluster (its cluster id differs) than the one the task connects to."""
+
+    remedy = ("Point the task at the snapshot of this cluster. For a deliberate cross-cluster restore pass "
+              "allow_other_cluster=True (recorded in the audit trail).")
+
+
+class ArtifactUnwritable(Kip848Error):
+    """A snapshot, report or audit record cannot be written (permissions, a full disk, a missing bucket)."""
+
+    remedy = "Fix the location (it must be writable by the Airflow worker) or point the task at another one."
+
+
 class InvalidClientSettings(Kip848Error):
     """The connection's bootstrap servers or security settings cannot be used."""
 
     remedy = "Fix the Kafka connection (bootstrap servers and security settings) and retry."
+
+
+class ConnectionNotFound(InvalidClientSettings):
+    """No Airflow connection with the given id (a typo in ``kafka_conn_id``): a retry cannot find it either."""
+
+    remedy = "Create the connection (Admin > Connections, type kafka_admin) or fix kafka_conn_id."
 
 
 # -- where the Kafka CLI tools come from ------------------------------------------------

@@ -56,14 +56,15 @@ def group_error(group_id: str, code: int, message: str | None, settings: ClientS
     if name == "NonEmptyGroupError" or code == NON_EMPTY_GROUP:
         return E.GroupNotEmpty(f"Group {group_id!r} is not empty: {text}.")
     translated = translate_kafka_python(error(text), settings)
-    if isinstance(translated, E.Kip848Error):
-        return translated
-    return E.KafkaToolError(f"Group {group_id!r}: the broker answered {name}: {text}.")
+    if isinstance(translated, E.BrokerRefused):
+        return E.BrokerRefused(f"Group {group_id!r}: the broker answered {name}: {text}.", error=name,
+                               retriable=translated.retriable)
+    return translated
 
 
 
-def translate_kafka_python(exc: Exception, settings: ClientSettings) -> Exception:
-    """kafka-python exception -> this provider's error (or ``exc`` itself when nothing fits)."""
+def translate_kafka_python(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
+    """kafka-python exception -> this provider's error (:class:`BrokerRefused` when nothing more specific fits)."""
     name = type(exc).__name__
     where = settings.bootstrap_servers
     if isinstance(exc, kerr.KafkaTimeoutError):
@@ -94,15 +95,26 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> Exceptio
             f"The cluster at {where} kept answering {name} for {settings.request_timeout_ms} ms "
             "(a broker restarting or a coordinator loading)."
         )
-    return exc
+    return _refused(name, getattr(exc, "description", "") or "", str(exc), bool(getattr(exc, "retriable", False)),
+                    settings)
+
+
+def _refused(name: str, description: str, text: str, retriable: bool, settings: ClientSettings) -> E.BrokerRefused:
+    """The fallback: the error's name and the broker's words, never the whole request a client may print."""
+    words = description or text
+    if len(words) > 300:  # kafka-python prints the request and response after the description
+        words = words[:300] + "..."
+    return E.BrokerRefused(f"The brokers at {settings.bootstrap_servers} refused the request: {name}"
+                           f"{': ' + redact(words, settings) if words and words != name else ''}.",
+                           error=name, retriable=retriable)
 
 
 
-def translate_confluent(exc: Exception, settings: ClientSettings) -> Exception:
-    """confluent-kafka KafkaException / KafkaError -> this provider's error (or ``exc`` itself)."""
+def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
+    """confluent-kafka KafkaException / KafkaError -> this provider's error (:class:`BrokerRefused` as fallback)."""
     err = exc if isinstance(exc, KafkaError) else next((a for a in exc.args[:1] if isinstance(a, KafkaError)), None)
     if err is None:
-        return exc
+        return _refused(type(exc).__name__, "", str(exc), False, settings)
     code = err.code()
     where = settings.bootstrap_servers
     text = err.str()
@@ -137,4 +149,4 @@ def translate_confluent(exc: Exception, settings: ClientSettings) -> Exception:
         return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {text}.")
     if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
         return E.GroupNotEmpty(f"The group has active members: {text}.")
-    return exc
+    return _refused(err.name(), "", text, bool(err.retriable()), settings)

@@ -29,7 +29,7 @@ from typing import Any, cast
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
 from airflow.sdk import BaseHook, Param
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 from airflow.sdk.execution_time.hitl import HITLUser
 
 from airflow_provider_kip848.changecontrol.approvals import (
@@ -88,7 +88,11 @@ class _ChangeControl(HITLOperator):
         with ``"four_eyes": "required"`` cannot be relaxed by a run's Params."""
         if not self.kafka_conn_id or str(self.kafka_conn_id) in ("None", ""):
             return {}
-        extra = BaseHook.get_connection(str(self.kafka_conn_id)).extra_dejson or {}
+        try:
+            extra = BaseHook.get_connection(str(self.kafka_conn_id)).extra_dejson or {}
+        except AirflowNotFoundException as exc:  # a typo in kafka_conn_id: a retry cannot find it either
+            raise AirflowFailException(f"There is no Airflow connection {self.kafka_conn_id!r}: create it "
+                                       "(type kafka_admin) or fix kafka_conn_id.") from exc
         return {"approvers": extra_field(extra, "approvers"), "four_eyes": extra_field(extra, "four_eyes")}
 
     def policy(self) -> ApprovalPolicy:

@@ -38,9 +38,30 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.hooks.cli import KafkaCliHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
+from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, require_choice, require_group_id
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 
 BACKENDS = ("native", "cli")
+
+
+# -- checks made when the DAG is parsed (templated values are checked when rendered) ------------
+
+def check_group_id_arg(group_id: object) -> None:
+    """Refuse a group id that cannot be right (empty, blanks around it, control characters) at parse time."""
+    if group_id is not None and not is_template(group_id):
+        require_group_id(group_id)
+
+
+def check_flag_arg(value: object, name: str) -> None:
+    """Refuse a guard flag that is neither true nor false at parse time (``parse_flag`` rules)."""
+    if not is_template(value):
+        parse_flag(value, name)
+
+
+def check_choice_arg(value: object, name: str, choices: Sequence[str]) -> None:
+    """Refuse a value outside ``choices`` at parse time."""
+    if not is_template(value):
+        require_choice(value, name, choices)
 
 
 class KafkaAdminBaseOperator(BaseOperator):

@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kip848.changecontrol.audit import Change
-from airflow_provider_kip848.kafka.arguments import parse_flag
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.kafka.arguments import parse_flag, require_choice
+from airflow_provider_kip848.kafka.rules.features import (
+    ACTIONS,
+    dependent_group_type,
+    describe_dependents,
+    plan_feature_update,
+)
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_choice_arg, check_flag_arg
 
 
 class KafkaFeatureOperator(KafkaAdminBaseOperator):
@@ -20,33 +26,54 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
     :param level: target level (``metadata.version`` also takes names such as ``4.3-IV0``).
     :param action: ``upgrade`` (default), ``downgrade`` or ``disable``.
     :param unsafe: allow an unsafe downgrade (metadata loss possible; Kafka's ``--unsafe``).
+    :param override_dependent_groups: lower ``group.version``/``streams.version``/``share.version``
+        although groups of that type exist (their members fail): an intended outage, which belongs
+        behind an approval; the groups are named in the audit record.
     :returns: ``{feature, action, from_level, to_level, noop, applied, dry_run, message, validation}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "feature", "level", "action", "dry_run_flag")
 
     def __init__(self, *, feature: str, level: int | str | None = None, action: str = "upgrade",
-                 dry_run: bool = False, unsafe: bool = False, **kwargs: Any) -> None:
+                 dry_run: bool = False, unsafe: bool = False, override_dependent_groups: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.feature, self.level, self.action, self.dry_run_flag, self.unsafe = feature, level, action, dry_run, unsafe
+        check_choice_arg(action, "action", ACTIONS)
+        check_flag_arg(dry_run, "dry_run")
+        self.feature, self.level, self.action, self.dry_run_flag = feature, level, action, dry_run
+        self.unsafe = parse_flag(unsafe, "unsafe")
+        self.override_dependent_groups = parse_flag(override_dependent_groups, "override_dependent_groups")
 
     def run(self, context: Any) -> dict:
+        require_choice(self.action, "action", ACTIONS)
+        dry_run = parse_flag(self.dry_run_flag, "dry_run")
+        override = self.override_dependent_groups
+        features = self.hook.describe_features()
+        gtype = dependent_group_type(plan_feature_update(features, self.feature, self.level, self.action))
+        dependents = self.hook.get_conn().dependent_groups(gtype) if gtype is not None else {}
+        if dependents and override:
+            self.log.warning("override_dependent_groups=True: lowering %s although these groups depend on it: %s",
+                             self.feature, describe_dependents(dependents))
         validation = self.hook.update_feature(self.feature, self.level, action=self.action, dry_run=True,
-                                              unsafe=self.unsafe)
+                                              unsafe=self.unsafe, override_dependent_groups=override)
         if validation.noop:
             self.log.info("%s Left unchanged.", validation.message)
             return {**validation.to_dict(), "validation": validation.message}
         self.log.info("Validated by the controller: %s", validation.message)
-        if parse_flag(self.dry_run_flag, "dry_run"):
+        if dry_run:
             self.log.info("dry_run: stopping before the change.")
-            return {**validation.to_dict(), "validation": validation.message}
-        result = self.hook.update_feature(self.feature, self.level, action=self.action, unsafe=self.unsafe)
+            return {**validation.to_dict(), "validation": validation.message, "dependent_groups": dependents}
+        result = self.hook.update_feature(self.feature, self.level, action=self.action, unsafe=self.unsafe,
+                                          override_dependent_groups=override)
         self.log.info("Changed: %s (was %s).", result.message, result.from_level)
-        return {**result.to_dict(), "validation": validation.message}
+        return {**result.to_dict(), "validation": validation.message, "dependent_groups": dependents}
 
     def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("applied"):
             return []
         # read back, not the requested level: the audit states what the controller finalized
         now = self.native_hook.describe_features().level(self.feature)
-        return [("feature", self.feature, result["from_level"], now)]
+        changes: list[Change] = [("feature", self.feature, result["from_level"], now)]
+        if result.get("dependent_groups"):  # the override, and whom it affected, is part of the record
+            changes.append(("feature_override_dependent_groups", self.feature, None, result["dependent_groups"]))
+        return changes

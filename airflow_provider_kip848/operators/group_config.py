@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.arguments import parse_flag
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
 class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
@@ -16,16 +16,25 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
     ``group.streams.max.standby.replicas``), ``consumer.session.timeout.ms``,
     ``streams.session.timeout.ms``. Values already in place send nothing.
 
+    A group the cluster does not list is refused (Kafka would accept configs
+    for a mistyped id and leave the real group untouched), naming similar ids;
+    ``allow_absent_group=True`` configures a group before its first start.
+
     :returns: ``{group_id, before, after, changed, applied, dry_run, ...}`` with the dynamic
         values read back from the cluster.
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
-                       "dry_run_flag")
+                       "dry_run_flag", "allow_absent_group")
 
     def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
-                 delete_configs: list[str] | None = None, dry_run: bool = False, **kwargs: Any) -> None:
+                 delete_configs: list[str] | None = None, dry_run: bool = False, allow_absent_group: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_group_id_arg(group_id)
+        check_flag_arg(dry_run, "dry_run")
+        check_flag_arg(allow_absent_group, "allow_absent_group")
+        self.allow_absent_group = allow_absent_group
         self.group_id = group_id
         self.set_configs = set_configs or {}
         self.delete_configs = delete_configs or []
@@ -33,7 +42,9 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
 
     def run(self, context: Any) -> dict:
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
-                                              dry_run=parse_flag(self.dry_run_flag, "dry_run"))
+                                              dry_run=parse_flag(self.dry_run_flag, "dry_run"),
+                                              allow_absent_group=parse_flag(self.allow_absent_group,
+                                                                            "allow_absent_group"))
         if change.changed:
             for key, (old, new) in change.changed.items():
                 self.log.info("Group %s: %s %s -> %s", self.group_id, key, old, new)

@@ -18,7 +18,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg
 
 #: Airflow run states in which a holder run can no longer be changing anything.
 ENDED_STATES = ("success", "failed")
@@ -43,6 +43,7 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
     def __init__(self, *, resource: str, dry_run: Any = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.resource = resource
+        check_flag_arg(dry_run, "dry_run")
         self.dry_run_flag = dry_run
 
     def run(self, context: Any) -> dict[str, Any]:

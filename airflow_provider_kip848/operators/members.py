@@ -7,7 +7,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_kip848.changecontrol.audit import Change
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_group_id_arg
 
 
 class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
@@ -29,6 +29,7 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_group_id_arg(group_id)
         self.group_id, self.member_ids, self.instance_ids = group_id, member_ids or [], instance_ids or []
 
     def run(self, context: Any) -> dict:

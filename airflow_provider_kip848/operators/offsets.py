@@ -11,10 +11,15 @@ from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.arguments import parse_flag
-from airflow_provider_kip848.kafka.errors import GroupNotFound, SnapshotConflict, SnapshotInvalid
+from airflow_provider_kip848.kafka.errors import (
+    GroupNotFound,
+    SnapshotConflict,
+    SnapshotFromOtherCluster,
+    SnapshotInvalid,
+)
 from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, TopicPartition
 from airflow_provider_kip848.kafka.rules.offsets import compare, restore_plan
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
 def current_offsets(hook: KafkaAdminBaseHook, group_id: str) -> GroupOffsets:
@@ -49,13 +54,22 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
 
     def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_group_id_arg(group_id)
         self.group_id, self.path = group_id, path
 
     def run(self, context: Any) -> dict:
         fresh = take_snapshot(self.native_hook.get_conn(), self.group_id)
         reused = False
+        quarantined = None
+        existing: OffsetSnapshot | None = None
         if storage.exists(self.path):
-            existing = load_snapshot(self.path)
+            try:
+                existing = load_snapshot(self.path)
+            except SnapshotInvalid as exc:
+                # a leftover of an attempt killed while writing (or a foreign file): kept aside, never used
+                quarantined = storage.quarantine(self.path)
+                self.log.warning("%s Moved it to %s and taking the snapshot again.", exc.what, quarantined)
+        if existing is not None:
             if (existing.cluster_id, existing.group_id) != (fresh.cluster_id, fresh.group_id):
                 raise SnapshotConflict(
                     f"{self.path} holds a snapshot of group {existing.group_id!r} on cluster {existing.cluster_id}, "
@@ -66,7 +80,9 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
                           "(since then: %s).", self.group_id, existing.taken_at, self.path, moved)
             snapshot, reused = existing, True
         else:
-            storage.write_text(self.path, fresh.to_json())
+            if not storage.write_once(self.path, fresh.to_json()):
+                raise SnapshotConflict(f"Another writer created {self.path} while this task took its snapshot.",
+                                       remedy="Rerun the task: it keeps the snapshot already there as the baseline.")
             snapshot = fresh
             self.log.info("Snapshot of %s (%s, %d partitions, total lag %d) written to %s.", self.group_id,
                           snapshot.group_state, len(snapshot.partitions), _lag(snapshot), self.path)
@@ -74,7 +90,7 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
                 "group_type": snapshot.group_type, "group_state": snapshot.group_state,
                 "partitions": len(snapshot.partitions), "committed_partitions": len(snapshot.committed),
                 "total_lag": _lag(snapshot), "sha256": snapshot.sha256, "taken_at": snapshot.taken_at,
-                "reused": reused}
+                "reused": reused, "quarantined": quarantined}
 
 
 def _lag(snapshot: OffsetSnapshot) -> int:
@@ -92,20 +108,29 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
     or ``missing`` (progress lost) or ``new``. Fails when progress was lost,
     and on ``advanced`` too when ``allow_advanced=False`` (nothing may have run).
 
+    A snapshot of another cluster (another cluster id) is refused: comparing
+    it would judge one cluster's group by another's offsets (unless
+    ``allow_other_cluster=True``, after a deliberate cross-cluster restore).
+
     :returns: ``{group_id, counts, preserved, partitions: [...]}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path")
 
     def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,
-                 fail_on_loss: bool = True, **kwargs: Any) -> None:
+                 fail_on_loss: bool = True, allow_other_cluster: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_group_id_arg(group_id)
         self.group_id, self.snapshot_path = group_id, snapshot_path
-        self.allow_advanced, self.fail_on_loss = allow_advanced, fail_on_loss
+        self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
+        self.allow_advanced = parse_flag(allow_advanced, "allow_advanced")
+        self.fail_on_loss = parse_flag(fail_on_loss, "fail_on_loss")
 
     def run(self, context: Any) -> dict:
         snapshot = load_snapshot(self.snapshot_path)
         _same_group(snapshot, self.group_id, self.snapshot_path)
+        _same_cluster(snapshot, self.native_hook.describe_cluster().cluster_id, self.snapshot_path,
+                      allowed=self.allow_other_cluster)
         result = compare(snapshot, current_offsets(self.hook, self.group_id))
         self.log.info("Offsets of %s vs snapshot %s: %s", self.group_id, snapshot.taken_at, result.counts)
         for p in result.partitions:
@@ -117,7 +142,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
                 f"({', '.join(f'{p.topic}:{p.partition}' for p in result.lost()[:10])}). Restore them with "
                 "RestoreGroupOffsetsOperator while the group is empty."
             )
-        if not parse_flag(self.allow_advanced, "allow_advanced") and result.by_status("advanced"):
+        if not self.allow_advanced and result.by_status("advanced"):
             raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
                                        "partition(s) although nothing should have consumed.")
         return result.to_dict()
@@ -129,40 +154,69 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
     Partitions that are equal or advanced are left alone, so a rerun restores
     nothing (idempotent). ``dry_run`` reports the plan without committing.
 
-    :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run}``
+    A snapshot of another cluster is refused (:class:`SnapshotFromOtherCluster`)
+    unless ``allow_other_cluster=True``, a deliberate cross-cluster restore
+    (a group moved to a new cluster), which the audit record then states.
+
+    :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run, snapshot_cluster_id, cross_cluster}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
 
-    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,
+                 allow_other_cluster: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_group_id_arg(group_id)
+        check_flag_arg(dry_run, "dry_run")
         self.group_id, self.snapshot_path, self.dry_run_flag = group_id, snapshot_path, dry_run
+        self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
 
     def run(self, context: Any) -> dict:
         snapshot = load_snapshot(self.snapshot_path)
         _same_group(snapshot, self.group_id, self.snapshot_path)
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
+        cluster_id = self.native_hook.describe_cluster().cluster_id
+        cross = _same_cluster(snapshot, cluster_id, self.snapshot_path, allowed=self.allow_other_cluster)
+        if cross:
+            self.log.warning("Restoring a snapshot of cluster %s onto cluster %s (allow_other_cluster=True).",
+                             snapshot.cluster_id, cluster_id)
+        extra = {"snapshot_cluster_id": snapshot.cluster_id, "cross_cluster": cross}
         comparison = compare(snapshot, current_offsets(self.hook, self.group_id))
         plan = restore_plan(comparison)
         left = len(comparison.partitions) - len(plan)
         if not plan:
             self.log.info("Nothing to restore for %s: no partition lost progress (%s).", self.group_id,
                           comparison.counts)
-            return {"group_id": self.group_id, "restored": {}, "left_alone": left, "dry_run": dry_run}
+            return {"group_id": self.group_id, "restored": {}, "left_alone": left, "dry_run": dry_run, **extra}
         for tp, offset in sorted(plan.items()):
             self.log.info("Restore %s to %d", tp, offset)
         self.hook.alter_group_offsets(self.group_id, plan, dry_run=dry_run)
         before = {str(tp): c.current for c in comparison.partitions
                   if (tp := TopicPartition(c.topic, c.partition)) in plan}
         return {"group_id": self.group_id, "restored": {str(tp): o for tp, o in sorted(plan.items())},
-                "before": before, "left_alone": left, "dry_run": dry_run}
+                "before": before, "left_alone": left, "dry_run": dry_run, **extra}
 
     def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("restored") or result.get("dry_run"):
             return []
         now = current_offsets(self.hook, self.group_id).committed
         after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in result["restored"]}
-        return [("offsets", self.group_id, result["before"], after)]
+        changes: list[Change] = [("offsets", self.group_id, result["before"], after)]
+        if result.get("cross_cluster"):  # the deliberate override is part of the record
+            changes.append(("cross_cluster_restore", self.group_id, result["snapshot_cluster_id"],
+                            self.native_hook.describe_cluster().cluster_id))
+        return changes
+
+
+def _same_cluster(snapshot: OffsetSnapshot, cluster_id: str, location: str, *, allowed: bool) -> bool:
+    """True for a permitted cross-cluster use; :class:`SnapshotFromOtherCluster` for a refused one."""
+    if snapshot.cluster_id == cluster_id:
+        return False
+    if allowed:
+        return True
+    raise SnapshotFromOtherCluster(
+        f"{location} is a snapshot of group {snapshot.group_id!r} on cluster {snapshot.cluster_id}, but this "
+        f"connection reaches cluster {cluster_id}.")
 
 
 def _same_group(snapshot: OffsetSnapshot, group_id: str, location: str) -> None:

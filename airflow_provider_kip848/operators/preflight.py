@@ -7,9 +7,14 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
-from airflow_provider_kip848.kafka.arguments import parse_optional_flag
+from airflow_provider_kip848.kafka.arguments import parse_flag, parse_optional_flag
 from airflow_provider_kip848.kafka.rules.preflight import MODES, run_preflight
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
+from airflow_provider_kip848.operators.base import (
+    KafkaAdminBaseOperator,
+    check_choice_arg,
+    check_flag_arg,
+    check_group_id_arg,
+)
 
 
 class MigrationPreflightOperator(KafkaAdminBaseOperator):
@@ -17,7 +22,9 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
 
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
     (rollback), ``classic_to_streams`` (offline KIP-1071 migration),
-    ``enable_feature`` (finalize ``feature``=``feature_level``). See
+    ``enable_feature`` (finalize ``feature``=``feature_level``), ``downgrade_feature``
+    (lower ``feature`` to ``feature_level``, default 0: refused while groups of the type it
+    enables exist, naming them and their members). See
     :mod:`airflow_provider_kip848.kafka.rules.preflight` for every check.
 
     :param declared_broker_version: the brokers' exact release (e.g. ``4.2.1``), needed on 4.2 for
@@ -39,19 +46,22 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
                  rollback: str | None = None, fail_on_warn: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if mode not in MODES and "{{" not in str(mode):
-            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        check_choice_arg(mode, "mode", tuple(MODES))
         self.mode, self.group_id = mode, group_id
         self.declared_broker_version = declared_broker_version
         self.expect_empty, self.feature, self.feature_level = expect_empty, feature, feature_level
-        if rollback not in (None, "fail", "warn") and "{{" not in str(rollback):
-            raise ValueError(f"rollback must be 'fail', 'warn' or None, not {rollback!r}")
+        if rollback is not None:
+            check_choice_arg(rollback, "rollback", ("fail", "warn"))
+        check_flag_arg(fail_on_warn, "fail_on_warn")
+        if group_id:  # None or "": the mode decides at run time whether it needs one
+            check_group_id_arg(group_id)
         self.rollback = rollback
         self.fail_on_warn = fail_on_warn
 
     def run(self, context: Any) -> dict:
-        facts = read_preflight_facts(self.native_hook.get_conn(),
-                                     self.group_id if self.mode != "enable_feature" else None)
+        feature_mode = self.mode in ("enable_feature", "downgrade_feature")
+        facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,
+                                     feature=self.feature if self.mode == "downgrade_feature" else None)
         report = run_preflight(
             facts, self.mode, group_id=self.group_id or None,
             declared_broker_version=self.declared_broker_version or None,
@@ -63,7 +73,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         for line in report.render_text().splitlines():
             self.log.info("%s", line)
         result = report.to_dict()
-        failed = report.failures + (report.warnings if self.fail_on_warn else ())
+        failed = report.failures + (report.warnings if parse_flag(self.fail_on_warn, "fail_on_warn") else ())
         if failed:
             context["ti"].xcom_push(key="report", value=result)
             raise AirflowFailException(

@@ -26,6 +26,7 @@ from airflow_provider_kip848.changecontrol.audit import audit_location, record_c
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.kafka.api import evaluate_condition
+from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.model import GroupState, StreamsGroupDescription
 from airflow_provider_kip848.kafka.rules.conditions import (
@@ -79,6 +80,15 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
         super().__init__(**kwargs)
+        # what can be checked when the DAG is parsed is checked now (templates: when rendered)
+        if not is_template(group_id):
+            require_group_id(group_id)
+        for value, name, optional in ((poll_interval, "poll_interval", False),
+                                      (remove_members_after, "remove_members_after", True),
+                                      (timeout_minutes, "timeout_minutes", True),
+                                      (coordinator_unavailable_minutes, "coordinator_unavailable_minutes", False)):
+            if not is_template(value):
+                parse_number(value, name, optional=optional)
         self.group_id = group_id
         self.condition = condition if isinstance(condition, GroupCondition) else GroupCondition.from_dict(condition)
         self.kafka_conn_id = kafka_conn_id
@@ -98,16 +108,19 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     def _apply_templated(self) -> None:
         """Rendered templates arrive as text or numbers: make them the numbers the waits use."""
-        self.poll_interval = float(self.poll_interval)
-        self.poke_interval = self.poll_interval
-        if self.remove_members_after in ("", "None"):
-            self.remove_members_after = None
-        if self.remove_members_after is not None:
-            self.remove_members_after = float(self.remove_members_after)
-        if self.timeout_minutes not in (None, "", "None"):
-            self.timeout = float(self.timeout_minutes) * 60
-        self.coordinator_unavailable_minutes = float(self.coordinator_unavailable_minutes)
-        self.condition = self._build_condition()
+        try:
+            require_group_id(self.group_id)
+            poll_interval = parse_number(self.poll_interval, "poll_interval") or 0.0
+            self.poll_interval = self.poke_interval = poll_interval
+            self.remove_members_after = parse_number(self.remove_members_after, "remove_members_after", optional=True)
+            timeout_minutes = parse_number(self.timeout_minutes, "timeout_minutes", optional=True)
+            if timeout_minutes is not None:
+                self.timeout = timeout_minutes * 60
+            self.coordinator_unavailable_minutes = parse_number(self.coordinator_unavailable_minutes,
+                                                                "coordinator_unavailable_minutes") or 0.0
+            self.condition = self._build_condition()
+        except Kip848Error as exc:  # bad input: fail now, a retry would repeat it
+            raise AirflowFailException(str(exc)) from exc
 
     def _build_condition(self) -> GroupCondition:
         """The condition once templates are rendered (sensors with templated thresholds rebuild it)."""
@@ -266,19 +279,16 @@ class KafkaGroupMigratedSensor(KafkaGroupConditionSensor):
     def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1, **kwargs: Any) -> None:
         self.group_type = group_type
         self.expected_members = expected_members
-        first = expected_members if isinstance(expected_members, int) and not isinstance(expected_members, bool) else 1
+        first = 1 if is_template(expected_members) else int(
+            parse_number(expected_members, "expected_members", minimum=1, integer=True) or 1)
         super().__init__(condition=self._migrated(first), **kwargs)
 
     def _migrated(self, expected: int) -> GroupCondition:
         return GroupCondition("migrated", group_type=self.group_type, min_members=expected)
 
     def _build_condition(self) -> GroupCondition:
-        try:
-            expected = int(str(self.expected_members))
-        except ValueError:
-            raise AirflowFailException(f"expected_members must be a whole number, not {self.expected_members!r}") \
-                from None
-        return self._migrated(expected)
+        return self._migrated(int(parse_number(self.expected_members, "expected_members", minimum=1,
+                                               integer=True) or 1))
 
 
 class KafkaGroupLagSensor(KafkaGroupConditionSensor):
@@ -289,14 +299,17 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
 
     def __init__(self, *, max_lag: int | str, max_partition_lag: int | None = None, **kwargs: Any) -> None:
         self.max_lag = max_lag
+        if max_partition_lag is not None:
+            max_partition_lag = int(parse_number(max_partition_lag, "max_partition_lag", integer=True) or 0)
         self.max_partition_lag = max_partition_lag
-        super().__init__(condition=self._lag_condition(max_lag if isinstance(max_lag, int) else 0), **kwargs)
+        first = 0 if is_template(max_lag) else int(parse_number(max_lag, "max_lag", integer=True) or 0)
+        super().__init__(condition=self._lag_condition(first), **kwargs)
 
     def _lag_condition(self, max_lag: int) -> GroupCondition:
         return GroupCondition("lag", max_lag=max_lag, max_partition_lag=self.max_partition_lag)
 
     def _build_condition(self) -> GroupCondition:
-        return self._lag_condition(int(self.max_lag))
+        return self._lag_condition(int(parse_number(self.max_lag, "max_lag", integer=True) or 0))
 
 
 #: Default settle window of an Empty wait: twice the longest default heartbeat interval (classic
@@ -315,12 +328,9 @@ class KafkaGroupEmptySensor(KafkaGroupConditionSensor):
 
     def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, **kwargs: Any) -> None:
         self.settle_seconds = settle_seconds
-        first = float(settle_seconds) if isinstance(settle_seconds, (int, float)) else EMPTY_SETTLE_SECONDS
-        super().__init__(condition=GroupCondition("empty", settle_s=first), **kwargs)
+        first = EMPTY_SETTLE_SECONDS if is_template(settle_seconds) else parse_number(settle_seconds,
+                                                                                        "settle_seconds")
+        super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0), **kwargs)
 
     def _build_condition(self) -> GroupCondition:
-        try:
-            settle = float(str(self.settle_seconds))
-        except ValueError:
-            raise AirflowFailException(f"settle_seconds must be a number, not {self.settle_seconds!r}") from None
-        return GroupCondition("empty", settle_s=settle)
+        return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)

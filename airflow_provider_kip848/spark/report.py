@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.spark.checks import Verdict
 
 
@@ -76,6 +77,6 @@ def write_report(directory: str | Path, report: dict[str, Any]) -> dict[str, str
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     json_path, html_path = directory / "validation.json", directory / "validation.html"
-    json_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    html_path.write_text(render_html(report))
+    atomic_write_text(json_path, json.dumps(report, indent=1, default=str) + "\n")
+    atomic_write_text(html_path, render_html(report))
     return {"json": str(json_path), "html": str(html_path)}

@@ -152,7 +152,7 @@ def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, boot
         def someone_sets(value):
             def hand_change(detail):
                 if detail["task_instance"]["task_id"] == "approval":
-                    admin.alter_group_config(group, {KEY: value}, [])
+                    admin.alter_group_config(group, {KEY: value}, [], allow_absent_group=True)
             return hand_change
 
         # someone sets another value while the approval is pending: a new approval shows the diff; bob rejects

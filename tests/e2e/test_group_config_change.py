@@ -13,6 +13,13 @@ def test_group_config_change_paths(airflow_db, kafka_conn, bootstrap, unique, tm
     group = unique("cfg-dag")
     base = {"group_id": group, "key": "streams.num.standby.replicas", "value": "2", "action": "set"}
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+        # a group the cluster does not know is refused before the approval (a mistyped id) ...
+        run, answers, report = run_dag("kafka_group_config_change", {**base, "report_dir": str(tmp_path / "0")},
+                                       decide=approve)
+        assert state(run) == "failed" and report["failed_tasks"] == ["validate"] and answers == []
+        assert admin.describe_group_config(group).dynamic == {}
+        # ... unless the DAG is told to configure it before its first start
+        base["allow_absent_group"] = True
         run, answers, report = run_dag("kafka_group_config_change", {**base, "report_dir": str(tmp_path / "a")},
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "changed"

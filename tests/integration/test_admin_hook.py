@@ -75,9 +75,9 @@ def test_cli_hook_with_provider_jars_and_with_a_kafka_home(bootstrap, monkeypatc
                            json.dumps({"conn_type": "kafka_admin", "host": bootstrap, "extra": extra}))
         with KafkaCliHook(cid) as hook:
             assert hook.describe_features().level("streams.version") == 1
-            change = hook.alter_group_config(group, {"streams.num.standby.replicas": 1})
+            change = hook.alter_group_config(group, {"streams.num.standby.replicas": 1}, allow_absent_group=True)
             assert change.after == {"streams.num.standby.replicas": "1"}
-            hook.alter_group_config(group, delete_configs=["streams.num.standby.replicas"])
+            hook.alter_group_config(group, delete_configs=["streams.num.standby.replicas"], allow_absent_group=True)
 
 
 def test_cli_hook_with_a_wrong_kafka_home_says_so(bootstrap, monkeypatch, tmp_path):

@@ -42,11 +42,16 @@ def fingerprint(admin: KafkaAdmin, scene) -> tuple:
     """What the cases must not change: feature levels, the groups' configs, committed offsets, members."""
     features = {n: f.finalized_level for n, f in admin.describe_features().features.items()}
     configs = {g: admin.describe_group_config(scene[g]).dynamic for g in ("empty", "busy")}
+    # a config applied to a mistyped id would land here (Kafka accepts configs for any group id)
+    configs.update({g: admin.describe_group_config(g).dynamic for g in TYPO_IDS})
+    listing = sorted((g.group_id, g.type.value) for g in admin.list_groups())
     offsets = {g: admin.group_offsets(scene[g]).committed for g in ("empty", "busy")}
     members = {g: len(admin.describe_group(scene[g]).members) for g in ("empty", "busy", "streams")}
-    return features, configs, offsets, members
+    return features, configs, offsets, members, listing
 
 
+#: group ids a user mistypes for bad-input-empty (one letter swapped; a Cyrillic "е")
+TYPO_IDS = ("bad-input-emtpy", "bad-input-\u0435mpty")
 T = lambda topic, p: TopicPartition(topic, p)  # noqa: E731
 
 # (case id, backends, action(admin, scene), error class, fragment of the message)
@@ -100,6 +105,50 @@ CASES = [
      E.WrongGroupType, "rejects LeaveGroup"),
     ("remove-unknown-member", "native", lambda a, s: a.remove_members(s["busy"], member_ids=["ghost-member"]),
      E.GroupNotFound, "ghost-member"),
+    # guard flags at the typed API: a real bool or an error, never a guess (issue 14)
+    ("config-dry-run-as-text", "both",
+     lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 20000}, dry_run="false"),
+     E.InvalidArgument, "dry_run must be a bool (True or False), not str 'false'"),
+    ("feature-dry-run-as-text", "both", lambda a, s: a.update_feature("share.version", 1, dry_run="yes"),
+     E.InvalidArgument, "dry_run must be a bool"),
+    ("feature-unsafe-as-text", "both",
+     lambda a, s: a.update_feature("group.version", action="disable", dry_run=True, unsafe="no"),
+     E.InvalidArgument, "unsafe must be a bool"),
+    ("offsets-dry-run-as-number", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 0): 0},
+                                                                             dry_run=1),
+     E.InvalidArgument, "dry_run must be a bool"),
+    ("remove-members-all-as-text", "native", lambda a, s: a.remove_members(s["busy"], all_members="yes"),
+     E.InvalidArgument, "all_members must be a bool"),
+    ("remove-members-nobody-named", "native", lambda a, s: a.remove_members(s["busy"]),
+     E.InvalidArgument, "needs member_ids, instance_ids or all_members=True"),
+    # group configs for a group the cluster does not know
+    ("config-mistyped-group", "both",
+     lambda a, s: a.alter_group_config(TYPO_IDS[0], {"consumer.session.timeout.ms": 20000}),
+     E.GroupNotFound, "Group 'bad-input-emtpy' does not exist on this cluster; similar ids: 'bad-input-empty'"),
+    ("config-look-alike-group", "both",
+     lambda a, s: a.alter_group_config(TYPO_IDS[1], {"consumer.session.timeout.ms": 20000}),
+     E.GroupNotFound, "similar ids: 'bad-input-empty'"),
+    ("config-group-trailing-blank", "both",
+     lambda a, s: a.alter_group_config(s["empty"] + " ", {"consumer.session.timeout.ms": 20000}),
+     E.InvalidGroupId, "leading or trailing whitespace"),
+    ("config-group-zero-width", "both",
+     lambda a, s: a.alter_group_config("bad-input-\u200bempty", {"consumer.session.timeout.ms": 20000}),
+     E.InvalidGroupId, "control or invisible characters (U+200B)"),
+    ("offsets-group-leading-blank", "both", lambda a, s: a.group_offsets(" " + s["empty"]),
+     E.InvalidGroupId, "leading or trailing whitespace"),
+    # lowering a group-protocol feature under the groups that need it
+    ("disable-group-version-under-live-consumers", "both",
+     lambda a, s: a.update_feature("group.version", action="disable"),
+     E.FeatureInUse, "'bad-input-busy' (1 member(s))"),
+    ("validate-disable-group-version-also-refused", "both",
+     lambda a, s: a.update_feature("group.version", action="disable", dry_run=True),
+     E.FeatureInUse, "consumer group(s) depend on it"),
+    ("disable-streams-version-under-streams-group", "both",
+     lambda a, s: a.update_feature("streams.version", action="disable"),
+     E.FeatureInUse, "streams group(s) depend on it"),
+    # a refusal no rule knows: the broker's words, its retriable flag, never a raw client exception
+    ("create-topic-invalid-name", "native", lambda a, s: a.create_topic("bad topic name!"),
+     E.BrokerRefused, "bad topic name!"),
 ]
 
 
@@ -120,10 +169,11 @@ def test_bad_input_is_refused_and_changes_nothing(backend, action, error, fragme
         message = str(err.value)
         assert fragment in message
         assert err.value.remedy and message.endswith(err.value.remedy), "every error says what to do next"
+        assert err.value.__cause__ is not err.value, "no error is its own cause"
         assert fingerprint(observer, scene) == before
 
 
-def test_unreachable_cluster_and_malformed_settings():
+def test_unreachable_cluster_and_malformed_settings(kafka_version):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
@@ -132,6 +182,10 @@ def test_unreachable_cluster_and_malformed_settings():
             admin.describe_features()
     with pytest.raises(E.KafkaConnectionError):
         KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)).describe_cluster()
+    # the CLI backend: the same error class, naming the servers, within the same request timeout
+    with pytest.raises(E.KafkaConnectionError, match=f"no broker at 127.0.0.1:{dead} answered within 2000 ms"):
+        KafkaCli(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000), KafkaTools(version=kafka_version)) \
+            .describe_features()
     with pytest.raises(InvalidClientSettings, match="host:port"):
         ClientSettings("kafka.internal")
 
@@ -145,7 +199,10 @@ def test_kip848_disabled_cluster_describes_classic_groups_and_explains_the_rest(
     consume(bootstrap, "old-style", [topic], 1, group_protocol="classic")
     consume(bootstrap, "new-style", [topic], 1, group_protocol="consumer")
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
-        admin.update_feature("group.version", 0, action="downgrade")
+        with pytest.raises(E.FeatureInUse, match="'new-style' \\(empty\\)"):  # refused unless overridden
+            admin.update_feature("group.version", 0, action="downgrade")
+        assert admin.describe_features().level("group.version") == 1
+        admin.update_feature("group.version", 0, action="downgrade", override_dependent_groups=True)
         assert admin.describe_consumer_group("old-style").type.value == "classic"
         with pytest.raises(E.UnsupportedBrokerVersion) as err:
             admin.describe_consumer_group("new-style")

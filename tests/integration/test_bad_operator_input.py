@@ -29,13 +29,20 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.sensors.group import KafkaGroupLagSensor, KafkaGroupStateSensor, KafkaGroupTypeSensor
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+    KafkaGroupStateSensor,
+    KafkaGroupTypeSensor,
+)
 from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
 TOPIC, OTHER_TOPIC = "bad-op-topic", "bad-op-other-topic"
 EMPTY, BUSY, STREAMS = "bad-op-empty", "bad-op-busy", "bad-op-streams"
+TYPO = "bad-op-emtpy"  # what a user types for EMPTY
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +97,7 @@ def _snapshots(admin: KafkaAdmin, work) -> dict[str, str]:
         "snap_unknown_topic": write("unknown-topic", edited(good, partitions=[{**p0, "topic": "bad-op-deleted",
                                                                                   "committed": 1}])),
         # the busy group "lost" its commit on a partition: restoring it must wait for the group to be empty
+        "snap_other_cluster": write("other-cluster", edited(good, cluster_id="AnotherClusterId00000w")),
         "snap_busy_lost": write("busy-lost", edited(busy, partitions=[
             *busy["partitions"],
             {"topic": OTHER_TOPIC, "partition": 0, "committed": 3, "log_start": 0, "log_end": 5, "leader_epoch": None}])),
@@ -99,25 +107,28 @@ def _snapshots(admin: KafkaAdmin, work) -> dict[str, str]:
 def fingerprint(admin: KafkaAdmin) -> tuple:
     """What no case may change: feature levels, group configs, committed offsets, members, group types."""
     features = {n: f.finalized_level for n, f in admin.describe_features().features.items()}
-    configs = {g: admin.describe_group_config(g).dynamic for g in (EMPTY, BUSY, STREAMS)}
+    configs = {g: admin.describe_group_config(g).dynamic for g in (EMPTY, BUSY, STREAMS, TYPO)}
     offsets = {g: admin.group_offsets(g).committed for g in (EMPTY, BUSY, STREAMS)}
     members = {g: (admin.group_listing(g).type.value, len(admin.describe_group(g).members))
                for g in (EMPTY, BUSY, STREAMS)}
-    return features, configs, offsets, members
+    listing = sorted((g.group_id, g.type.value) for g in admin.list_groups())
+    return features, configs, offsets, members, listing
 
 
-def cfg(group, set_configs=None, delete_configs=None, backend="native"):
+def cfg(group, set_configs=None, delete_configs=None, backend="native", **kw):
     return lambda s: KafkaGroupConfigOperator(task_id="cfg", group_id=group, set_configs=set_configs,
-                                              delete_configs=delete_configs, backend=backend)
+                                              delete_configs=delete_configs, backend=backend, **kw)
 
 
-def feature(name, level, action="upgrade", backend="native"):
-    return lambda s: KafkaFeatureOperator(task_id="feat", feature=name, level=level, action=action, backend=backend)
+def feature(name, level, action="upgrade", backend="native", **kw):
+    return lambda s: KafkaFeatureOperator(task_id="feat", feature=name, level=level, action=action, backend=backend,
+                                          **kw)
 
 
-def restore(snapshot_key, group=EMPTY, backend="native"):
+def restore(snapshot_key, group=EMPTY, backend="native", **kw):
     return lambda s: RestoreGroupOffsetsOperator(task_id="restore", group_id=group, backend=backend,
-                                                 snapshot_path=s.get(snapshot_key, str(s["work"] / "absent.json")))
+                                                 snapshot_path=s.get(snapshot_key, str(s["work"] / "absent.json")),
+                                                 **kw)
 
 
 def preflight(mode, group):
@@ -229,24 +240,80 @@ CASES = [
      "The group id is empty", "Pass the group id"),
     ("lag-sensor-unknown-group", poke(KafkaGroupLagSensor, "bad-op-ghost", max_lag=0), E.GroupNotFound,
      "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+    # issue 14: guard flags that are neither true nor false (refused when the DAG is parsed)
+    ("config-dry-run-typo", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, dry_run="ture"), E.InvalidArgument,
+     "dry_run must be true or false, not 'ture'", "Pass dry_run=True or dry_run=False"),
+    ("feature-dry-run-typo", feature("group.version", 0, action="disable", dry_run="yes!"), E.InvalidArgument,
+     "dry_run must be true or false", "Pass dry_run=True"),
+    ("feature-unsafe-typo", feature("group.version", 0, action="disable", unsafe="nope"), E.InvalidArgument,
+     "unsafe must be true or false, not 'nope'", "Pass unsafe=True"),
+    ("restore-dry-run-none", restore("snap_good", dry_run=None), E.InvalidArgument,
+     "dry_run must be true or false, not None", "Pass dry_run=True"),
+    ("config-allow-absent-typo", cfg(TYPO, {"consumer.session.timeout.ms": 20000}, allow_absent_group="si"),
+     E.InvalidArgument, "allow_absent_group must be true or false", "Pass allow_absent_group=True"),
+    ("feature-action-typo", feature("group.version", 0, action="downgade"), E.InvalidArgument,
+     "action must be one of upgrade, downgrade, disable, not 'downgade'", "Fix the task's arguments"),
+    # a group config for a group the cluster does not know
+    ("config-mistyped-group", cfg(TYPO, {"consumer.session.timeout.ms": 20000}), E.GroupNotFound,
+     "Group 'bad-op-emtpy' does not exist on this cluster; similar ids: 'bad-op-empty'", "allow_absent_group=True"),
+    ("config-group-with-blank", cfg(EMPTY + " ", {"consumer.session.timeout.ms": 20000}), E.InvalidGroupId,
+     "leading or trailing whitespace", "Did you mean 'bad-op-empty'?"),
+    ("snapshot-group-with-newline", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id=EMPTY + "\n",
+                                                                           path=str(s["work"] / "nl.json")),
+     E.InvalidGroupId, "leading or trailing whitespace", "Remove the blanks"),
+    # a snapshot of another cluster
+    ("restore-snapshot-of-another-cluster", restore("snap_other_cluster"), E.SnapshotFromOtherCluster,
+     "on cluster AnotherClusterId00000w, but this connection reaches cluster", "allow_other_cluster=True"),
+    ("compare-snapshot-of-another-cluster", lambda s: CompareGroupOffsetsOperator(
+        task_id="cmp", group_id=EMPTY, snapshot_path=s["snap_other_cluster"]),
+     E.SnapshotFromOtherCluster, "on cluster AnotherClusterId00000w", "allow_other_cluster=True"),
+    # lowering a group-protocol feature under live groups
+    ("feature-disable-group-version-under-live-consumer", feature("group.version", 0, action="disable"),
+     E.FeatureInUse, "'bad-op-busy' (1 member(s))", "override_dependent_groups=True"),
+    ("feature-downgrade-streams-version-under-streams-group", feature("streams.version", 0, action="downgrade"),
+     E.FeatureInUse, "streams group(s) depend on it", "override_dependent_groups=True"),
+    ("preflight-downgrade-feature-reports-dependents", lambda s: MigrationPreflightOperator(
+        task_id="preflight", mode="downgrade_feature", feature="group.version"), None,
+     "dependent_groups: Disable of group.version 1 -> 0 refused", "override_dependent_groups=True"),
+    # parse-time checks of sensors
+    ("sensor-state-not-a-kafka-state", poke(KafkaGroupStateSensor, EMPTY, states=["Done"]), E.InvalidArgument,
+     "'Done' is not a Kafka group state", "Use one of: Stable, Empty"),
+    ("sensor-negative-settle", poke(KafkaGroupEmptySensor, EMPTY, settle_seconds=-5), E.InvalidArgument,
+     "settle_seconds must be a number >= 0, not -5", "Fix the task's arguments"),
+    ("sensor-lag-as-words", poke(KafkaGroupLagSensor, EMPTY, max_lag="lots"), E.InvalidArgument,
+     "max_lag must be a whole number >= 0, not 'lots'", "Fix the task's arguments"),
+    ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), E.InvalidArgument,
+     "expected_members must be a whole number >= 1, not 0", "Fix the task's arguments"),
+    # where the artifacts go, and which connection
+    ("snapshot-unwritable-location", lambda s: SnapshotGroupOffsetsOperator(
+        task_id="snap", group_id=EMPTY, path=str(s["work"] / "good.json" / "under-a-file.json")),
+     E.ArtifactUnwritable, "Cannot write", "writable by the Airflow worker"),
+    ("unknown-connection-id", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, kafka_conn_id="kafka_prod_typo"),
+     E.ConnectionNotFound, "There is no Airflow connection 'kafka_prod_typo'", "fix kafka_conn_id"),
 ]
 
 
 @pytest.mark.parametrize("make_task, error, what, remedy", [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn, make_task, error, what, remedy):
-    task = make_task(scene)
     with KafkaAdmin(ClientSettings(scene["bootstrap"])) as observer:
         before = fingerprint(observer)
-        with pytest.raises(AirflowFailException) as failed:
-            task.execute({"ti": RecordingTI()})
-        message = str(failed.value)
+        try:
+            task = make_task(scene)
+        except E.Kip848Error as refused:  # visible without the cluster: refused when the DAG is parsed
+            cause: BaseException | None = refused
+            message = str(refused)
+        else:
+            with pytest.raises(AirflowFailException) as failed:
+                task.execute({"ti": RecordingTI()})
+            message = str(failed.value)
+            cause = failed.value.__cause__
         assert what in message
         assert remedy in message
-        cause = failed.value.__cause__
         if error is None:  # the task's own verdict (a preflight failure), not an error of the admin layer
             assert not isinstance(cause, E.Kip848Error)
         else:
             assert type(cause) is error, f"{type(cause).__name__}: {cause}"
+            assert isinstance(cause, E.Kip848Error)
             assert not cause.retriable, "bad input is not retried"
             assert cause.remedy and message.endswith(cause.remedy), "the message ends with what to do"
         assert fingerprint(observer) == before, "a refused task changes nothing on the broker"

@@ -250,7 +250,8 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
     cluster.start_node(killed[1])
     killed.append(kill_coordinator(cluster, group))
     changed = run("group_config", KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=CONN, group_id=group,
-                                                           set_configs={"consumer.session.timeout.ms": 7000}))
+                                                           set_configs={"consumer.session.timeout.ms": 7000},
+                                                               allow_absent_group=True))
     assert changed["after"].get("consumer.session.timeout.ms") == "7000"
     with _admin(cluster) as admin:
         assert admin.describe_group_config(group).dynamic == {"consumer.session.timeout.ms": "7000"}

@@ -281,7 +281,8 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
             started = time.monotonic()
             with pytest.raises(E.Kip848Error) as err:
                 KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=CONN, group_id=group, backend=backend,
-                                         set_configs={"consumer.session.timeout.ms": 30000}).execute(context)
+                                         set_configs={"consumer.session.timeout.ms": 30000},
+                                             allow_absent_group=True).execute(context)
             errors[f"config-{backend}"] = (err.value, time.monotonic() - started)
     finally:
         monkeypatch.setattr(KafkaAdmin, "alter_group_offsets", real_alter)
@@ -303,7 +304,7 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
     assert compared["counts"]["equal"] == 2 and compared["preserved"], "offsets are back to the snapshot"
     assert restore.execute(context)["restored"] == {}, "a second retry restores nothing"
     config = KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=CONN, group_id=group,
-                                      set_configs={"consumer.session.timeout.ms": 30000})
+                                      set_configs={"consumer.session.timeout.ms": 30000}, allow_absent_group=True)
     assert config.execute(context)["applied"]
     assert not config.execute(context)["applied"]
     _report(record_property, **{f"{name}_failed_after_s": round(t, 1) for name, (_, t) in errors.items()},
@@ -358,7 +359,7 @@ def _audit_records(tmp_path) -> int:
 
 def _feature_case(broker, unique, tmp_path):
     with _admin(broker) as admin:
-        admin.update_feature("streams.version", 0, action="downgrade")
+        admin.update_feature("streams.version", 0, action="downgrade", override_dependent_groups=True)
     kwargs = {"kafka_conn_id": CONN, "feature": "streams.version", "level": 1}
 
     def state(admin):

@@ -79,7 +79,8 @@ def test_crashed_members_are_removed_without_waiting_for_the_session(native, boo
     create_topics(bootstrap, {topic: 2})
     produce(bootstrap, topic, [b"a", b"b"])
     if protocol == "consumer":  # the session of consumer groups is broker-side: make it long for this group
-        native.alter_group_config(group, {"consumer.session.timeout.ms": 60000, "consumer.heartbeat.interval.ms": 500})
+        native.alter_group_config(group, {"consumer.session.timeout.ms": 60000, "consumer.heartbeat.interval.ms": 500},
+            allow_absent_group=True)
     members = [
         _member(bootstrap, group, topic, protocol, "dyn", tmp_path, session_timeout_ms=60000),
         _member(bootstrap, group, topic, protocol, "static", tmp_path, session_timeout_ms=60000, instance_id="static-1"),

@@ -64,7 +64,8 @@ def test_feature_operator_dry_run_change_and_noop(own_cluster, monkeypatch, cont
 def test_group_config_operator_set_rerun_delete(kafka_conn, native, unique, context, backend):
     group = unique("cfg-op")
     op = KafkaGroupConfigOperator(task_id="set", group_id=group, backend=backend,
-                                  set_configs={"streams.num.standby.replicas": 1, "streams.session.timeout.ms": 10000})
+                                  set_configs={"streams.num.standby.replicas": 1, "streams.session.timeout.ms": 10000},
+                                      allow_absent_group=True)
     first = op.execute(context)
     assert first["applied"] and first["changed"] == {"streams.num.standby.replicas": [None, "1"],
                                                      "streams.session.timeout.ms": [None, "10000"]}
@@ -73,9 +74,11 @@ def test_group_config_operator_set_rerun_delete(kafka_conn, native, unique, cont
     assert native.describe_group_config(group).dynamic == first["after"]
     with pytest.raises(AirflowFailException, match="group.streams.max.standby.replicas=2"):
         KafkaGroupConfigOperator(task_id="bad", group_id=group, backend=backend,
-                                 set_configs={"streams.num.standby.replicas": 5}).execute(context)
+                                 set_configs={"streams.num.standby.replicas": 5},
+                                     allow_absent_group=True).execute(context)
     deleted = KafkaGroupConfigOperator(task_id="del", group_id=group, backend=backend,
-                                       delete_configs=["streams.session.timeout.ms"]).execute(context)
+                                       delete_configs=["streams.session.timeout.ms"],
+                                           allow_absent_group=True).execute(context)
     assert deleted["after"] == {"streams.num.standby.replicas": "1"}
 
 
@@ -219,7 +222,7 @@ def test_preflight_on_a_healthy_cluster_and_on_each_blocker(own_cluster, monkeyp
         assert admin.group_listing(custom.group).type is GroupType.CLASSIC
 
         # streams.version at 0
-        admin.update_feature("streams.version", 0, action="downgrade")
+        admin.update_feature("streams.version", 0, action="downgrade", override_dependent_groups=True)
         with pytest.raises(AirflowFailException, match="feature_finalized: streams.version finalized at 0"):
             preflight("classic_to_streams", unique("offline"), expect_empty=False).execute(context)
         with pytest.raises(AirflowFailException):

@@ -58,11 +58,14 @@ def test_group_config_set_describe_delete_parity(native, cli, unique):
     for name, backend in (("native", native), ("cli", cli)):
         group = unique(f"cfg-{name}")
         applied = backend.alter_group_config(group, {"consumer.session.timeout.ms": 10000,
-                                                     "streams.num.standby.replicas": 1})
-        repeated = backend.alter_group_config(group, {"consumer.session.timeout.ms": "10000"})
-        dry = backend.alter_group_config(group, {"consumer.session.timeout.ms": 12000}, dry_run=True)
-        deleted = backend.alter_group_config(group, delete_configs=["consumer.session.timeout.ms"])
-        deleted_again = backend.alter_group_config(group, delete_configs=["consumer.session.timeout.ms"])
+                                                     "streams.num.standby.replicas": 1}, allow_absent_group=True)
+        repeated = backend.alter_group_config(group, {"consumer.session.timeout.ms": "10000"}, allow_absent_group=True)
+        dry = backend.alter_group_config(group, {"consumer.session.timeout.ms": 12000}, dry_run=True,
+            allow_absent_group=True)
+        deleted = backend.alter_group_config(group, delete_configs=["consumer.session.timeout.ms"],
+            allow_absent_group=True)
+        deleted_again = backend.alter_group_config(group, delete_configs=["consumer.session.timeout.ms"],
+            allow_absent_group=True)
         assert native.describe_group_config(group) == cli.describe_group_config(group)
         outcomes[name] = [replace(c, group_id="G") for c in (applied, repeated, dry, deleted, deleted_again)]
     assert outcomes["native"] == outcomes["cli"]

@@ -8,7 +8,6 @@ import os
 import re
 import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -81,6 +80,7 @@ class ArgvWatcher(threading.Thread):
         self.leaks: list[str] = []
         self.kafka_tool_runs = 0
         self.command_config_modes: set[str] = set()
+        self.command_config_paths: set[str] = set()
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
@@ -92,6 +92,7 @@ class ArgvWatcher(threading.Thread):
                     args = argv.split(b"\0")
                     if b"--command-config" in args:
                         path = args[args.index(b"--command-config") + 1].decode()
+                        self.command_config_paths.add(path)
                         try:
                             self.command_config_modes.add(oct(os.stat(path).st_mode & 0o777))
                         except OSError:
@@ -99,7 +100,8 @@ class ArgvWatcher(threading.Thread):
             self.stop_flag.wait(0.02)
 
 
-def test_password_never_reaches_logs_results_or_process_arguments(sasl_kafka, kafka_version, monkeypatch, caplog, capfd):
+def test_password_never_reaches_logs_results_or_process_arguments(sasl_kafka, kafka_version, monkeypatch, caplog, capfd,
+                                                                  tmp_path):
     caplog.set_level(logging.DEBUG)
     conn = {"conn_type": "kafka_admin", "host": sasl_kafka.sasl_bootstrap_servers, "login": "admin",
             "password": PASSWORD, "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
@@ -107,7 +109,10 @@ def test_password_never_reaches_logs_results_or_process_arguments(sasl_kafka, ka
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SASL", json.dumps(conn))
     bad = {**conn, "password": PASSWORD + "-wrong"}
     monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SASL_BAD", json.dumps(bad))
-    before = set(Path(tempfile.gettempdir()).glob("kip848-cli-*"))
+    # a private temp dir: the machine's /tmp is shared with other runs, which create and remove their own
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
 
     watcher = ArgvWatcher(PASSWORD)
     watcher.start()
@@ -117,7 +122,8 @@ def test_password_never_reaches_logs_results_or_process_arguments(sasl_kafka, ka
             with hook_cls("kafka_sasl") as hook:
                 outputs.append(hook.describe_features().to_dict())
                 outputs.append(hook.update_feature("streams.version", 0, action="downgrade", dry_run=True).to_dict())
-                outputs.append(hook.alter_group_config("sasl-group", {"streams.num.standby.replicas": 1}).to_dict())
+                outputs.append(hook.alter_group_config("sasl-group", {"streams.num.standby.replicas": 1},
+                    allow_absent_group=True).to_dict())
                 outputs.append(hook.describe_group_config("sasl-group").to_dict())
                 outputs.append(repr(hook.settings))
                 outputs.append(hook.test_connection())
@@ -136,4 +142,6 @@ def test_password_never_reaches_logs_results_or_process_arguments(sasl_kafka, ka
     assert PASSWORD not in caplog.text
     assert PASSWORD not in captured.out and PASSWORD not in captured.err
     assert PASSWORD not in json.dumps(outputs, default=str)
-    assert set(Path(tempfile.gettempdir()).glob("kip848-cli-*")) == before, "command-config files are removed"
+    assert watcher.command_config_paths, "the watcher saw the tools' --command-config files"
+    assert all(p.startswith(str(private_tmp)) and not os.path.exists(p) for p in watcher.command_config_paths)
+    assert list(private_tmp.glob("kip848-cli-*")) == [], "command-config files are removed"

@@ -125,7 +125,7 @@ def _feature_upgrade(scene):
 def _group_config_change(scene):
     return KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=scene["conn"], backend=scene["backend"],
                                     group_id=CONFIG_GROUP, set_configs={"streams.num.standby.replicas": 1}
-                                    ).execute({"ti": RecordingTI()})
+                                    , allow_absent_group=True).execute({"ti": RecordingTI()})
 
 
 def _describe(scene):
@@ -284,7 +284,8 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 task_id="feature", feature="streams.version", level=1, dry_run=True, **common).execute(context)
             results[f"config-{backend}"] = KafkaGroupConfigOperator(
                 task_id="config", group_id=SECRETS_GROUP, **common,
-                set_configs={"streams.num.standby.replicas": 1 if backend == "native" else 2}).execute(context)
+                set_configs={"streams.num.standby.replicas": 1 if backend == "native" else 2},
+                    allow_absent_group=True).execute(context)
             if backend == "native":
                 results["snapshot"] = SnapshotGroupOffsetsOperator(
                     task_id="snapshot", group_id=SECRETS_GROUP, path=snapshot_path, **common).execute(context)
@@ -300,7 +301,8 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 task_id="compare", group_id=SECRETS_GROUP, snapshot_path=snapshot_path, **common).execute(context)
             with pytest.raises(AirflowFailException) as failed:
                 KafkaGroupConfigOperator(task_id="config", group_id=SECRETS_GROUP, kafka_conn_id=bad, backend=backend,
-                                         set_configs={"streams.num.standby.replicas": 0}).execute(context)
+                                         set_configs={"streams.num.standby.replicas": 0},
+                                             allow_absent_group=True).execute(context)
             assert isinstance(failed.value.__cause__, AuthenticationFailed)
             failures.append(str(failed.value))
             with KafkaGroupAdminHook(conn) as hook:

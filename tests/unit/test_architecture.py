@@ -37,7 +37,7 @@ LAYERS = {
 }
 #: inside the core: module (or sub-package) -> layer
 KAFKA_LAYERS = {
-    "errors": 0, "arguments": 0, "cache": 0,
+    "errors": 0, "arguments": 0, "cache": 0, "files": 0,
     "settings": 1, "model": 1,
     "rules": 2, "translate": 2,
     "api": 3,

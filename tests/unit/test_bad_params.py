@@ -13,7 +13,11 @@ import copy
 
 import pytest
 from airflow.sdk.exceptions import ParamValidationError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from airflow_provider_kip848.kafka.arguments import require_group_id
+from airflow_provider_kip848.kafka.errors import InvalidGroupId
 from tests.conftest import REPO
 
 
@@ -93,3 +97,42 @@ def test_params_form_refuses_bad_value(dagbag, dag_id, bad, fragment):
     message = str(err.value)
     assert f"Invalid input for param {key}:" in message
     assert fragment in message
+
+
+#: The form field of each DAG that names the group (what the operators then refuse if it is unusable).
+GROUP_FIELDS = [("kafka_group_config_change", "group_id"), ("kip848_consumer_rolling_upgrade", "group_id"),
+                ("kip1071_streams_offline_migration", "application_id")]
+
+
+@pytest.mark.parametrize("dag_id, field", GROUP_FIELDS)
+def test_generated_group_ids_the_form_accepts_are_ids_the_provider_accepts(dagbag, dag_id, field):
+    """Generated ids (blanks, control and invisible characters, look-alikes): the trigger form and the
+    operators agree, so an id the form lets through never fails the run for being unusable, and an id
+    with blanks around it or an invisible character is refused before the run starts."""
+    dag = dagbag.dags[dag_id]
+    seen: set[str] = set()
+    accepted = refused = 0
+
+    @given(st.one_of(st.text(max_size=8), st.sampled_from(["orders", " orders", "orders ", "ord\u200bers",
+                                                           "orders\n", "оrders", "\ufefforders", "a b"])))
+    @settings(max_examples=150, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    def case(group_id):
+        nonlocal accepted, refused
+        seen.add(group_id)
+        params = copy.deepcopy(dag.params)
+        params.update(VALID.get(dag_id, {}))
+        try:
+            params[field] = group_id  # assigning validates the value, as the form does
+            params.validate()
+        except ParamValidationError as err:
+            refused += 1
+            assert f"Invalid input for param {field}:" in str(err)
+            with pytest.raises(InvalidGroupId):
+                require_group_id(group_id)
+            return
+        accepted += 1
+        assert require_group_id(group_id) == group_id
+
+    case()
+    assert len(seen) >= 100 and accepted >= 10 and refused >= 10, (len(seen), accepted, refused)

@@ -51,7 +51,7 @@ Caused by: org.apache.kafka.common.errors.InvalidConfigurationException: {msg}
     ("kafka-get-offsets", 1, "Error occurred: Could not match any topic-partitions with the specified filters\n", "",
      E.UnknownTopicOrPartition, "Could not match any topic-partitions"),
     ("kafka-features", 1, "", "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a "
-     "node assignment. Call: describeFeatures\n", E.OperationTimedOut, "Timed out waiting for a node assignment"),
+     "node assignment. Call: describeFeatures\n", E.KafkaConnectionError, "no broker at"),
     ("kafka-consumer-groups", 3, "something odd\n", "", E.KafkaToolError, "something odd"),
 ])
 def test_failures_map_to_specific_errors(tool, rc, stdout, stderr, error, fragment):

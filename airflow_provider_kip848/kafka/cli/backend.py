@@ -160,6 +160,7 @@ class KafkaCli(GroupAdmin):
         return P.parse_streams_group(group_id, state, members)
 
     def delete_group(self, group_id: str) -> None:
+        require_group_id(group_id)
         streams = self.group_listing(group_id).type is GroupType.STREAMS
         tool = "kafka-streams-groups" if streams else "kafka-consumer-groups"
         with self.requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
@@ -168,6 +169,7 @@ class KafkaCli(GroupAdmin):
     # -- offsets -----------------------------------------------------------------
 
     def group_offsets(self, group_id: str) -> GroupOffsets:
+        require_group_id(group_id)
         listing = self.group_listing(group_id)
         tool = "kafka-streams-groups" if listing.type is GroupType.STREAMS else "kafka-consumer-groups"
         with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):

@@ -159,6 +159,14 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
         raise E.UnknownTopicOrPartition(message)
     if "UnsupportedVersionException" in out:
         raise E.UnsupportedBrokerVersion(message)
+    raise _timeout_or_tool_error(out, message, settings)
+
+
+def _timeout_or_tool_error(out: str, message: str, settings: ClientSettings) -> E.Kip848Error:
+    if re.search(r"Timed out waiting for a node assignment|Timed out waiting to send the call", out):
+        # the Java admin client never reached a broker: the same error the native backend raises
+        return E.KafkaConnectionError(f"{message.rstrip('.')} (no broker at {settings.bootstrap_servers} answered "
+                                      f"within {settings.request_timeout_ms} ms).")
     if "TimeoutException" in out:
-        raise E.OperationTimedOut(message)
-    raise E.KafkaToolError(message)
+        return E.OperationTimedOut(message)
+    return E.KafkaToolError(message)

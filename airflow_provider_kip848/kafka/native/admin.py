@@ -29,7 +29,7 @@ from kafka.structs import TopicPartition as KafkaPythonTopicPartition
 
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import ClusterAdmin
-from airflow_provider_kip848.kafka.arguments import id_list, require_group_id
+from airflow_provider_kip848.kafka.arguments import id_list, require_bool, require_group_id
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
@@ -342,6 +342,7 @@ class KafkaAdmin(ClusterAdmin):
 
     def delete_group(self, group_id: str) -> None:
         """Delete an empty group (its committed offsets go with it)."""
+        require_group_id(group_id)
         self.group_listing(group_id)
         with self.requires(f"delete group {group_id!r}", ("DELETE", "GROUP", group_id)):
             response = self._t.send(lambda: DeleteGroupsRequest(groups_names=[group_id]), group_id=group_id,
@@ -375,8 +376,13 @@ class KafkaAdmin(ClusterAdmin):
         are refused here with the reason. Unknown ids raise before anything is
         removed unless ``missing_ok``.
         """
+        require_group_id(group_id)
         member_ids = id_list("member_ids", member_ids)
         instance_ids = id_list("instance_ids", instance_ids)
+        all_members = require_bool(all_members, "all_members")
+        missing_ok = require_bool(missing_ok, "missing_ok")
+        if not all_members and not member_ids and not instance_ids:
+            raise E.InvalidArgument("remove_members needs member_ids, instance_ids or all_members=True.")
         desc = self.describe_group(group_id)
         if isinstance(desc, StreamsGroupDescription):
             raise E.WrongGroupType(
@@ -426,6 +432,7 @@ class KafkaAdmin(ClusterAdmin):
         Partitions assigned to members but without a commit are included with
         ``committed=None``, as ``kafka-consumer-groups --describe`` lists them.
         """
+        require_group_id(group_id)
         desc = self.describe_group(group_id)
         with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
             # OffsetFetch through kafka-python: librdkafka 2.16 aborts the process when a coordinator-bound

@@ -10,11 +10,14 @@ this plan, so they refuse and no-op identically.
 
 from __future__ import annotations
 
-from airflow_provider_kip848.kafka.errors import InvalidFeatureLevel
+from collections.abc import Mapping
+
+from airflow_provider_kip848.kafka.errors import FeatureInUse, InvalidFeatureLevel
 from airflow_provider_kip848.kafka.model import (
     METADATA_VERSION_NAMES,
     ClusterFeatures,
     FeatureUpdate,
+    GroupType,
     feature_level_name,
 )
 
@@ -49,7 +52,9 @@ def plan_feature_update(
     dry_run: bool = False,
 ) -> FeatureUpdate:
     """The change to make (or the no-op), validated against what the cluster reports."""
-    if action not in ACTIONS:
+    if not isinstance(feature, str):
+        raise InvalidFeatureLevel(f"The feature name must be a string, not {type(feature).__name__} {feature!r}.")
+    if not isinstance(action, str) or action not in ACTIONS:
         raise InvalidFeatureLevel(f"Unknown feature action {action!r}.", remedy=f"Use one of {', '.join(ACTIONS)}.")
     if feature not in features:
         raise InvalidFeatureLevel(
@@ -90,3 +95,38 @@ def outcome_message(update: FeatureUpdate, *, dry_run: bool) -> str:
     verb = _PAST[update.action]
     target = "" if update.action == "disable" else f" to {feature_level_name(update.feature, update.to_level)}"
     return f"{update.feature} {'can be' if dry_run else 'was'} {verb}{target}."
+
+
+#: The group type each group-protocol feature enables. Lowering the feature under such groups makes
+#: their members fail fatally (UNSUPPORTED_VERSION on every heartbeat) and their state unreadable.
+FEATURE_GROUP_TYPES = {"group.version": GroupType.CONSUMER, "streams.version": GroupType.STREAMS,
+                       "share.version": GroupType.SHARE}
+
+
+def dependent_group_type(update: FeatureUpdate) -> GroupType | None:
+    """The group type a planned change takes away (a downgrade or disable of a group-protocol feature)."""
+    if update.noop or update.to_level >= update.from_level:
+        return None
+    return FEATURE_GROUP_TYPES.get(update.feature)
+
+
+def describe_dependents(groups: Mapping[str, int]) -> str:
+    """``'orders' (3 member(s)), 'audit' (empty)`` for at most ten groups, those with members first."""
+    def one(group_id: str, members: int) -> str:
+        count = "members unknown" if members < 0 else "empty" if members == 0 else f"{members} member(s)"
+        return f"{group_id!r} ({count})"
+    ranked = sorted(groups.items(), key=lambda item: (-item[1] if item[1] > 0 else 1 if item[1] == 0 else 0, item[0]))
+    shown = ", ".join(one(g, n) for g, n in ranked[:10])
+    return shown + (f" and {len(groups) - 10} more" if len(groups) > 10 else "")
+
+
+def refuse_dependents(update: FeatureUpdate, groups: Mapping[str, int]) -> FeatureInUse | None:
+    """The refusal of a change that lowers a feature while ``groups`` (id -> members) depend on it."""
+    gtype = dependent_group_type(update)
+    if gtype is None or not groups:
+        return None
+    live = sum(n for n in groups.values() if n > 0)
+    return FeatureInUse(
+        f"{update.action.capitalize()} of {update.feature} {update.from_level} -> {update.to_level} refused: "
+        f"{len(groups)} {gtype.value} group(s) depend on it ({live} live member(s)): {describe_dependents(groups)}",
+        groups=groups)

@@ -25,11 +25,13 @@ from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
     ConsumerGroupDescription,
+    FeatureUpdate,
     GroupCoordinatorConfig,
     GroupListing,
     GroupType,
     StreamsGroupDescription,
 )
+from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES, refuse_dependents
 
 MODES = {
     "classic_to_consumer": "online upgrade of a classic group to the consumer protocol (KIP-848)",
@@ -37,6 +39,8 @@ MODES = {
     "classic_to_streams": ("offline migration of a Kafka Streams application's classic group to a streams group "
                            "(KIP-1071)"),
     "enable_feature": "finalize a feature level (group.version or streams.version)",
+    "downgrade_feature": ("lower or disable group.version, streams.version or share.version (refused while groups "
+                          "of that type exist)"),
 }
 PASS, WARN, FAIL = "pass", "warn", "fail"
 #: the protocol each group mode moves to
@@ -101,6 +105,8 @@ class PreflightFacts:
     listing: GroupListing | None = None
     description: ConsumerGroupDescription | StreamsGroupDescription | None = None
     user_data: dict[str, bytes] = field(default_factory=dict)
+    #: downgrade_feature: every group of the type the feature enables -> its member count
+    dependent_groups: dict[str, int] = field(default_factory=dict)
 
 
 def run_preflight(
@@ -133,6 +139,12 @@ def run_preflight(
         checks.append(_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
                                       declared_broker_version, streams=feature == "streams.version"))
         checks.append(_feature_enable(facts, feature, level))
+        return PreflightReport(mode, group_id, tuple(checks))
+    if mode == "downgrade_feature":
+        if feature not in FEATURE_GROUP_TYPES:
+            raise InvalidArgument(f"mode downgrade_feature needs feature group.version, streams.version or "
+                                  f"share.version, not {feature!r}.")
+        checks.append(_feature_downgrade(facts, feature, 0 if feature_level is None else int(feature_level)))
         return PreflightReport(mode, group_id, tuple(checks))
     if not group_id:
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
@@ -240,6 +252,19 @@ def _feature_enable(facts: PreflightFacts, feature: str, level: int) -> Check:
                      f"{feature}={level} needs metadata.version >= {need[1]}; it is at level {mv}",
                      f"Upgrade metadata.version first: kafka-features upgrade --metadata {need[1]} (or later).")
     return Check("feature_level", PASS, f"{feature} can go {info.finalized_level} -> {level}")
+
+
+def _feature_downgrade(facts: PreflightFacts, feature: str, level: int) -> Check:
+    current = facts.features.level(feature)
+    if level >= current:
+        return Check("dependent_groups", PASS, f"{feature} is at {current}; nothing is lowered")
+    update = FeatureUpdate(feature, "disable" if level == 0 else "downgrade", current, level, True, noop=False,
+                           applied=False, message="")
+    refusal = refuse_dependents(update, facts.dependent_groups)
+    if refusal is None:
+        return Check("dependent_groups", PASS,
+                     f"no {FEATURE_GROUP_TYPES[feature].value} group exists; {feature} can go {current} -> {level}")
+    return Check("dependent_groups", FAIL, refusal.what, refusal.remedy)
 
 
 def _group_type(facts: PreflightFacts, group_id: str, mode: str) -> Check:
