@@ -14,6 +14,7 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.kafka.model import feature_level_name
 
 #: Features the KIP-848 / KIP-1071 runbooks care about, in the order they are checked.
@@ -34,8 +35,8 @@ MIGRATION_FEATURES = ("metadata.version", "group.version", "streams.version", "s
             description="A connection of type kafka_admin.",
         ),
         "report_path": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             title="Write the report to this file too",
             description="Optional local path; empty keeps the report in the task log and XCom only.",
         ),
@@ -60,7 +61,7 @@ def kafka_cluster_inventory():
         text = render_inventory(cluster, features, groups)
         print(text)
         if params.get("report_path"):
-            Path(params["report_path"]).write_text(text + "\n")
+            atomic_write_text(Path(params["report_path"]), text + "\n")
         return text
 
     report(describe_cluster(), describe_features(), list_groups())

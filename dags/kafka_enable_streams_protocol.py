@@ -48,11 +48,13 @@ DAG_ID = "kafka_enable_streams_protocol"
         "feature": Param("streams.version", type="string", enum=["streams.version", "group.version", "share.version"],
                          title="Feature"),
         "level": Param(1, type="integer", minimum=0, maximum=10, title="Target level"),
-        "declared_broker_version": Param("", type="string", title="Broker release (e.g. 4.2.1)",
+        "declared_broker_version": Param(None, type=["null", "string"], title="Broker release (e.g. 4.2.1)",
                                          description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on "
                                                      "the wire."),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
-        "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
         **change_control_params(),
     },
     render_template_as_native_obj=True,

@@ -66,7 +66,9 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
                                     description="Kafka accepts configs for any group id: without this, a group "
                                                 "the cluster does not list is refused (a mistyped id), naming "
                                                 "similar ids."),
-        "report_dir": Param("", type="string", title="Write the report here (local path or URL)"),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
         **change_control_params(),
     },
 )
@@ -156,7 +158,8 @@ def build_plan(params: dict, validation: dict | None = None) -> dict:
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             validation = hook.alter_group_config(
                 params["group_id"], {key: params["value"]} if params["action"] == "set" else {},
-                [key] if params["action"] == "delete" else [], dry_run=True).to_dict()
+                [key] if params["action"] == "delete" else [], dry_run=True,
+                allow_absent_group=bool(params.get("allow_absent_group"))).to_dict()
     before = validation["before"].get(key)
     after = validation["requested_set"].get(key) if params["action"] == "set" else None
     changes = () if before == after else (

@@ -34,6 +34,7 @@ from datetime import UTC
 import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
+from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
@@ -61,7 +62,9 @@ from airflow_provider_kip848.sensors.group import (
 DAG_ID = "kip1071_streams_offline_migration"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.application_id }}"
-SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':', '_') | replace('+', '_') }}"
+#: this run's own folder under the deployment's artifact location (every worker reaches it; see
+#: changecontrol.artifacts): a snapshot written by one worker is compared by another
+SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 GROUP_CONFIGS = ("{{ {'streams.num.standby.replicas': params.standby_replicas, "
                  "'streams.session.timeout.ms': params.session_timeout_ms, "
                  "'streams.heartbeat.interval.ms': params.heartbeat_interval_ms} }}")
@@ -78,11 +81,13 @@ AUDIT = "{{ params.audit_log }}"
     tags=["kafka", "kip1071", "streams", "migration", "downtime"],
     doc_md=__doc__,
     render_template_as_native_obj=True,
+    user_defined_macros=MACROS,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "application_id": Param("streams-wordcount", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
                                 title="Streams application.id (the group)"),
-        "declared_broker_version": Param("", type="string", title="Broker release (needed on 4.2: e.g. 4.2.1)"),
+        "declared_broker_version": Param(None, type=["null", "string"],
+                                         title="Broker release (needed on 4.2: e.g. 4.2.1)"),
         "standby_replicas": Param(0, type="integer", minimum=0, title="streams.num.standby.replicas"),
         "session_timeout_ms": Param(45000, type="integer", minimum=1, title="streams.session.timeout.ms"),
         "heartbeat_interval_ms": Param(5000, type="integer", minimum=1, title="streams.heartbeat.interval.ms"),
@@ -99,15 +104,20 @@ AUDIT = "{{ params.audit_log }}"
         "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
-        "output_topic": Param("", type="string", title="Output topic (captured before/after)"),
+        "output_topic": Param(None, type=["null", "string"], title="Output topic (captured before/after)",
+                              description="Empty: no output capture."),
         "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
         "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
         "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
         "window_tz": Param("UTC", type="string", title="Window time zone"),
         "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
         "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param("/tmp/kip848/snapshots", type="string", title="Offsets snapshots (path or URL)"),
-        "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
+        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
+                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
+                                          "(a location every worker reaches). Each run writes its own folder."),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },

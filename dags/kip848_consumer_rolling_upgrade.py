@@ -35,6 +35,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
@@ -51,7 +52,9 @@ from airflow_provider_kip848.sensors.group import (
 DAG_ID = "kip848_consumer_rolling_upgrade"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.group_id }}"
-SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':', '_') | replace('+', '_') }}"
+#: this run's own folder under the deployment's artifact location (every worker reaches it; see
+#: changecontrol.artifacts): a snapshot written by one worker is compared by another
+SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 
 
 @dag(
@@ -62,14 +65,18 @@ SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':',
     tags=["kafka", "kip848", "migration"],
     doc_md=__doc__,
     render_template_as_native_obj=True,
+    user_defined_macros=MACROS,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Consumer group"),
         "client_properties": Param({"group.protocol": "consumer"}, type="object",
                                    title="The application's client properties after the change"),
         "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
-        "subscription_pattern": Param("", type="string", title="Regex subscription, if any"),
-        "output_topic": Param("", type="string", title="Output topic to check for gaps (empty: skip)"),
+        "subscription_pattern": Param(None, type=["null", "string"], title="Regex subscription (only if the "
+                                      "consumers subscribe by pattern)",
+                                      description="Leave empty for consumers that subscribe to topic names."),
+        "output_topic": Param(None, type=["null", "string"], title="Output topic to check for gaps",
+                              description="Empty: skip the gap check."),
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
         "allowed_duplicates": Param(1000, type="integer", minimum=0,
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
@@ -89,8 +96,12 @@ SNAPSHOTS = "{{ params.snapshot_dir }}/{{ dag.dag_id }}/{{ run_id | replace(':',
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits"),
         "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
         "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param("/tmp/kip848/snapshots", type="string", title="Offsets snapshots (path or URL)"),
-        "report_dir": Param("", type="string", title="Write the report here (path or URL)"),
+        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
+                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
+                                          "(a location every worker reaches). Each run writes its own folder."),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         # no cluster change is applied by this DAG (the deployment rolls the consumers): no audit, no recheck

@@ -29,6 +29,8 @@ os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
 _AIRFLOW_HOME = Path(os.environ.get("KIP848_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="kip848-airflow-"))
 os.environ["KIP848_TEST_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+# the deployment's artifact location (snapshots, reports, audit) for runs that do not name their own
+os.environ["KIP848_ARTIFACTS_URL"] = str(_AIRFLOW_HOME / "artifacts")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 # Two DAG bundles: the example DAGs, and DAGs that exist only for tests (dag.test() finds a DAG through

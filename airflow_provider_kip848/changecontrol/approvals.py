@@ -145,6 +145,23 @@ class ApprovalPolicy:
                 f"The approval given at {at.isoformat(timespec='seconds')} is {_minutes(age)} old, more than the "
                 f"allowed {_minutes(self.max_age)} before the change is applied")
 
+    def who_may_approve(self, triggered_by: str | None) -> str:
+        """The Markdown the approval form shows: who may answer, who may not and why, and for how long
+        the approval holds (Airflow's own refusal of another user is a bare "403 Forbidden")."""
+        lines = ["**Who may approve**", ""]
+        if self.approvers:
+            eligible = [u for u in self.approvers if not (self.four_eyes and triggered_by and u == triggered_by)]
+            lines.append(f"- Approvers: {', '.join(eligible)} (anyone else is refused by Airflow).")
+        else:
+            lines.append("- Any user Airflow allows to answer approvals of this DAG (no approvers are named).")
+        if self.four_eyes and triggered_by:
+            lines.append(f"- Not {triggered_by}: they triggered this run (four-eyes rule).")
+        elif not self.four_eyes:
+            lines.append("- The four-eyes rule is relaxed for this run: the triggering user may approve.")
+        if self.max_age is not None:
+            lines.append(f"- The approval holds for {_minutes(self.max_age)}; after that the change asks again.")
+        return "\n".join(lines)
+
     def describe(self) -> dict[str, Any]:
         return {"approvers": list(self.approvers) or "anyone allowed by Airflow",
                 "four_eyes": "enforced" if self.four_eyes else "relaxed",

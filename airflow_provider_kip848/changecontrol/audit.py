@@ -131,8 +131,9 @@ def _records(source: str, text: str) -> list[dict[str, Any]]:
 def summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The lines a run report shows: what changed, from what to what, approved by whom."""
     return [{"kind": r["kind"], "target": r["target"], "before": r["before"], "after": r["after"],
-             "approved_by": [a.get("by") for a in r.get("approvals") or [] if a], "task_id": r["task_id"],
-             "at": r["at"], "record_id": r["record_id"]} for r in records]
+             # a reused approval (recheck) repeats its approver: each person once
+             "approved_by": list(dict.fromkeys(a.get("by") for a in r.get("approvals") or [] if a)),
+             "task_id": r["task_id"], "at": r["at"], "record_id": r["record_id"]} for r in records]
 
 
 # -- recording a task's changes ------------------------------------------------------------
@@ -145,14 +146,19 @@ class _DescribesCluster(Protocol):
     def describe_cluster(self) -> ClusterInfo: ...
 
 
-def audit_location(audit_log: str | None, connection_audit_log: str | None = None) -> str:
+def audit_location(audit_log: str | None, connection_audit_log: str | None = None,
+                   artifacts_root: str | None = None) -> str:
     """Where audit records go: the task's ``audit_log``, the connection's extra ``audit_log``,
-    ``$KIP848_AUDIT_LOG``, else ``$AIRFLOW_HOME/kip848/audit.jsonl``."""
+    ``$KIP848_AUDIT_LOG``, the deployment's artifact location (``<root>/audit``, one object per
+    record, or ``<root>/audit.jsonl`` for a shared path), else ``$AIRFLOW_HOME/kip848/audit.jsonl``
+    (one worker's disk: only for a single-machine deployment)."""
     for given in (audit_log, connection_audit_log):
         if given and str(given) not in ("None", ""):
             return str(given)
     if os.environ.get("KIP848_AUDIT_LOG"):
         return os.environ["KIP848_AUDIT_LOG"]
+    if artifacts_root:
+        return f"{artifacts_root.rstrip('/')}/audit" + ("" if "://" in artifacts_root else ".jsonl")
     home = os.environ.get("AIRFLOW_HOME") or os.path.expanduser("~/airflow")
     return os.path.join(home, "kip848", "audit.jsonl")
 

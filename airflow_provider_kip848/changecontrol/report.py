@@ -10,6 +10,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
+from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
 from airflow_provider_kip848.changecontrol.audit import summary
 
 
@@ -146,7 +147,8 @@ def refused(*decisions: dict[str, Any] | None) -> bool:
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
            lock: dict[str, Any] | None = None,
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
-    """Write the report (when a directory is given), log it, and fail the task for failing outcomes.
+    """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
+    see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.
 
     ``lock`` is what releasing the run's change lock said (``operators.lock.release_change_lock``);
     a run refused because another run holds the lock ends ``locked``.
@@ -155,8 +157,12 @@ def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, An
         report["lock"] = lock
         if lock.get("refused") and report["outcome"] == "failed":
             report["outcome"] = "locked"
-    if report_dir:
-        report["files"] = write_report(report_dir, report)
+    dag, run_id = context.get("dag"), context.get("run_id")
+    conn_id = (context.get("params") or {}).get("kafka_conn_id")
+    location = optional_run_location(report_dir, conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"),
+                                     "report")
+    if location:
+        report["files"] = write_report(location, report)
     logging.getLogger("airflow.task").info("%s", render_markdown(report))
     if report["outcome"] in fail_outcomes:
         raise AirflowFailException(f"{report['title']}: outcome {report['outcome']}"

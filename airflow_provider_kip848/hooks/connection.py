@@ -7,8 +7,9 @@ Field layout (the Airflow UI form is declared in ``get_provider_info``):
 * Login / Password: the SASL username and password (SASL_* protocols).
 * Extra fields: ``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``,
   ``ssl_certfile``, ``ssl_keyfile``, ``ssl_key_password``,
-  ``ssl_check_hostname``, ``request_timeout_ms``, and the CLI settings
-  ``kafka_home`` / ``kafka_version`` / ``cli_timeout``.
+  ``ssl_check_hostname``, ``request_timeout_ms``, the CLI settings
+  ``kafka_home`` / ``kafka_version`` / ``cli_timeout``, and the cluster's change
+  control: ``approvers``, ``four_eyes``, ``audit_log``, ``artifacts_url``.
 
 Extra keys are read plain (``security_protocol``) or with the legacy
 ``extra__kafka_admin__`` prefix older UIs wrote.
@@ -83,6 +84,28 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "cli_timeout": {
         "label": "CLI tool timeout (s)",
         "schema": {"type": ["integer", "null"], "minimum": 5, "default": 120},
+    },
+    # change control of this cluster (see docs/change-control.md) and where its artifacts go
+    "approvers": {
+        "label": "Approvers of changes to this cluster",
+        "schema": {"type": ["string", "null"]},
+        "description": "Comma-separated Airflow user ids; a DAG run's own approvers Param takes precedence.",
+    },
+    "four_eyes": {
+        "label": "Four-eyes rule",
+        "schema": {"type": ["string", "null"], "enum": ["required", "default", None]},
+        "description": "required: a run's Params cannot relax it (the triggering user never approves).",
+    },
+    "audit_log": {
+        "label": "Audit log (path or URL)",
+        "schema": {"type": ["string", "null"]},
+        "description": "Where every change of this cluster is recorded; an ObjectStorage URL every worker reaches.",
+    },
+    "artifacts_url": {
+        "label": "Artifacts location (snapshots, reports)",
+        "schema": {"type": ["string", "null"]},
+        "description": "An ObjectStorage URL (s3://conn@bucket/prefix ...) or a path every worker mounts; "
+                       "each run writes its own folder. Default: $KIP848_ARTIFACTS_URL.",
     },
 }
 

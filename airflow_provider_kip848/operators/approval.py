@@ -119,6 +119,7 @@ class _ChangeControl(HITLOperator):
         except ChangeControlError as exc:
             raise AirflowFailException(str(exc)) from exc
         self.assigned_users = cast(list[HITLUser] | None, assigned)
+        self.body = f"{self.body or ''}\n\n{policy.who_may_approve(who)}".strip()
         control = {**policy.describe(), "triggered_by": who,
                    "assigned_users": [u["id"] for u in assigned or []] or None}
         context["ti"].xcom_push(key="change_control", value=control)
@@ -259,15 +260,16 @@ def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Any]:
                                        "development clusters; the report says so."),
         "approval_max_age_minutes": Param(max_age_minutes, type="number", minimum=0,
                                           title="Approval expires after (minutes, 0: never)"),
-        "audit_log": Param("", type="string", title="Audit log (path or URL)",
-                           description="Empty: the connection's extra audit_log, else $KIP848_AUDIT_LOG, "
-                                       "else $AIRFLOW_HOME/kip848/audit.jsonl."),
+        "audit_log": Param(None, type=["null", "string"], title="Audit log (path or URL)",
+                           description="Empty: the connection's extra audit_log, else $KIP848_AUDIT_LOG, else "
+                                       "<artifact location>/audit, else $AIRFLOW_HOME/kip848/audit.jsonl."),
     }
 
 
 #: Templated arguments of the approval operators, from ``change_control_params``.
 APPROVAL_ARGS = {"approvers": "{{ params.approvers }}", "four_eyes": "{{ params.four_eyes }}",
-                 "kafka_conn_id": "{{ params.kafka_conn_id }}", "plan_task_id": "make_plan"}
+                 "kafka_conn_id": "{{ params.kafka_conn_id }}", "plan_task_id": "make_plan",
+                 "approval_max_age_minutes": "{{ params.get('approval_max_age_minutes') }}"}
 RECHECK_ARGS = {"approvers": "{{ params.approvers }}", "four_eyes": "{{ params.four_eyes }}",
                 "kafka_conn_id": "{{ params.kafka_conn_id }}",
-                "approval_max_age_minutes": "{{ params.approval_max_age_minutes }}"}
+                "approval_max_age_minutes": "{{ params.get('approval_max_age_minutes') }}"}

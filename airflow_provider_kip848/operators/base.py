@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kip848.changecontrol.artifacts import artifact_root
 from airflow_provider_kip848.changecontrol.audit import Change, audit_location, record_changes
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
@@ -133,5 +134,6 @@ class KafkaAdminBaseOperator(BaseOperator):
         if changes:
             hook = self.native_hook
             record_changes(context, self.task_id, changes, admin=hook,
-                           location=audit_location(self.audit_log, hook.extra("audit_log")),
+                           location=audit_location(self.audit_log, hook.extra("audit_log"),
+                                                   artifact_root(None, self.kafka_conn_id)),
                            approval_task_ids=self.approval_task_ids, log=self.log)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
+from airflow_provider_kip848.changecontrol.artifacts import ARTIFACTS_ENV
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.api import take_snapshot
@@ -32,6 +34,12 @@ def current_offsets(hook: KafkaAdminBaseHook, group_id: str) -> GroupOffsets:
 
 def load_snapshot(location: str) -> OffsetSnapshot:
     if not storage.exists(location):
+        if "://" not in location:  # a worker-local path: the snapshot may sit on another worker's disk
+            raise SnapshotInvalid(
+                f"No snapshot at {location} on worker {socket.gethostname()}.",
+                remedy=f"If another worker took it, this worker cannot see that worker's disk: point "
+                       f"${ARTIFACTS_ENV} (or the connection extra artifacts_url, or the DAG's snapshot_dir) at an "
+                       "ObjectStorage URL or a volume every worker mounts, or take a new snapshot.")
         raise SnapshotInvalid(f"No snapshot at {location}.")
     return OffsetSnapshot.from_json(storage.read_text(location), source=location)
 
@@ -90,7 +98,7 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
                 "group_type": snapshot.group_type, "group_state": snapshot.group_state,
                 "partitions": len(snapshot.partitions), "committed_partitions": len(snapshot.committed),
                 "total_lag": _lag(snapshot), "sha256": snapshot.sha256, "taken_at": snapshot.taken_at,
-                "reused": reused, "quarantined": quarantined}
+                "reused": reused, "quarantined": quarantined, "worker": socket.gethostname()}
 
 
 def _lag(snapshot: OffsetSnapshot) -> int:

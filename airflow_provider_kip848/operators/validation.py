@@ -11,6 +11,7 @@ cluster.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -21,6 +22,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 from airflow_provider_kip848.spark import job
+from airflow_provider_kip848.spark.jvm_output import line_level
 from airflow_provider_kip848.spark.session import connector_coordinates
 from airflow_provider_kip848.spark.submit import package_zip, submit_command
 
@@ -108,6 +110,11 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
                                  master=self.master, connector=self.reader == "connector")
             self.log.info("Running %s", " ".join(cmd))
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+        level = logging.INFO
+        for line in proc.stderr.splitlines():  # spark-submit's own log, at the level each line carries
+            if line.strip():
+                level = line_level(line, level)
+                self.log.log(level, "spark-submit: %s", line)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('{"passed"')]
         if proc.returncode not in (0, 3) or not lines:
             raise AirflowFailException(f"spark-submit exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")

@@ -22,6 +22,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from airflow_provider_kip848.changecontrol.artifacts import artifact_root
 from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
@@ -231,7 +232,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 left = [m["member_id"] for m in hook.describe_group(self.group_id).to_dict()["members"]]
                 record_changes(context, self.task_id,
                                [("members", self.group_id, {"members": list(removal.removed)}, {"members": left})],
-                               admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log")),
+                               admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log"),
+                                                                artifact_root(None, self.kafka_conn_id)),
                                log=self.log)
         if removal.failed:
             raise AirflowFailException(f"Could not force {removal.failed} out of group {self.group_id}.")

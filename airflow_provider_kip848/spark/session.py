@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from airflow_provider_kip848.kafka.cache import default_cache_dir
+from airflow_provider_kip848.spark.jvm_output import forward_jvm_output
 
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
@@ -41,7 +42,8 @@ def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool 
     if kafka_connector:
         builder = (builder.config("spark.jars.packages", connector_coordinates())
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
-    spark = builder.getOrCreate()
+    # the JVM inherits a pipe, not the task's stderr (which Airflow logs at ERROR): see spark.jvm_output
+    spark = forward_jvm_output(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -7,11 +7,13 @@ thread through Airflow's core API, as a person's clicks in the UI would.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, given, run_location
 from airflow_provider_kip848.testing.hitl import AutoResponder, prepare_in_main_thread  # noqa: PLC0415 - Airflow reads its config at first import
 
 
@@ -60,8 +62,12 @@ def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
     if responder and responder.errors:
         raise responder.errors[0]
     report = None
-    if conf.get("report_dir") and (Path(conf["report_dir"]) / "report.json").is_file():
-        report = json.loads((Path(conf["report_dir"]) / "report.json").read_text())
+    # The harness's connections carry no artifacts_url: the Param or the deployment's variable.
+    root = given(conf.get("report_dir")) or given(os.environ.get(ARTIFACTS_ENV))
+    if root and "://" not in root:
+        path = Path(run_location(root, dag.dag_id, run.run_id, "report")) / "report.json"
+        if path.is_file():
+            report = json.loads(path.read_text())
     return run, (responder.answered if responder else []), report
 
 

@@ -179,8 +179,8 @@ CASES = [
      "an upgrade to 0 would lower it", "Use action 'downgrade'"),
     ("feature-unknown", feature("kip848.version", 1), E.InvalidFeatureLevel,
      "Feature 'kip848.version' is not known to this cluster", "kafka-features describe"),
-    ("feature-unknown-action", feature("streams.version", 1, action="rollback"), E.InvalidFeatureLevel,
-     "Unknown feature action 'rollback'", "Use one of upgrade, downgrade, disable"),
+    ("feature-unknown-action", feature("streams.version", 1, action="rollback"), E.InvalidArgument,
+     "action must be one of upgrade, downgrade, disable, not 'rollback'", "Fix the task's arguments"),
     # offsets snapshots and restores
     ("snapshot-empty-group-id", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id="",
                                                                        path=str(s["work"] / "new.json")),
@@ -191,7 +191,8 @@ CASES = [
     ("snapshot-over-another-groups-snapshot", lambda s: SnapshotGroupOffsetsOperator(
         task_id="snap", group_id=BUSY, path=s["snap_good"]),
      SnapshotConflict, "holds a snapshot of group 'bad-op-empty'", "Use another path"),
-    ("restore-no-snapshot-file", restore("snap_absent"), SnapshotInvalid, "No snapshot at", "take a new one"),
+    ("restore-no-snapshot-file", restore("snap_absent"), SnapshotInvalid, "No snapshot at",
+     "a volume every worker mounts, or take a new snapshot"),
     ("restore-snapshot-not-json", restore("snap_not_json"), SnapshotInvalid, "is not JSON",
      "written by SnapshotGroupOffsetsOperator"),
     ("restore-snapshot-wrong-schema", restore("snap_wrong_schema"), SnapshotInvalid,

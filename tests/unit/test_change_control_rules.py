@@ -133,3 +133,21 @@ def test_connection_names_the_approvers_and_can_require_four_eyes(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_DEV_KAFKA", json.dumps({"conn_type": "kafka_admin", "host": "broker:9092"}))
     dev = KafkaChangeApprovalOperator(task_id="approval", subject="s", kafka_conn_id="dev_kafka", four_eyes="False")
     assert dev.policy().four_eyes is False and dev.policy().approvers == ()
+
+
+def test_a_reused_approval_lists_its_approver_once():
+    record = {"kind": "group_config", "target": "g:k", "before": None, "after": "1", "task_id": "apply",
+              "at": "2026-11-24T12:00:00+00:00", "record_id": "r1",
+              "approvals": [{"task_id": "approval", "by": "bob"}, {"task_id": "recheck_approval", "by": "bob",
+                                                                    "reused": True}]}
+    assert audit.summary([record])[0]["approved_by"] == ["bob"]
+
+
+def test_the_approval_form_says_who_may_approve_and_why_someone_may_not():
+    policy = ApprovalPolicy.from_values(["alice", "bob"], True, 60)
+    text = policy.who_may_approve("alice")
+    assert "- Approvers: bob (anyone else is refused by Airflow)." in text
+    assert "- Not alice: they triggered this run (four-eyes rule)." in text
+    assert "- The approval holds for 60.0 min; after that the change asks again." in text
+    anyone = ApprovalPolicy.from_values([], False, None).who_may_approve("carol")
+    assert "Any user Airflow allows" in anyone and "relaxed for this run" in anyone
