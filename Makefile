@@ -10,7 +10,8 @@ CONSTRAINTS := constraints/python3.11.txt
 export KIP848_CACHE_DIR ?= $(CURDIR)/.cache
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: demo test check venv kafka-fetch kafka-start kafka-stop lock clean
+
+.PHONY: demo test check system-deps venv kafka-fetch kafka-start kafka-stop lock clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
@@ -29,7 +30,11 @@ check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-test: check
+# Debian packages of the deploy tier (PostgreSQL, Redis, Chromium), installed when missing.
+system-deps:
+	scripts/system-deps.sh
+
+test: check system-deps
 	$(PY) -m pytest -v $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
@@ -42,7 +47,7 @@ kafka-stop: $(STAMP)
 
 # Re-pin the exact versions the suite runs on (after changing a range in pyproject.toml).
 lock:
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit]'
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit]' apache-airflow-providers-celery psycopg2-binary asyncpg
 	.lock-venv/bin/pip freeze --exclude airflow-provider-kip848 | grep -v '^-e' > $(CONSTRAINTS)
 	rm -rf .lock-venv
 

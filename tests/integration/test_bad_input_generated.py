@@ -74,6 +74,9 @@ def scene(kafka, tmp_path_factory) -> Iterator[dict[str, Any]]:
         try:
             with KafkaAdmin(ClientSettings(bootstrap)) as observer:
                 wait_until(lambda: len(observer.describe_group(BUSY).members) == 1, what="busy member")
+                # the member commits asynchronously: every example must see the same committed offsets
+                wait_until(lambda: sum(observer.group_offsets(BUSY).committed.values()) == 12,
+                           what="busy member committed what it read")
                 yield {"bootstrap": bootstrap, "observer": observer, "work": work}
         finally:
             busy.stop()

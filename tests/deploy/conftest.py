@@ -1,0 +1,64 @@
+"""The deploy tier: one real Airflow deployment (see deployment.py) shared by every test of the tier."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.browser import chromium
+from tests.deploy.deployment import Deployment
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+CONN_ID = "kafka_admin_default"
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) -> Iterator[Deployment]:
+    started = time.monotonic()
+    root = tmp_path_factory.mktemp("deployment")
+    # KIP848_DEPLOY_VENV: reuse an installed venv (local iteration only: CI always builds and installs)
+    reuse = os.environ.get("KIP848_DEPLOY_VENV")
+    dep = Deployment(root=root, bootstrap=kafka.bootstrap_servers, artifacts=root / "artifacts",
+                     venv_dir=Path(reuse) if reuse else None)
+    try:
+        if reuse:
+            dep.timings["install"] = 0.0
+        else:
+            dep.install()
+        dep.start()
+        # the cluster's connection, with its change control: alice and bob approve each other's changes
+        dep.api("alice", "POST", "/connections", json={
+            "connection_id": CONN_ID, "conn_type": "kafka_admin", "host": dep.bootstrap,
+            "extra": json.dumps({"approvers": "alice,bob", "four_eyes": "required"}),
+        }).raise_for_status()
+        dep.timings["ready"] = time.monotonic() - started
+        _report(pytestconfig, f"[deploy] Airflow deployment at {dep.base_url}: installed in "
+                f"{dep.timings['install']:.0f} s, components up in {dep.timings['start']:.0f} s")
+        yield dep
+    finally:
+        dep.stop()
+        _report(pytestconfig, f"[deploy] deploy tier wall time {time.monotonic() - started:.0f} s "
+                "(install, start, tests, stop)")
+
+
+def _report(config: pytest.Config, line: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def screenshots() -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    return SCREENSHOTS
+
+
+@pytest.fixture(scope="session")
+def browser():
+    with chromium() as b:
+        yield b
