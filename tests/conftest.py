@@ -54,8 +54,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "/integration/" in str(item.fspath) or "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-        if "/e2e/" in str(item.fspath):
+        if "/e2e/" in str(item.fspath) or "/deploy/" in str(item.fspath):
             item.add_marker(pytest.mark.slow)
+        if "/deploy/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.deploy)
 
 
 def _reporter(config: pytest.Config):

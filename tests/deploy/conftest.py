@@ -47,9 +47,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) ->
 
 
 def _report(config: pytest.Config, line: str) -> None:
+    """A line in the run's log, outside output capture (the tier's timings)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.getplugin("capturemanager")
     if reporter is not None:
-        reporter.write_line(line)
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ Required Actions page, and the change is applied."""
 
 from __future__ import annotations
 
-import pytest
 from playwright.sync_api import expect
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -11,8 +10,6 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.deploy.browser import shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
-
-pytestmark = [pytest.mark.slow, pytest.mark.deploy]
 
 DAG_ID = "kafka_group_config_change"
 GROUP = "deploy-approval-orders-app"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.deploy.browser import fill_param, open_trigger_form, shot, signed_in, submit_trigger_form
 from tests.deploy.deployment import Deployment, wait_for
-
-pytestmark = [pytest.mark.slow, pytest.mark.deploy]
 
 FORM_GROUP = "deploy-form-orders-app"
 #: What a user must type into each DAG's trigger form; everything else keeps its default.
@@ -19,6 +18,12 @@ MUST_FILL: dict[str, dict[str, str]] = {
     "kip848_consumer_rolling_upgrade": {"group_id": FORM_GROUP},
     "kip1071_streams_offline_migration": {},
 }
+#: DAGs whose run with these inputs must ask a person (the others may have nothing to change)
+ASKS_APPROVAL = {"kafka_group_config_change", "kip848_consumer_rolling_upgrade"}
+#: the runbooks' approval screenshots (docs/runbooks/*.md), taken here as the approver sees them
+APPROVAL_SHOTS = {"kafka_enable_streams_protocol": "enable_streams_protocol_approval",
+                  "kafka_group_config_change": "group_config_change_approval",
+                  "kip848_consumer_rolling_upgrade": "rolling_upgrade_approval"}
 TERMINAL = {"success", "failed", "skipped", "upstream_failed"}
 
 
@@ -60,13 +65,26 @@ def test_trigger_from_the_form_with_defaults(deployment: Deployment, browser, sc
     done = wait_for(started, 300, f"{dag_id}: a task run by a worker", interval=1, alive=deployment.check)
     assert done
 
-    # leave nothing waiting: a second person rejects what asks for approval, the run ends and unlocks
-    def ended() -> dict | None:
-        deployment.answer_pending(dag_id, run_id, "bob", "Reject")
+    # the run either ends or asks a second person; bob reads the approval in the UI and rejects it there
+    def asked_or_ended() -> list[dict] | dict | None:
+        if pending := deployment.pending_approvals(dag_id, run_id):
+            return pending
         current = deployment.run(dag_id, run_id)
         return current if current["state"] in ("success", "failed") else None
 
-    final = wait_for(ended, 600, f"{dag_id} run {run_id} ended", interval=2, alive=deployment.check)
+    waiting = wait_for(asked_or_ended, 300, f"{dag_id} run {run_id} asks or ends", interval=1,
+                       alive=deployment.check)
+    if dag_id in ASKS_APPROVAL:
+        assert isinstance(waiting, list), f"{dag_id} did not ask for approval: {deployment.states(dag_id, run_id)}"
+    if isinstance(waiting, list):
+        with signed_in(browser, deployment, "bob") as page:
+            page.goto(f"{deployment.base_url}/dags/{dag_id}/runs/{run_id}/tasks/approval/required_actions")
+            expect(page.get_by_text("Who may approve")).to_be_visible()
+            shot(page, screenshots, APPROVAL_SHOTS.get(dag_id, f"{dag_id}_approval"))
+            page.get_by_role("button", name="Reject").click()
+            wait_for(lambda: not deployment.pending_approvals(dag_id, run_id), 60, "rejection recorded",
+                     alive=deployment.check)
+    final = deployment.wait_run(dag_id, run_id)
     states = {t: ti["state"] for t, ti in deployment.task_instances(dag_id, run_id).items()}
     if dag_id == "kafka_cluster_inventory":
         assert final["state"] == "success", states
