@@ -3,6 +3,8 @@ Required Actions page, and the change is applied."""
 
 from __future__ import annotations
 
+import json
+
 from playwright.sync_api import expect
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -60,6 +62,16 @@ def test_self_approval_refused_second_admin_approves(deployment: Deployment, bro
     assert run["state"] == "success", states
     decision = deployment.xcom(DAG_ID, run_id, "approval", key="decision")
     assert decision["decision"] == "Approve" and decision["by"] == "bob", decision
+    # the audit record in the deployment's artifact location, written by whichever worker applied it
+    records = [json.loads(line) for line in (deployment.artifacts / "audit.jsonl").read_text().splitlines()]
+    mine = [r for r in records if r["run_id"] == run_id]
+    assert [r["target"] for r in mine] == [f"{GROUP}:consumer.heartbeat.interval.ms"], records
+    assert mine[0]["triggered_by"] == "alice" and mine[0]["after"] == "1500"
+    assert mine[0]["change_control"]["approval_max_age_minutes"] == 60  # the age that was enforced
+    assert mine[0]["change_control"]["four_eyes"] == "enforced"
+    # one decision, bob's; the recheck before apply reused it (and says so)
+    assert [(a["task_id"], a["by"], a["decision"], bool(a["reused"])) for a in mine[0]["approvals"]] == [
+        ("approval", "bob", "Approve", False), ("recheck_approval", "bob", "Approve", True)], mine[0]["approvals"]
     admin = KafkaAdmin(ClientSettings(deployment.bootstrap))
     try:
         assert admin.describe_group_config(GROUP).dynamic.get("consumer.heartbeat.interval.ms") == "1500"

@@ -107,9 +107,11 @@ def test_snapshot_by_one_worker_compared_by_the_other(deployment: Deployment, br
         assert report["outcome"] == "migrated", report
 
         # the compare (validate) ran after worker1 was gone: only worker2 could have read worker1's snapshot
+        # (this run's logs only: other DAGs of the shared deployment have validate tasks too)
         worker1_home = deployment.root / "homes" / "worker1"
-        assert not list(worker1_home.rglob("task_id=validate")), "validate ran on worker1"
-        assert list((deployment.root / "homes" / "worker2").rglob("task_id=validate"))
+        run_logs = Path("logs") / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=validate"
+        assert (deployment.root / "homes" / "worker2" / run_logs).is_dir(), "validate did not run on worker2"
+        assert not (worker1_home / run_logs).exists(), "validate ran on worker1"
         assert not list(worker1_home.rglob("before.json")), "the snapshot is not on a worker's own disk"
 
         with signed_in(browser, deployment, "alice") as page:  # the report where the UI shows it
