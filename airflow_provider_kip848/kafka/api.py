@@ -339,6 +339,10 @@ class ClusterAdmin(GroupAdmin):
         """Whether the cluster's metadata lists ``topic``."""
 
     @abstractmethod
+    def topic_partition_counts(self, topics: Iterable[str]) -> dict[str, int | None]:
+        """Each topic's partition count from one metadata read; None for a topic the cluster does not have."""
+
+    @abstractmethod
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` (already gone is fine) and wait until the metadata no longer lists it."""
 
@@ -346,9 +350,11 @@ class ClusterAdmin(GroupAdmin):
 # -- reads composed for the judges of rules/ ----------------------------------------------
 
 
-def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str | None = None) -> PreflightFacts:
+def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str | None = None,
+                         source_topics: Iterable[str] | None = None) -> PreflightFacts:
     """Everything :func:`~.rules.preflight.run_preflight` judges, read through ``admin`` (with ``feature``
-    one of the group-protocol features: the groups that depend on it)."""
+    one of the group-protocol features: the groups that depend on it; with ``source_topics``, whether
+    they exist and which topics the group has committed offsets on)."""
     listing: GroupListing | None = None
     description: GroupDescription | None = None
     user_data: dict[str, bytes] = {}
@@ -363,6 +369,12 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         classic = listing is not None and listing.type is GroupType.CLASSIC
         if classic and description is not None and description.members:
             user_data = admin.classic_assignment_user_data(group_id)
+    topics: dict[str, int | None] = {}
+    committed: tuple[str, ...] = ()
+    if source_topics is not None:
+        topics = admin.topic_partition_counts(source_topics)
+        if listing is not None and group_id:
+            committed = tuple(sorted({p.topic for p in admin.group_offsets(group_id).partitions}))
     return PreflightFacts(
         brokers=tuple(admin.broker_versions()),
         features=admin.describe_features(),
@@ -372,6 +384,8 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         user_data=user_data,
         dependent_groups=admin.dependent_groups(FEATURE_GROUP_TYPES[feature]) if feature in FEATURE_GROUP_TYPES
         else {},
+        source_topics=topics,
+        committed_topics=committed,
     )
 
 

@@ -149,3 +149,24 @@ def parse_number(value: object, name: str, *, minimum: float = 0, integer: bool 
     if number is None or not math.isfinite(number) or number < minimum or (integer and not number.is_integer()):
         raise InvalidArgument(f"{name} must be {kind} >= {minimum:g}, not {value!r}.")
     return int(number) if integer else number
+
+
+def topic_list(value: object, name: str = "topics") -> list[str] | None:
+    """Topic names from a list, or from comma-separated text (a form field, a rendered template);
+    None or empty text: not given. Names are stripped; an empty name or a non-text item is refused."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "[]")):
+        return None
+    if isinstance(value, str):
+        items: list[object] = [t for t in value.strip().strip("[]").split(",")]
+        items = [str(t).strip().strip("'\"") for t in items]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise InvalidArgument(f"{name} must be a list of topic names, not {value!r}.")
+    topics: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise InvalidArgument(f"{name} has an empty or non-text topic name: {value!r}.",
+                                  remedy="List topic names, e.g. ['orders', 'payments'].")
+        topics.append(item.strip())
+    return topics

@@ -8,7 +8,17 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
-from airflow_provider_kip848.kafka.rules.lint import ERROR, WARN, lint_client_config, load_properties
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.errors import GroupNotFound
+from airflow_provider_kip848.kafka.model import ConsumerGroupDescription, GroupType
+from airflow_provider_kip848.kafka.rules.lint import (
+    ERROR,
+    WARN,
+    lint_client_config,
+    load_properties,
+    server_assignor_names,
+)
+from airflow_provider_kip848.operators.base import check_group_id_arg
 
 SEVERITY_ORDER = {"info": 0, "warn": 1, "error": 2, "never": 3}
 
@@ -16,34 +26,70 @@ SEVERITY_ORDER = {"info": 0, "warn": 1, "error": 2, "never": 3}
 class ClientConfigLintOperator(BaseOperator):
     """Lint client properties (a dict, properties text, or a ``.properties`` path/URL) for ``target``.
 
-    Needs no cluster: it reads the application's config, as delivered by the
-    team that owns the deployment, before the rollout starts.
+    It reads the application's config, as delivered by the team that owns the
+    deployment, before the rollout starts. Given a connection it also reads
+    the brokers' ``group.consumer.assignors`` (which server-side assignor a
+    client that names none gets) and, given ``group_id``, the classic
+    assignor the group uses today; without one it judges the config alone.
 
     :param target: ``consumer``, ``classic`` (rollback) or ``streams``.
     :param client: ``java`` or ``librdkafka``.
+    :param client_version: the client library's release (e.g. ``4.1.0``, ``2.12.1``): checked against
+        the first production-ready release of the target protocol.
     :param subscription_pattern: the application's regex subscription, if any.
+    :param kafka_conn_id: optional connection to read the brokers' assignors (and the group's).
+    :param group_id: optional group whose current assignor is mapped.
     :param fail_on: ``error`` (default), ``warn`` or ``never``.
     :returns: ``{target, errors, warnings, findings: [{key, severity, message, fix}]}``
     """
 
-    template_fields = ("properties", "target", "client", "subscription_pattern")
+    template_fields = ("properties", "target", "client", "client_version", "subscription_pattern",
+                       "kafka_conn_id", "group_id")
     ui_color = "#fff4e5"
 
     def __init__(self, *, properties: dict | str, target: str = "consumer", client: str = "java",
-                 subscription_pattern: str | None = None, fail_on: str = "error", **kwargs: Any) -> None:
+                 client_version: str | None = None, subscription_pattern: str | None = None,
+                 kafka_conn_id: str | None = None, group_id: str | None = None, fail_on: str = "error",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if fail_on not in SEVERITY_ORDER:
             raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_ORDER)}")
-        self.properties, self.target, self.client = properties, target, client
+        if group_id:
+            check_group_id_arg(group_id)
+        self.properties, self.target, self.client, self.client_version = properties, target, client, client_version
         self.subscription_pattern, self.fail_on = subscription_pattern, fail_on
+        self.kafka_conn_id, self.group_id = kafka_conn_id, group_id
+
+    def _cluster_facts(self) -> tuple[list[str] | None, str | None]:
+        """The brokers' group.consumer.assignors and the group's classic assignor (None: not read)."""
+        if not self.kafka_conn_id or self.target != "consumer":
+            return None, None
+        with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+            raw = hook.group_coordinator_config().values.get("group.consumer.assignors")
+            assignors = list(server_assignor_names(raw)) or None
+            current = None
+            if self.group_id:
+                try:
+                    desc = hook.describe_group(self.group_id)
+                except GroupNotFound:
+                    desc = None
+                if isinstance(desc, ConsumerGroupDescription) and desc.type is GroupType.CLASSIC:
+                    current = desc.assignor or None
+        return assignors, current
 
     def execute(self, context: Any) -> dict:
         source = self.properties
         if isinstance(source, str) and "\n" not in source and source.endswith(".properties") and "://" in source:
             source = storage.read_text(source)
+        assignors, current = self._cluster_facts()
+        if assignors:
+            self.log.info("The brokers' group.consumer.assignors: %s", ", ".join(assignors))
         try:
             findings = lint_client_config(load_properties(source), self.target, client=self.client,
-                                          subscription_pattern=self.subscription_pattern or None)
+                                          subscription_pattern=self.subscription_pattern or None,
+                                          client_version=None if self.client_version in (None, "", "None")
+                                          else str(self.client_version),
+                                          broker_assignors=assignors, current_assignor=current)
         except ValueError as exc:
             raise AirflowFailException(str(exc)) from exc
         for f in findings:

@@ -7,7 +7,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
-from airflow_provider_kip848.kafka.arguments import parse_flag, parse_optional_flag
+from airflow_provider_kip848.kafka.arguments import parse_flag, parse_optional_flag, topic_list
 from airflow_provider_kip848.kafka.rules.preflight import MODES, run_preflight
 from airflow_provider_kip848.operators.base import (
     KafkaAdminBaseOperator,
@@ -21,7 +21,9 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
     """Check the cluster and the group for one migration mode and fail on any hard failure.
 
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
-    (rollback), ``classic_to_streams`` (offline KIP-1071 migration),
+    (rollback), ``classic_to_consumer_offline`` and ``consumer_to_classic_offline`` (stop all,
+    Empty, restart), ``classic_to_streams`` (offline KIP-1071 migration), ``streams_to_classic``
+    (its way back),
     ``enable_feature`` (finalize ``feature``=``feature_level``), ``downgrade_feature``
     (lower ``feature`` to ``feature_level``, default 0: refused while groups of the type it
     enables exist, naming them and their members). See
@@ -33,18 +35,21 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         empties the group later) on active members.
     :param rollback: the run offers an online rollback (``classic_to_consumer``): ``fail`` (default
         for such DAGs) or ``warn`` when the broker's migration policy cannot carry it; None: no check.
+    :param source_topics: streams modes: the application's source topics, checked to exist (a
+        missing one leaves the streams group NOT_READY) and against the topics the group committed on.
     :param fail_on_warn: treat warnings as failures.
     :returns: the report: ``{mode, group_id, passed, failures, warnings, checks: [{name, status, evidence, remedy}]}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
-                       "feature", "feature_level", "expect_empty", "rollback")
+                       "feature", "feature_level", "expect_empty", "rollback", "source_topics")
     ui_color = "#fff4e5"
     supported_backends = ("native",)
 
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
-                 rollback: str | None = None, fail_on_warn: bool = False, **kwargs: Any) -> None:
+                 rollback: str | None = None, source_topics: list[str] | str | None = None,
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", tuple(MODES))
         self.mode, self.group_id = mode, group_id
@@ -56,12 +61,15 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         if group_id:  # None or "": the mode decides at run time whether it needs one
             check_group_id_arg(group_id)
         self.rollback = rollback
+        self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
 
     def run(self, context: Any) -> dict:
         feature_mode = self.mode in ("enable_feature", "downgrade_feature")
+        topics = topic_list(self.source_topics, "source_topics")
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,
-                                     feature=self.feature if self.mode == "downgrade_feature" else None)
+                                     feature=self.feature if self.mode == "downgrade_feature" else None,
+                                     source_topics=topics)
         report = run_preflight(
             facts, self.mode, group_id=self.group_id or None,
             declared_broker_version=self.declared_broker_version or None,
@@ -69,6 +77,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
             feature=self.feature or None,
             feature_level=int(self.feature_level) if self.feature_level not in (None, "", "None") else None,
             rollback=self.rollback if self.rollback not in ("", "None") else None,
+            source_topics=topics,
         )
         for line in report.render_text().splitlines():
             self.log.info("%s", line)

@@ -259,8 +259,9 @@ def test_lint_operator_on_a_properties_file(tmp_path, context):
     with pytest.raises(AirflowFailException, match="consumer.session.timeout.ms=30000"):
         ClientConfigLintOperator(task_id="lint", properties=str(props), target="consumer").execute(context)
     ok = ClientConfigLintOperator(task_id="lint2", properties={"group.protocol": "consumer",
-                                                               "enable.auto.commit": "false"},
-                                  target="consumer").execute(context)
+                                                               "enable.auto.commit": "false",
+                                                               "group.remote.assignor": "range"},
+                                  target="consumer", client_version="4.1.0").execute(context)
     assert ok["errors"] == 0 and ok["findings"] == []
 
 
@@ -303,6 +304,76 @@ def test_preflight_refuses_a_rollback_the_upgrade_policy_cannot_carry(fresh_kafk
                               and all(m.protocol.value == "classic" for m in d.members) and d, timeout=60,
                               what="both instances back on classic")
             assert desc.type is GroupType.CONSUMER, "under policy=upgrade the group is never converted back online"
+    finally:
+        for m in members:
+            m.stop()
+
+
+def test_preflight_and_lint_read_the_real_assignors(kafka_conn, native, bootstrap, unique, tmp_path, context):
+    """librdkafka's cooperative-sticky group is refused online (its assignments carry userData) and the
+    remedy names the offline DAG; a range group is told that the brokers' default (read from the cluster)
+    would replace range; declared source topics are checked against the cluster and the group's commits."""
+    topic = unique("asg")
+    create_topics(bootstrap, {topic: 2})
+    produce(bootstrap, topic, [b"1", b"2", b"3"])
+    sticky, ranged = unique("coop-sticky"), unique("ranged")
+    members = [ConsumerProcess.start(bootstrap, sticky, [topic], protocol="classic", client_id="cs0",
+                                     assignor="cooperative-sticky", log_file=str(tmp_path / "cs0.log")),
+               ConsumerProcess.start(bootstrap, ranged, [topic], protocol="classic", client_id="r",
+                                     assignor="range", log_file=str(tmp_path / "r.log"))]
+    try:
+        for group in (sticky, ranged):
+            wait_until(lambda g=group: native.describe_group(g).state == "Stable", what=f"{group} Stable")
+        # one member that owned nothing before: no userData yet, but it comes with the next rebalance
+        if not any(native.classic_assignment_user_data(sticky).values()):
+            report = MigrationPreflightOperator(task_id="pre-cs1", kafka_conn_id=kafka_conn,
+                                                mode="classic_to_consumer", group_id=sticky).execute(context)
+            check = next(c for c in report["checks"] if c["name"] == "custom_assignor")
+            assert check["status"] == "warn" and "kip848_consumer_offline_migration" in check["remedy"], check
+        # a second instance (a rebalance): librdkafka's cooperative-sticky now writes assignment userData
+        members.append(ConsumerProcess.start(bootstrap, sticky, [topic], protocol="classic", client_id="cs1",
+                                             assignor="cooperative-sticky", log_file=str(tmp_path / "cs1.log")))
+        wait_until(lambda: any(native.classic_assignment_user_data(sticky).values()), what="assignment userData")
+        with pytest.raises(AirflowFailException, match="kip848_consumer_offline_migration"):
+            MigrationPreflightOperator(task_id="pre-cs", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
+                                       group_id=sticky).execute(context)
+        report = context["ti"].xcom["report"]
+        assert "custom_assignor" in report["failures"], report
+        # ... and the broker does refuse it online
+        with pytest.raises(KafkaException, match="GROUP_ID_NOT_FOUND|[Gg]roup"):
+            consume(bootstrap, sticky, [topic], 1, group_protocol="consumer", timeout=20)
+        assert native.group_listing(sticky).type is GroupType.CLASSIC
+        # offline: the same group passes (stop first: the DAG does)
+        offline = MigrationPreflightOperator(task_id="pre-off", kafka_conn_id=kafka_conn,
+                                             mode="classic_to_consumer_offline", group_id=sticky,
+                                             expect_empty=False).execute(context)
+        assert offline["passed"] and "custom_assignor" not in {c["name"] for c in offline["checks"]}
+
+        # range today; the brokers of this cluster offer uniform first
+        report = MigrationPreflightOperator(task_id="pre-r", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
+                                            group_id=ranged).execute(context)
+        mapping = next(c for c in report["checks"] if c["name"] == "assignor_mapping")
+        assert mapping["status"] == "warn" and "group.remote.assignor=range" in mapping["remedy"], mapping
+        assert "uniform,range" in mapping["evidence"]  # read from the brokers' group.consumer.assignors
+        lint = ClientConfigLintOperator(task_id="lint-r", properties={"group.protocol": "consumer"},
+                                        kafka_conn_id=kafka_conn, group_id=ranged, client="librdkafka",
+                                        client_version="2.12.1").execute(context)
+        finding = next(f for f in lint["findings"] if f["key"] == "group.remote.assignor")
+        assert finding["severity"] == "warn" and "'range'" in finding["message"], lint
+        assert not any(f["key"] == "client.version" for f in lint["findings"])
+        with pytest.raises(AirflowFailException, match="client.version"):
+            ClientConfigLintOperator(task_id="lint-old", properties={"group.protocol": "consumer"},
+                                     client="librdkafka", client_version="2.10.0").execute(context)
+
+        # source topics: one exists (and was consumed), one does not
+        with pytest.raises(AirflowFailException, match="source_topics"):
+            MigrationPreflightOperator(task_id="pre-src", kafka_conn_id=kafka_conn, mode="classic_to_streams",
+                                       group_id=ranged, expect_empty=False,
+                                       source_topics=f"{topic}, {topic}-missing").execute(context)
+        checks = {c["name"]: c for c in context["ti"].xcom["report"]["checks"]}
+        assert checks["source_topics"]["status"] == "fail" and f"{topic}-missing (missing)" in checks[
+            "source_topics"]["evidence"]
+        assert checks["topology"]["status"] == "warn" and f"new: {topic}-missing" in checks["topology"]["evidence"]
     finally:
         for m in members:
             m.stop()

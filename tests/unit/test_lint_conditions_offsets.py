@@ -45,12 +45,72 @@ def test_classic_config_linted_for_the_consumer_protocol():
     assert "consumer.session.timeout.ms=30000" in fix["session.timeout.ms"]
 
 
+def by_key(findings):
+    return {f.key: f for f in findings}
+
+
 def test_range_maps_to_range_and_custom_assignors_are_errors():
-    f = lint_client_config({"group.protocol": "consumer", "partition.assignment.strategy": "range"}, "consumer")
-    assert "group.remote.assignor=range" in f[0].fix
-    f = lint_client_config({"group.protocol": "consumer", "partition.assignment.strategy": "com.acme.MyAssignor"},
-                           "consumer")
-    assert "custom client assignor" in f[0].message
+    f = by_key(lint_client_config({"group.protocol": "consumer", "partition.assignment.strategy": "range"},
+                                  "consumer"))
+    assert "group.remote.assignor=range" in f["partition.assignment.strategy"].fix
+    # range today, uniform (the brokers' default) tomorrow unless the client asks for range
+    assert f["group.remote.assignor"].severity == "warn" and "group.remote.assignor=range" in f[
+        "group.remote.assignor"].fix
+    f = by_key(lint_client_config({"group.protocol": "consumer",
+                                   "partition.assignment.strategy": "com.acme.MyAssignor"}, "consumer"))
+    assert "custom client assignor" in f["partition.assignment.strategy"].message
+
+
+@pytest.mark.parametrize("client", ["java", "librdkafka"])
+def test_no_strategy_means_range_today_and_the_brokers_default_tomorrow(client):
+    """Both clients' default lists start with range: an application that names no assignor must not be
+    taken as moving to uniform without a word."""
+    f = by_key(lint_client_config({"group.protocol": "consumer"}, "consumer", client=client))
+    assert f["group.remote.assignor"].severity == "warn"
+    assert "'range'" in f["group.remote.assignor"].message and "'uniform'" in f["group.remote.assignor"].message
+    # asked for explicitly: nothing to say
+    assert "group.remote.assignor" not in by_key(lint_client_config(
+        {"group.protocol": "consumer", "group.remote.assignor": "range"}, "consumer", client=client))
+    # brokers whose default is range: nothing changes
+    assert "group.remote.assignor" not in by_key(lint_client_config(
+        {"group.protocol": "consumer"}, "consumer", client=client, broker_assignors=["range", "uniform"]))
+
+
+def test_remote_assignor_judged_against_the_brokers_assignors():
+    f = by_key(lint_client_config({"group.protocol": "consumer", "group.remote.assignor": "range"}, "consumer",
+                                  broker_assignors=["uniform"]))
+    assert f["group.remote.assignor"].severity == "error" and "group.consumer.assignors" in f[
+        "group.remote.assignor"].fix
+    # the group's own assignor (from a describe) wins over the client default
+    f = by_key(lint_client_config({"group.protocol": "consumer"}, "consumer", current_assignor="cooperative-sticky"))
+    assert "group.remote.assignor" not in f  # cooperative-sticky -> uniform, the default
+
+
+def test_client_release_per_protocol():
+    f = by_key(lint_client_config({"group.protocol": "consumer"}, "consumer", client="librdkafka",
+                                  client_version="2.11.1"))
+    assert f["client.version"].severity == "error" and "2.12" in f["client.version"].fix
+    assert "client.version" not in by_key(lint_client_config({"group.protocol": "consumer"}, "consumer",
+                                                             client="librdkafka", client_version="2.12.0"))
+    assert by_key(lint_client_config({"group.protocol": "consumer"}, "consumer", client="java",
+                                     client_version="3.9.1"))["client.version"].severity == "error"
+    assert by_key(lint_client_config({"group.protocol": "streams"}, "streams",
+                                     client_version="4.1.0"))["client.version"].severity == "error"
+    assert "client.version" not in by_key(lint_client_config({"group.protocol": "streams"}, "streams",
+                                                             client_version="4.2.1"))
+    # not given: said, not guessed
+    assert by_key(lint_client_config({"group.protocol": "streams"}, "streams"))["client.version"].severity == "info"
+    with pytest.raises(ValueError, match="client_version"):
+        lint_client_config({}, "consumer", client_version="latest")
+    with pytest.raises(ValueError, match="client"):
+        lint_client_config({}, "consumer", client="go")
+
+
+def test_the_java_default_protocol_moves_in_5_0():
+    # a rollback config that leaves group.protocol unset stays classic on 4.x, becomes consumer on 5.0
+    assert by_key(lint_client_config({}, "classic", client_version="4.3.1"))["group.protocol"].severity == "warn"
+    assert by_key(lint_client_config({}, "classic", client_version="5.0.0"))["group.protocol"].severity == "error"
+    assert "group.protocol" not in by_key(lint_client_config({"group.protocol": "classic"}, "classic"))
 
 
 def test_librdkafka_group_protocol_type_and_regex_semantics():
@@ -62,11 +122,25 @@ def test_librdkafka_group_protocol_type_and_regex_semantics():
                                        subscription_pattern="orders-.*"), "error")
 
 
+def test_streams_limitations():
+    props = {"group.protocol": "streams", "acceptable.recovery.lag": "10000", "max.warmup.replicas": "2",
+             "probing.rebalance.interval.ms": "600000", "rack.aware.assignment.tags": "zone",
+             "rack.aware.assignment.strategy": "min_traffic", "rack.aware.assignment.traffic_cost": "1",
+             "rack.aware.assignment.non_overlap_cost": "1", "task.assignor.class": "com.acme.Assignor"}
+    f = by_key(lint_client_config(props, "streams", client_version="4.2.1", subscription_pattern="orders-.*"))
+    assert {k for k in props if k != "group.protocol"} <= set(f)
+    assert f["task.assignor.class"].severity == "error" and f["max.warmup.replicas"].severity == "warn"
+    assert f["subscription"].severity == "error" and "regex" in f["subscription"].message
+    assert by_key(lint_client_config({"group.protocol": "streams"}, "streams", client="librdkafka"))[
+        "client"].severity == "error"
+
+
 def test_streams_config_keys_that_are_ignored_or_rejected():
     findings = lint_client_config({"group.protocol": "streams", "num.standby.replicas": "1",
                                    "consumer.session.timeout.ms": "10000", "group.instance.id": "x"}, "streams")
     assert keys(findings, "warn") >= {"num.standby.replicas", "consumer.session.timeout.ms"}
     assert keys(findings, "error") == {"group.instance.id"}
+    assert keys(findings, "info") >= {"client.version"}
     assert any("streams.num.standby.replicas=1" in f.fix for f in findings)
 
 

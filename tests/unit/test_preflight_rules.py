@@ -142,3 +142,89 @@ def test_the_version_remedy_says_how_to_read_the_brokers_own_release():
                            group_id="g").check("broker_version").remedy
     assert "'Kafka version: X'" in remedy and "kafka.server:type=app-info" in remedy
     assert "prints the tool's version, not the broker's" in remedy
+
+
+def test_cooperative_sticky_with_user_data_points_at_the_offline_dag():
+    """librdkafka's cooperative-sticky writes assignment userData: telling the user to "switch to a built-in
+    assignor" would send them to what they already use."""
+    r = run_preflight(facts(assignor="cooperative-sticky", user_data={"m0": b"\x00\x01", "m1": b"\x00\x01"}),
+                      "classic_to_consumer", group_id="g")
+    check = r.check("custom_assignor")
+    assert check.status == "fail" and "kip848_consumer_offline_migration" in check.remedy
+    assert "built-in" not in check.remedy
+    # a custom assignor: switch, or the same offline DAG
+    r = run_preflight(facts(assignor="acme", user_data={"m0": b"x", "m1": b""}), "classic_to_consumer", group_id="g")
+    assert "kip848_consumer_offline_migration" in r.check("custom_assignor").remedy
+    # the policy refusal names it too
+    r = run_preflight(facts(coord={"group.consumer.migration.policy": "disabled"}), "classic_to_consumer",
+                      group_id="g")
+    assert "kip848_consumer_offline_migration" in r.check("migration_policy").remedy
+
+
+@pytest.mark.parametrize("assignor, brokers, expected", [
+    ("range", "uniform,range", "warn"),        # range today, uniform by default tomorrow
+    ("range", "range,uniform", "pass"),
+    ("roundrobin", "uniform,range", "pass"),
+    ("cooperative-sticky", "uniform,range", "pass"),
+    ("range", "uniform", "fail"),              # the equivalent is not offered by the brokers
+    ("acme", "uniform,range", "warn"),          # no equivalent
+    # built-ins may be listed by class name
+    ("range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor", "pass"),
+    ("range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor,com.acme.Zoned", "fail"),
+])
+def test_assignor_mapping_reads_the_brokers_assignors(assignor, brokers, expected):
+    f = facts(assignor=assignor, coord={"group.consumer.assignors": brokers})
+    r = run_preflight(f, "classic_to_consumer", group_id="g")
+    assert status(r, "assignor_mapping") == expected, r.render_text()
+
+
+def test_offline_consumer_modes():
+    # the online refusals do not apply offline: userData is dropped with the classic group
+    f = facts(members=0, user_data={}, coord={"group.consumer.migration.policy": "disabled"})
+    r = run_preflight(f, "classic_to_consumer_offline", group_id="g")
+    assert r.passed and {c.name for c in r.checks} >= {"group_empty", "feature_finalized", "assignor_mapping"}
+    assert "migration_policy" not in {c.name for c in r.checks}
+    # live members: fail, or warn when the DAG empties the group itself
+    live = facts(members=2)
+    assert status(run_preflight(live, "classic_to_consumer_offline", group_id="g"), "group_empty") == "fail"
+    assert status(run_preflight(live, "classic_to_consumer_offline", group_id="g", expect_empty=False),
+                  "group_empty") == "warn"
+    back = facts(gtype=GroupType.CONSUMER, members=0)
+    assert run_preflight(back, "consumer_to_classic_offline", group_id="g").passed
+    assert status(run_preflight(facts(gtype=GroupType.STREAMS), "classic_to_consumer_offline", group_id="g"),
+                  "group_type") == "fail"
+
+
+def test_streams_to_classic_mode():
+    f = facts(gtype=GroupType.STREAMS, members=0, release="4.2", mv=29)
+    r = run_preflight(f, "streams_to_classic", group_id="g")
+    assert r.passed and r.check("group_type").evidence.startswith("streams group")
+    assert status(r, "broker_version") == "pass"  # the 4.2.0 bug concerns the way in, not the way back
+    assert "already a classic group" in run_preflight(facts(members=0), "streams_to_classic",
+                                                       group_id="g").check("group_type").evidence
+    assert status(run_preflight(facts(gtype=GroupType.CONSUMER, members=0), "streams_to_classic", group_id="g"),
+                  "group_type") == "fail"
+
+
+def test_source_topics_and_topology():
+    base = facts(members=0)
+    f = PreflightFacts(base.brokers, base.features, base.coordinator, base.listing, base.description,
+                       source_topics={"orders": 4, "payments": None},
+                       committed_topics=("orders", "g-agg-repartition", "legacy"))
+    r = run_preflight(f, "classic_to_streams", group_id="g", source_topics=["orders", "payments"])
+    assert status(r, "source_topics") == "fail" and "payments" in r.check("source_topics").remedy
+    topo = r.check("topology")
+    assert topo.status == "warn" and "new: payments" in topo.evidence and "no longer read: legacy" in topo.evidence
+    assert "repartition" not in topo.evidence  # the group's own internal topics are not source topics
+    ok = PreflightFacts(base.brokers, base.features, base.coordinator, base.listing, base.description,
+                        source_topics={"orders": 4}, committed_topics=("orders",))
+    r = run_preflight(ok, "classic_to_streams", group_id="g", source_topics=["orders"])
+    assert status(r, "source_topics") == "pass" and status(r, "topology") == "pass"
+    # not given: not checked (and not guessed)
+    assert "source_topics" not in {c.name for c in run_preflight(ok, "classic_to_streams", group_id="g").checks}
+
+
+def test_cooperative_sticky_without_user_data_yet_is_not_called_safe():
+    r = run_preflight(facts(assignor="cooperative-sticky"), "classic_to_consumer", group_id="g")
+    check = r.check("custom_assignor")
+    assert check.status == "warn" and "kip848_consumer_offline_migration" in check.remedy

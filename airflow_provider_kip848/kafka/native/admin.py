@@ -564,6 +564,11 @@ class KafkaAdmin(ClusterAdmin):
         """Whether the cluster's metadata lists ``topic``."""
         return topic in self._metadata().topics
 
+    def topic_partition_counts(self, topics: Iterable[str]) -> dict[str, int | None]:
+        """Each topic's partition count from one metadata read; None for a topic the cluster does not have."""
+        known = self._metadata().topics
+        return {t: (len(known[t].partitions) if t in known and known[t].error is None else None) for t in topics}
+
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` (already gone is fine) and wait until the metadata no longer lists it."""
         futures = self._t.confluent.delete_topics([topic], request_timeout=self._t.timeout_s)

@@ -17,6 +17,7 @@ is unit-testable on recorded facts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,19 +33,33 @@ from airflow_provider_kip848.kafka.model import (
     StreamsGroupDescription,
 )
 from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES, refuse_dependents
+from airflow_provider_kip848.kafka.rules.lint import ASSIGNOR_MAP, server_assignor_names
+
+#: the DAG that migrates a consumer group offline, named by remedies when the online path is refused
+OFFLINE_CONSUMER_DAG = "kip848_consumer_offline_migration"
 
 MODES = {
     "classic_to_consumer": "online upgrade of a classic group to the consumer protocol (KIP-848)",
     "consumer_to_classic": "online rollback of a consumer group to the classic protocol",
+    "classic_to_consumer_offline": ("offline migration of a classic group to the consumer protocol (stop every "
+                                    "instance, Empty, restart): when the online upgrade is refused"),
+    "consumer_to_classic_offline": "offline rollback of a consumer group to the classic protocol",
     "classic_to_streams": ("offline migration of a Kafka Streams application's classic group to a streams group "
                            "(KIP-1071)"),
+    "streams_to_classic": ("offline rollback of a Kafka Streams application's streams group to the classic "
+                           "protocol (an empty streams group converts on the first classic join)"),
     "enable_feature": "finalize a feature level (group.version or streams.version)",
     "downgrade_feature": ("lower or disable group.version, streams.version or share.version (refused while groups "
                           "of that type exist)"),
 }
 PASS, WARN, FAIL = "pass", "warn", "fail"
 #: the protocol each group mode moves to
-TARGET_PROTOCOL = {"classic_to_consumer": "consumer", "consumer_to_classic": "classic", "classic_to_streams": "streams"}
+TARGET_PROTOCOL = {"classic_to_consumer": "consumer", "consumer_to_classic": "classic",
+                   "classic_to_consumer_offline": "consumer", "consumer_to_classic_offline": "classic",
+                   "classic_to_streams": "streams", "streams_to_classic": "classic"}
+#: the modes that stop every instance first (the group converts while empty, under every policy)
+OFFLINE_MODES = frozenset({"classic_to_consumer_offline", "consumer_to_classic_offline", "classic_to_streams",
+                           "streams_to_classic"})
 
 #: metadata.version a feature level needs before it can be finalized
 FEATURE_MIN_METADATA = {("group.version", 1): (22, "4.0-IV0"), ("streams.version", 1): (29, "4.2-IV1"),
@@ -107,6 +122,10 @@ class PreflightFacts:
     user_data: dict[str, bytes] = field(default_factory=dict)
     #: downgrade_feature: every group of the type the feature enables -> its member count
     dependent_groups: dict[str, int] = field(default_factory=dict)
+    #: the application's declared source topics -> partition count (None: the topic does not exist)
+    source_topics: dict[str, int | None] = field(default_factory=dict)
+    #: the topics the group has committed offsets on (what the application consumed until now)
+    committed_topics: tuple[str, ...] = ()
 
 
 def run_preflight(
@@ -119,8 +138,13 @@ def run_preflight(
     feature: str | None = None,
     feature_level: int | None = None,
     rollback: str | None = None,
+    source_topics: Sequence[str] | None = None,
 ) -> PreflightReport:
     """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True.
+
+    ``source_topics``: the streams application's source topics (streams modes), checked to exist
+    (a missing one leaves the streams group NOT_READY) and against what the group consumed so far
+    (a topology change does not belong in a protocol migration).
 
     ``rollback``: ``"fail"`` or ``"warn"`` when the run offers an online rollback (the rolling
     upgrade's Reject/timeout branch restarts the instances on the classic protocol while others are
@@ -148,13 +172,22 @@ def run_preflight(
         return PreflightReport(mode, group_id, tuple(checks))
     if not group_id:
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
-    streams = mode == "classic_to_streams"
-    checks.append(_broker_version(facts, "4.2" if streams else "4.0", declared_broker_version, streams=streams))
+    checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics)
+    return PreflightReport(mode, group_id, tuple(checks))
+
+
+def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_broker_version: str | None,
+                  expect_empty: bool | None, rollback: str | None, source_topics: Sequence[str] | None) -> list[Check]:
+    """The checks of a mode that moves one group between protocols, in the order a person reads them."""
+    checks: list[Check] = []
+    streams = mode in ("classic_to_streams", "streams_to_classic")
     target = TARGET_PROTOCOL[mode]
+    checks.append(_broker_version(facts, "4.2" if streams else "4.0", declared_broker_version,
+                                  streams=mode == "classic_to_streams"))
     checks.append(_protocol_enabled(facts, target))
-    if mode == "classic_to_consumer":
+    if target == "consumer":
         checks.append(_feature_finalized(facts, "group.version"))
-    elif streams:
+    elif mode == "classic_to_streams":
         checks.append(_feature_finalized(facts, "streams.version"))
     checks.append(_group_type(facts, group_id, mode))
     desc = facts.description
@@ -167,11 +200,18 @@ def run_preflight(
         checks.append(_custom_assignor(facts))
         checks.append(_group_size(facts, "group.consumer.max.size", members))
         checks.append(_static_members_online(facts))
-    if streams:
+    if target == "consumer":
+        checks.append(_assignor_mapping(facts))
+    if mode == "classic_to_streams":
         checks.append(_group_size(facts, "group.streams.max.size", members))
         checks.append(_static_members_streams(facts))
-        checks.append(_group_empty(facts, True if expect_empty is None else expect_empty))
-    return PreflightReport(mode, group_id, tuple(checks))
+    if mode in ("classic_to_streams", "streams_to_classic") and source_topics is not None:
+        checks.append(_source_topics(facts, list(source_topics)))
+        if mode == "classic_to_streams":
+            checks.append(_topology_unchanged(facts, group_id, list(source_topics)))
+    if mode in OFFLINE_MODES:
+        checks.append(_group_empty(facts, True if expect_empty is None else expect_empty, target))
+    return checks
 
 
 # -- checks ----------------------------------------------------------------------
@@ -267,40 +307,45 @@ def _feature_downgrade(facts: PreflightFacts, feature: str, level: int) -> Check
     return Check("dependent_groups", FAIL, refusal.what, refusal.remedy)
 
 
+#: mode -> the group type it moves from (checked further) and the type that means "already done"
+_MODE_TYPES: dict[str, tuple[GroupType, GroupType, str]] = {
+    "classic_to_consumer": (GroupType.CLASSIC, GroupType.CONSUMER, "already a consumer group: nothing to migrate"),
+    "classic_to_consumer_offline": (GroupType.CLASSIC, GroupType.CONSUMER,
+                                    "already a consumer group: nothing to migrate"),
+    "consumer_to_classic": (GroupType.CONSUMER, GroupType.CLASSIC, "already a classic group: nothing to roll back"),
+    "consumer_to_classic_offline": (GroupType.CONSUMER, GroupType.CLASSIC,
+                                    "already a classic group: nothing to roll back"),
+    "classic_to_streams": (GroupType.CLASSIC, GroupType.STREAMS, "already a streams group: nothing to migrate"),
+    "streams_to_classic": (GroupType.STREAMS, GroupType.CLASSIC, "already a classic group: nothing to roll back"),
+}
+
+
 def _group_type(facts: PreflightFacts, group_id: str, mode: str) -> Check:
     listing, desc = facts.listing, facts.description
     if listing is None:
         return Check("group_type", WARN, f"group {group_id!r} does not exist",
                      "If the id is right, members joining with the new protocol create the new group type directly "
                      "and there is nothing to migrate; otherwise fix the group id.")
+    source, done, done_text = _MODE_TYPES[mode]
     gtype = listing.type
-    if mode == "classic_to_consumer":
-        if gtype is GroupType.CLASSIC:
-            if listing.protocol_type not in ("consumer", ""):
-                return Check("group_type", FAIL, f"classic group with protocol type {listing.protocol_type!r}",
-                             "Only groups of protocol type 'consumer' can move to the consumer protocol "
-                             "(Connect and other embedded protocols cannot).")
-            return Check("group_type", PASS, f"classic group, protocol type {listing.protocol_type or 'consumer'}")
-        if gtype is GroupType.CONSUMER:
-            classic = len(desc.classic_members) if isinstance(desc, ConsumerGroupDescription) else 0
-            if classic:
-                return Check("group_type", WARN, f"already a consumer group with {classic} classic member(s) left "
-                             "(a migration in progress)", "Roll the remaining classic members.")
-            return Check("group_type", PASS, "already a consumer group: nothing to migrate")
-    elif mode == "consumer_to_classic":
-        if gtype is GroupType.CONSUMER:
-            return Check("group_type", PASS, "consumer group")
-        if gtype is GroupType.CLASSIC:
-            return Check("group_type", PASS, "already a classic group: nothing to roll back")
-    elif mode == "classic_to_streams":
-        if gtype is GroupType.CLASSIC:
-            return Check("group_type", PASS, f"classic group ({listing.state})")
-        if gtype is GroupType.STREAMS:
-            return Check("group_type", PASS, "already a streams group: nothing to migrate")
-        if gtype is GroupType.CONSUMER:
-            return Check("group_type", FAIL, "a consumer (KIP-848) group",
-                         "An empty consumer group is not converted to a streams group by the broker: roll it back "
-                         "to classic first (consumer_to_classic), then migrate.")
+    if gtype is done:
+        classic = len(desc.classic_members) if isinstance(desc, ConsumerGroupDescription) and \
+            done is GroupType.CONSUMER else 0
+        if classic:
+            return Check("group_type", WARN, f"already a consumer group with {classic} classic member(s) left "
+                         "(a migration in progress)", "Roll the remaining classic members.")
+        return Check("group_type", PASS, done_text)
+    if gtype is source:
+        if source is GroupType.CLASSIC and TARGET_PROTOCOL[mode] == "consumer" and \
+                listing.protocol_type not in ("consumer", ""):
+            return Check("group_type", FAIL, f"classic group with protocol type {listing.protocol_type!r}",
+                         "Only groups of protocol type 'consumer' can move to the consumer protocol "
+                         "(Connect and other embedded protocols cannot).")
+        return Check("group_type", PASS, f"{gtype.value} group ({listing.state})")
+    if mode == "classic_to_streams" and gtype is GroupType.CONSUMER:
+        return Check("group_type", FAIL, "a consumer (KIP-848) group",
+                     "An empty consumer group is not converted to a streams group by the broker: roll it back "
+                     "to classic first (consumer_to_classic), then migrate.")
     return Check("group_type", FAIL, f"a {gtype.value} group", f"Mode {mode} does not apply to {gtype.value} groups.")
 
 
@@ -317,7 +362,8 @@ def _migration_policy(facts: PreflightFacts, mode: str, members: int) -> Check:
     return Check("migration_policy", FAIL, f"{evidence} forbids an online "
                  f"{'upgrade' if mode == 'classic_to_consumer' else 'downgrade'}",
                  f"Set group.consumer.migration.policy to {' or '.join(allowed)} on the brokers, or migrate offline "
-                 "(stop all members, then restart them with the new protocol).")
+                 f"with the {OFFLINE_CONSUMER_DAG} DAG (stop all members, Empty, restart them with the new "
+                 "protocol: an empty group converts under every policy).")
 
 
 def _rollback_policy(facts: PreflightFacts, severity: str) -> Check:
@@ -343,12 +389,31 @@ def _custom_assignor(facts: PreflightFacts) -> Check:
         return Check("custom_assignor", PASS, "no classic members to inspect")
     carrying = sorted(m for m, data in facts.user_data.items() if data)
     if carrying:
-        return Check("custom_assignor", FAIL,
-                     f"{len(carrying)} member(s) carry assignment userData (assignor {desc.assignor!r}): "
-                     f"{', '.join(carrying[:5])}",
+        evidence = (f"{len(carrying)} member(s) carry assignment userData (assignor {desc.assignor!r}): "
+                    f"{', '.join(carrying[:5])}")
+        if desc.assignor == "cooperative-sticky":
+            # librdkafka's cooperative-sticky writes userData into each assignment (the Java one does not):
+            # the built-in name does not make it safe, and there is no built-in to switch to that keeps
+            # incremental rebalances
+            return Check("custom_assignor", FAIL, evidence,
+                         "The broker refuses the online upgrade of a group whose assignments carry userData; "
+                         "librdkafka's cooperative-sticky assignor (confluent-kafka and the other librdkafka "
+                         f"clients) writes it. Migrate this group offline with the {OFFLINE_CONSUMER_DAG} DAG "
+                         "(stop every instance, Empty, restart with group.protocol=consumer).")
+        return Check("custom_assignor", FAIL, evidence,
                      "The broker refuses the online upgrade of a group whose assignments carry userData "
-                     "(\"unsupported custom assignor\"): switch the members to a built-in assignor in a rolling "
-                     "restart first, or migrate offline.")
+                     "(\"unsupported custom assignor\"): switch the members to an assignor that writes no "
+                     "assignment userData (range, roundrobin) in a rolling restart first, or migrate offline with "
+                     f"the {OFFLINE_CONSUMER_DAG} DAG.")
+    if desc.assignor == "cooperative-sticky":
+        # seen on a real broker: librdkafka's cooperative-sticky leaves userData empty while no member owned
+        # partitions in an earlier generation, and writes it from the next rebalance on (the rollout's own
+        # restarts): "no userData now" does not mean the upgrade will be accepted
+        return Check("custom_assignor", WARN, "assignor 'cooperative-sticky', no userData seen yet",
+                     "If the members are librdkafka clients (confluent-kafka ...), their cooperative-sticky writes "
+                     "assignment userData after the next rebalance and the broker then refuses the online upgrade "
+                     f"mid-rollout: migrate them offline with the {OFFLINE_CONSUMER_DAG} DAG. Java's "
+                     "CooperativeStickyAssignor writes none and upgrades online.")
     if desc.assignor and desc.assignor not in BUILTIN_CLASSIC_ASSIGNORS:
         return Check("custom_assignor", WARN, f"assignor {desc.assignor!r} is not a built-in one (no userData seen)",
                      "Server-side assignors replace it: uniform (default) or range (group.remote.assignor).")
@@ -385,11 +450,70 @@ def _static_members_streams(facts: PreflightFacts) -> Check:
                  "application's config before restarting it with group.protocol=streams.")
 
 
-def _group_empty(facts: PreflightFacts, expect_empty: bool) -> Check:
+def _group_empty(facts: PreflightFacts, expect_empty: bool, target: str) -> Check:
     desc = facts.description
     if desc is None or desc.is_empty:
         return Check("group_empty", PASS, f"no members ({desc.state if desc else 'no group'})")
     evidence = f"{len(desc.members)} active member(s), state {desc.state}"
-    remedy = ("A streams member joining a non-empty classic group gets GROUP_ID_NOT_FOUND: stop every instance "
-              "(or remove the members) and wait for Empty before restarting with group.protocol=streams.")
+    remedy = (f"A group converts to {target} only while it is empty (a {target} member joining it now is refused): "
+              "stop every instance (or remove the members) and wait for Empty before restarting with "
+              f"group.protocol={target}.")
     return Check("group_empty", FAIL if expect_empty else WARN, evidence, remedy)
+
+
+def _assignor_mapping(facts: PreflightFacts) -> Check:
+    """The server-side assignor that will replace the group's classic one (Kafka's mapping: range -> range,
+    roundrobin/sticky/cooperative-sticky -> uniform), against the one the brokers give by default (the
+    first of ``group.consumer.assignors``)."""
+    offered = server_assignor_names(facts.coordinator.values.get("group.consumer.assignors"))
+    names = offered
+    desc = facts.description
+    current = desc.assignor if isinstance(desc, ConsumerGroupDescription) and desc.type is GroupType.CLASSIC \
+        else None
+    evidence = f"group.consumer.assignors={','.join(offered) or '(not readable)'}"
+    if not current:
+        return Check("assignor_mapping", PASS, f"{evidence}; no classic assignor in use to map")
+    equivalent = ASSIGNOR_MAP.get(current.lower())
+    if equivalent is None:
+        return Check("assignor_mapping", WARN, f"{evidence}; the group uses {current!r}, which has no server-side "
+                     "equivalent", "Pick group.remote.assignor (uniform or range) knowingly, or implement it on "
+                     "the brokers (group.consumer.assignors).")
+    default = names[0] if names else "uniform"
+    evidence += f"; the group uses {current!r} -> {equivalent!r}; the brokers' default is {default!r}"
+    if names and equivalent not in names:
+        return Check("assignor_mapping", FAIL, evidence,
+                     f"Add {equivalent} to group.consumer.assignors on every broker, or choose another assignor.")
+    if equivalent != default:
+        return Check("assignor_mapping", WARN, evidence,
+                     f"Set group.remote.assignor={equivalent} in the new client config to keep {equivalent} "
+                     f"semantics; without it the brokers assign with {default}.")
+    return Check("assignor_mapping", PASS, evidence)
+
+
+def _source_topics(facts: PreflightFacts, topics: list[str]) -> Check:
+    """A streams group whose source topics do not exist stays NOT_READY with empty assignments."""
+    missing = sorted(t for t in topics if facts.source_topics.get(t) is None)
+    evidence = ", ".join(f"{t} ({facts.source_topics.get(t) or 'missing'})" for t in topics) or "none declared"
+    if missing:
+        return Check("source_topics", FAIL, evidence,
+                     f"Create {', '.join(missing)} (or correct the list) before restarting: with a missing source "
+                     "topic the group stays NOT_READY and its members get empty assignments.")
+    return Check("source_topics", PASS, evidence)
+
+
+def _topology_unchanged(facts: PreflightFacts, group_id: str, topics: list[str]) -> Check:
+    """The declared source topics against the topics the group committed on (internal repartition topics
+    aside). Changing the topology together with the protocol mixes two risks; a topic added now starts
+    from ``auto.offset.reset``, and a significant topology change on a streams group needs a new group."""
+    consumed = {t for t in facts.committed_topics if not (t.startswith(f"{group_id}-") and t.endswith("-repartition"))}
+    if not consumed:
+        return Check("topology", PASS, "no committed offsets to compare with")
+    added, dropped = sorted(set(topics) - consumed), sorted(consumed - set(topics))
+    if not added and not dropped:
+        return Check("topology", PASS, f"source topics match the committed ones: {', '.join(sorted(consumed))}")
+    evidence = "; ".join(p for p in (f"new: {', '.join(added)}" if added else "",
+                                     f"no longer read: {', '.join(dropped)}" if dropped else "") if p)
+    return Check("topology", WARN, evidence,
+                 "Deploy the topology change before or after the migration, not with it: a new source topic "
+                 "starts from auto.offset.reset, and a streams group whose topology changes significantly must be "
+                 "recreated.")
