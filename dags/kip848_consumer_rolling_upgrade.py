@@ -72,6 +72,11 @@ SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, d
         "client_properties": Param({"group.protocol": "consumer"}, type="object",
                                    title="The application's client properties after the change"),
         "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
+        "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
+                                title="Client library release (e.g. 2.12.1 or 4.1.0)",
+                                description="Checked against the first production-ready release of the consumer "
+                                            "protocol (librdkafka 2.12, Java 4.0). Empty: not checked (the lint "
+                                            "says so)."),
         "subscription_pattern": Param(None, type=["null", "string"], title="Regex subscription (only if the "
                                       "consumers subscribe by pattern)",
                                       description="Leave empty for consumers that subscribe to topic names."),
@@ -111,7 +116,10 @@ SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, d
 def kip848_consumer_rolling_upgrade():
     lint = ClientConfigLintOperator(
         task_id="lint_client_config", properties="{{ params.client_properties }}", target="consumer",
-        client="{{ params.client }}", subscription_pattern="{{ params.subscription_pattern }}",
+        client="{{ params.client }}", client_version="{{ params.client_version }}",
+        subscription_pattern="{{ params.subscription_pattern }}",
+        # the brokers' group.consumer.assignors and the group's own assignor decide what replaces it
+        kafka_conn_id=CONN, group_id=GROUP,
     )
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
                                            group_id=GROUP, rollback="{{ params.rollback_check }}")
@@ -213,8 +221,16 @@ def kip848_consumer_rolling_upgrade():
     def rollback_requested() -> str:
         return "rejected: the instances stay on (or go back to) group.protocol=classic"
 
-    @task(trigger_rule="all_failed")
-    def rollback_on_timeout() -> str:
+    @task(trigger_rule="all_done")
+    def rollback_on_timeout(**context) -> str:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_provider_kip848.changecontrol import report as R
+
+        # only the rollout's own deadline leads here: a refused preflight or a rejected plan never
+        # started a rollout (upstream_failed / skipped), so there is nothing to roll back
+        if R.task_states(context).get("wait_migrated") != "failed":
+            raise AirflowSkipException("the rollout did not time out: no rollback")
         return "rollout not finished in time: roll the instances back to group.protocol=classic"
 
     wait_classic = KafkaGroupTypeSensor(task_id="wait_classic_again", kafka_conn_id=CONN, group_id=GROUP,
@@ -261,7 +277,9 @@ def kip848_consumer_rolling_upgrade():
             title=f"KIP-848 rolling upgrade of {params['group_id']}", outcome=outcome, context=context,
             group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
             before=(plan or {}).get("facts"), after=after,
-            results={"lint": ti.xcom_pull(task_ids="lint_client_config"),
+            results={"preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
+                                                                                     key="report"),
+                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
                      "migration": ti.xcom_pull(task_ids="wait_migrated"),
                      "lag": ti.xcom_pull(task_ids="wait_lag_drained"),
                      "validation": ti.xcom_pull(task_ids="validate"),

@@ -128,3 +128,39 @@ def test_rollout_timeout_takes_the_rollback_branch(airflow_db, kafka_conn, boots
     finally:
         app.stop()
         admin.close()
+
+
+def test_a_refused_preflight_is_not_reported_as_a_timed_out_rollout(airflow_db, kafka_conn, bootstrap, unique,
+                                                                   tmp_path):
+    """Two librdkafka instances on cooperative-sticky: their assignments carry userData, so the broker would
+    refuse the online upgrade. The DAG stops at the preflight, takes no rollback branch (nothing was
+    rolled out), and its report says why and where to go: the offline migration DAG."""
+    topic, group = unique("coop"), unique("coop-app")
+    create_topics(bootstrap, {topic: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(50)), keys=(str(i) for i in range(50)))
+    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"coop-{i}",
+                                     assignor="cooperative-sticky", log_file=str(tmp_path / f"coop-{i}.log"))
+               for i in range(2)]
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == 2
+                   and any(admin.classic_assignment_user_data(group).values()), timeout=90,
+                   what="a cooperative-sticky group whose assignments carry userData")
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
+                                       {**conf(group, None, tmp_path), "client": "librdkafka",
+                                        "client_version": "2.12.1"}, decide=approve)
+        assert state(run) == "failed" and answers == []  # nobody was asked to approve a doomed rollout
+        assert report["outcome"] == "failed" and report["failed_tasks"] == ["preflight"], report
+        preflight = report["results"]["preflight"]
+        assert preflight["failures"] == ["custom_assignor"], preflight
+        check = next(c for c in preflight["checks"] if c["name"] == "custom_assignor")
+        assert "kip848_consumer_offline_migration" in check["remedy"]
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        # the rollback branch never ran: nothing was rolled out
+        assert states["rollback_on_timeout"] == "skipped", states
+        assert states["wait_classic_again"] in ("skipped", "upstream_failed"), states
+        assert admin.group_listing(group).type is GroupType.CLASSIC
+    finally:
+        for m in members:
+            m.stop()
+        admin.close()

@@ -68,6 +68,8 @@ CASES = [
     ("rolling-empty-group-id", "kip848_consumer_rolling_upgrade", {"group_id": ""}, "should be non-empty"),
     ("client-unknown", "kip848_consumer_rolling_upgrade", {"client": "go"},
      "'go' is not one of ['java', 'librdkafka']"),
+    ("client-version-not-a-release", "kip848_consumer_rolling_upgrade", {"client_version": "latest"},
+     "does not match"),
     ("client-properties-as-text", "kip848_consumer_rolling_upgrade",
      {"client_properties": "group.protocol=consumer"}, "is not of type 'object'"),
     ("max-lag-negative", "kip848_consumer_rolling_upgrade", {"max_lag": -1},
