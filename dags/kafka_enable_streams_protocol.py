@@ -61,7 +61,7 @@ DAG_ID = "kafka_enable_streams_protocol"
 )
 def kafka_enable_streams_protocol():
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id="{{ params.kafka_conn_id }}",
-                                   resource="feature:streams.version", dry_run="{{ params.dry_run }}")
+                                   resource="feature:{{ params.feature }}", dry_run="{{ params.dry_run }}")
     preflight = MigrationPreflightOperator(
         task_id="preflight",
         kafka_conn_id="{{ params.kafka_conn_id }}",

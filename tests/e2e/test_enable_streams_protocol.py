@@ -41,3 +41,29 @@ def test_enable_streams_protocol_paths(airflow_db, fresh_kafka, monkeypatch, tmp
         assert "already" in report["plan"]["markdown"] or report["plan"]["nothing_to_do"]
     finally:
         admin.close()
+
+
+def test_the_brokers_protocol_list_is_checked_and_the_lock_names_the_feature(airflow_db, fresh_kafka, monkeypatch,
+                                                                              tmp_path):
+    """Brokers that do not list ``streams`` in group.coordinator.rebalance.protocols do not serve it even with
+    streams.version finalized: the DAG refuses before asking anyone. Finalizing group.version takes the lock
+    of group.version, not of streams.version."""
+    broker = fresh_kafka(overrides={"group.coordinator.rebalance.protocols": "classic,consumer"})
+    conn = set_kafka_connection(monkeypatch, "kafka_no_streams", broker.bootstrap_servers)
+    admin = KafkaAdmin(ClientSettings(broker.bootstrap_servers))
+    try:
+        admin.update_feature("streams.version", 0, action="downgrade")
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {"kafka_conn_id": conn, "feature": "streams.version", "level": 1,
+                                        "report_dir": str(tmp_path / "streams")}, decide=approve)
+        assert state(run) == "failed" and answers == [] and report["outcome"] == "failed", report
+        assert report["failed_tasks"] == ["preflight"]
+        assert admin.describe_features().level("streams.version") == 0
+
+        run, answers, report = run_dag("kafka_enable_streams_protocol",
+                                       {"kafka_conn_id": conn, "feature": "group.version", "level": 1,
+                                        "dry_run": False, "report_dir": str(tmp_path / "group")}, decide=approve)
+        assert state(run) == "success" and report["outcome"] == "nothing_to_do", report
+        assert report["lock"]["resource"] == "feature:group.version", report["lock"]
+    finally:
+        admin.close()

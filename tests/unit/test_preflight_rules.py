@@ -228,3 +228,13 @@ def test_cooperative_sticky_without_user_data_yet_is_not_called_safe():
     r = run_preflight(facts(assignor="cooperative-sticky"), "classic_to_consumer", group_id="g")
     check = r.check("custom_assignor")
     assert check.status == "warn" and "kip848_consumer_offline_migration" in check.remedy
+
+
+def test_enabling_a_feature_checks_the_brokers_protocol_list():
+    f = facts(streams_version=0, coord={"group.coordinator.rebalance.protocols": "classic,consumer"})
+    r = run_preflight(f, "enable_feature", feature="streams.version")
+    assert status(r, "protocol_enabled") == "fail" and "streams" in r.check("protocol_enabled").remedy
+    assert status(run_preflight(f, "enable_feature", feature="group.version"), "protocol_enabled") == "pass"
+    # share groups are not listed there: no such check
+    assert "protocol_enabled" not in {c.name for c in run_preflight(f, "enable_feature",
+                                                                     feature="share.version").checks}

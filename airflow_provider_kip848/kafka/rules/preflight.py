@@ -61,6 +61,9 @@ TARGET_PROTOCOL = {"classic_to_consumer": "consumer", "consumer_to_classic": "cl
 OFFLINE_MODES = frozenset({"classic_to_consumer_offline", "consumer_to_classic_offline", "classic_to_streams",
                            "streams_to_classic"})
 
+#: the rebalance protocol a feature serves (share groups are governed by share.version alone: the brokers'
+#: group.coordinator.rebalance.protocols does not list them)
+FEATURE_PROTOCOL = {"group.version": "consumer", "streams.version": "streams"}
 #: metadata.version a feature level needs before it can be finalized
 FEATURE_MIN_METADATA = {("group.version", 1): (22, "4.0-IV0"), ("streams.version", 1): (29, "4.2-IV1"),
                         ("share.version", 1): (28, "4.2-IV0")}
@@ -163,6 +166,9 @@ def run_preflight(
         checks.append(_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
                                       declared_broker_version, streams=feature == "streams.version"))
         checks.append(_feature_enable(facts, feature, level))
+        if feature in FEATURE_PROTOCOL and level >= 1:
+            # a finalized feature alone does not serve the protocol: the brokers must list it too
+            checks.append(_protocol_enabled(facts, FEATURE_PROTOCOL[feature]))
         return PreflightReport(mode, group_id, tuple(checks))
     if mode == "downgrade_feature":
         if feature not in FEATURE_GROUP_TYPES:
