@@ -276,17 +276,19 @@ class KafkaGroupMigratedSensor(KafkaGroupConditionSensor):
         counted, so "migrated" is never declared with an instance missing.
     """
 
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "expected_members")
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type", "expected_members")
 
     def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1, **kwargs: Any) -> None:
         self.group_type = group_type
         self.expected_members = expected_members
         first = 1 if is_template(expected_members) else int(
             parse_number(expected_members, "expected_members", minimum=1, integer=True) or 1)
-        super().__init__(condition=self._migrated(first), **kwargs)
+        # a templated group type (an offline DAG's target or its way back) is checked once rendered
+        super().__init__(condition=self._migrated(first, "consumer" if is_template(group_type) else group_type),
+                         **kwargs)
 
-    def _migrated(self, expected: int) -> GroupCondition:
-        return GroupCondition("migrated", group_type=self.group_type, min_members=expected)
+    def _migrated(self, expected: int, group_type: str | None = None) -> GroupCondition:
+        return GroupCondition("migrated", group_type=group_type or self.group_type, min_members=expected)
 
     def _build_condition(self) -> GroupCondition:
         return self._migrated(int(parse_number(self.expected_members, "expected_members", minimum=1,

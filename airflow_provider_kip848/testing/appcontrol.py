@@ -1,4 +1,5 @@
-"""The embedded demo's application controller: Kafka's WordCountDemo on the local broker.
+"""The embedded demo's application controllers: Kafka's WordCountDemo, and a consumer application of
+real confluent-kafka instances, on the local broker.
 
 It implements :class:`airflow_provider_kip848.controllers.ApplicationController`
 (stop every instance, start with a ``group.protocol``) with processes on this
@@ -15,6 +16,7 @@ from typing import Any
 
 from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties
 from airflow_provider_kip848.testing.broker import LocalKafka
+from airflow_provider_kip848.testing.clients import ConsumerProcess
 
 
 class LocalWordCountController:
@@ -81,3 +83,76 @@ class LocalWordCountController:
         app = StreamsApp.start(self.kafka.distribution, props, workdir=self.apps_dir, name=name)
         return {"application_id": self.application_id, "pid": app.process.pid, "group_protocol": group_protocol,
                 "log": str(app.log_path)}
+
+
+class LocalConsumerAppController:
+    """Stops and starts the instances of one consumer application (``testing.consumer_app``, real
+    confluent-kafka consumers) on a local broker: the example offline consumer migration's default.
+
+    Each instance is a process whose pid file sits in ``workdir``; ``stop`` checks each process's
+    command line (the app module and ``--group``) before signalling it. ``stop_mode`` ``graceful``
+    sends SIGTERM (the consumer closes and leaves its group), ``kill`` SIGKILL (a crash: the member
+    stays until its session times out). ``classic_assignor`` is the classic protocol's
+    ``partition.assignment.strategy``; ``remote_assignor`` the consumer protocol's
+    ``group.remote.assignor``; ``properties`` adds client properties per protocol (e.g. a setting the
+    new protocol rejects, to rehearse a failed start and the way back).
+    """
+
+    APP = "airflow_provider_kip848.testing.consumer_app"
+
+    def __init__(self, workdir: str, bootstrap_servers: str, group_id: str, topics: list[str], instances: int = 2,
+                 classic_assignor: str | None = None, remote_assignor: str | None = None,
+                 output_topic: str | None = None, stop_mode: str = "graceful",
+                 properties: dict[str, dict[str, str]] | None = None) -> None:
+        if stop_mode not in ("graceful", "kill"):
+            raise ValueError(f"stop_mode must be 'graceful' or 'kill', not {stop_mode!r}")
+        self.workdir = Path(workdir)
+        self.bootstrap_servers, self.group_id, self.topics = bootstrap_servers, group_id, list(topics)
+        self.instances, self.stop_mode = int(instances), stop_mode
+        self.classic_assignor, self.remote_assignor, self.output_topic = classic_assignor, remote_assignor, output_topic
+        self.properties = {k: dict(v) for k, v in (properties or {}).items()}
+
+    def _pid_file(self, i: int) -> Path:
+        return self.workdir / f"{self.group_id}.{i}.pid"
+
+    def running_pids(self) -> list[int]:
+        pids = []
+        for i in range(self.instances):
+            try:
+                pid = int(self._pid_file(i).read_text())
+                args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError):
+                continue
+            if self.APP.encode() in args and self.group_id.encode() in args:
+                pids.append(pid)
+        return pids
+
+    def stop(self) -> dict[str, Any]:
+        pids = self.running_pids()
+        sig = signal.SIGKILL if self.stop_mode == "kill" else signal.SIGTERM
+        for pid in pids:
+            os.kill(pid, sig)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.running_pids():
+            time.sleep(0.2)
+        left = self.running_pids()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        return {"group_id": self.group_id, "stopped_pids": pids, "signal": sig.name, "forced": left}
+
+    def start(self, group_protocol: str) -> dict[str, Any]:
+        running = self.running_pids()
+        if running:  # idempotent: a rerun after a failure must not start a second copy
+            return {"group_id": self.group_id, "already_running": running, "group_protocol": group_protocol}
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        started = []
+        for i in range(self.instances):
+            app = ConsumerProcess.start(
+                self.bootstrap_servers, self.group_id, self.topics, protocol=group_protocol, client_id=f"app-{i}",
+                assignor=self.classic_assignor if group_protocol == "classic" else self.remote_assignor,
+                output_topic=self.output_topic, properties=self.properties.get(group_protocol),
+                log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"))
+            self._pid_file(i).write_text(str(app.process.pid))
+            started.append(app.process.pid)
+        return {"group_id": self.group_id, "pids": started, "group_protocol": group_protocol,
+                "instances": self.instances}

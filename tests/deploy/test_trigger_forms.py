@@ -16,6 +16,7 @@ MUST_FILL: dict[str, dict[str, str]] = {
     "kafka_enable_streams_protocol": {},
     "kafka_group_config_change": {"group_id": FORM_GROUP},
     "kip848_consumer_rolling_upgrade": {"group_id": FORM_GROUP},
+    "kip848_consumer_offline_migration": {"group_id": FORM_GROUP},
     "kip1071_streams_offline_migration": {},
 }
 #: DAGs whose run with these inputs must ask a person (the others may have nothing to change)

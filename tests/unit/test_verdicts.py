@@ -48,6 +48,18 @@ def test_migrated_needs_the_expected_live_members_and_ignores_departed_static_me
     assert not judge(three, description=group(member(0), member(1), member(2, MemberProtocol.CLASSIC))).met
 
 
+def test_migrated_back_to_classic_counts_classic_members():
+    """The offline way back (consumer -> classic) ends with classic members in a classic group."""
+    two = GroupCondition("migrated", group_type="classic", min_members=2)
+    classic = [member(i, MemberProtocol.CLASSIC, epoch=None) for i in range(2)]
+    assert judge(two, description=group(*classic, type_=GroupType.CLASSIC)).met
+    assert not judge(two, description=group(classic[0], type_=GroupType.CLASSIC)).met  # one instance missing
+    # still a consumer group: not back yet
+    assert not judge(two, description=group(member(0), member(1))).met
+    with pytest.raises(Exception, match="share"):
+        GroupCondition("migrated", group_type="share")
+
+
 def test_an_empty_verdict_needs_the_settle_window():
     empty = GroupCondition("empty", settle_s=10)
     state = WaitState()

@@ -60,6 +60,8 @@ class GroupCondition:
             raise InvalidArgument("a state condition needs at least one state", remedy="Pass e.g. states=['Empty'].")
         if self.kind in ("type", "migrated") and GroupType.parse(self.group_type) is GroupType.UNKNOWN:
             raise InvalidArgument(f"group_type {self.group_type!r} is not classic, consumer, streams or share")
+        if self.kind == "migrated" and GroupType.parse(self.group_type) is GroupType.SHARE:
+            raise InvalidArgument("a migrated condition takes group_type classic, consumer or streams, not share")
         if self.kind == "lag" and self.max_lag is None:
             raise InvalidArgument("a lag condition needs max_lag", remedy="Pass max_lag (e.g. 0).")
         if isinstance(self.min_members, bool) or not isinstance(self.min_members, int) or self.min_members < 1:
@@ -129,12 +131,14 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
         return ConditionResult(desc.is_empty, f"{len(desc.members)} member(s), state {desc.state.value}", detail)
     if kind == "type":
         return ConditionResult(desc.type.value == condition.group_type, f"type {desc.type.value}", detail)
-    # migrated: count the live members only
+    # migrated: count the live members only, each on the group type's own protocol (a classic member
+    # left in a consumer group, or the other way round, means the move is not finished)
     live = [m for m in desc.members if is_live(m)]
-    classic = [m for m in live if m.protocol is MemberProtocol.CLASSIC]
+    target = MemberProtocol(GroupType.parse(condition.group_type).value)  # share is refused at parse time
+    behind = [m for m in live if m.protocol is not target]
     departed = len(desc.members) - len(live)
-    met = desc.type.value == condition.group_type and not classic and len(live) >= condition.min_members
-    summary = (f"type {desc.type.value}, {len(live) - len(classic)} of {len(live)} live member(s) on the new "
+    met = desc.type.value == condition.group_type and not behind and len(live) >= condition.min_members
+    summary = (f"type {desc.type.value}, {len(live) - len(behind)} of {len(live)} live member(s) on the new "
                f"protocol, {condition.min_members} expected")
     if departed:
         summary += f" ({departed} departed member(s) not counted)"

@@ -1,0 +1,444 @@
+"""Offline migration of a consumer group between the classic and consumer (KIP-848) protocols, with its way back.
+
+For the groups the online rolling upgrade cannot move: the broker refuses the
+online upgrade of a group whose assignments carry ``userData`` (a custom client
+assignor, and librdkafka's ``cooperative-sticky``), and every online move when
+``group.consumer.migration.policy`` forbids it. An *empty* group converts in
+both directions under every policy, so the way is: stop every instance, wait
+for Empty, restart on the other protocol. Only committed offsets carry over.
+
+Runbook (Kafka docs, "Consumer Rebalance Protocol", upgrade and downgrade, offline):
+
+1. Only inside the maintenance window (a trigger outside it fails at once).
+2. Lint the application's new client config for the target protocol (keys the
+   client rejects, the assignor that replaces the classic one, the client
+   release) and run the preflight (brokers 4.0+, protocol enabled,
+   ``group.version`` finalized, group type, assignor mapping).
+3. Snapshot the committed offsets.
+4. One approval for the whole downtime (not by whoever triggered the run);
+   right before the downtime the plan is computed again and an expired or
+   changed approval is not reused.
+5. Stop every instance (a pluggable application controller).
+6. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``;
+   members a crashed instance left behind are removed after
+   ``remove_members_after`` seconds, and a member that comes back fails the run, named.
+7. Put back any committed offset a step lost (nothing, normally).
+8. Check once more that the group is Empty, then start the application with
+   ``group.protocol=<target>``; wait until the group is of the target type with
+   every expected instance live on the target protocol.
+9. If that does not happen in time (the new application fails to start, or
+   does not join), the DAG goes back by the same road: stop, Empty, start on
+   the source protocol, wait for it, compare the offsets with the snapshot, and
+   report "rolled back". The application is never left down by the DAG.
+10. Otherwise: wait for the lag to drain, snapshot again, validate with PySpark
+    (offsets preserved, lag, and the output's continuity when there is an
+    output topic); report.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.operators.approval import (
+    APPROVAL_ARGS,
+    RECHECK_ARGS,
+    KafkaApprovalRecheckOperator,
+    KafkaChangeApprovalOperator,
+    change_control_params,
+)
+from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.offsets import (
+    CompareGroupOffsetsOperator,
+    RestoreGroupOffsetsOperator,
+    SnapshotGroupOffsetsOperator,
+)
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+)
+
+DAG_ID = "kip848_consumer_offline_migration"
+CONN = "{{ params.kafka_conn_id }}"
+GROUP = "{{ params.group_id }}"
+TARGET = "{{ params.target_protocol }}"
+SOURCE = "{{ 'classic' if params.target_protocol == 'consumer' else 'consumer' }}"
+MODE = "{{ 'classic_to_consumer_offline' if params.target_protocol == 'consumer' else 'consumer_to_classic_offline' }}"
+SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
+POLL = "{{ params.poll_seconds }}"
+AUDIT = "{{ params.audit_log }}"
+BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,  # triggered per group (a person, or a fleet wave); the window guard holds it to the window
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "kip848", "migration", "downtime"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    user_defined_macros=MACROS,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Consumer group"),
+        "target_protocol": Param("consumer", type="string", enum=["consumer", "classic"],
+                                 title="Protocol to move the group to",
+                                 description="consumer: classic -> KIP-848; classic: the way back."),
+        "client_properties": Param({"group.protocol": "consumer"}, type="object",
+                                   title="The application's client properties after the change"),
+        "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
+        "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
+                                title="Client library release (e.g. 2.12.1 or 4.1.0)",
+                                description="Checked against the first production-ready release of the consumer "
+                                            "protocol. Empty: not checked (the lint says so)."),
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+                                    title="Instances the application runs",
+                                    description="Done when this many live members run the target protocol. Empty: "
+                                                "the number of live members when the plan is made (shown in the "
+                                                "approval)."),
+        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalConsumerAppController",
+                                type="string", title="Application controller (module:Class)"),
+        "app_controller_args": Param({}, type="object", title="Controller arguments"),
+        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
+                                      title="Force out members left behind after (s)",
+                                      description="Empty: never force them out; wait for their session timeout."),
+        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
+                                      description="A member still running rejoins within a heartbeat or two of "
+                                                  "leaving or being forced out: the group must stay empty this "
+                                                  "long before the migration goes on."),
+        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        "start_timeout_minutes": Param(10, type="number", minimum=0.1,
+                                       title="The restarted application must be in within (min)",
+                                       description="Past this the DAG goes back to the source protocol."),
+        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
+        "output_topic": Param(None, type=["null", "string"], title="Output topic to check for gaps",
+                              description="Empty: skip the gap check."),
+        "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
+        "allowed_duplicates": Param(1000, type="integer", minimum=0,
+                                    title="Duplicates allowed in the output (at-least-once redelivery)"),
+        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
+        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
+        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
+        "window_tz": Param("UTC", type="string", title="Window time zone"),
+        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
+        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
+        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
+                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
+                                          "(a location every worker reaches). Each run writes its own folder."),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
+        "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+        **change_control_params(),
+    },
+)
+def kip848_consumer_offline_migration():
+    @task
+    def window_guard(params: dict | None = None) -> dict:
+        from datetime import datetime
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_kip848.changecontrol.window import (
+            MaintenanceWindow,
+            OutsideMaintenanceWindow,
+            check_window,
+        )
+
+        window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
+                                         params["window_tz"])
+        now = datetime.now(UTC)
+        try:
+            check_window(window, now)
+        except OutsideMaintenanceWindow as exc:
+            raise AirflowFailException(str(exc)) from exc
+        return {"window": window.describe(), "checked_at": now.isoformat(timespec="seconds")}
+
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
+                                   dry_run="{{ params.dry_run }}")
+    lint = ClientConfigLintOperator(
+        task_id="lint_client_config", properties="{{ params.client_properties }}", target=TARGET,
+        client="{{ params.client }}", client_version="{{ params.client_version }}", kafka_conn_id=CONN,
+        group_id=GROUP,
+    )
+    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE, group_id=GROUP,
+                                           expect_empty=False)
+    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+                                                   path=f"{SNAPSHOTS}/before.json")
+
+    @task
+    def capture_output_before(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    @task
+    def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, params: dict | None = None) -> dict:
+        return build_plan(params, lint_result, preflight_report["checks"], snapshot)
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        return "report" if plan["nothing_to_do"] or params["dry_run"] else "approval"
+
+    approval = KafkaChangeApprovalOperator(
+        task_id="approval",
+        subject="Downtime: offline move of consumer group {{ params.group_id }} to the {{ params.target_protocol }} "
+                "protocol",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
+        **APPROVAL_ARGS,
+    )
+    recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
+
+    @task
+    def stop_application(params: dict | None = None) -> dict:
+        from airflow_provider_kip848.controllers import load_controller
+
+        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
+
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
+                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path=BEFORE, audit_log=AUDIT)
+
+    @task
+    def start_application(params: dict | None = None) -> dict:
+        return _start_when_empty(params, params["target_protocol"])
+
+    wait_migrated = KafkaGroupMigratedSensor(
+        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
+        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}")
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
+                                   max_lag="{{ params.max_lag }}", deferrable=True, poll_interval=POLL,
+                                   timeout_minutes="{{ params.start_timeout_minutes }}")
+    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path=BEFORE)
+    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+                                                  path=f"{SNAPSHOTS}/after.json")
+
+    @task
+    def capture_output_after(params: dict | None = None) -> dict:
+        return _capture(params)
+
+    @task
+    def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
+                        params: dict | None = None) -> dict:
+        spec: dict = {
+            "offsets_preserved": {"before": before_snap["path"], "after": after_snap["path"], "allow_advanced": True},
+            "lag": {"before": before_snap["path"], "after": after_snap["path"], "max_total_lag": params["max_lag"]},
+        }
+        if params["output_topic"]:
+            spec["continuity"] = {"between": [out_before, out_after], "id_source": params["id_source"],
+                                  "allowed_duplicates": params["allowed_duplicates"]}
+        return spec
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def spark_enabled(params: dict | None = None) -> bool:
+        return bool(params["validate_with_spark"])
+
+    validate = KafkaValidationOperator(
+        task_id="validate", kafka_conn_id=CONN, checks="{{ ti.xcom_pull(task_ids='validation_spec') }}",
+        output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
+        title="Offline move of {{ params.group_id }} to {{ params.target_protocol }}",
+    )
+
+    # -- the way back: only when the restarted application did not come in on the target protocol in time
+    @task(trigger_rule="all_done")
+    def rollback_stop(params: dict | None = None, **context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.controllers import load_controller
+
+        if R.task_states(context).get("wait_migrated") != "failed":
+            raise AirflowSkipException("the application came in on the target protocol: no rollback")
+        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
+
+    rollback_wait_empty = KafkaGroupEmptySensor(
+        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
+        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+
+    @task
+    def rollback_start(params: dict | None = None) -> dict:
+        return _start_when_empty(params, "classic" if params["target_protocol"] == "consumer" else "consumer")
+
+    rollback_wait = KafkaGroupMigratedSensor(
+        task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
+        expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
+        timeout_minutes="{{ params.start_timeout_minutes }}")
+    rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
+                                                   group_id=GROUP, snapshot_path=BEFORE)
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+        ti = context["ti"]
+        states = R.task_states(context)
+        plan = ti.xcom_pull(task_ids="make_plan")
+        decision = ti.xcom_pull(task_ids="approval", key="decision")
+        recheck_decision = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+        failed = R.failed_tasks(context)
+        rolled_back = states.get("rollback_compare_offsets") == "success"
+        # the rollout's own deadline is the one expected failure: it is what the way back is for
+        unexpected = [t for t in failed if not (rolled_back and t == "wait_migrated")]
+        if R.refused(decision, recheck_decision):
+            outcome = "refused"
+        elif unexpected:
+            outcome = "failed"
+        elif plan and plan["nothing_to_do"]:
+            outcome = "nothing_to_do"
+        elif params["dry_run"]:
+            outcome = "dry_run"
+        elif rolled_back:
+            outcome = "rolled_back"
+        elif decision and decision["decision"] == "Reject":
+            outcome = "rejected"
+        elif recheck_decision and recheck_decision["decision"] == "Reject":
+            outcome = "rejected_after_recheck"
+        elif not ti.xcom_pull(task_ids="start_application"):
+            outcome = "nothing_applied"
+        else:
+            outcome = "migrated"
+        try:
+            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+                now = hook.describe_group(params["group_id"]).to_dict()
+            after = {"type": now["type"], "state": now["state"],
+                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
+        except Exception as exc:  # noqa: BLE001 - the report must still be written
+            after = {"error": str(exc)}
+        result = R.build_report(
+            title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
+            outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,
+            approvals={"approval": decision}, before=(plan or {}).get("facts"), after=after,
+            results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
+                                                                                     key="report"),
+                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
+                     "stopped": ti.xcom_pull(task_ids="stop_application"),
+                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
+                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
+                     "started": ti.xcom_pull(task_ids="start_application"),
+                     "migration": ti.xcom_pull(task_ids="wait_migrated"),
+                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
+                     "validation": ti.xcom_pull(task_ids="validate"),
+                     "rollback": {"stopped": ti.xcom_pull(task_ids="rollback_stop"),
+                                  "restarted": ti.xcom_pull(task_ids="rollback_start"),
+                                  "back": ti.xcom_pull(task_ids="rollback_wait_back"),
+                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="rollback_compare_offsets")}},
+            change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
+        )
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
+                        fail_outcomes=("failed", "refused", "rolled_back"))
+
+    guard = window_guard()
+    out_before = capture_output_before()
+    plan = make_plan(lint.output, preflight.output, snapshot_before.output)
+    guard >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan
+    decision = route(plan)
+    final = report()
+    out_after = capture_output_after()
+    (decision >> approval >> recheck >> stop_application() >> wait_empty >> restore >> start_application()
+     >> wait_migrated >> wait_lag >> compare >> snapshot_after >> out_after)
+    spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
+    out_after >> spec >> spark_enabled() >> validate >> final
+    wait_migrated >> rollback_stop() >> rollback_wait_empty >> rollback_start() >> rollback_wait
+    rollback_wait >> rollback_compare >> final
+    decision >> final
+
+
+def build_plan(params: dict, lint_result: dict | None = None, checks: list | None = None,
+               snapshot: dict | None = None) -> dict:
+    """The downtime plan to approve (computed again right before the downtime starts)."""
+    from airflow_provider_kip848.changecontrol.plan import Change, Plan
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.model import GroupType
+    from airflow_provider_kip848.kafka.rules.conditions import is_live
+
+    group, target = params["group_id"], params["target_protocol"]
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        desc = hook.describe_group(group)
+    live = [m for m in desc.members if is_live(m)]
+    expected = params["expected_instances"] or len(live)
+    nothing = desc.type is GroupType(target) and all(m.protocol.value == target for m in live)
+    changes = () if nothing else (
+        Change("application", group, f"running ({len(live)} instance(s))", "stopped", "downtime starts"),
+        Change("protocol", group, desc.type.value, target, f"restart with group.protocol={target}"),
+    )
+    notes = ["one approval covers the whole downtime",
+             f"done when {expected} live member(s) run the {target} protocol; otherwise the DAG restarts the "
+             f"application on {desc.type.value} (the way back) and reports 'rolled back'"]
+    if snapshot:
+        notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
+                        f"lag {snapshot['total_lag']})")
+    for finding in (lint_result or {}).get("findings", []):
+        if finding["severity"] in ("warn", "error"):
+            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    plan = Plan(
+        title=f"Offline move of {group} to the {target} protocol",
+        steps=("stop every instance",
+               f"wait for Empty (force members out after {params['remove_members_after']} s)"
+               if params.get("remove_members_after") is not None
+               else "wait for Empty (members left behind leave when their session times out)",
+               "restore any lost committed offset from the snapshot", f"start with group.protocol={target}",
+               f"wait for a {target} group with {expected} live member(s) on it",
+               "drain lag, compare offsets, validate with PySpark"),
+        changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
+        facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
+               "live_members": len(live), "expected_instances": expected, "assignor": getattr(desc, "assignor", None)},
+    )
+    return {**plan.to_dict(), "nothing_to_do": nothing, "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+
+def replan(context) -> dict:
+    ti = context["ti"]
+    return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
+                      (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
+                      ti.xcom_pull(task_ids="snapshot_before"))
+
+
+def _start_when_empty(params: dict, protocol: str) -> dict:
+    """Start the application on ``protocol``, after one last look: a member that appeared since the Empty
+    wait means an instance is still running, and a member of the other protocol would be refused."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_kip848.controllers import load_controller
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
+    from airflow_provider_kip848.kafka.rules.offsets import require_empty
+
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        try:
+            require_empty(hook.describe_group(params["group_id"]))
+        except GroupNotFound:
+            pass
+        except GroupNotEmpty as exc:
+            raise AirflowFailException(f"Not starting the application on {protocol}: {exc}") from exc
+    return load_controller(params["app_controller"], params["app_controller_args"]).start(protocol)
+
+
+def _capture(params: dict) -> dict:
+    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
+    if not params["output_topic"]:
+        return {}
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        offsets = hook.topic_offsets([params["output_topic"]])
+    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+
+
+kip848_consumer_offline_migration()

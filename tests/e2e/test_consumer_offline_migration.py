@@ -1,0 +1,129 @@
+"""kip848_consumer_offline_migration end to end with real librdkafka consumers on cooperative-sticky.
+
+librdkafka's cooperative-sticky assignor writes userData into its classic assignments, so the broker refuses
+the online upgrade of such a group: these groups move offline. The DAG stops the application (through its
+controller), waits for Empty, restarts it on the consumer protocol and proves nothing was lost; when the
+restarted application does not come in, it goes back to classic by the same road and never leaves it down.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_live
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
+from airflow_provider_kip848.testing.clients import create_topics, produce
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, run_dag, state
+
+DAG = "kip848_consumer_offline_migration"
+INSTANCES = 2
+
+
+def controller_args(tmp_path, bootstrap, group, topic, output, **extra) -> dict:
+    return {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap, "group_id": group, "topics": [topic],
+            "instances": INSTANCES, "classic_assignor": "cooperative-sticky", "output_topic": output, **extra}
+
+
+def conf(tmp_path, group, output, args, **extra) -> dict:
+    today = DAYS[datetime.now(UTC).weekday()]
+    return {"group_id": group, "client": "librdkafka", "client_version": "2.12.1",
+            "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
+            "app_controller_args": args, "remove_members_after": 2, "empty_settle_seconds": 2,
+            "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
+            "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
+            "window_days": today, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC",
+            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
+            "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+
+
+def running_classic(bootstrap, unique, tmp_path, admin, **controller_extra):
+    """A classic cooperative-sticky application of two librdkafka instances whose assignments carry userData."""
+    topic, output, group = unique("coop-orders"), unique("coop-out"), unique("coop-app")
+    create_topics(bootstrap, {topic: 4, output: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
+    args = controller_args(tmp_path, bootstrap, group, topic, output, **controller_extra)
+    controller = LocalConsumerAppController(**args)
+    controller.start("classic")
+    wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == INSTANCES
+               and any(admin.classic_assignment_user_data(group).values()) and admin.group_offsets(group).total_lag == 0,
+               timeout=120, what="classic cooperative-sticky app caught up, its assignments carrying userData")
+    return topic, output, group, args, controller
+
+
+def live_protocols(admin, group) -> list[MemberProtocol]:
+    return [m.protocol for m in admin.describe_group(group).members if is_live(m)]
+
+
+def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin)
+    feeder: list[threading.Thread] = []
+
+    def keep_producing(detail):  # traffic goes on while the application is down and after it is back
+        t = threading.Thread(target=produce, args=(bootstrap, topic, (f"v{i}" for i in range(200, 400))),
+                             kwargs={"keys": (str(i) for i in range(200, 400))})
+        t.start()
+        feeder.append(t)
+
+    try:
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args), decide=approve,
+                                       before_answer=keep_producing)
+        for t in feeder:
+            t.join()
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated", report
+        assert [a["option"] for a in answers] == ["Approve"]
+        assert report["before"]["group"]["type"] == "classic" and report["before"]["expected_instances"] == INSTANCES
+        # the same group, now KIP-848, every expected instance live on the consumer protocol
+        assert admin.group_listing(group).type is GroupType.CONSUMER
+        assert live_protocols(admin, group) == [MemberProtocol.CONSUMER] * INSTANCES
+        assert report["results"]["emptied"]["summary"].startswith("0 member(s)")
+        # nothing lost: offsets never went back, the lag drained, every input record reached the output
+        assert report["results"]["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0
+        validation = report["results"]["validation"]
+        assert validation["passed"], validation
+        assert [v["check"] for v in validation["verdicts"]] == ["offsets_preserved", "lag", "record_continuity"]
+        continuity = validation["verdicts"][2]["counts"]
+        assert continuity["missing_ids"] == 0 and continuity["records"] >= 200, continuity
+        # the lint read the real brokers' assignors: cooperative-sticky -> uniform, their default
+        assert not [f for f in report["results"]["lint"]["findings"] if f["severity"] == "error"]
+
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, report_dir=str(tmp_path / "again")),
+                                       decide=approve)
+        assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airflow_db, kafka_conn, bootstrap, unique,
+                                                                           tmp_path):
+    """The consumer-protocol instances are started with a setting that protocol rejects (session.timeout.ms,
+    failure mode 1 of the guides): they exit at once. Past the start deadline the DAG stops them, waits for
+    Empty, restarts the application on classic and shows the offsets equal to the snapshot."""
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    topic, output, group, args, controller = running_classic(
+        bootstrap, unique, tmp_path, admin, properties={"consumer": {"session.timeout.ms": "10000"}})
+    try:
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, start_timeout_minutes=0.5,
+                                                 validate_with_spark=False), decide=approve)
+        assert state(run) == "failed", "a rolled-back migration marks the run failed"
+        assert report["outcome"] == "rolled_back", report
+        assert "wait_migrated" in report["failed_tasks"]
+        rollback = report["results"]["rollback"]
+        assert rollback["restarted"]["group_protocol"] == "classic"
+        assert rollback["back"]["summary"].startswith(f"type classic, {INSTANCES} of {INSTANCES} live member(s)")
+        assert rollback["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0, rollback
+        # the application runs again, on classic, and is never left down by the DAG
+        assert admin.group_listing(group).type is GroupType.CLASSIC
+        assert live_protocols(admin, group) == [MemberProtocol.CLASSIC] * INSTANCES
+        assert len(controller.running_pids()) == INSTANCES
+    finally:
+        controller.stop()
+        admin.close()
