@@ -6,8 +6,13 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    trigger outside it fails at once).
 2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
    finalized, ``streams`` enabled, the group classic, no static members.
-3. Validate the group-level configs the client settings no longer control
-   (``streams.num.standby.replicas``, session and heartbeat).
+3. Lint the application's client config for the streams protocol (settings it
+   ignores or does not support, the client release) and carry its assignment
+   settings over: ``streams.num.standby.replicas``, session and heartbeat come
+   from the run's Params when given, else stay as the group has them, else
+   from the application's own ``num.standby.replicas`` / ``session.timeout.ms``
+   / ``heartbeat.interval.ms`` (an application with standbys keeps them); each
+   change is shown as before -> after, and validated against the brokers' bounds.
 4. Snapshot the committed offsets (only committed offsets survive the switch).
 5. One approval for the whole downtime plan (by one of ``approvers``, not
    by whoever triggered the run): nobody waits for a human while the
@@ -21,10 +26,16 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    removed after ``remove_members_after`` seconds instead of waiting the
    session timeout, and a member that comes back fails the run, named.
 8. Put back any committed offset a step lost (nothing, normally).
-9. Check once more that the group is Empty, then start the application with
-   ``group.protocol=streams``; wait for a streams group, Stable.
-10. Compare offsets with the snapshot, wait for the lag to drain, snapshot
-    again and validate with PySpark; report.
+9. Check once more that the group is Empty and that the declared source
+   topics exist, then start the application with ``group.protocol=streams``;
+   wait for a streams group, Stable.
+10. If the streams application is not Stable within its deadline (it failed
+    to start, or stays NOT_READY: the report names the missing topics), the
+    DAG goes back: stop it, wait for Empty, start it on classic, wait for it,
+    compare the offsets with the snapshot, and report "rolled back". The
+    application is never left down by the DAG.
+11. Otherwise compare offsets with the snapshot, wait for the lag to drain,
+    snapshot again and validate with PySpark; report.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
@@ -55,6 +67,7 @@ from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
     KafkaGroupStateSensor,
     KafkaGroupTypeSensor,
 )
@@ -65,9 +78,9 @@ GROUP = "{{ params.application_id }}"
 #: this run's own folder under the deployment's artifact location (every worker reaches it; see
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
-GROUP_CONFIGS = ("{{ {'streams.num.standby.replicas': params.standby_replicas, "
-                 "'streams.session.timeout.ms': params.session_timeout_ms, "
-                 "'streams.heartbeat.interval.ms': params.heartbeat_interval_ms} }}")
+#: the group configs this run sets: the application's settings carried over (see carry_over_settings)
+GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
+BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 
@@ -88,9 +101,29 @@ AUDIT = "{{ params.audit_log }}"
                                 title="Streams application.id (the group)"),
         "declared_broker_version": Param(None, type=["null", "string"],
                                          title="Broker release (needed on 4.2: e.g. 4.2.1)"),
-        "standby_replicas": Param(0, type="integer", minimum=0, title="streams.num.standby.replicas"),
-        "session_timeout_ms": Param(45000, type="integer", minimum=1, title="streams.session.timeout.ms"),
-        "heartbeat_interval_ms": Param(5000, type="integer", minimum=1, title="streams.heartbeat.interval.ms"),
+        "application_properties": Param({}, type="object", title="The application's client config (as it runs now)",
+                                        description="Linted for the streams protocol; its num.standby.replicas, "
+                                                    "session.timeout.ms and heartbeat.interval.ms (ignored by the "
+                                                    "streams protocol) are carried over as group configs."),
+        "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
+                                title="Kafka Streams release of the application (e.g. 4.2.1)",
+                                description="Checked against 4.2 (KIP-1071 GA). Empty: not checked (the lint "
+                                            "says so)."),
+        "source_topics": Param(None, type=["null", "string"], title="Source topics (comma-separated)",
+                               description="Checked to exist before the restart (a missing one leaves the streams "
+                                           "group NOT_READY) and against the topics the group committed on. "
+                                           "Empty: not checked."),
+        "standby_replicas": Param(None, type=["null", "integer"], minimum=0, title="streams.num.standby.replicas",
+                                  description="Empty: carry over (the group's value, else the application's "
+                                              "num.standby.replicas, else the brokers' default)."),
+        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="streams.session.timeout.ms",
+                                    description="Empty: carry over, as above."),
+        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
+                                       title="streams.heartbeat.interval.ms",
+                                       description="Empty: carry over, as above."),
+        "fallback_to_classic": Param(True, type="boolean", title="Go back to classic if the streams app fails",
+                                     description="When the streams application is not Stable within the deadline: "
+                                                 "stop it, wait for Empty, restart it on classic (never left down)."),
         "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalWordCountController", type="string",
                                 title="Application controller (module:Class)"),
         "app_controller_args": Param({}, type="object", title="Controller arguments"),
@@ -146,8 +179,22 @@ def kip1071_streams_offline_migration():
 
     preflight = MigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
-        declared_broker_version="{{ params.declared_broker_version }}",
+        declared_broker_version="{{ params.declared_broker_version }}", source_topics="{{ params.source_topics }}",
     )
+
+    @task
+    def streams_client_config(params: dict | None = None) -> dict:
+        """The application's config as it will run: the controller restarts it with group.protocol=streams."""
+        return {**params["application_properties"], "group.protocol": "streams"}
+
+    lint = ClientConfigLintOperator(task_id="lint_client_config", target="streams", client="java",
+                                    properties="{{ ti.xcom_pull(task_ids='streams_client_config') }}",
+                                    client_version="{{ params.client_version }}")
+
+    @task
+    def carry_over_settings(params: dict | None = None) -> dict:
+        return carried_settings(params)
+
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
@@ -160,8 +207,9 @@ def kip1071_streams_offline_migration():
         return _capture(params)
 
     @task
-    def make_plan(preflight_report: dict, configs: dict, snapshot: dict, params: dict | None = None) -> dict:
-        return build_plan(params, preflight_report["checks"], configs, snapshot)
+    def make_plan(preflight_report: dict, configs: dict, snapshot: dict, carried: dict, lint_result: dict,
+                  params: dict | None = None) -> dict:
+        return build_plan(params, preflight_report["checks"], configs, snapshot, carried, lint_result)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -208,6 +256,10 @@ def kip1071_streams_offline_migration():
                 pass
             except GroupNotEmpty as exc:
                 raise AirflowFailException(f"Not starting the streams application: {exc}") from exc
+            missing = _missing_source_topics(hook, params)
+        if missing:  # the streams group would sit in NOT_READY with empty assignments
+            raise AirflowFailException(f"Not starting the streams application: source topic(s) {', '.join(missing)} "
+                                       "do not exist. Create them (or correct source_topics), then rerun.")
         return load_controller(params["app_controller"], params["app_controller_args"]).start("streams")
 
     wait_streams = KafkaGroupTypeSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
@@ -217,7 +269,42 @@ def kip1071_streams_offline_migration():
                                         deferrable=True, poll_interval=POLL,
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
     compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
-                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}")
+                                          snapshot_path=BEFORE)
+
+    # -- the way back: only when the streams application did not become Stable in time
+    @task(trigger_rule="all_done")
+    def fallback_stop(params: dict | None = None, **context) -> dict:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.controllers import load_controller
+
+        states = R.task_states(context)
+        if "failed" not in (states.get("wait_streams_group"), states.get("wait_stable")):
+            raise AirflowSkipException("the streams application came up: no fallback")
+        if not params["fallback_to_classic"]:
+            raise AirflowSkipException("fallback_to_classic is off: the application is left as it is")
+        return {**load_controller(params["app_controller"], params["app_controller_args"]).stop(),
+                "diagnosis": _diagnose(params)}
+
+    # a streams group refuses LeaveGroup: its members leave when streams.session.timeout.ms runs out
+    fallback_wait_empty = KafkaGroupEmptySensor(
+        task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
+        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+
+    @task
+    def fallback_start(params: dict | None = None) -> dict:
+        from airflow_provider_kip848.controllers import load_controller
+
+        return load_controller(params["app_controller"], params["app_controller_args"]).start("classic")
+
+    fallback_wait_classic = KafkaGroupMigratedSensor(
+        task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
+        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,
+        poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}")
+    fallback_compare = CompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
+                                                   group_id=GROUP, snapshot_path=BEFORE)
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
                                    deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.stable_timeout_minutes }}")
@@ -252,10 +339,15 @@ def kip1071_streams_offline_migration():
         decision = ti.xcom_pull(task_ids="approval", key="decision")
         recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         failed = R.failed_tasks(context)
+        rolled_back = R.task_states(context).get("fallback_compare_offsets") == "success"
+        # a streams application that never became Stable is what the way back is for
+        unexpected = [t for t in failed if not (rolled_back and t in ("wait_streams_group", "wait_stable"))]
         if R.refused(decision, recheck):
             outcome = "refused"
-        elif failed:
+        elif unexpected:
             outcome = "failed"
+        elif rolled_back:
+            outcome = "rolled_back"
         elif plan and plan["facts"]["group"]["type"] == "streams":
             outcome = "nothing_to_do"
         elif params["dry_run"]:
@@ -284,45 +376,77 @@ def kip1071_streams_offline_migration():
             group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
             before=(plan or {}).get("facts"), after=after,
             results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
+                                                                                     key="report"),
+                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
+                     "group_settings": ti.xcom_pull(task_ids="carry_over_settings"),
                      "stopped": ti.xcom_pull(task_ids="stop_application"),
                      "emptied": ti.xcom_pull(task_ids="wait_empty"),
                      "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
                      "started": ti.xcom_pull(task_ids="start_application"),
                      "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
                      "output_records_written_during_run": written,
-                     "validation": ti.xcom_pull(task_ids="validate")},
-            change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets")),
+                     "validation": ti.xcom_pull(task_ids="validate"),
+                     "fallback": {"stopped": ti.xcom_pull(task_ids="fallback_stop"),
+                                  "restarted": ti.xcom_pull(task_ids="fallback_start"),
+                                  "back": ti.xcom_pull(task_ids="fallback_wait_classic"),
+                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="fallback_compare_offsets")}},
+            change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets",
+                                                      "fallback_wait_empty")),
         )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
+                        fail_outcomes=("failed", "refused", "rolled_back"))
 
     guard = window_guard()
     out_before = capture_output_before()
-    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output)
+    carried = carry_over_settings()
+    client_config = streams_client_config()
+    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output, carried, lint.output)
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    guard >> lock >> preflight >> validate_configs >> snapshot_before >> out_before >> plan
+    guard >> lock >> [preflight, client_config] >> carried
+    client_config >> lint >> carried
+    carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
     (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore
      >> start_application() >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
+    [wait_streams, wait_stable] >> (back := fallback_stop())
+    back >> fallback_wait_empty >> fallback_start() >> fallback_wait_classic >> fallback_compare >> final
     decision >> final
 
 
+def carried_settings(params: dict) -> dict:
+    """The streams group configs this run sets, each with its source (see kafka.rules.streams_settings)."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
+
+    requested = {"streams.num.standby.replicas": params["standby_replicas"],
+                 "streams.session.timeout.ms": params["session_timeout_ms"],
+                 "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        dynamic = hook.describe_group_config(params["application_id"]).dynamic
+        broker = hook.group_coordinator_config().values
+    settings = carry_over(requested, params["application_properties"] or {}, dynamic, broker)
+    return {"settings": [s.to_dict() for s in settings], "set": to_set(settings)}
+
+
 def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
-               snapshot: dict | None = None) -> dict:
+               snapshot: dict | None = None, carried: dict | None = None, lint_result: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.rules.conditions import is_live
+    from airflow_provider_kip848.kafka.rules.streams_settings import CarriedSetting
 
     group = params["application_id"]
-    wanted = {"streams.num.standby.replicas": params["standby_replicas"],
-              "streams.session.timeout.ms": params["session_timeout_ms"],
-              "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+    carried = carried or carried_settings(params)
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        desc = hook.describe_group(group).to_dict()
+        described = hook.describe_group(group)
+        desc = described.to_dict()
         if configs is None:
-            configs = hook.alter_group_config(group, wanted, [], dry_run=True).to_dict()
+            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True).to_dict()
     changes = []
     if desc["type"] != "streams":
         changes.append(Change("application", group, "running", "stopped", "downtime starts"))
@@ -333,6 +457,17 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
             changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
                                   "set before the restart"))
     notes = ["one approval covers the whole downtime"]
+    for raw in carried["settings"]:
+        setting = CarriedSetting(**{k: raw[k] for k in ("config", "current", "value", "source")})
+        if setting.changes:
+            notes.append(f"{setting.config}: {setting.value} from the {setting.source}")
+        else:
+            notes.append(f"{setting.config}: {setting.current or 'unset'}, kept ({setting.source})")
+    if params.get("fallback_to_classic"):
+        notes.append("if the streams application is not Stable in time, the DAG restarts it on classic")
+    for finding in (lint_result or {}).get("findings", []):
+        if finding["severity"] in ("warn", "error"):
+            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
     if snapshot:
         notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
                         f"lag {snapshot['total_lag']})")
@@ -346,7 +481,7 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
                "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
-               "group_configs": before},
+               "live_members": sum(is_live(m) for m in described.members), "group_configs": before},
     )
     return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -354,7 +489,35 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
 def replan(context) -> dict:
     ti = context["ti"]
     return build_plan(context["params"], (ti.xcom_pull(task_ids="preflight") or {}).get("checks"), None,
-                      ti.xcom_pull(task_ids="snapshot_before"))
+                      ti.xcom_pull(task_ids="snapshot_before"), None, ti.xcom_pull(task_ids="lint_client_config"))
+
+
+def _missing_source_topics(hook, params: dict) -> list[str]:
+    from airflow_provider_kip848.kafka.arguments import topic_list
+
+    topics = topic_list(params["source_topics"], "source_topics") or []
+    counts = hook.get_conn().topic_partition_counts(topics) if topics else {}
+    return sorted(t for t, n in counts.items() if n is None)
+
+
+def _diagnose(params: dict) -> dict:
+    """Why the streams application did not become Stable, as far as the cluster shows it."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+    try:
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            desc = hook.describe_group(params["application_id"])
+            missing = _missing_source_topics(hook, params)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis must not hide the fallback
+        return {"error": str(exc)}
+    found = {"type": desc.type.value, "state": desc.state.value, "members": len(desc.members),
+             "missing_source_topics": missing}
+    if desc.state.value == "NotReady":
+        found["reason"] = ("the streams group is NOT_READY: " + (f"source topic(s) {', '.join(missing)} do not exist"
+                           if missing else "a source or internal topic is missing or not co-partitioned"))
+    elif not desc.members:
+        found["reason"] = "no streams member joined: the application did not start (see its log)"
+    return found
 
 
 def _capture(params: dict) -> dict:

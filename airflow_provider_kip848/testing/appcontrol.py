@@ -31,11 +31,15 @@ class LocalWordCountController:
     """
 
     def __init__(self, kafka_workdir: str, application_id: str, stop_mode: str = "graceful",
-                 properties: dict[str, str] | None = None) -> None:
+                 properties: dict[str, str] | None = None,
+                 protocol_properties: dict[str, dict[str, str]] | None = None) -> None:
         self.kafka = LocalKafka.existing(kafka_workdir)
         self.application_id = application_id
         self.stop_mode = stop_mode
         self.properties = dict(properties or {})
+        #: extra properties for one protocol only (e.g. a setting the streams protocol rejects, to rehearse
+        #: a failed switch and the way back)
+        self.protocol_properties = {k: dict(v) for k, v in (protocol_properties or {}).items()}
 
     @property
     def apps_dir(self) -> Path:
@@ -79,7 +83,7 @@ class LocalWordCountController:
         props = wordcount_properties(self.kafka.bootstrap_servers, self.application_id,
                                      group_protocol=group_protocol,
                                      state_dir=self.apps_dir / f"{self.application_id}-state",
-                                     extra=self.properties)
+                                     extra={**self.properties, **self.protocol_properties.get(group_protocol, {})})
         app = StreamsApp.start(self.kafka.distribution, props, workdir=self.apps_dir, name=name)
         return {"application_id": self.application_id, "pid": app.process.pid, "group_protocol": group_protocol,
                 "log": str(app.log_path)}

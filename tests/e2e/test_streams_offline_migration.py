@@ -134,3 +134,65 @@ def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_
     finally:
         controller.stop()
         admin.close()
+
+
+def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, unique, tmp_path):
+    """The application runs with num.standby.replicas=1 (a client setting the streams protocol ignores) and the
+    run names no standby value: the DAG carries the application's value over as the group config, shows it in
+    the approval, and the streams group ends with one standby replica per task."""
+    app_id, word = unique("wc-standby"), f"s{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    controller = classic_wordcount(kafka, admin, app_id, word)
+    try:
+        run_conf = conf(kafka, app_id, tmp_path, standby_replicas=None, session_timeout_ms=None,
+                        application_properties={"num.standby.replicas": "1", "heartbeat.interval.ms": "500",
+                                                "commit.interval.ms": "200"},
+                        client_version="4.3.1", source_topics=WORDCOUNT_INPUT_TOPIC, heartbeat_interval_ms=None)
+        run, answers, report = run_dag("kip1071_streams_offline_migration", run_conf, decide=approve)
+        assert state(run) == "success" and report["outcome"] == "migrated", report
+        settings = {s["config"]: s for s in report["results"]["group_settings"]["settings"]}
+        assert settings["streams.num.standby.replicas"]["source"] == "application config (num.standby.replicas)"
+        assert settings["streams.heartbeat.interval.ms"]["value"] == "500"
+        assert settings["streams.session.timeout.ms"]["source"].startswith("broker default (")
+        # the approver saw it, as a change from the broker default to 1
+        assert "streams.num.standby.replicas" in answers[0]["body"] and "application config" in answers[0]["body"]
+        dynamic = admin.describe_group_config(app_id).dynamic
+        assert dynamic == {"streams.num.standby.replicas": "1", "streams.heartbeat.interval.ms": "500"}
+        # the lint saw the ignored client settings (warnings, not failures)
+        lint = {f["key"]: f["severity"] for f in report["results"]["lint"]["findings"]}
+        assert lint["num.standby.replicas"] == "warn" and "client.version" not in lint
+        checks = {c["name"]: c["status"] for c in report["results"]["preflight"]["checks"]}
+        assert checks["source_topics"] == "pass" and checks["topology"] == "pass"
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_a_streams_application_that_does_not_come_up_is_restarted_on_classic(airflow_db, kafka, kafka_conn, unique,
+                                                                               tmp_path):
+    """Started on the streams protocol with static membership (which streams groups reject before 4.4) the
+    application exits without ever joining. Past the deadline the DAG restarts it on classic, waits for it
+    and shows the offsets equal to the snapshot: the application is not left down."""
+    app_id, word = unique("wc-fallback"), f"f{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    controller = classic_wordcount(kafka, admin, app_id, word)
+    try:
+        run_conf = conf(kafka, app_id, tmp_path, stable_timeout_minutes=0.5, validate_with_spark=False)
+        run_conf["app_controller_args"]["protocol_properties"] = {"streams": {"group.instance.id": f"{app_id}-1"}}
+        run, answers, report = run_dag("kip1071_streams_offline_migration", run_conf, decide=approve)
+        assert state(run) == "failed", "a rolled-back migration marks the run failed"
+        assert report["outcome"] == "rolled_back", report
+        assert "wait_streams_group" in report["failed_tasks"]
+        fallback = report["results"]["fallback"]
+        assert fallback["stopped"]["diagnosis"]["reason"].startswith("no streams member joined"), fallback
+        assert fallback["restarted"]["group_protocol"] == "classic"
+        assert fallback["back"]["summary"].startswith("type classic, 1 of 1 live member(s)"), fallback
+        comparison = fallback["offsets_vs_snapshot"]
+        assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0
+        assert admin.describe_group(app_id).type is GroupType.CLASSIC and controller.running_pids()
+        # and it processes again, from its commits
+        produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
+        assert count_of(kafka.bootstrap_servers, word, 3) == 3
+    finally:
+        controller.stop()
+        admin.close()
