@@ -16,6 +16,8 @@ from airflow_provider_kip848.testing.clients import produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.test_consumer_offline_migration import INSTANCES, live_protocols, running_classic
+from tests.e2e.test_consumer_offline_migration import conf as consumer_offline_conf
 from tests.e2e.test_rolling_upgrade import conf as rolling_conf
 from tests.e2e.test_rolling_upgrade import scenario
 from tests.e2e.test_streams_offline_migration import classic_wordcount
@@ -89,6 +91,37 @@ def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(ai
         with KafkaAdmin(ClientSettings(cluster.bootstrap_servers)) as fresh:
             desc = fresh.describe_group(app_id)
             assert desc.type is GroupType.STREAMS and desc.state == "Stable" and len(desc.members) == 1
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
+                                                                                unique, tmp_path):
+    """The cooperative-sticky group moved offline on 3 nodes; the group's coordinator is killed once the
+    application is stopped, while the DAG waits for Empty. The verdicts hold after the failover."""
+    set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
+    admin = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
+    topic, output, group, args, controller = running_classic(cluster.bootstrap_servers, unique, tmp_path, admin)
+    killed: list[int] = []
+
+    def kill_when_stopped(detail):
+        def go():
+            wait_until(lambda: not controller.running_pids(), timeout=120, what="the application stopped")
+            killed.append(kill_coordinator(cluster, group))  # the Empty wait's coordinator dies
+        threading.Thread(target=go, daemon=True).start()
+
+    try:
+        run, _answers, report = run_dag("kip848_consumer_offline_migration",
+                                        consumer_offline_conf(tmp_path, group, output, args, empty_settle_seconds=3),
+                                        decide=approve, before_answer=kill_when_stopped)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated" and killed
+        assert report["results"]["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0
+        assert report["results"]["validation"]["passed"]
+        with KafkaAdmin(ClientSettings(cluster.bootstrap_servers)) as fresh:  # the truth, from a fresh client
+            assert fresh.group_listing(group).type is GroupType.CONSUMER
+            assert live_protocols(fresh, group) == [MemberProtocol.CONSUMER] * INSTANCES
     finally:
         controller.stop()
         admin.close()

@@ -17,7 +17,7 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
-from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
@@ -50,10 +50,28 @@ def running_classic(bootstrap, unique, tmp_path, admin, **controller_extra):
     args = controller_args(tmp_path, bootstrap, group, topic, output, **controller_extra)
     controller = LocalConsumerAppController(**args)
     controller.start("classic")
-    wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == INSTANCES
-               and any(admin.classic_assignment_user_data(group).values()) and admin.group_offsets(group).total_lag == 0,
+
+    def stable(members: int) -> bool:
+        return (d := admin.describe_group(group)).state == "Stable" and len(d.members) == members
+
+    wait_until(lambda: stable(INSTANCES), timeout=120, what="classic cooperative-sticky app Stable")
+    # Instances that joined together own nothing from an earlier generation, and librdkafka writes no
+    # userData then (seen on the 3-node cluster). An application that has run for a while has rebalanced:
+    # one more instance joining and leaving gives the group that history.
+    extra = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="app-extra",
+                                  assignor="cooperative-sticky", log_file=str(tmp_path / "extra.log"))
+    wait_until(lambda: stable(INSTANCES + 1), timeout=120, what="a third instance joined")
+    extra.stop()
+    wait_until(lambda: stable(INSTANCES) and any(admin.classic_assignment_user_data(group).values())
+               and caught_up(admin.group_offsets(group)),
                timeout=120, what="classic cooperative-sticky app caught up, its assignments carrying userData")
     return topic, output, group, args, controller
+
+
+def caught_up(offsets) -> bool:
+    """Every assigned partition committed and no lag (total_lag alone says nothing of a partition that
+    was handed over in a rebalance and not consumed yet: it has no commit)."""
+    return offsets.total_lag == 0 and not offsets.uncommitted_with_records
 
 
 def live_protocols(admin, group) -> list[MemberProtocol]:

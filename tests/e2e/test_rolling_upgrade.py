@@ -41,7 +41,8 @@ def scenario(bootstrap, unique, tmp_path, instances=3):
     app = App(bootstrap, group, topic, output, tmp_path, instances)
     admin = KafkaAdmin(ClientSettings(bootstrap))
     wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == instances
-               and admin.group_offsets(group).total_lag == 0, timeout=90, what="classic app caught up")
+               and (o := admin.group_offsets(group)).total_lag == 0 and not o.uncommitted_with_records,
+               timeout=90, what="classic app caught up")
     return topic, output, group, app, admin
 
 
