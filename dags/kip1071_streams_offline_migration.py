@@ -57,6 +57,7 @@ from airflow_provider_kip848.operators.approval import (
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
     RestoreGroupOffsetsOperator,
@@ -374,7 +375,7 @@ def kip1071_streams_offline_migration():
         result = R.build_report(
             title=f"KIP-1071 offline migration of {params['application_id']}", outcome=outcome, context=context,
             group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            before=(plan or {}).get("facts"), after=after,
+            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
@@ -409,8 +410,13 @@ def kip1071_streams_offline_migration():
     carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
+    started = start_application()
     (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore
-     >> start_application() >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
+     >> started >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
+    # the brokers' group metrics before, during and after the change (side branches: they never gate it)
+    snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
+    started >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
+    snapshot_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
     [wait_streams, wait_stable] >> (back := fallback_stop())
     back >> fallback_wait_empty >> fallback_start() >> fallback_wait_classic >> fallback_compare >> final

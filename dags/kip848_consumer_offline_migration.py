@@ -53,6 +53,7 @@ from airflow_provider_kip848.operators.approval import (
 )
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
     RestoreGroupOffsetsOperator,
@@ -324,6 +325,7 @@ def kip848_consumer_offline_migration():
             title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
             outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,
             approvals={"approval": decision}, before=(plan or {}).get("facts"), after=after,
+            metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
@@ -351,8 +353,13 @@ def kip848_consumer_offline_migration():
     decision = route(plan)
     final = report()
     out_after = capture_output_after()
-    (decision >> approval >> recheck >> stop_application() >> wait_empty >> restore >> start_application()
+    started = start_application()
+    (decision >> approval >> recheck >> stop_application() >> wait_empty >> restore >> started
      >> wait_migrated >> wait_lag >> compare >> snapshot_after >> out_after)
+    # the brokers' group metrics before, during and after the change (side branches: they never gate it)
+    snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
+    started >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
+    out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
     out_after >> spec >> spark_enabled() >> validate >> final
     wait_migrated >> rollback_stop() >> rollback_wait_empty >> rollback_start() >> rollback_wait

@@ -40,6 +40,7 @@ from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
@@ -276,7 +277,7 @@ def kip848_consumer_rolling_upgrade():
         result = R.build_report(
             title=f"KIP-848 rolling upgrade of {params['group_id']}", outcome=outcome, context=context,
             group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            before=(plan or {}).get("facts"), after=after,
+            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
                      "lint": ti.xcom_pull(task_ids="lint_client_config"),
@@ -299,6 +300,10 @@ def kip848_consumer_rolling_upgrade():
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]
     out_before >> snapshot_before >> wait_migrated >> wait_lag >> snapshot_after >> out_after
+    # the brokers' group metrics before, during and after the rollout (side branches: they never gate it)
+    plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
+    snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
+    out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
     out_after >> spec >> spark_enabled() >> validate >> final
     wait_migrated >> (timeout_branch := rollback_on_timeout())

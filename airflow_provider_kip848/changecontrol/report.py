@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
 from airflow_provider_kip848.changecontrol.audit import summary
+from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metrics_section
 
 
 def approval_record(payload: Any) -> dict[str, Any] | None:
@@ -29,18 +30,40 @@ def approval_record(payload: Any) -> dict[str, Any] | None:
     }
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    """The report as a person reads it: the run, its approvals and lock, before/after, change control, results."""
+def render_markdown(report: dict[str, Any], chart: str | None = None) -> str:
+    """The report as a person reads it: the run, its approvals and lock, before/after, the brokers' group
+    metrics over the change (``chart``: the SVG file next to it), change control, results."""
     lines = _summary_lines(report)
     for section in ("before", "after"):
         if report.get(section):
             lines += ["", f"## {section.title()}", "", *_json_block(report[section])]
+    lines += _metrics_lines(report.get("metrics"), chart)
     lines += _change_control_lines(report.get("change_control") or {})
     if report.get("plan"):
         lines += ["", "## Plan", "", report["plan"].get("markdown", "")]
     for name, value in (report.get("results") or {}).items():
         lines += ["", f"## {name}", "", *_json_block(value, limit=4000)]
     return "\n".join(lines) + "\n"
+
+
+def _metrics_lines(section: dict[str, Any] | None, chart: str | None) -> list[str]:
+    if not section:
+        return []
+    lines = ["", "## Group metrics (brokers)", "", f"_{section.get('note', '')}_", "",
+             "| point | taken at | groups by protocol | streams groups by state | rebalances classic / consumer / "
+             "streams (total) |", "|---|---|---|---|---|"]
+    for row in section["samples"]:
+        counts = " / ".join("?" if row.get(f"{p}_rebalance_count") is None else str(row[f"{p}_rebalance_count"])
+                            for p in ("classic", "consumer", "streams"))
+        lines.append(f"| {row['label']} | {row.get('taken_at') or row.get('note') or '?'} | "
+                     f"{row.get('groups_by_protocol') or '?'} | {row.get('streams_groups_by_state') or '?'} | "
+                     f"{counts} |")
+    if section.get("rebalances_during_change"):
+        lines += ["", "Rebalances counted during the change: " + ", ".join(
+            f"{p} {'?' if n is None else n}" for p, n in section["rebalances_during_change"].items())]
+    if chart:
+        lines += ["", f"![group metrics over the change]({chart})"]
+    return lines
 
 
 def _json_block(value: Any, limit: int | None = None) -> list[str]:
@@ -118,12 +141,26 @@ def change_control(context: dict[str, Any], change_task_ids: tuple[str, ...] = (
             "audit": summary(records), "audit_locations": sorted({r.get("written_to", "") for r in records})}
 
 
+#: the side-branch tasks that sample the brokers' group metrics in the migration DAGs, in order
+METRICS_TASK_IDS = ("metrics_before", "metrics_during", "metrics_after")
+
+
+def group_metrics(context: dict[str, Any], task_ids: tuple[str, ...] = METRICS_TASK_IDS) -> dict[str, Any] | None:
+    """The run's group-metrics samples as the report's section (None when no sample task ran)."""
+    return metrics_section([context["ti"].xcom_pull(task_ids=t) for t in task_ids])
+
+
 def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
     base = directory.rstrip("/")
     json_path, md_path = f"{base}/report.json", f"{base}/report.md"
+    files = {"json": json_path, "markdown": md_path}
+    chart = metrics_chart(report.get("metrics"))
+    if chart:  # written first: the Markdown links to it
+        files["metrics_chart"] = f"{base}/metrics.svg"
+        storage.write_text(files["metrics_chart"], chart)
     storage.write_text(json_path, json.dumps(report, indent=1, default=str) + "\n")
-    storage.write_text(md_path, render_markdown(report))
-    return {"json": json_path, "markdown": md_path}
+    storage.write_text(md_path, render_markdown(report, chart="metrics.svg" if chart else None))
+    return files
 
 
 def task_states(context: dict[str, Any]) -> dict[str, str]:

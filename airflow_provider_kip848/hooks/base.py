@@ -1,9 +1,12 @@
 """What both admin hooks share: the ``kafka_admin`` connection and the typed actions of :class:`GroupAdmin`.
 
-Each method below is the backend's action of the same name
+Each action method below is the backend's action of the same name
 (:class:`~airflow_provider_kip848.kafka.api.GroupAdmin`), with the same
 arguments and typed results; the hook only turns the Airflow connection into
 :class:`ClientSettings` and keeps one backend object for its lifetime.
+:meth:`KafkaAdminBaseHook.group_metrics` is the one read that goes around the
+backends: the brokers' own metrics, from the exporters the connection's
+``metrics_url`` names (:mod:`~airflow_provider_kip848.kafka.metrics`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,16 @@ from typing import Any, Self
 from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_provider_kip848.hooks.connection import CONN_TYPE, DEFAULT_CONN_ID, extra_field, settings_from_connection
+from airflow_provider_kip848.hooks.connection import (
+    CONN_TYPE,
+    DEFAULT_CONN_ID,
+    extra_field,
+    metrics_urls_from_connection,
+    settings_from_connection,
+)
 from airflow_provider_kip848.kafka.api import GroupAdmin
 from airflow_provider_kip848.kafka.errors import ConnectionNotFound, Kip848Error
+from airflow_provider_kip848.kafka.metrics import DEFAULT_TIMEOUT, GroupMetricsSample, read_group_metrics
 from airflow_provider_kip848.kafka.model import (
     ClusterFeatures,
     ConsumerGroupDescription,
@@ -62,6 +72,11 @@ class KafkaAdminBaseHook(BaseHook):
         """A field of the connection's extra (plain or with the legacy ``extra__kafka_admin__`` prefix)."""
         return extra_field(self.connection.extra_dejson or {}, name, default)
 
+    @cached_property
+    def metrics_urls(self) -> tuple[str, ...]:
+        """The brokers' metrics endpoints the connection names (its ``metrics_url`` extra); empty: none."""
+        return metrics_urls_from_connection(self.connection)
+
     def _make_backend(self) -> GroupAdmin:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -93,6 +108,29 @@ class KafkaAdminBaseHook(BaseHook):
             f"Connected to {self.settings.bootstrap_servers}: group.version={features.level('group.version')}, "
             f"streams.version={features.level('streams.version')}."
         )
+
+    # -- the brokers' own metrics (read over HTTP from their exporters, not through a backend) -----------
+
+    def group_metrics(self, *, timeout: float = DEFAULT_TIMEOUT) -> GroupMetricsSample | None:
+        """The group coordinator's figures of the whole cluster, from the exporters in ``metrics_url``.
+
+        Group counts by protocol (``groups_by_protocol``), consumer, streams and
+        classic groups by state, and the rebalance rate and count of each
+        protocol, summed over the brokers, with each broker's own figures in
+        ``nodes`` (see :class:`~airflow_provider_kip848.kafka.metrics.GroupMetricsSample`).
+        A value the brokers do not expose is None, never 0.
+
+        Returns None when the connection names no metrics URL. Raises
+        :class:`~airflow_provider_kip848.kafka.errors.MetricsUnavailable`
+        (retriable) when an endpoint does not answer within ``timeout`` seconds,
+        :class:`~airflow_provider_kip848.kafka.errors.MetricsUnreadable` when it
+        answers with something else than Prometheus text, and
+        :class:`~airflow_provider_kip848.kafka.errors.InvalidClientSettings` for a
+        ``metrics_url`` that is not a list of http(s) URLs.
+        """
+        if not self.metrics_urls:
+            return None
+        return read_group_metrics(self.metrics_urls, timeout=timeout)
 
     # -- the actions both backends implement (kafka.api.GroupAdmin) -------------------------
 

@@ -8,8 +8,9 @@ Field layout (the Airflow UI form is declared in ``get_provider_info``):
 * Extra fields: ``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``,
   ``ssl_certfile``, ``ssl_keyfile``, ``ssl_key_password``,
   ``ssl_check_hostname``, ``request_timeout_ms``, the CLI settings
-  ``kafka_home`` / ``kafka_version`` / ``cli_timeout``, and the cluster's change
-  control: ``approvers``, ``four_eyes``, ``audit_log``, ``artifacts_url``.
+  ``kafka_home`` / ``kafka_version`` / ``cli_timeout``, the brokers' metrics
+  endpoints ``metrics_url`` (comma-separated, one per broker), and the cluster's
+  change control: ``approvers``, ``four_eyes``, ``audit_log``, ``artifacts_url``.
 
 Extra keys are read plain (``security_protocol``) or with the legacy
 ``extra__kafka_admin__`` prefix older UIs wrote.
@@ -21,6 +22,7 @@ from typing import Any
 
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
+from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 CONN_TYPE = "kafka_admin"
@@ -84,6 +86,16 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     "cli_timeout": {
         "label": "CLI tool timeout (s)",
         "schema": {"type": ["integer", "null"], "minimum": 5, "default": 120},
+    },
+    # the brokers' metrics (see docs/admin.md#broker-metrics)
+    "metrics_url": {
+        "label": "Broker metrics URLs (Prometheus)",
+        "schema": {"type": ["string", "null"]},
+        "description": (
+            "Comma-separated, one per broker: each broker's Prometheus JMX exporter endpoint "
+            "(http://broker1:7071/metrics,http://broker2:7071/metrics). Group counts by protocol and state and "
+            "rebalance rates are read there. Empty: no broker metrics."
+        ),
     },
     # change control of this cluster (see docs/change-control.md) and where its artifacts go
     "approvers": {
@@ -152,6 +164,17 @@ def settings_from_connection(conn: Any) -> ClientSettings:
         ssl_check_hostname=_flag(extra, "ssl_check_hostname", True, conn.conn_id),
         request_timeout_ms=int(extra_field(extra, "request_timeout_ms", 30000)),
     )
+
+
+def metrics_urls_from_connection(conn: Any) -> tuple[str, ...]:
+    """The ``metrics_url`` extra of a ``kafka_admin`` connection as URLs (empty: the connection names none)."""
+    value = extra_field(conn.extra_dejson or {}, "metrics_url")
+    if isinstance(value, (list, tuple)):  # a JSON list in the extra reads the same as the comma-separated text
+        value = ",".join(str(v) for v in value)
+    try:
+        return parse_metrics_urls(value if value is None else str(value))
+    except Kip848Error as exc:
+        raise InvalidClientSettings(f"Connection {conn.conn_id!r}, metrics_url: {exc.what}", remedy=exc.remedy) from exc
 
 
 def _flag(extra: dict[str, Any], name: str, default: bool, conn_id: str) -> bool:

@@ -337,6 +337,29 @@ class ConnectionNotFound(InvalidClientSettings):
     remedy = "Create the connection (Admin > Connections, type kafka_admin) or fix kafka_conn_id."
 
 
+# -- broker metrics (Prometheus text from each broker's JMX exporter) ---------------------------
+
+
+class MetricsUnavailable(Kip848Error):
+    """A broker's metrics endpoint did not answer (refused, timed out, unknown host, HTTP 5xx); ``urls`` names
+    every endpoint that failed. Retriable: an exporter restarting with its broker answers again."""
+
+    retriable = True
+    remedy = ("Check that the Prometheus JMX exporter runs on each broker and that this worker reaches it "
+              "(the connection's metrics_url extra lists one URL per broker), then retry.")
+
+    def __init__(self, what: str, *, remedy: str | None = None, urls: tuple[str, ...] = ()) -> None:
+        self.urls = urls
+        super().__init__(what, remedy=remedy)
+
+
+class MetricsUnreadable(Kip848Error):
+    """A metrics endpoint answered, but not with Prometheus text (HTTP 404, an HTML page, a malformed line)."""
+
+    remedy = ("Point the connection's metrics_url at each broker's exporter endpoint, "
+              "e.g. http://broker1:7071/metrics (the exporter's own port and path).")
+
+
 # -- where the Kafka CLI tools come from ------------------------------------------------
 
 

@@ -3,6 +3,7 @@
     python -m airflow_provider_kip848.testing kafka fetch   [--version V]
     python -m airflow_provider_kip848.testing kafka start   [--nodes N] [--version V] [--port P] [--controller-port P]
                                                           [--tuning fast|production] [--fresh] [--name N]
+                                                          [--metrics | --no-metrics]
     python -m airflow_provider_kip848.testing kafka status  [--name N]
     python -m airflow_provider_kip848.testing kafka stop    [--name N]
     python -m airflow_provider_kip848.testing kafka node stop|kill|pause|resume|start|restart ID [--name N]
@@ -23,7 +24,7 @@ from pathlib import Path
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION, KAFKA_TOOLS, KafkaDistribution
 from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.testing.broker import LocalKafka
+from airflow_provider_kip848.testing.broker import BrokerStatus, LocalKafka
 
 
 def instance_dir(name: str) -> Path:
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--heap", default="512m")
     p.add_argument("--fresh", action="store_true", help="discard the instance's data and start a new cluster")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="extra broker config")
+    p.add_argument("--metrics", action=argparse.BooleanOptionalAction, default=None,
+                   help="serve each node's group-coordinator metrics in Prometheus text format (the Prometheus JMX "
+                        "exporter's Java agent, a free port per node); default: as the instance was last started")
 
     for name, help_ in (("stop", "stop the broker this launcher started"), ("status", "show whether it runs")):
         p = sub.add_parser(name, help=help_)
@@ -112,27 +116,19 @@ def main(argv: list[str] | None = None) -> int:
                 tuning=args.tuning,
                 heap=args.heap,
                 overrides=overrides,
+                metrics=args.metrics,
             )
             started = kafka.start(fresh=args.fresh)
             print(started.summary())
             print(f"bootstrap.servers={started.bootstrap_servers}")
+            if started.metrics_url:
+                print(f"metrics_url={started.metrics_url}")
         elif args.command == "stop":
             kafka = _broker(args)
             stopped = kafka.stop()
             print(f"stopped the broker in {kafka.workdir}" if stopped else f"no broker running in {kafka.workdir}")
         elif args.command == "status":
-            st = _broker(args).status()
-            if len(st.nodes) > 1:
-                for n in st.nodes:
-                    state = "paused" if n.paused else "running" if n.running else "stopped"
-                    print(f"node {n.node_id}: {state}, pid {n.pid or '-'}, {n.bootstrap_server}, "
-                          f"{'answering' if n.answering else 'not answering'}; log {n.log_path}")
-            if st.running:
-                print(f"running: Kafka {st.version} pid {st.pid} at {st.bootstrap_servers} "
-                      f"({'answering' if st.answering else 'not answering'}); log {st.log_path}")
-            else:
-                print(f"not running ({st.detail}) in {st.workdir}")
-                return 1
+            return _print_status(_broker(args).status())
         elif args.command == "node":
             kafka = _broker(args)
             action = {"stop": kafka.stop_node, "kill": kafka.kill_node, "pause": kafka.pause_node,
@@ -152,6 +148,25 @@ def main(argv: list[str] | None = None) -> int:
     except Kip848Error as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _print_status(st: BrokerStatus) -> int:
+    """Print a cluster's status (each node's too when it has several); 1 when it is not running."""
+    if len(st.nodes) > 1:
+        for n in st.nodes:
+            state = "paused" if n.paused else "running" if n.running else "stopped"
+            print(f"node {n.node_id}: {state}, pid {n.pid or '-'}, {n.bootstrap_server}, "
+                  f"{'answering' if n.answering else 'not answering'}; log {n.log_path}"
+                  + (f"; metrics {n.metrics_url}" if n.metrics_url else ""))
+    if not st.running:
+        print(f"not running ({st.detail}) in {st.workdir}")
+        return 1
+    print(f"running: Kafka {st.version} pid {st.pid} at {st.bootstrap_servers} "
+          f"({'answering' if st.answering else 'not answering'}); log {st.log_path}")
+    urls = [n.metrics_url for n in st.nodes if n.metrics_url]
+    if urls:
+        print(f"metrics_url={','.join(urls)}")
+    return 0
 
 
 def _cli(rest: list[str]) -> int:

@@ -14,6 +14,11 @@ deliberate differences:
   and initial rebalance delays, so tests do not wait on production timeouts.
   The ``production`` tuning keeps every broker default (benchmarks use it).
 
+With ``metrics=True`` each node also serves its group-coordinator metrics in
+Prometheus text format through the Prometheus JMX exporter's Java agent, on a
+free port of its own (:attr:`LocalKafka.metrics_url`; see
+:mod:`~airflow_provider_kip848.testing.jmx_exporter`).
+
 A cluster is identified by its work directory: ``state.json`` there records
 each node's pid and ports and the version, and each JVM carries
 ``-Dkip848.instance=<node dir>`` so ``stop`` only ever signals the processes
@@ -63,6 +68,7 @@ from airflow_provider_kip848.testing.errors import (
     PortInUseError,
     ToolError,
 )
+from airflow_provider_kip848.testing.jmx_exporter import EXPORTER_CONFIG, JmxExporterAgent, metrics_url
 from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
 
 BROKER_MAIN_CLASS = "kafka.Kafka"
@@ -127,6 +133,13 @@ class StartReport:
     log_path: str
     nodes: int = 1
     pids: dict[int, int] = field(default_factory=dict)
+    #: node id -> the URL its Prometheus JMX exporter serves (empty: started without metrics)
+    metrics_urls: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Every node's metrics URL, comma-separated (the ``metrics_url`` extra of a connection), or None."""
+        return ",".join(url for _, url in sorted(self.metrics_urls.items())) or None
 
     def summary(self) -> str:
         fetched = "fetched from Maven Central" if self.fetched_jars else "jars from cache"
@@ -139,6 +152,7 @@ class StartReport:
             f"{self.bootstrap_servers} in {self.ready_seconds:.1f} s "
             f"(format {self.format_seconds:.1f} s, {fetched} {self.resolve_seconds:.1f} s); "
             f"{pids}, log {self.log_path}"
+            + (f"; metrics at {self.metrics_url}" if self.metrics_url else "")
         )
 
 
@@ -151,6 +165,7 @@ class NodeStatus:
     bootstrap_server: str
     answering: bool
     log_path: str
+    metrics_url: str | None = None
 
 
 @dataclass
@@ -174,6 +189,7 @@ class _Node:
     sasl_port: int | None = None
     pid: int | None = None
     paused: bool = False
+    metrics_port: int | None = None  # the Prometheus JMX exporter's HTTP port (None: no exporter)
 
 
 @dataclass
@@ -215,6 +231,12 @@ class LocalKafka:
     formatted ``--standalone``) and lives directly in ``workdir``; several
     nodes use a static quorum (``controller.quorum.voters``) and each lives in
     ``workdir/node-<id>``.
+
+    ``metrics=True`` starts every node with the Prometheus JMX exporter's Java
+    agent on a free port of its own (:attr:`metrics_url`, one URL per node);
+    ``False`` starts them without it; ``None`` (the default) keeps what the
+    cluster in ``workdir`` was last started with (no exporter for a new one), so
+    a restart, also of one node, keeps the exporter and its port.
     """
 
     def __init__(
@@ -234,12 +256,15 @@ class LocalKafka:
         die_with_parent: bool = False,
         sasl_users: Mapping[str, str] | None = None,
         super_users: Iterable[str] | None = None,
+        metrics: bool | None = None,
     ) -> None:
         if tuning not in ("fast", "production"):
             raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= 9:
             raise LocalKafkaError(f"nodes must be a number from 1 to 9, not {nodes!r}.",
                                   remedy="Use 1 (a single node) or 3 (a quorum that survives the loss of one).")
+        if metrics is not None and not isinstance(metrics, bool):
+            raise LocalKafkaError(f"metrics must be True, False or None, not {metrics!r}.")
         if nodes > 1 and (port or controller_port):
             raise LocalKafkaError("Fixed ports are for a single node.", remedy="Leave the ports at 0 (free ones).")
         self.workdir = Path(workdir).resolve()
@@ -258,6 +283,8 @@ class LocalKafka:
         #: the PLAINTEXT listener's ANONYMOUS principal always does, so the harness keeps working.
         self.sasl_users = dict(sasl_users or {})
         self.super_users = tuple(self.sasl_users if super_users is None else super_users)
+        self.metrics = metrics
+        self.exporter = JmxExporterAgent(cache_dir=self.distribution.cache_dir)
         self._processes: dict[int, subprocess.Popen] = {}
         self._log_handles: dict[int, IO[bytes]] = {}
         #: What the last successful :meth:`start` of this object measured.
@@ -335,6 +362,30 @@ class LocalKafka:
             raise BrokerNotRunning(f"The broker in {self.workdir} has no SASL listener (start it with sasl_users).")
         return ",".join(f"{state.host}:{n.sasl_port}" for n in state.nodes)
 
+    @property
+    def metrics_url(self) -> str:
+        """Every node's Prometheus metrics URL, comma-separated in node order (as a connection's ``metrics_url``
+        extra takes them); :class:`LocalKafkaError` when the cluster runs without the exporter."""
+        return ",".join(self.metrics_urls)
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        """One Prometheus metrics URL per node, in node order."""
+        return [self.node_metrics_url(n.node_id) for n in self._started_state().nodes]
+
+    def node_metrics_url(self, node_id: int) -> str:
+        """The URL node ``node_id``'s JMX exporter serves its metrics on (Prometheus text format)."""
+        state = self._started_state()
+        node = state.node(node_id)
+        if not node.metrics_port:
+            raise LocalKafkaError(f"The cluster in {self.workdir} runs without metrics.",
+                                  remedy="Start it with metrics=True (kafka start --metrics).")
+        return metrics_url(state.host, node.metrics_port)
+
+    @property
+    def exporter_config_path(self) -> Path:
+        return self.workdir / "jmx-exporter.yaml"
+
     def node_marker(self, node_id: int = 1) -> str:
         return f"-Dkip848.instance={self.node_dir(node_id)}"
 
@@ -366,6 +417,11 @@ class LocalKafka:
         else:
             self._wipe()
             state = self._new_state()
+        self._choose_metrics(state)
+        agent_seconds, agent_fetched = 0.0, False
+        if any(n.metrics_port for n in state.nodes):
+            agent = self.exporter.ensure()
+            agent_seconds, agent_fetched = agent.seconds, agent.fetched
         for node in state.nodes:
             if not self._running(node):
                 self._check_ports_free(state.host, node)
@@ -405,13 +461,14 @@ class LocalKafka:
             bootstrap_servers=self.bootstrap_servers,
             pid=first.pid or 0,
             cluster_id=state.cluster_id,
-            fetched_jars=resolve.fetched,
-            resolve_seconds=resolve.seconds,
+            fetched_jars=resolve.fetched or agent_fetched,
+            resolve_seconds=resolve.seconds + agent_seconds,
             format_seconds=format_seconds,
             ready_seconds=ready_seconds,
             log_path=str(self.node_log_path(first.node_id)),
             nodes=len(state.nodes),
             pids={n.node_id: n.pid or 0 for n in state.nodes},
+            metrics_urls={n.node_id: metrics_url(state.host, n.metrics_port) for n in state.nodes if n.metrics_port},
         )
         return self.last_start
 
@@ -472,6 +529,7 @@ class LocalKafka:
                 bootstrap_server=f"{state.host}:{n.port}",
                 answering=running and not n.paused and _port_open(state.host, n.port),
                 log_path=str(self.node_log_path(n.node_id)),
+                metrics_url=metrics_url(state.host, n.metrics_port) if n.metrics_port else None,
             )
             for n in state.nodes
         ]
@@ -553,6 +611,7 @@ class LocalKafka:
         node = state.node(node_id)
         if self._running(node):
             raise LocalKafkaError(f"Node {node_id} is already running (pid {node.pid}).")
+        self._choose_metrics(state)
         self._check_ports_free(state.host, node)
         t0 = time.monotonic()
         offset = _size(self.node_log_path(node_id))
@@ -694,6 +753,34 @@ class LocalKafka:
         self._check_port_free(host, node.controller_port, f"{which}controller")
         if node.sasl_port:
             self._check_port_free(host, node.sasl_port, f"{which}SASL")
+        if node.metrics_port:
+            self._check_port_free(host, node.metrics_port, f"{which}metrics")
+
+    def _choose_metrics(self, state: _State) -> None:
+        """Give each stopped node a metrics port (``metrics=True``) or take it away (``False``); ``None`` keeps
+        what the state records. A running node keeps its own: its JVM already runs with or without the agent.
+        A recorded metrics port something else took meanwhile is replaced by a free one (unlike the broker
+        and controller ports, no part of the cluster remembers it; only the URL changes). A node that has just
+        stopped may hold its sockets for a moment after its pid is gone: only a port that stays busy moves."""
+        taken = {p for n in state.nodes for p in (n.port, n.controller_port, n.sasl_port, n.metrics_port) if p}
+        for node in state.nodes:
+            if self._running(node):
+                continue
+            if self.metrics is False:
+                node.metrics_port = None
+            elif (self.metrics and not node.metrics_port) or (
+                    node.metrics_port and _stays_busy(state.host, node.metrics_port)):
+                node.metrics_port = _free_port(state.host, avoid=taken)
+                taken.add(node.metrics_port)
+
+    def _exporter_options(self, state: _State, node: _Node) -> list[str]:
+        """The JVM option that starts the Prometheus JMX exporter on the node's metrics port (none without)."""
+        if not node.metrics_port:
+            return []
+        self.exporter.ensure()  # cached after the first start: a file check
+        if not self.exporter_config_path.is_file() or self.exporter_config_path.read_text() != EXPORTER_CONFIG:
+            self.exporter_config_path.write_text(EXPORTER_CONFIG)
+        return [self.exporter.jvm_option(state.host, node.metrics_port, self.exporter_config_path)]
 
     def _server_properties(self, state: _State, node: _Node) -> str:
         host = state.host
@@ -794,6 +881,7 @@ class LocalKafka:
                 "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20",
                 self.node_marker(node.node_id),
+                *self._exporter_options(state, node),
             ],
         )
         self._close_log(node.node_id)
@@ -952,6 +1040,16 @@ def _can_bind(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _stays_busy(host: str, port: int, grace: float = 3.0) -> bool:
+    """True when ``port`` cannot be bound for ``grace`` seconds (a process of ours exiting frees it sooner)."""
+    deadline = time.monotonic() + grace
+    while not _can_bind(host, port):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def _port_open(host: str, port: int) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
+from airflow_provider_kip848.changecontrol.artifacts import run_location
 from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -18,7 +20,7 @@ from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
-from tests.conftest import wait_until
+from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
 DAG = "kip848_consumer_offline_migration"
@@ -142,6 +144,50 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
         assert admin.group_listing(group).type is GroupType.CLASSIC
         assert live_protocols(admin, group) == [MemberProtocol.CLASSIC] * INSTANCES
         assert len(controller.running_pids()) == INSTANCES
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_the_report_shows_the_brokers_group_metrics_over_the_change(airflow_db, fresh_kafka, monkeypatch, unique,
+                                                                    tmp_path):
+    """On brokers that serve their metrics (the JMX exporter) and a connection that names them, the DAG samples
+    the group metrics before, during and after the change and the report tables and charts them."""
+    broker = fresh_kafka(metrics=True)
+    bootstrap = broker.bootstrap_servers
+    set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap, metrics_url=broker.metrics_url)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin)
+    try:
+        run, _answers, report = run_dag(DAG, conf(tmp_path, group, output, args, validate_with_spark=False),
+                                        decide=approve)
+        assert state(run) == "success" and report["outcome"] == "migrated", report
+        metrics = report["metrics"]
+        assert [s["label"] for s in metrics["samples"]] == ["before", "during", "after"]
+        for sample in metrics["samples"]:
+            assert sample["taken_at"] and set(sample["groups_by_protocol"]) >= {"classic", "consumer"}, sample
+        # the restarted instances joined a consumer-protocol group: the brokers counted its rebalances
+        assert metrics["rebalances_during_change"]["consumer"] >= 1, metrics
+        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
+        chart = (folder / "metrics.svg").read_text()
+        assert chart.startswith("<svg") and "consumer groups" in chart
+        assert "![group metrics over the change](metrics.svg)" in (folder / "report.md").read_text()
+    finally:
+        controller.stop()
+        admin.close()
+
+
+def test_without_a_metrics_url_the_report_says_so(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+    """A dry run on a connection without metrics_url: the DAG runs, the samples say why they are empty."""
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin)
+    try:
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True), decide=approve)
+        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
+        assert [(s["label"], s["note"]) for s in report["metrics"]["samples"]] == [
+            ("before", "no metrics_url on the connection")]  # the change's own points were not reached
+        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
+        assert (folder / "report.md").is_file() and not (folder / "metrics.svg").exists()
     finally:
         controller.stop()
         admin.close()

@@ -3,7 +3,7 @@
 Layers, lowest first (docs/index.md draws them):
 
 0. ``kafka/`` the core: imports no Airflow and nothing of the package outside ``kafka/``; inside it,
-   ``errors``/``arguments``/``cache`` < ``settings``/``model`` < ``rules``/``translate`` < ``api`` <
+   ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate`` < ``api`` <
    ``native``/``cli``/``lock``.
 1. ``changecontrol/``, ``spark/``, ``controllers.py``: import the core only (not each other).
 2. ``hooks/``  3. ``triggers/``  4. ``operators/`` and ``sensors/`` (not each other)  5. ``get_provider_info.py``.
@@ -38,7 +38,7 @@ LAYERS = {
 #: inside the core: module (or sub-package) -> layer
 KAFKA_LAYERS = {
     "errors": 0, "arguments": 0, "cache": 0, "files": 0,
-    "settings": 1, "model": 1,
+    "settings": 1, "model": 1, "metrics": 1,
     "rules": 2, "translate": 2,
     "api": 3,
     "native": 4, "cli": 4, "lock": 4,

@@ -139,7 +139,7 @@ class KafkaDistribution:
         t0 = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
         fetched = False
-        with _file_lock(self.home / ".lock"):
+        with file_lock(self.home / ".lock"):
             if not self.is_resolved():
                 self._resolve_with_maven()
                 fetched = True
@@ -239,7 +239,8 @@ class KafkaDistribution:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path):
+def file_lock(path: Path):
+    """An exclusive lock on ``path`` across processes: one Maven run per cache entry at a time."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

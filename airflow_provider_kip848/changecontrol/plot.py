@@ -1,0 +1,75 @@
+"""A small SVG line chart for run reports: no plotting library on the workers, one file a browser opens.
+
+Reports show how group counts by protocol, streams-group states and rebalance
+rates moved over a change window. The chart is plain SVG text (written next to
+``report.md`` and linked from it), so it renders in the Airflow UI's artifact
+browser, in a Git host and in any browser, and costs no dependency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+
+#: line colours, in order (colour-blind safe palette)
+COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+
+
+def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *, title: str,
+                   x_label: str = "seconds since the first sample", width: int = 720, height: int = 260) -> str:
+    """Each series as a polyline over (x, y) points; a None y breaks the line (a value that was not known
+    is never drawn as 0). Returns an SVG document."""
+    left, right, top, bottom = 56, 160, 28, 40
+    points = [(x, y) for pts in series.values() for x, y in pts if y is not None]
+    xs = [x for x, _ in points] or [0.0, 1.0]
+    ys = [y for _, y in points] or [0.0, 1.0]
+    x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    y0, y1 = min(0.0, min(ys)), max(ys) if max(ys) > min(0.0, min(ys)) else min(0.0, min(ys)) + 1
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return top + plot_h - (y - y0) / (y1 - y0) * plot_h
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="16" font-size="13">{escape(title)}</text>',
+           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    for frac in (0.0, 0.5, 1.0):
+        yv = y0 + frac * (y1 - y0)
+        out.append(f'<text x="{left - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{_fmt(yv)}</text>')
+        xv = x0 + frac * (x1 - x0)
+        out.append(f'<text x="{sx(xv):.1f}" y="{top + plot_h + 14}" text-anchor="middle">{_fmt(xv)}</text>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>')
+    for i, (name, pts) in enumerate(series.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        for run in _runs(pts):
+            coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in run)
+            if len(run) == 1:
+                out.append(f'<circle cx="{sx(run[0][0]):.1f}" cy="{sy(run[0][1]):.1f}" r="2.5" fill="{colour}"/>')
+            else:
+                out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{coords}"/>')
+        ly = top + 12 + i * 16
+        out.append(f'<line x1="{width - right + 12}" y1="{ly - 4}" x2="{width - right + 30}" y2="{ly - 4}" '
+                   f'stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{width - right + 34}" y="{ly}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:
+    """Consecutive known points; an unknown value ends a run."""
+    runs: list[list[tuple[float, float]]] = [[]]
+    for x, y in points:
+        if y is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append((x, y))
+    return [r for r in runs if r]
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.2f}"
