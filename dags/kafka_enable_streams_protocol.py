@@ -3,8 +3,9 @@
 Runbook (Kafka docs, "Streams Rebalance Protocol"):
 
 1. Check the brokers: Kafka 4.2.1+ (4.2.0 can lose migrated groups, KAFKA-20254),
-   ``metadata.version`` at least 4.2-IV1, ``streams`` in
-   ``group.coordinator.rebalance.protocols``.
+   ``streams`` in ``group.coordinator.rebalance.protocols`` (a ``metadata.version``
+   below 4.2-IV1, where the feature is on by default, is noted: it is no
+   dependency, and the controller validates the change in step 3).
 2. Look at the finalized features (``kafka-features describe``).
 3. Validate the change with the controller (``kafka-features upgrade --feature
    streams.version=1 --dry-run``).

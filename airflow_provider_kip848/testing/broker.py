@@ -257,6 +257,7 @@ class LocalKafka:
         sasl_users: Mapping[str, str] | None = None,
         super_users: Iterable[str] | None = None,
         metrics: bool | None = None,
+        release_version: str | None = None,
     ) -> None:
         if tuning not in ("fast", "production"):
             raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
@@ -284,6 +285,9 @@ class LocalKafka:
         self.sasl_users = dict(sasl_users or {})
         self.super_users = tuple(self.sasl_users if super_users is None else super_users)
         self.metrics = metrics
+        #: ``kafka-storage format --release-version`` of a new cluster (e.g. ``4.1-IV1``): a cluster whose
+        #: metadata.version lags its software, as one upgraded from an older release is (None: the newest)
+        self.release_version = release_version
         self.exporter = JmxExporterAgent(cache_dir=self.distribution.cache_dir)
         self._processes: dict[int, subprocess.Popen] = {}
         self._log_handles: dict[int, IO[bytes]] = {}
@@ -857,8 +861,9 @@ class LocalKafka:
         standalone = ["--standalone"] if len(state.nodes) == 1 else []  # several nodes: the static voter set
         procs = {}
         for node in state.nodes:
+            release = ["--release-version", self.release_version] if self.release_version else []
             cmd = self.distribution.tool_command(
-                "kafka-storage", ["format", *standalone, "-t", state.cluster_id, "-c",
+                "kafka-storage", ["format", *standalone, *release, "-t", state.cluster_id, "-c",
                                   str(self.node_config_path(node.node_id))])
             procs[node.node_id] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                                    stdin=subprocess.DEVNULL)

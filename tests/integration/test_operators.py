@@ -377,3 +377,27 @@ def test_preflight_and_lint_read_the_real_assignors(kafka_conn, native, bootstra
     finally:
         for m in members:
             m.stop()
+
+
+def test_an_old_metadata_version_does_not_block_streams_version(fresh_kafka, monkeypatch, context):
+    """A cluster formatted at metadata.version 4.1-IV1 (as one upgraded from 4.1 is until its metadata is
+    upgraded). Kafka ties streams.version=1 to 4.2-IV1 only as the level a new cluster gets it by default,
+    not as a dependency: the controller finalizes it, so the preflight must not refuse it (it used to), and
+    says where the default lies."""
+    broker = fresh_kafka(release_version="4.1-IV1")
+    conn = set_kafka_connection(monkeypatch, "kafka_old_metadata", broker.bootstrap_servers)
+    admin = KafkaAdmin(ClientSettings(broker.bootstrap_servers))
+    try:
+        features = admin.describe_features()
+        assert features.level("streams.version") == 0 and features.level("metadata.version") < 29
+        report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="enable_feature",
+                                            feature="streams.version", feature_level=1).execute(context)
+        check = next(c for c in report["checks"] if c["name"] == "feature_level")
+        assert report["passed"] and "below 4.2-IV1" in check["evidence"], report
+        # the broker agrees: the controller validates it, then finalizes it
+        dry = admin.update_feature("streams.version", 1, dry_run=True)
+        assert not dry.applied and admin.describe_features().level("streams.version") == 0
+        admin.update_feature("streams.version", 1)
+        assert admin.describe_features().level("streams.version") == 1
+    finally:
+        admin.close()

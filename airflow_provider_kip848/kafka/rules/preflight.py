@@ -64,9 +64,11 @@ OFFLINE_MODES = frozenset({"classic_to_consumer_offline", "consumer_to_classic_o
 #: the rebalance protocol a feature serves (share groups are governed by share.version alone: the brokers'
 #: group.coordinator.rebalance.protocols does not list them)
 FEATURE_PROTOCOL = {"group.version": "consumer", "streams.version": "streams"}
-#: metadata.version a feature level needs before it can be finalized
-FEATURE_MIN_METADATA = {("group.version", 1): (22, "4.0-IV0"), ("streams.version", 1): (29, "4.2-IV1"),
-                        ("share.version", 1): (28, "4.2-IV0")}
+#: the metadata.version at which a newly formatted cluster has a feature level on by default (Kafka's
+#: "bootstrap" metadata version). Not a dependency: none of these levels depends on metadata.version, and
+#: the controller finalizes them on older metadata (verified on the real broker); the preflight says so.
+FEATURE_BOOTSTRAP_METADATA = {("group.version", 1): (22, "4.0-IV0"), ("streams.version", 1): (29, "4.2-IV1"),
+                              ("share.version", 1): (28, "4.2-IV0")}
 BUILTIN_CLASSIC_ASSIGNORS = frozenset({"range", "roundrobin", "sticky", "cooperative-sticky"})
 
 
@@ -291,13 +293,15 @@ def _feature_enable(facts: PreflightFacts, feature: str, level: int) -> Check:
         return Check("feature_level", FAIL,
                      f"{feature}={level} not in supported range {info.supported_min}..{info.supported_max}",
                      "Upgrade the brokers first.")
-    need = FEATURE_MIN_METADATA.get((feature, level))
+    evidence = f"{feature} can go {info.finalized_level} -> {level}"
+    bootstrap = FEATURE_BOOTSTRAP_METADATA.get((feature, level))
     mv = facts.features.level("metadata.version")
-    if need and mv < need[0]:
-        return Check("feature_level", FAIL,
-                     f"{feature}={level} needs metadata.version >= {need[1]}; it is at level {mv}",
-                     f"Upgrade metadata.version first: kafka-features upgrade --metadata {need[1]} (or later).")
-    return Check("feature_level", PASS, f"{feature} can go {info.finalized_level} -> {level}")
+    if bootstrap and mv < bootstrap[0]:
+        # not a dependency (the controller accepts the level, shown on a real broker at 4.1-IV1): the
+        # metadata.version at which a newly formatted cluster has it on by default
+        evidence += (f" (metadata.version is at level {mv}, below {bootstrap[1]}, where it is on by default; "
+                     "the controller validates the change in the dry run before it is applied)")
+    return Check("feature_level", PASS, evidence)
 
 
 def _feature_downgrade(facts: PreflightFacts, feature: str, level: int) -> Check:
