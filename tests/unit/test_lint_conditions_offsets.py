@@ -217,3 +217,11 @@ def test_snapshot_roundtrip_compare_and_restore_plan():
 def test_malformed_snapshots_are_refused(text, fragment):
     with pytest.raises(SnapshotInvalid, match=fragment):
         OffsetSnapshot.from_json(text)
+
+
+def test_auto_commit_shutdown_budget_and_rack_awareness():
+    f = by_key(lint_client_config({"group.protocol": "consumer", "client.rack": "eu-west-1a"}, "consumer"))
+    assert f["enable.auto.commit"].severity == "info" and "session timeout" in f["enable.auto.commit"].message
+    assert "terminationGracePeriodSeconds" in f["enable.auto.commit"].fix
+    assert f["client.rack"].severity == "warn" and "KAFKA-19387" in f["client.rack"].message
+    assert "client.rack" not in by_key(lint_client_config({"group.protocol": "consumer"}, "consumer"))

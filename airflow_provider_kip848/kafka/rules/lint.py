@@ -218,9 +218,20 @@ def _lint_consumer(props: dict[str, str], client: str, pattern: str | None,
     if props.get("enable.auto.commit", "true").lower() == "true":
         findings.append(LintFinding(
             "enable.auto.commit", INFO,
-            "auto-commit with incremental rebalances: revoked partitions are committed per callback, not per poll",
+            "auto-commit with incremental rebalances: revoked partitions are committed per callback, not per poll; "
+            "and close()/unsubscribe() retry the final commit for up to the group's session timeout "
+            "(consumer.session.timeout.ms, 45 s by default)",
             "If the application commits on revocation itself, test that path; duplicates after the switch usually "
-            "come from commits skipped in the revoke callback."))
+            "come from commits skipped in the revoke callback. Give each instance's shutdown (Kubernetes "
+            "terminationGracePeriodSeconds, systemd TimeoutStopSec) at least the session timeout, or the final "
+            "commit may be cut off and its records processed again."))
+    if props.get("client.rack"):
+        findings.append(LintFinding(
+            "client.rack", WARN,
+            f"client.rack={props['client.rack']}: rack-aware assignment is incomplete under the consumer protocol "
+            "(KAFKA-19387): the server-side assignors may not keep partitions in the consumer's rack",
+            "If the application relies on rack-local consumption (cross-zone traffic cost, fetch-from-follower), "
+            "measure cross-rack fetches after the switch, or keep it on the classic protocol for now."))
     return findings
 
 
