@@ -158,25 +158,17 @@ AUDIT = "{{ params.audit_log }}"
 )
 def kip1071_streams_offline_migration():
     @task
-    def window_guard(params: dict | None = None, **context) -> dict:
+    def window_guard(params: dict | None = None) -> dict:
         from datetime import datetime
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_provider_kip848.changecontrol.window import (
-            MaintenanceWindow,
-            OutsideMaintenanceWindow,
-            check_window,
-        )
+        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
 
-        window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
-                                         params["window_tz"])
-        now = datetime.now(UTC)
         try:
-            check_window(window, now)
+            return guard_window(params, datetime.now(UTC))
         except OutsideMaintenanceWindow as exc:
             raise AirflowFailException(str(exc)) from exc
-        return {"window": window.describe(), "checked_at": now.isoformat(timespec="seconds")}
 
     preflight = MigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
@@ -527,13 +519,11 @@ def _diagnose(params: dict) -> dict:
 
 
 def _capture(params: dict) -> dict:
-    if not params["output_topic"]:
-        return {}
+    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        offsets = hook.topic_offsets([params["output_topic"]])
-    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+        return hook.output_range(params["output_topic"])
 
 
 kip1071_streams_offline_migration()

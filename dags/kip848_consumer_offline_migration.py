@@ -152,20 +152,12 @@ def kip848_consumer_offline_migration():
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from airflow_provider_kip848.changecontrol.window import (
-            MaintenanceWindow,
-            OutsideMaintenanceWindow,
-            check_window,
-        )
+        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
 
-        window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
-                                         params["window_tz"])
-        now = datetime.now(UTC)
         try:
-            check_window(window, now)
+            return guard_window(params, datetime.now(UTC))
         except OutsideMaintenanceWindow as exc:
             raise AirflowFailException(str(exc)) from exc
-        return {"window": window.describe(), "checked_at": now.isoformat(timespec="seconds")}
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
@@ -439,13 +431,10 @@ def _start_when_empty(params: dict, protocol: str) -> dict:
 
 def _capture(params: dict) -> dict:
     """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
-    if not params["output_topic"]:
-        return {}
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        offsets = hook.topic_offsets([params["output_topic"]])
-    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+        return hook.output_range(params["output_topic"])
 
 
 kip848_consumer_offline_migration()

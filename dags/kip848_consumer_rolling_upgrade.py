@@ -313,13 +313,10 @@ def kip848_consumer_rolling_upgrade():
 
 def _capture(params: dict) -> dict:
     """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
-    if not params["output_topic"]:
-        return {}
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        offsets = hook.topic_offsets([params["output_topic"]])
-    return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in offsets.items()}
+        return hook.output_range(params["output_topic"])
 
 
 kip848_consumer_rolling_upgrade()

@@ -67,3 +67,13 @@ def check_window(window: MaintenanceWindow, moment: datetime) -> None:
             f"the next one opens {window.next_opening(moment).isoformat(timespec='minutes')}. Trigger the run "
             "inside the window (or let the schedule start it)."
         )
+
+
+def guard_window(params: dict, now: datetime) -> dict[str, str]:
+    """The migration DAGs' first task: the window their Params describe (``window_days``,
+    ``window_start``, ``window_end``, ``window_tz``) must contain ``now``; raises
+    :class:`OutsideMaintenanceWindow` naming the next opening."""
+    window = MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
+                                     params["window_tz"])
+    check_window(window, now)
+    return {"window": window.describe(), "checked_at": now.isoformat(timespec="seconds")}

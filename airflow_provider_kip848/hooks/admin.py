@@ -60,3 +60,10 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
     def topic_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, tuple[int, int]]:
         """Log start and end offsets of every partition of ``topics``."""
         return self.get_conn().topic_offsets(topics)
+
+    def output_range(self, topic: str | None) -> dict[str, dict[str, int]]:
+        """``{"topic:partition": {log_start, log_end}}`` of an application's output topic, the fixed range a
+        validation's continuity check reads between two captures ({} without a topic)."""
+        if not topic:
+            return {}
+        return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in self.topic_offsets([topic]).items()}

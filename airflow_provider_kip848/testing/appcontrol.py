@@ -11,12 +11,29 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties
 from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess
+
+
+def stop_processes(running_pids: Callable[[], list[int]], stop_mode: str, grace_s: float = 60.0) -> dict[str, Any]:
+    """Signal every running instance (SIGTERM for ``graceful``, SIGKILL for ``kill``), wait up to ``grace_s``
+    for them to go, then SIGKILL what is left; says what it did."""
+    pids = running_pids()
+    sig = signal.SIGKILL if stop_mode == "kill" else signal.SIGTERM
+    for pid in pids:
+        os.kill(pid, sig)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and running_pids():
+        time.sleep(0.2)
+    left = running_pids()
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return {"stopped_pids": pids, "signal": sig.name, "forced": left}
 
 
 class LocalWordCountController:
@@ -61,18 +78,7 @@ class LocalWordCountController:
         return pids
 
     def stop(self) -> dict[str, Any]:
-        pids = self.running_pids()
-        sig = signal.SIGKILL if self.stop_mode == "kill" else signal.SIGTERM
-        for pid in pids:
-            os.kill(pid, sig)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.running_pids():
-            time.sleep(0.2)
-        left = self.running_pids()
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        return {"application_id": self.application_id, "stopped_pids": pids, "signal": sig.name,
-                "forced": left}
+        return {"application_id": self.application_id, **stop_processes(self.running_pids, self.stop_mode)}
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         running = self.running_pids()
@@ -132,17 +138,7 @@ class LocalConsumerAppController:
         return pids
 
     def stop(self) -> dict[str, Any]:
-        pids = self.running_pids()
-        sig = signal.SIGKILL if self.stop_mode == "kill" else signal.SIGTERM
-        for pid in pids:
-            os.kill(pid, sig)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.running_pids():
-            time.sleep(0.2)
-        left = self.running_pids()
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        return {"group_id": self.group_id, "stopped_pids": pids, "signal": sig.name, "forced": left}
+        return {"group_id": self.group_id, **stop_processes(self.running_pids, self.stop_mode)}
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         running = self.running_pids()
