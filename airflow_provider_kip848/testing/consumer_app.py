@@ -85,6 +85,20 @@ def _records(batch: list[Any]) -> list[Any]:
     return processed
 
 
+def _commit(consumer: Consumer) -> bool:
+    """Commit the consumed positions synchronously; False when the broker refused (e.g. a rebalance in
+    progress). The caller retries on its next turn: without that, an application whose last batch's
+    commit failed would hold its lag until the next record arrives, which may be never in a test."""
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        if exc.args and exc.args[0].code() == KafkaError._NO_OFFSET:  # nothing consumed since the last commit
+            return True
+        print(f"commit failed: {exc}", flush=True)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     stopping = False
@@ -103,10 +117,13 @@ def main(argv: list[str] | None = None) -> int:
                              "linger.ms": 5})
     out = open(args.record_file, "a", buffering=1) if args.record_file else None
     print(f"started group={args.group} protocol={args.protocol} client.id={args.client_id}", flush=True)
+    uncommitted = False  # a commit failed (e.g. in a rebalance): retry it even when no new record comes
     try:
         while not stopping:
             processed = _records(consumer.consume(num_messages=500, timeout=0.5))
             if not processed:
+                if uncommitted:
+                    uncommitted = not _commit(consumer)
                 continue
             if producer is not None:  # at-least-once: the output is durable before the input is committed
                 for msg in processed:
@@ -116,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise RuntimeError("output not delivered within 30 s")
             if out:
                 out.writelines(_record_line(msg, args) for msg in processed)
-            try:
-                consumer.commit(asynchronous=False)
-            except KafkaException as exc:  # e.g. a rebalance revoked the partitions: records will be redelivered
-                print(f"commit failed: {exc}", flush=True)
+            uncommitted = not _commit(consumer)
     finally:
         consumer.close()
         if out:

@@ -12,6 +12,8 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_kip848.changecontrol.artifacts import run_location
 from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
@@ -65,9 +67,21 @@ def running_classic(bootstrap, unique, tmp_path, admin, *, with_user_data=False,
                                   assignor="cooperative-sticky", log_file=str(tmp_path / "extra.log"))
     wait_until(lambda: stable(INSTANCES + 1), timeout=120, what="a third instance joined")
     extra.stop()
-    wait_until(lambda: stable(INSTANCES) and caught_up(admin.group_offsets(group))
-               and (not with_user_data or any(admin.classic_assignment_user_data(group).values())),
-               timeout=120, what="classic cooperative-sticky app caught up, its assignments carrying userData")
+    seen: list[str] = []
+
+    def settled() -> bool:
+        desc, offsets = admin.describe_group(group), admin.group_offsets(group)
+        user_data = any(admin.classic_assignment_user_data(group).values())
+        seen[:] = [f"{desc.state} with {len(desc.members)} members, lag {offsets.total_lag}, uncommitted "
+                   f"{offsets.uncommitted_with_records}, userData {user_data}"]
+        return (desc.state == "Stable" and len(desc.members) == INSTANCES and caught_up(offsets)
+                and (user_data or not with_user_data))
+
+    try:
+        wait_until(settled, timeout=120, what="classic cooperative-sticky app Stable and caught up"
+                   + (", its assignments carrying userData" if with_user_data else ""))
+    except pytest.fail.Exception as exc:
+        pytest.fail(f"{exc}; last seen: {seen}")
     return topic, output, group, args, controller
 
 

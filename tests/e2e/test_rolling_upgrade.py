@@ -139,13 +139,21 @@ def test_a_refused_preflight_is_not_reported_as_a_timed_out_rollout(airflow_db, 
     topic, group = unique("coop"), unique("coop-app")
     create_topics(bootstrap, {topic: 4})
     produce(bootstrap, topic, (f"v{i}" for i in range(50)), keys=(str(i) for i in range(50)))
-    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"coop-{i}",
-                                     assignor="cooperative-sticky", log_file=str(tmp_path / f"coop-{i}.log"))
-               for i in range(2)]
     admin = KafkaAdmin(ClientSettings(bootstrap))
+    members: list[ConsumerProcess] = []
+
+    def stable(count: int) -> bool:
+        return (d := admin.describe_group(group)).state == "Stable" and len(d.members) == count
+
     try:
-        wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == 2
-                   and any(admin.classic_assignment_user_data(group).values()), timeout=90,
+        # One after the other: instances that join in the same generation own nothing from an earlier one
+        # and librdkafka writes no userData then; the second one's join is the rebalance that writes it.
+        for i in range(2):
+            members.append(ConsumerProcess.start(bootstrap, group, [topic], protocol="classic",
+                                                 client_id=f"coop-{i}", assignor="cooperative-sticky",
+                                                 log_file=str(tmp_path / f"coop-{i}.log")))
+            wait_until(lambda n=i + 1: stable(n), timeout=90, what=f"{i + 1} cooperative-sticky member(s) Stable")
+        wait_until(lambda: stable(2) and any(admin.classic_assignment_user_data(group).values()), timeout=90,
                    what="a cooperative-sticky group whose assignments carry userData")
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
                                        {**conf(group, None, tmp_path), "client": "librdkafka",
