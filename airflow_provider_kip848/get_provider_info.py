@@ -43,6 +43,10 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.preflight",
                     "airflow_provider_kip848.operators.lint",
                     "airflow_provider_kip848.operators.validation",
+                    "airflow_provider_kip848.operators.approval",
+                    "airflow_provider_kip848.operators.lock",
+                    "airflow_provider_kip848.operators.metrics",
+                    "airflow_provider_kip848.operators.application",
                 ],
             }
         ],

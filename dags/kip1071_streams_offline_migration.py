@@ -47,6 +47,7 @@ from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -84,6 +85,7 @@ GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
+CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 
 
 @dag(
@@ -217,12 +219,7 @@ def kip1071_streams_offline_migration():
     )
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
-    @task
-    def stop_application(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.controllers import load_controller
-
-        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
-
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
@@ -231,30 +228,11 @@ def kip1071_streams_offline_migration():
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
                                           audit_log=AUDIT)
 
-    @task
-    def start_application(params: dict | None = None) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_provider_kip848.controllers import load_controller
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
-        from airflow_provider_kip848.kafka.rules.offsets import require_empty
-
-        # the last look before the downtime ends: a member that appeared since the Empty wait means an
-        # instance of the old application is still running, and a streams member would be refused
-        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-            try:
-                require_empty(hook.describe_group(params["application_id"]))
-            except GroupNotFound:
-                pass
-            except GroupNotEmpty as exc:
-                raise AirflowFailException(f"Not starting the streams application: {exc}") from exc
-            missing = _missing_source_topics(hook, params)
-        if missing:  # the streams group would sit in NOT_READY with empty assignments
-            raise AirflowFailException(f"Not starting the streams application: source topic(s) {', '.join(missing)} "
-                                       "do not exist. Create them (or correct source_topics), then rerun.")
-        return load_controller(params["app_controller"], params["app_controller_args"]).start("streams")
-
+    # one last look before the downtime ends: still Empty (an instance of the old application still running
+    # would be refused as a streams member), and the source topics exist (else the group sits in NOT_READY)
+    started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
+                                            group_protocol="streams", source_topics="{{ params.source_topics }}",
+                                            **CONTROLLER)
     wait_streams = KafkaGroupTypeSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
                                         group_type="streams", deferrable=True, poll_interval=POLL,
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
@@ -286,12 +264,8 @@ def kip1071_streams_offline_migration():
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
 
-    @task
-    def fallback_start(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.controllers import load_controller
-
-        return load_controller(params["app_controller"], params["app_controller_args"]).start("classic")
-
+    fallback_start = KafkaApplicationStartOperator(task_id="fallback_start", kafka_conn_id=CONN, group_id=GROUP,
+                                                   group_protocol="classic", **CONTROLLER)
     fallback_wait_classic = KafkaGroupMigratedSensor(
         task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,
@@ -402,8 +376,7 @@ def kip1071_streams_offline_migration():
     carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
-    started = start_application()
-    (decision >> approval >> recheck >> group_configs >> stop_application() >> wait_empty >> restore
+    (decision >> approval >> recheck >> group_configs >> stop >> wait_empty >> restore
      >> started >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
     # the brokers' group metrics before, during and after the change (side branches: they never gate it)
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
@@ -411,7 +384,7 @@ def kip1071_streams_offline_migration():
     snapshot_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
     [wait_streams, wait_stable] >> (back := fallback_stop())
-    back >> fallback_wait_empty >> fallback_start() >> fallback_wait_classic >> fallback_compare >> final
+    back >> fallback_wait_empty >> fallback_start >> fallback_wait_classic >> fallback_compare >> final
     decision >> final
 
 

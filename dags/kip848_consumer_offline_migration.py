@@ -44,6 +44,7 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -78,6 +79,7 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
+CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 
 
 @dag(
@@ -192,12 +194,7 @@ def kip848_consumer_offline_migration():
     )
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
-    @task
-    def stop_application(params: dict | None = None) -> dict:
-        from airflow_provider_kip848.controllers import load_controller
-
-        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
-
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
@@ -205,10 +202,8 @@ def kip848_consumer_offline_migration():
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
-    @task
-    def start_application(params: dict | None = None) -> dict:
-        return _start_when_empty(params, params["target_protocol"])
-
+    started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
+                                            group_protocol=TARGET, **CONTROLLER)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
         deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}")
@@ -247,26 +242,15 @@ def kip848_consumer_offline_migration():
     )
 
     # -- the way back: only when the restarted application did not come in on the target protocol in time
-    @task(trigger_rule="all_done")
-    def rollback_stop(params: dict | None = None, **context) -> dict:
-        from airflow.sdk.exceptions import AirflowSkipException
-
-        from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.controllers import load_controller
-
-        if R.task_states(context).get("wait_migrated") != "failed":
-            raise AirflowSkipException("the application came in on the target protocol: no rollback")
-        return load_controller(params["app_controller"], params["app_controller_args"]).stop()
-
+    rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_migrated"],
+                                                 trigger_rule="all_done", **CONTROLLER)
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
 
-    @task
-    def rollback_start(params: dict | None = None) -> dict:
-        return _start_when_empty(params, "classic" if params["target_protocol"] == "consumer" else "consumer")
-
+    rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
+                                                   group_protocol=SOURCE, **CONTROLLER)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
         expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
@@ -345,8 +329,7 @@ def kip848_consumer_offline_migration():
     decision = route(plan)
     final = report()
     out_after = capture_output_after()
-    started = start_application()
-    (decision >> approval >> recheck >> stop_application() >> wait_empty >> restore >> started
+    (decision >> approval >> recheck >> stop >> wait_empty >> restore >> started
      >> wait_migrated >> wait_lag >> compare >> snapshot_after >> out_after)
     # the brokers' group metrics before, during and after the change (side branches: they never gate it)
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
@@ -354,7 +337,7 @@ def kip848_consumer_offline_migration():
     out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
     out_after >> spec >> spark_enabled() >> validate >> final
-    wait_migrated >> rollback_stop() >> rollback_wait_empty >> rollback_start() >> rollback_wait
+    wait_migrated >> rollback_stop >> rollback_wait_empty >> rollback_start >> rollback_wait
     rollback_wait >> rollback_compare >> final
     decision >> final
 
@@ -407,26 +390,6 @@ def replan(context) -> dict:
     return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
                       (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
                       ti.xcom_pull(task_ids="snapshot_before"))
-
-
-def _start_when_empty(params: dict, protocol: str) -> dict:
-    """Start the application on ``protocol``, after one last look: a member that appeared since the Empty
-    wait means an instance is still running, and a member of the other protocol would be refused."""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from airflow_provider_kip848.controllers import load_controller
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
-    from airflow_provider_kip848.kafka.rules.offsets import require_empty
-
-    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        try:
-            require_empty(hook.describe_group(params["group_id"]))
-        except GroupNotFound:
-            pass
-        except GroupNotEmpty as exc:
-            raise AirflowFailException(f"Not starting the application on {protocol}: {exc}") from exc
-    return load_controller(params["app_controller"], params["app_controller_args"]).start(protocol)
 
 
 def _capture(params: dict) -> dict:

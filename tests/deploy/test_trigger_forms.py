@@ -18,6 +18,7 @@ MUST_FILL: dict[str, dict[str, str]] = {
     "kip848_consumer_rolling_upgrade": {"group_id": FORM_GROUP},
     "kip848_consumer_offline_migration": {"group_id": FORM_GROUP},
     "kip1071_streams_offline_migration": {},
+    "kip1071_streams_rollback_to_classic": {"application_id": FORM_GROUP},
 }
 #: DAGs whose run with these inputs must ask a person (the others may have nothing to change)
 ASKS_APPROVAL = {"kafka_group_config_change", "kip848_consumer_rolling_upgrade"}
@@ -27,7 +28,8 @@ APPROVAL_SHOTS = {"kafka_enable_streams_protocol": "enable_streams_protocol_appr
                   "kip848_consumer_rolling_upgrade": "rolling_upgrade_approval"}
 TERMINAL = {"success", "failed", "skipped", "upstream_failed"}
 #: DAGs with downtime: they run only inside their maintenance window (the default one may be closed now)
-WINDOWED = {"kip1071_streams_offline_migration", "kip848_consumer_offline_migration"}
+WINDOWED = {"kip1071_streams_offline_migration", "kip848_consumer_offline_migration",
+            "kip1071_streams_rollback_to_classic"}
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,7 @@ def test_trigger_from_the_form_with_defaults(deployment: Deployment, browser, sc
     run_id = run["dag_run_id"]
     assert run["triggering_user_name"] == "alice"
     assert run["conf"].get("group_id", FORM_GROUP) == FORM_GROUP
+    assert run["conf"].get("application_id", FORM_GROUP) in (FORM_GROUP, "streams-wordcount")
 
     # the run starts: its first tasks are run by a Celery worker and reach an end state
     def started() -> list[dict]:

@@ -401,3 +401,60 @@ def test_an_old_metadata_version_does_not_block_streams_version(fresh_kafka, mon
         assert admin.describe_features().level("streams.version") == 1
     finally:
         admin.close()
+
+
+class RecordingController:
+    """An application controller that only records what it was asked (the operators' last look is under test)."""
+
+    calls: list[tuple[str, str | None]] = []
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def stop(self) -> dict:
+        RecordingController.calls.append((self.name, None))
+        return {"stopped": self.name}
+
+    def start(self, group_protocol: str) -> dict:
+        RecordingController.calls.append((self.name, group_protocol))
+        return {"started": self.name, "group_protocol": group_protocol}
+
+
+def test_the_application_start_takes_a_last_look_at_the_group_and_the_source_topics(kafka_conn, native, bootstrap,
+                                                                                   unique, tmp_path, context):
+    """A group with a live member (an instance still running) and a missing source topic are refused before the
+    controller is called; an Empty group with its topics gets the start, on the protocol asked."""
+    from airflow_provider_kip848.operators.application import (
+        KafkaApplicationStartOperator,
+        KafkaApplicationStopOperator,
+    )
+
+    topic, group = unique("app-in"), unique("app")
+    create_topics(bootstrap, {topic: 2})
+    produce(bootstrap, topic, [b"1", b"2"])
+    spec = f"{__name__}:RecordingController"
+    RecordingController.calls.clear()
+
+    def start(task_id: str, topics: str | None = None) -> dict:
+        return KafkaApplicationStartOperator(task_id=task_id, kafka_conn_id=kafka_conn, group_id=group,
+                                             group_protocol="streams", source_topics=topics, controller=spec,
+                                             controller_args={"name": task_id}).execute(context)
+
+    member = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="still-running",
+                                   log_file=str(tmp_path / "m.log"))
+    try:
+        wait_until(lambda: len(native.describe_group(group).members) == 1, what="one live member")
+        with pytest.raises(AirflowFailException, match="Not starting the application on streams: .*still-running"):
+            start("live")
+    finally:
+        member.stop()
+    wait_until(lambda: not native.describe_group(group).members, what="the member left")
+    missing = unique("absent")
+    with pytest.raises(AirflowFailException, match=f"source topic\\(s\\) {missing} do not exist"):
+        start("missing", f"{topic},{missing}")
+    assert RecordingController.calls == [], "nothing was started while the last look failed"
+    assert start("ok", topic) == {"started": "ok", "group_protocol": "streams"}
+    stopped = KafkaApplicationStopOperator(task_id="stop", controller=spec,
+                                           controller_args={"name": "stop"}).execute(context)
+    assert stopped == {"stopped": "stop"}
+    assert RecordingController.calls == [("ok", "streams"), ("stop", None)]

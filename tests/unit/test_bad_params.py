@@ -32,7 +32,8 @@ def dagbag():
 
 #: What a form needs beyond its defaults to be valid (the control each case departs from by one value).
 VALID = {"kafka_group_config_change": {"group_id": "orders"}, "kip848_consumer_rolling_upgrade": {"group_id": "orders"},
-         "kip848_consumer_offline_migration": {"group_id": "orders"}}
+         "kip848_consumer_offline_migration": {"group_id": "orders"},
+         "kip1071_streams_rollback_to_classic": {"application_id": "wordcount"}}
 
 # (case id, dag id, {param: bad value}, fragment of the error)
 CASES = [
@@ -75,6 +76,11 @@ CASES = [
     ("offline-start-deadline-zero", "kip848_consumer_offline_migration", {"start_timeout_minutes": 0},
      "is less than the minimum of 0.1"),
     ("offline-empty-group-id", "kip848_consumer_offline_migration", {"group_id": ""}, "should be non-empty"),
+    # kip1071_streams_rollback_to_classic
+    ("rollback-empty-application-id", "kip1071_streams_rollback_to_classic", {"application_id": ""},
+     "should be non-empty"),
+    ("rollback-instances-zero", "kip1071_streams_rollback_to_classic", {"expected_instances": 0},
+     "is less than the minimum of 1"),
     # kip848_consumer_rolling_upgrade
     ("rolling-empty-group-id", "kip848_consumer_rolling_upgrade", {"group_id": ""}, "should be non-empty"),
     ("client-unknown", "kip848_consumer_rolling_upgrade", {"client": "go"},
@@ -114,7 +120,8 @@ def test_params_form_refuses_bad_value(dagbag, dag_id, bad, fragment):
 
 #: The form field of each DAG that names the group (what the operators then refuse if it is unusable).
 GROUP_FIELDS = [("kafka_group_config_change", "group_id"), ("kip848_consumer_rolling_upgrade", "group_id"),
-                ("kip848_consumer_offline_migration", "group_id"), ("kip1071_streams_offline_migration", "application_id")]
+                ("kip848_consumer_offline_migration", "group_id"), ("kip1071_streams_offline_migration", "application_id"),
+                ("kip1071_streams_rollback_to_classic", "application_id")]
 
 
 @pytest.mark.parametrize("dag_id, field", GROUP_FIELDS)
@@ -153,7 +160,7 @@ def test_generated_group_ids_the_form_accepts_are_ids_the_provider_accepts(dagba
 
 #: Fields a user must fill (the form marks them required; every other field is optional).
 REQUIRED = {"kafka_group_config_change": {"group_id"}, "kip848_consumer_rolling_upgrade": {"group_id"},
-            "kip848_consumer_offline_migration": {"group_id"}}
+            "kip848_consumer_offline_migration": {"group_id"}, "kip1071_streams_rollback_to_classic": {"application_id"}}
 
 
 def test_every_form_can_be_submitted_with_its_defaults_and_only_the_required_fields(dagbag):
@@ -161,7 +168,7 @@ def test_every_form_can_be_submitted_with_its_defaults_and_only_the_required_fie
     empty (the Trigger button stays disabled): an optional text field must be nullable with a None
     default. The control: every form validates with its defaults plus the required fields."""
     assert set(dagbag.dags) >= {"kafka_group_config_change", "kip848_consumer_rolling_upgrade",
-                                "kip848_consumer_offline_migration",
+                                "kip848_consumer_offline_migration", "kip1071_streams_rollback_to_classic",
                                 "kip1071_streams_offline_migration", "kafka_enable_streams_protocol",
                                 "kafka_cluster_inventory"}
     for dag_id, dag in dagbag.dags.items():

@@ -83,3 +83,28 @@ def carry_over(requested: Mapping[str, object | None], application: Mapping[str,
 def to_set(settings: list[CarriedSetting]) -> dict[str, str]:
     """The group configs to write (those with a value)."""
     return {s.config: s.value for s in settings if s.value is not None}
+
+
+#: the client's own default of each setting (Kafka Streams and its embedded consumer)
+CLIENT_DEFAULTS = {"num.standby.replicas": "0", "session.timeout.ms": "45000", "heartbeat.interval.ms": "3000"}
+
+
+def carry_back(application: Mapping[str, object], group_dynamic: Mapping[str, str],
+               broker: Mapping[str, str]) -> list[CarriedSetting]:
+    """The way back (streams -> classic): each assignment setting the streams group uses now (its dynamic
+    config, else the brokers' default) against what the classic application will use (its own client
+    setting, else the client's default). ``config`` is the client setting; ``current`` the streams group's
+    value; ``value`` the classic application's. A change (e.g. standbys carried over as a group config that
+    the application config never had) is shown in the plan; it is the application's config to fix.
+    """
+    app = {str(k).strip(): str(v).strip() for k, v in application.items()}
+    out = []
+    for config, client_keys in CLIENT_KEYS.items():
+        now = group_dynamic.get(config, broker.get(BROKER_DEFAULTS[config]))
+        client_key = next((k for k in client_keys if k in app), None)
+        if client_key is not None:
+            out.append(CarriedSetting(client_keys[0], now, app[client_key], f"application config ({client_key})"))
+        else:
+            default = CLIENT_DEFAULTS[client_keys[0]]
+            out.append(CarriedSetting(client_keys[0], now, default, f"client default ({client_keys[0]}={default})"))
+    return out

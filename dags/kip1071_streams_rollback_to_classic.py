@@ -1,0 +1,391 @@
+"""The way back: a Kafka Streams application's streams group (KIP-1071) to the classic protocol, offline.
+
+For when a migrated application has to go back after the migration run ended
+(a regression found days later, a client that must be downgraded): the
+automatic fallback of ``kip1071_streams_offline_migration`` covers only an
+application that does not come up. The broker supports the way back: an
+*empty* streams group converts to a classic group on the first classic join,
+and its committed offsets carry over. Only committed offsets survive.
+
+Runbook (Kafka docs, "Streams Rebalance Protocol", downgrade):
+
+1. Only inside the maintenance window (a trigger outside it fails at once).
+2. Preflight (mode ``streams_to_classic``): brokers, the classic protocol
+   enabled, the group a streams group; declared source topics exist.
+3. Lint the application's classic client config, and compare the assignment
+   settings the streams group uses now (its ``streams.*`` group configs, else
+   the brokers' defaults) with what the classic application will use (its own
+   ``num.standby.replicas``, ``session.timeout.ms``, ``heartbeat.interval.ms``):
+   each difference is shown in the approval as before -> after (standbys that
+   were only a group config are lost unless the application config has them).
+4. Snapshot the committed offsets.
+5. One approval for the whole downtime (not by whoever triggered the run);
+   right before the downtime the plan is computed again and an expired or
+   changed approval is not reused.
+6. Stop every instance (a pluggable application controller).
+7. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``;
+   members left behind are removed after ``remove_members_after`` seconds
+   (a streams member that is gone leaves when ``streams.session.timeout.ms``
+   runs out), and a member that comes back fails the run, named.
+8. Put back any committed offset a step lost (nothing, normally).
+9. Check once more that the group is Empty and the source topics exist, then
+   start the application with ``group.protocol=classic``; wait for a classic
+   group with every expected instance live on it.
+10. If that does not happen in time, the DAG goes back to where it started:
+    stop, Empty, start on streams, wait for it, compare the offsets with the
+    snapshot, and report "rolled back". The application is never left down.
+11. Otherwise: wait for the lag to drain, compare offsets with the snapshot,
+    snapshot again and validate with PySpark; report.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
+from airflow_provider_kip848.operators.approval import (
+    APPROVAL_ARGS,
+    RECHECK_ARGS,
+    KafkaApprovalRecheckOperator,
+    KafkaChangeApprovalOperator,
+    change_control_params,
+)
+from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
+from airflow_provider_kip848.operators.offsets import (
+    CompareGroupOffsetsOperator,
+    RestoreGroupOffsetsOperator,
+    SnapshotGroupOffsetsOperator,
+)
+from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.sensors.group import (
+    KafkaGroupEmptySensor,
+    KafkaGroupLagSensor,
+    KafkaGroupMigratedSensor,
+)
+
+DAG_ID = "kip1071_streams_rollback_to_classic"
+CONN = "{{ params.kafka_conn_id }}"
+GROUP = "{{ params.application_id }}"
+SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
+BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
+AFTER = "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}"
+POLL = "{{ params.poll_seconds }}"
+AUDIT = "{{ params.audit_log }}"
+CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+
+
+@dag(
+    dag_id=DAG_ID,
+    schedule=None,  # triggered when an application must go back; the window guard holds it to the window
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["kafka", "kip1071", "streams", "rollback", "downtime"],
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+    user_defined_macros=MACROS,
+    params={
+        "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
+        "application_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
+                                title="Streams application.id (the group)"),
+        "application_properties": Param({}, type="object",
+                                        title="The application's client config on classic (as it will run)",
+                                        description="Linted for the classic protocol; its num.standby.replicas, "
+                                                    "session.timeout.ms and heartbeat.interval.ms are compared with "
+                                                    "the streams group's settings (shown in the approval)."),
+        "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
+                                title="Kafka Streams release of the application (e.g. 4.2.1)"),
+        "source_topics": Param(None, type=["null", "string"], title="Source topics (comma-separated)",
+                               description="Checked to exist before the restart. Empty: not checked."),
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+                                    title="Instances the application runs",
+                                    description="Done when this many live members run the classic protocol. Empty: "
+                                                "the number of live members when the plan is made."),
+        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalWordCountController", type="string",
+                                title="Application controller (module:Class)"),
+        "app_controller_args": Param({}, type="object", title="Controller arguments"),
+        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
+                                      title="Force out members left behind after (s)",
+                                      description="Empty: never force them out; wait for their session timeout."),
+        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)"),
+        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        "start_timeout_minutes": Param(10, type="number", minimum=0.1,
+                                       title="The restarted application must be in within (min)",
+                                       description="Past this the DAG goes back to the streams protocol."),
+        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
+        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
+        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
+        "window_tz": Param("UTC", type="string", title="Window time zone"),
+        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
+        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
+        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
+                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
+                                          "(a location every worker reaches). Each run writes its own folder."),
+        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
+                            description="Empty: the deployment's artifact location, if any. Each run writes "
+                                        "<dir>/<dag>/<run>/report."),
+        "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
+        **change_control_params(),
+    },
+)
+def kip1071_streams_rollback_to_classic():
+    @task
+    def window_guard(params: dict | None = None) -> dict:
+        from datetime import datetime
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
+
+        try:
+            return guard_window(params, datetime.now(UTC))
+        except OutsideMaintenanceWindow as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
+                                   dry_run="{{ params.dry_run }}")
+    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="streams_to_classic",
+                                           group_id=GROUP, expect_empty=False,
+                                           source_topics="{{ params.source_topics }}")
+
+    @task
+    def classic_client_config(params: dict | None = None) -> dict:
+        """The application's config as it will run: the controller restarts it with group.protocol=classic."""
+        return {**params["application_properties"], "group.protocol": "classic"}
+
+    lint = ClientConfigLintOperator(task_id="lint_client_config", target="classic", client="java",
+                                    properties="{{ ti.xcom_pull(task_ids='classic_client_config') }}",
+                                    client_version="{{ params.client_version }}")
+
+    @task
+    def settings_on_classic(params: dict | None = None) -> dict:
+        return returned_settings(params)
+
+    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+                                                   path=f"{SNAPSHOTS}/before.json")
+
+    @task
+    def make_plan(lint_result: dict, preflight_report: dict, settings: dict, snapshot: dict,
+                  params: dict | None = None) -> dict:
+        return build_plan(params, lint_result, preflight_report["checks"], settings, snapshot)
+
+    @task.branch
+    def route(plan: dict, params: dict | None = None) -> str:
+        return "report" if plan["nothing_to_do"] or params["dry_run"] else "approval"
+
+    approval = KafkaChangeApprovalOperator(
+        task_id="approval", subject="Downtime: streams application {{ params.application_id }} back to classic",
+        body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}", **APPROVAL_ARGS)
+    recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+                                       poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
+                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path=BEFORE, audit_log=AUDIT)
+    start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
+                                          group_protocol="classic", source_topics="{{ params.source_topics }}",
+                                          **CONTROLLER)
+    wait_classic = KafkaGroupMigratedSensor(
+        task_id="wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic", expected_members=EXPECTED,
+        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}")
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
+                                   deferrable=True, poll_interval=POLL,
+                                   timeout_minutes="{{ params.start_timeout_minutes }}")
+    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+                                          snapshot_path=BEFORE)
+    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+                                                  path=f"{SNAPSHOTS}/after.json")
+
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def spark_enabled(params: dict | None = None) -> bool:
+        return bool(params["validate_with_spark"])
+
+    validate = KafkaValidationOperator(
+        task_id="validate", kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
+        title="{{ params.application_id }} back to classic",
+        checks={"offsets_preserved": {"before": BEFORE, "after": AFTER, "allow_advanced": True},
+                "lag": {"before": BEFORE, "after": AFTER, "max_total_lag": 0}},
+    )
+
+    # -- back to where the run started: only when the classic application did not come in within its deadline
+    rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_classic"],
+                                                 trigger_rule="all_done", **CONTROLLER)
+    rollback_wait_empty = KafkaGroupEmptySensor(
+        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
+        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+    rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
+                                                   group_protocol="streams", **CONTROLLER)
+    rollback_wait = KafkaGroupMigratedSensor(
+        task_id="rollback_wait_streams", kafka_conn_id=CONN, group_id=GROUP, group_type="streams",
+        expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
+        timeout_minutes="{{ params.start_timeout_minutes }}")
+    rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
+                                                   group_id=GROUP, snapshot_path=BEFORE)
+
+    @task(trigger_rule="all_done")
+    def report(params: dict | None = None, **context) -> dict:
+        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids="make_plan")
+        decision = ti.xcom_pull(task_ids="approval", key="decision")
+        recheck_decision = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+        failed = R.failed_tasks(context)
+        rolled_back = R.task_states(context).get("rollback_compare_offsets") == "success"
+        unexpected = [t for t in failed if not (rolled_back and t == "wait_classic")]
+        if R.refused(decision, recheck_decision):
+            outcome = "refused"
+        elif unexpected:
+            outcome = "failed"
+        elif plan and plan["nothing_to_do"]:
+            outcome = "nothing_to_do"
+        elif params["dry_run"]:
+            outcome = "dry_run"
+        elif rolled_back:
+            outcome = "rolled_back"
+        elif decision and decision["decision"] == "Reject":
+            outcome = "rejected"
+        elif recheck_decision and recheck_decision["decision"] == "Reject":
+            outcome = "rejected_after_recheck"
+        elif not ti.xcom_pull(task_ids="start_application"):
+            outcome = "nothing_applied"
+        else:
+            outcome = "back_on_classic"
+        try:
+            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+                now = hook.describe_group(params["application_id"]).to_dict()
+            after = {"type": now["type"], "state": now["state"],
+                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
+        except Exception as exc:  # noqa: BLE001 - the report must still be written
+            after = {"error": str(exc)}
+        result = R.build_report(
+            title=f"{params['application_id']} back to the classic protocol", outcome=outcome, context=context,
+            group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
+            results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
+                                                                                     key="report"),
+                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
+                     "settings_on_classic": ti.xcom_pull(task_ids="settings_on_classic"),
+                     "stopped": ti.xcom_pull(task_ids="stop_application"),
+                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
+                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
+                     "started": ti.xcom_pull(task_ids="start_application"),
+                     "back": ti.xcom_pull(task_ids="wait_classic"),
+                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
+                     "validation": ti.xcom_pull(task_ids="validate"),
+                     "rollback": {"stopped": ti.xcom_pull(task_ids="rollback_stop"),
+                                  "restarted": ti.xcom_pull(task_ids="rollback_start"),
+                                  "back": ti.xcom_pull(task_ids="rollback_wait_streams"),
+                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="rollback_compare_offsets")}},
+            change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
+        )
+        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
+                        fail_outcomes=("failed", "refused", "rolled_back"))
+
+    guard = window_guard()
+    settings = settings_on_classic()
+    client_config = classic_client_config()
+    plan = make_plan(lint.output, preflight.output, settings, snapshot_before.output)
+    guard >> lock >> [preflight, client_config, settings]
+    client_config >> lint
+    [preflight, lint, settings] >> snapshot_before >> plan
+    decision = route(plan)
+    final = report()
+    (decision >> approval >> recheck >> stop >> wait_empty >> restore >> start >> wait_classic >> wait_lag
+     >> compare >> snapshot_after)
+    # the brokers' group metrics before, during and after the change (side branches: they never gate it)
+    snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
+    start >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
+    snapshot_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
+    snapshot_after >> spark_enabled() >> validate >> final
+    wait_classic >> rollback_stop >> rollback_wait_empty >> rollback_start >> rollback_wait >> rollback_compare
+    rollback_compare >> final
+    decision >> final
+
+
+def returned_settings(params: dict) -> dict:
+    """The streams group's assignment settings against the classic application's (kafka.rules.streams_settings)."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.rules.streams_settings import carry_back
+
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        dynamic = hook.describe_group_config(params["application_id"]).dynamic
+        broker = hook.group_coordinator_config().values
+    settings = carry_back(params["application_properties"] or {}, dynamic, broker)
+    return {"settings": [s.to_dict() for s in settings]}
+
+
+def build_plan(params: dict, lint_result: dict | None = None, checks: list | None = None,
+               settings: dict | None = None, snapshot: dict | None = None) -> dict:
+    """The downtime plan to approve (computed again right before the downtime starts)."""
+    from airflow_provider_kip848.changecontrol.plan import Change, Plan
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.model import GroupType
+    from airflow_provider_kip848.kafka.rules.conditions import is_live
+
+    group = params["application_id"]
+    settings = settings or returned_settings(params)
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        desc = hook.describe_group(group)
+    live = [m for m in desc.members if is_live(m)]
+    expected = params["expected_instances"] or len(live)
+    nothing = desc.type is GroupType.CLASSIC and all(m.protocol.value == "classic" for m in live)
+    changes = [] if nothing else [
+        Change("application", group, f"running ({len(live)} instance(s))", "stopped", "downtime starts"),
+        Change("protocol", group, desc.type.value, "classic", "restart with group.protocol=classic"),
+    ]
+    notes = ["one approval covers the whole downtime",
+             f"done when {expected} live member(s) run the classic protocol; otherwise the DAG restarts the "
+             "application on streams (where it started) and reports 'rolled back'"]
+    for raw in settings["settings"]:
+        if raw["changes"] and not nothing:
+            changes.append(Change("setting", f"{group}:{raw['config']}", raw["current"] or "(unknown)", raw["value"],
+                                  f"the classic protocol reads the application's config: {raw['source']}"))
+            notes.append(f"{raw['config']}: the streams group uses {raw['current']}, the classic application will "
+                         f"use {raw['value']} ({raw['source']}); to keep {raw['current']}, set "
+                         f"{raw['config']}={raw['current']} in the application config before approving")
+    if snapshot:
+        notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
+                        f"lag {snapshot['total_lag']})")
+    for finding in (lint_result or {}).get("findings", []):
+        if finding["severity"] in ("warn", "error"):
+            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    plan = Plan(
+        title=f"{group} back to the classic protocol",
+        steps=("stop every instance",
+               f"wait for Empty (force members out after {params['remove_members_after']} s)"
+               if params.get("remove_members_after") is not None
+               else "wait for Empty (members left behind leave when their session times out)",
+               "restore any lost committed offset from the snapshot", "start with group.protocol=classic",
+               f"wait for a classic group with {expected} live member(s) on it",
+               "drain lag, compare offsets, validate with PySpark"),
+        changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
+        facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
+               "live_members": len(live), "expected_instances": expected},
+    )
+    return {**plan.to_dict(), "nothing_to_do": nothing, "markdown": plan.render_markdown(dry_run=params["dry_run"])}
+
+
+def replan(context) -> dict:
+    ti = context["ti"]
+    return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
+                      (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
+                      ti.xcom_pull(task_ids="settings_on_classic"), ti.xcom_pull(task_ids="snapshot_before"))
+
+
+kip1071_streams_rollback_to_classic()
