@@ -47,6 +47,7 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.lock",
                     "airflow_provider_kip848.operators.metrics",
                     "airflow_provider_kip848.operators.application",
+                    "airflow_provider_kip848.operators.window",
                 ],
             }
         ],

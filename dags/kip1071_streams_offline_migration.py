@@ -40,8 +40,6 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
 
 from __future__ import annotations
 
-from datetime import UTC
-
 import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
@@ -64,8 +62,10 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
+from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -127,50 +127,20 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
         "fallback_to_classic": Param(True, type="boolean", title="Go back to classic if the streams app fails",
                                      description="When the streams application is not Stable within the deadline: "
                                                  "stop it, wait for Empty, restart it on classic (never left down)."),
-        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalWordCountController", type="string",
-                                title="Application controller (module:Class)"),
-        "app_controller_args": Param({}, type="object", title="Controller arguments"),
-        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
-                                      title="Force out members left behind after (s)",
-                                      description="Empty: never force them out; wait for their session timeout."),
-        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
-                                      description="A member still running rejoins within a heartbeat or two of "
-                                                  "leaving or being forced out: the group must stay empty this "
-                                                  "long before the migration goes on."),
-        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalWordCountController"),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
         "output_topic": Param(None, type=["null", "string"], title="Output topic (captured before/after)",
                               description="Empty: no output capture."),
-        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
-        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
-        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
-        "window_tz": Param("UTC", type="string", title="Window time zone"),
-        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
-        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
-                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
-                                          "(a location every worker reaches). Each run writes its own folder."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
+        **window_params(),
+        **validation_params(),
+        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
 )
 def kip1071_streams_offline_migration():
-    @task
-    def window_guard(params: dict | None = None) -> dict:
-        from datetime import datetime
-
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
-
-        try:
-            return guard_window(params, datetime.now(UTC))
-        except OutsideMaintenanceWindow as exc:
-            raise AirflowFailException(str(exc)) from exc
+    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
 
     preflight = MigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
@@ -304,29 +274,12 @@ def kip1071_streams_offline_migration():
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
         decision = ti.xcom_pull(task_ids="approval", key="decision")
-        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         failed = R.failed_tasks(context)
-        rolled_back = R.task_states(context).get("fallback_compare_offsets") == "success"
-        # a streams application that never became Stable is what the way back is for
-        unexpected = [t for t in failed if not (rolled_back and t in ("wait_streams_group", "wait_stable"))]
-        if R.refused(decision, recheck):
-            outcome = "refused"
-        elif unexpected:
-            outcome = "failed"
-        elif rolled_back:
-            outcome = "rolled_back"
-        elif plan and plan["facts"]["group"]["type"] == "streams":
-            outcome = "nothing_to_do"
-        elif params["dry_run"]:
-            outcome = "dry_run"
-        elif decision and decision["decision"] == "Reject":
-            outcome = "rejected"
-        elif recheck and recheck["decision"] == "Reject":
-            outcome = "rejected_after_recheck"
-        elif not ti.xcom_pull(task_ids="start_application"):
-            outcome = "nothing_applied"
-        else:
-            outcome = "migrated"
+        # the new application missing its deadline is what the way back is for: not a failure once it is back
+        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["facts"]["group"]["type"] == "streams"),
+                                     dry_run=params["dry_run"],
+                                     done="migrated", way_back_task="fallback_compare_offsets",
+                                     deadline_tasks=("wait_streams_group", "wait_stable"))
         try:
             with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
                 now = hook.describe_group(params["application_id"]).to_dict()
@@ -364,7 +317,6 @@ def kip1071_streams_offline_migration():
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
                         fail_outcomes=("failed", "refused", "rolled_back"))
 
-    guard = window_guard()
     out_before = capture_output_before()
     carried = carry_over_settings()
     client_config = streams_client_config()

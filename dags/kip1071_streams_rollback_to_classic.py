@@ -40,8 +40,6 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", downgrade):
 
 from __future__ import annotations
 
-from datetime import UTC
-
 import pendulum
 from airflow.sdk import Param, dag, task
 
@@ -63,8 +61,10 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
+from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -110,47 +110,20 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
                                     title="Instances the application runs",
                                     description="Done when this many live members run the classic protocol. Empty: "
                                                 "the number of live members when the plan is made."),
-        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalWordCountController", type="string",
-                                title="Application controller (module:Class)"),
-        "app_controller_args": Param({}, type="object", title="Controller arguments"),
-        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
-                                      title="Force out members left behind after (s)",
-                                      description="Empty: never force them out; wait for their session timeout."),
-        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)"),
-        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalWordCountController"),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the streams protocol."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
-        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
-        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
-        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
-        "window_tz": Param("UTC", type="string", title="Window time zone"),
-        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
-        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
-                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
-                                          "(a location every worker reaches). Each run writes its own folder."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
+        **window_params(),
+        **validation_params(),
+        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
 )
 def kip1071_streams_rollback_to_classic():
-    @task
-    def window_guard(params: dict | None = None) -> dict:
-        from datetime import datetime
-
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
-
-        try:
-            return guard_window(params, datetime.now(UTC))
-        except OutsideMaintenanceWindow as exc:
-            raise AirflowFailException(str(exc)) from exc
+    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
@@ -243,28 +216,12 @@ def kip1071_streams_rollback_to_classic():
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
         decision = ti.xcom_pull(task_ids="approval", key="decision")
-        recheck_decision = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         failed = R.failed_tasks(context)
-        rolled_back = R.task_states(context).get("rollback_compare_offsets") == "success"
-        unexpected = [t for t in failed if not (rolled_back and t == "wait_classic")]
-        if R.refused(decision, recheck_decision):
-            outcome = "refused"
-        elif unexpected:
-            outcome = "failed"
-        elif plan and plan["nothing_to_do"]:
-            outcome = "nothing_to_do"
-        elif params["dry_run"]:
-            outcome = "dry_run"
-        elif rolled_back:
-            outcome = "rolled_back"
-        elif decision and decision["decision"] == "Reject":
-            outcome = "rejected"
-        elif recheck_decision and recheck_decision["decision"] == "Reject":
-            outcome = "rejected_after_recheck"
-        elif not ti.xcom_pull(task_ids="start_application"):
-            outcome = "nothing_applied"
-        else:
-            outcome = "back_on_classic"
+        # the new application missing its deadline is what the way back is for: not a failure once it is back
+        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["nothing_to_do"]),
+                                     dry_run=params["dry_run"],
+                                     done="back_on_classic", way_back_task="rollback_compare_offsets",
+                                     deadline_tasks=("wait_classic",))
         try:
             with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
                 now = hook.describe_group(params["application_id"]).to_dict()
@@ -297,7 +254,6 @@ def kip1071_streams_rollback_to_classic():
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
                         fail_outcomes=("failed", "refused", "rolled_back"))
 
-    guard = window_guard()
     settings = settings_on_classic()
     client_config = classic_client_config()
     plan = make_plan(lint.output, preflight.output, settings, snapshot_before.output)

@@ -37,8 +37,6 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol", upgrade and downgrade, offli
 
 from __future__ import annotations
 
-from datetime import UTC
-
 import pendulum
 from airflow.sdk import Param, dag, task
 
@@ -60,8 +58,10 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
+from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -110,17 +110,7 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
                                     description="Done when this many live members run the target protocol. Empty: "
                                                 "the number of live members when the plan is made (shown in the "
                                                 "approval)."),
-        "app_controller": Param("airflow_provider_kip848.testing.appcontrol:LocalConsumerAppController",
-                                type="string", title="Application controller (module:Class)"),
-        "app_controller_args": Param({}, type="object", title="Controller arguments"),
-        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
-                                      title="Force out members left behind after (s)",
-                                      description="Empty: never force them out; wait for their session timeout."),
-        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
-                                      description="A member still running rejoins within a heartbeat or two of "
-                                                  "leaving or being forced out: the group must stay empty this "
-                                                  "long before the migration goes on."),
-        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalConsumerAppController"),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the source protocol."),
@@ -131,35 +121,15 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
         "allowed_duplicates": Param(1000, type="integer", minimum=0,
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
-        "window_days": Param("SAT", type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
-        "window_start": Param("02:00", type="string", title="Window opens (HH:MM)"),
-        "window_end": Param("05:00", type="string", title="Window closes (HH:MM)"),
-        "window_tz": Param("UTC", type="string", title="Window time zone"),
-        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
-        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
-                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
-                                          "(a location every worker reaches). Each run writes its own folder."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
+        **window_params(),
+        **validation_params(),
+        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
 )
 def kip848_consumer_offline_migration():
-    @task
-    def window_guard(params: dict | None = None) -> dict:
-        from datetime import datetime
-
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
-
-        try:
-            return guard_window(params, datetime.now(UTC))
-        except OutsideMaintenanceWindow as exc:
-            raise AirflowFailException(str(exc)) from exc
+    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
@@ -264,32 +234,14 @@ def kip848_consumer_offline_migration():
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 
         ti = context["ti"]
-        states = R.task_states(context)
         plan = ti.xcom_pull(task_ids="make_plan")
         decision = ti.xcom_pull(task_ids="approval", key="decision")
-        recheck_decision = ti.xcom_pull(task_ids="recheck_approval", key="decision")
         failed = R.failed_tasks(context)
-        rolled_back = states.get("rollback_compare_offsets") == "success"
-        # the rollout's own deadline is the one expected failure: it is what the way back is for
-        unexpected = [t for t in failed if not (rolled_back and t == "wait_migrated")]
-        if R.refused(decision, recheck_decision):
-            outcome = "refused"
-        elif unexpected:
-            outcome = "failed"
-        elif plan and plan["nothing_to_do"]:
-            outcome = "nothing_to_do"
-        elif params["dry_run"]:
-            outcome = "dry_run"
-        elif rolled_back:
-            outcome = "rolled_back"
-        elif decision and decision["decision"] == "Reject":
-            outcome = "rejected"
-        elif recheck_decision and recheck_decision["decision"] == "Reject":
-            outcome = "rejected_after_recheck"
-        elif not ti.xcom_pull(task_ids="start_application"):
-            outcome = "nothing_applied"
-        else:
-            outcome = "migrated"
+        # the new application missing its deadline is what the way back is for: not a failure once it is back
+        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["nothing_to_do"]),
+                                     dry_run=params["dry_run"],
+                                     done="migrated", way_back_task="rollback_compare_offsets",
+                                     deadline_tasks=("wait_migrated",))
         try:
             with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
                 now = hook.describe_group(params["group_id"]).to_dict()
@@ -322,7 +274,6 @@ def kip848_consumer_offline_migration():
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
                         fail_outcomes=("failed", "refused", "rolled_back"))
 
-    guard = window_guard()
     out_before = capture_output_before()
     plan = make_plan(lint.output, preflight.output, snapshot_before.output)
     guard >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan

@@ -181,6 +181,42 @@ def refused(*decisions: dict[str, Any] | None) -> bool:
     return any(d and d.get("refused") for d in decisions)
 
 
+def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str,
+                     way_back_task: str, deadline_tasks: tuple[str, ...]) -> str:
+    """The outcome of a run of a downtime DAG (stop, Empty, restart on another protocol, with a way back).
+
+    ``refused`` (change control refused a decision), ``failed`` (a task failed that the way back does not
+    account for), ``rolled_back`` (the new application missed its deadline, one of ``deadline_tasks``
+    failed, and ``way_back_task``, the offsets comparison at the end of the way back, succeeded: the
+    application runs as before), ``nothing_to_do``, ``dry_run``, ``rejected``, ``rejected_after_recheck``,
+    ``nothing_applied`` (the restart never ran), else ``done``. The approvals are the XComs of the
+    ``approval`` and ``recheck_approval`` tasks.
+    """
+    ti = context["ti"]
+    states = task_states(context)
+    decision = ti.xcom_pull(task_ids="approval", key="decision")
+    recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+    rolled_back = states.get(way_back_task) == "success"
+    failed = sorted(t for t, s in states.items() if s == "failed")
+    if refused(decision, recheck):
+        return "refused"
+    if [t for t in failed if not (rolled_back and t in deadline_tasks)]:
+        return "failed"
+    if rolled_back:
+        return "rolled_back"
+    if nothing_to_do:
+        return "nothing_to_do"
+    if dry_run:
+        return "dry_run"
+    if decision and decision["decision"] == "Reject":
+        return "rejected"
+    if recheck and recheck["decision"] == "Reject":
+        return "rejected_after_recheck"
+    if not ti.xcom_pull(task_ids="start_application"):
+        return "nothing_applied"
+    return done
+
+
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
            lock: dict[str, Any] | None = None,
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
