@@ -1,4 +1,5 @@
-"""docs/checklist.md stays true to the code: every reference in it names something that exists.
+"""docs/checklist.md stays true to the code: every reference in it names something that exists, and
+every covered or partial row names the real-broker tests that exercise it.
 
 The checklist maps each item of the source guides to what automates or checks it, with
 references of five kinds (see the head of docs/checklist.md):
@@ -12,6 +13,24 @@ references of five kinds (see the head of docs/checklist.md):
   ``@task``-decorated function);
 * ``spark:<name>``: a ``Verdict("<name>", ...)`` built in spark/checks.py.
 
+Its ``tested by`` column names pytest node ids, ``tests/<tier>/<file>.py::<test_function>`` (a
+parametrized case as ``::<test_function>[<id>]``, checked without the ``[...]``). The rules:
+
+* a ``covered`` or ``partial`` row names at least one test, and nothing else in that cell; any other row
+  has ``—`` there;
+* each test is in a tier that runs a real broker (tests/integration, tests/e2e, tests/deploy; tests/unit
+  runs none), its file exists and defines that function as a top-level ``def test_...``;
+* each ``preflight:<name>`` of a covered or partial row is exercised by one of the row's test files: a
+  file that both runs the preflight (it calls ``MigrationPreflightOperator`` or ``run_preflight``, or
+  ``run_dag`` on a DAG that has a ``preflight`` task) and names the check in a string literal
+  (``"group_empty"``, ``"group_size: 2 member(s)"``; docstrings do not count), as a whole word;
+* likewise each ``lint:<key>``: a file that both runs the lint (``ClientConfigLintOperator``,
+  ``lint_client_config``, or ``run_dag`` on a DAG with a ``lint_client_config`` task) and names the
+  key in a string literal (``session.timeout.ms`` inside ``consumer.session.timeout.ms`` does not count).
+
+A file that runs the preflight but never names the check (it only sees "passed"), or names a key
+without running the lint, does not back the row: the rule is about the test asserting on that check.
+
 The source is read with ``ast``, never executed, except for ``py:`` (imported) and the lint probe.
 """
 
@@ -21,7 +40,7 @@ import ast
 import importlib
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,7 +58,7 @@ DAGS = REPO / "dags"
 GUIDES = ("G000", "G001", "G002", "G003", "G004")
 STATUSES = ("covered", "partial", "missing", "out of scope")
 KINDS = ("preflight", "lint", "py", "dag", "spark")
-COLUMNS = ("id", "guide item", "what it asks", "covered by", "status")
+COLUMNS = ("id", "guide item", "what it asks", "covered by", "tested by", "status")
 SUMMARY_COLUMNS = ("guide", *STATUSES, "total")
 ID_RE = re.compile(r"^(G\d{3})-\d{2}$")
 SECTION_RE = re.compile(r"^##\s+(\S+)")
@@ -47,6 +66,14 @@ SPAN_RE = re.compile(r"`([^`]*)`")
 REFERENCE_RE = re.compile(r"^(?P<kind>[a-z]+):(?P<target>\S+)$")
 #: a note must say something: at least this many letters once the references are taken out
 MIN_NOTE_LETTERS = 12
+#: the test tiers that start a real Kafka (tests/unit starts none)
+TEST_TIERS = ("integration", "e2e", "deploy")
+TEST_RE = re.compile(r"^tests/(?P<tier>[^/\s]+)/(?P<path>[^:\s]+\.py)::(?P<function>[A-Za-z_]\w*)(?:\[[^\]]+\])?$")
+#: the ``tested by`` cell of a row that has no test
+NO_TEST = "—"
+#: reference kind -> (the calls that run that check, the DAG task through which a DAG run runs it)
+RUNNERS = {"preflight": (frozenset({"MigrationPreflightOperator", "run_preflight"}), "preflight"),
+           "lint": (frozenset({"ClientConfigLintOperator", "lint_client_config"}), "lint_client_config")}
 
 
 # -- parsing the checklist ---------------------------------------------------------------------
@@ -61,6 +88,7 @@ class Row:
     covered_by: str
     status: str
     line: int
+    tested_by: str = NO_TEST
 
     @property
     def spans(self) -> list[str]:
@@ -71,6 +99,11 @@ class Row:
     def note(self) -> str:
         """The ``covered by`` cell without its references: the reason, or what is lacking."""
         return SPAN_RE.sub("", self.covered_by).strip(" ;,.:-—()")
+
+    @property
+    def tests(self) -> list[str]:
+        """Every backticked span of the ``tested by`` cell (each must be a test node id)."""
+        return SPAN_RE.findall(self.tested_by)
 
     @property
     def guide(self) -> str | None:
@@ -118,7 +151,7 @@ def parse_checklist(text: str) -> Checklist:
             continue
         if header == COLUMNS:
             rows.append(Row(id=cells[0], section=section, item=cells[1], asks=cells[2], covered_by=cells[3],
-                            status=cells[4], line=number))
+                            tested_by=cells[4], status=cells[5], line=number))
         elif header == SUMMARY_COLUMNS:
             try:
                 summary[cells[0]] = {col: int(v) for col, v in zip(SUMMARY_COLUMNS[1:], cells[1:], strict=True)}
@@ -432,6 +465,122 @@ def broken_references(rows: Iterable[Row]) -> Iterator[str]:
                 yield f"{row.id} (line {row.line}): {problem}"
 
 
+# -- what the tests exercise (read with ast from the test files) ---------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerTestFile:
+    """What the checklist rules need to know of a test file."""
+
+    functions: frozenset[str]  # its top-level ``def test_...`` (and ``async def``)
+    strings: tuple[str, ...]  # its string literals, f-string parts included, docstrings left out
+    calls: frozenset[str]  # the names it calls (``Foo(...)``, ``x.foo(...)``)
+    dags_run: frozenset[str]  # the DAG ids it passes to ``run_dag``, literally or as a module constant
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and _str_const(first.value) is not None:
+                ids.add(id(first.value))
+    return ids
+
+
+def broker_test_facts(source: str) -> BrokerTestFile:
+    tree = ast.parse(source)
+    constants = _constants(tree)
+    docstrings = _docstrings(tree)
+    functions = frozenset(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          and n.name.startswith("test_"))
+    strings = tuple(n.value for n in ast.walk(tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings)
+    calls: set[str] = set()
+    dags: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (name := _call_name(node.func)) is not None:
+            calls.add(name)
+            if name == "run_dag":
+                first = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg in ("module", "dag_id")), None)
+                if (dag_id := _string(first, constants)) is not None:
+                    dags.add(dag_id)
+    return BrokerTestFile(functions, strings, frozenset(calls), frozenset(dags))
+
+
+@cache
+def broker_test_file(path: Path) -> BrokerTestFile:
+    return broker_test_facts(path.read_text(encoding="utf-8"))
+
+
+def _test_path(reference: str) -> Path | None:
+    """The file a well-formed node id of a real-broker tier names (None: malformed or another tier)."""
+    m = TEST_RE.match(reference)
+    if not m or m.group("tier") not in TEST_TIERS:
+        return None
+    tier = (REPO / "tests" / m.group("tier")).resolve()
+    path = (tier / m.group("path")).resolve()
+    return path if path.is_relative_to(tier) else None
+
+
+def problem_of_test_reference(reference: str) -> str | None:
+    """Why ``reference`` is not a real-broker test that exists, or None when it is one."""
+    m = TEST_RE.match(reference)
+    if not m:
+        return f"not a test node id like tests/integration/test_x.py::test_y: {reference!r}"
+    if m.group("tier") not in TEST_TIERS:
+        return f"{reference!r} is not in a real-broker tier ({', '.join(f'tests/{t}' for t in TEST_TIERS)})"
+    path = _test_path(reference)
+    if path is None:
+        return f"{reference!r} leaves tests/{m.group('tier')}"
+    if not path.is_file():
+        return f"{reference!r}: there is no file {path.relative_to(REPO)}"
+    if m.group("function") not in broker_test_file(path).functions:
+        return f"{reference!r}: {path.relative_to(REPO)} defines no top-level test function {m.group('function')}"
+    return None
+
+
+def broken_test_references(rows: Iterable[Row]) -> Iterator[str]:
+    for row in rows:
+        for reference in row.tests:
+            if (problem := problem_of_test_reference(reference)) is not None:
+                yield f"{row.id} (line {row.line}): {problem}"
+
+
+def names(strings: Iterable[str], word: str) -> bool:
+    """``word`` (a check name or a config key) appears in one of ``strings`` as a whole word."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(word)}(?![\w.])")
+    return any(pattern.search(s) for s in strings)
+
+
+def exercises(source: BrokerTestFile, kind: str, target: str, dags: Mapping[str, frozenset[str]]) -> bool:
+    """The file runs the ``kind`` (``preflight`` or ``lint``) and names ``target`` in a string literal."""
+    callables, task = RUNNERS[kind]
+    runs = bool(source.calls & callables) or any(task in dags.get(d, frozenset()) for d in source.dags_run)
+    return runs and names(source.strings, target)
+
+
+def unexercised_checks(rows: Iterable[Row], dags: Mapping[str, frozenset[str]] | None = None) -> Iterator[str]:
+    """Each ``preflight:``/``lint:`` reference of a covered or partial row that none of the row's tests
+    exercises (see the module docstring)."""
+    dags = known_dags() if dags is None else dags
+    for row in rows:
+        if row.status not in ("covered", "partial"):
+            continue
+        paths = [p for ref in row.tests if problem_of_test_reference(ref) is None and (p := _test_path(ref))]
+        sources = [broker_test_file(p) for p in dict.fromkeys(paths)]
+        for span in row.spans:
+            m = REFERENCE_RE.match(span)
+            if not m or m.group("kind") not in RUNNERS:
+                continue
+            kind, target = m.group("kind"), m.group("target")
+            if not any(exercises(src, kind, target, dags) for src in sources):
+                runner = " or ".join(sorted(RUNNERS[kind][0])) + f" (or a DAG's {RUNNERS[kind][1]} task)"
+                yield (f"{row.id} (line {row.line}): none of its tests both runs {runner} and names {target!r} "
+                       f"in a string literal")
+
+
 # -- the checklist -----------------------------------------------------------------------------
 
 
@@ -485,6 +634,29 @@ def test_every_reference_names_something_that_exists():
     assert not broken, "references that resolve to nothing:\n" + "\n".join(broken)
 
 
+def test_covered_and_partial_rows_name_their_real_broker_tests():
+    rows = checklist().rows
+    bare = [r.id for r in rows if r.status in ("covered", "partial") and not r.tests]
+    assert not bare, f"covered/partial rows without a test in 'tested by': {bare}"
+    prose = [r.id for r in rows if r.status in ("covered", "partial")
+             and SPAN_RE.sub("", r.tested_by).replace(";", "").strip()]
+    assert not prose, f"'tested by' cells with something other than backticked tests separated by '; ': {prose}"
+    others = [f"{r.id}: {r.tested_by!r}" for r in rows if r.status not in ("covered", "partial")
+              and r.tested_by != NO_TEST]
+    assert not others, f"rows neither covered nor partial must have {NO_TEST} in 'tested by': {others}"
+
+
+def test_every_tested_by_reference_is_a_real_broker_test_that_exists():
+    broken = list(broken_test_references(checklist().rows))
+    assert not broken, "'tested by' references that are not real-broker tests:\n" + "\n".join(broken)
+
+
+def test_each_preflight_check_and_lint_key_of_a_row_is_exercised_by_one_of_its_tests():
+    """See the module docstring: a test file that runs the check and names it backs the reference."""
+    missing = list(unexercised_checks(checklist().rows))
+    assert not missing, "references none of the row's tests exercises:\n" + "\n".join(missing)
+
+
 def test_summary_matches_the_rows():
     doc = checklist()
     expected: dict[str, dict[str, int]] = {}
@@ -518,15 +690,105 @@ def test_a_made_up_row_is_reported_by_the_whole_check():
     text = "\n".join([
         "## G009 — made up",
         "",
-        "| id | guide item | what it asks | covered by | status |",
-        "|---|---|---|---|---|",
-        "| G009-01 | an item | a thing | `preflight:definitely_not_a_check`; `lint:not.a.key` | covered |",
-        "| G009-02 | an item | a thing | `dag:nope:nope` | partial |",
+        "| id | guide item | what it asks | covered by | tested by | status |",
+        "|---|---|---|---|---|---|",
+        "| G009-01 | an item | a thing | `preflight:definitely_not_a_check`; `lint:not.a.key` | — | covered |",
+        "| G009-02 | an item | a thing | `dag:nope:nope` | — | partial |",
     ])
     doc = parse_checklist(text)
     assert [r.id for r in doc.rows] == ["G009-01", "G009-02"]
     broken = list(broken_references(doc.rows))
     assert len(broken) == 3, broken
+
+
+@pytest.mark.parametrize("reference", [
+    "tests/unit/test_checklist.py::test_summary_matches_the_rows",  # no broker in that tier
+    "tests/integration/test_no_such_file.py::test_anything",
+    "tests/integration/test_operators.py::test_no_such_function",
+    "tests/integration/test_operators.py::CustomAssignorMember",  # exists, but is not a test function
+    "tests/integration/test_operators.py::set_kafka_connection",  # imported there, not a test
+    "tests/integration/../unit/test_checklist.py::test_summary_matches_the_rows",
+    "tests/integration/test_operators.py",
+    "test_operators.py::test_feature_operator_dry_run_change_and_noop",
+    "tests/integration/test_operators.py::test_group_config_operator_set_rerun_delete[]",
+])
+def test_a_made_up_test_reference_is_reported(reference):
+    assert problem_of_test_reference(reference) is not None
+
+
+@pytest.mark.parametrize("reference", [
+    "tests/integration/test_operators.py::test_feature_operator_dry_run_change_and_noop",
+    "tests/integration/test_operators.py::test_group_config_operator_set_rerun_delete[native]",
+    "tests/e2e/test_enable_streams_protocol.py::test_enable_streams_protocol_paths",
+])
+def test_a_real_broker_test_reference_resolves(reference):
+    assert problem_of_test_reference(reference) is None
+
+
+def test_a_test_that_does_not_exercise_the_rows_checks_is_reported():
+    sensors = "tests/integration/test_sensors.py::test_lag_sensor_waits_for_the_backlog_to_drain"
+    operators = "tests/integration/test_operators.py::test_preflight_on_a_healthy_cluster_and_on_each_blocker"
+    text = "\n".join([
+        "## G009 — made up",
+        "",
+        "| id | guide item | what it asks | covered by | tested by | status |",
+        "|---|---|---|---|---|---|",
+        f"| G009-01 | an item | a thing | `preflight:group_empty` | `{sensors}` | covered |",
+        f"| G009-02 | an item | a thing | `preflight:group_empty`; `lint:task.assignor.class` | `{operators}` "
+        "| partial |",
+        f"| G009-03 | an item | a thing | `preflight:group_empty` | `{sensors}`; `{operators}` | covered |",
+        "| G009-04 | an item | a thing | `preflight:group_empty` | — | covered |",
+        "| G009-05 | an item | a thing | `preflight:group_empty` | "
+        "`tests/unit/test_checklist.py::test_ids_are_well_formed_unique_and_in_their_guides_section` | covered |",
+    ])
+    doc = parse_checklist(text)
+    assert not doc.problems, doc.problems
+    assert [r.tests for r in doc.rows][:3] == [[sensors], [operators], [sensors, operators]]
+    missing = list(unexercised_checks(doc.rows))
+    # the sensor test runs no preflight; the operators test runs it and names group_empty, and runs the
+    # lint, but never names task.assignor.class; a unit test is no real-broker test
+    assert [m.split(" ")[0] for m in missing] == ["G009-01", "G009-02", "G009-04", "G009-05"], missing
+    assert "'task.assignor.class'" in missing[1]
+    assert [m.split(" ")[0] for m in broken_test_references(doc.rows)] == ["G009-05"]
+
+
+def test_the_test_file_reader_on_a_written_out_source():
+    facts = broker_test_facts('''
+"""Module docstring naming group_size and session.timeout.ms."""
+DAG = "kip848_consumer_offline_migration"
+
+
+def helper():
+    """A docstring naming static_membership."""
+    return MigrationPreflightOperator(task_id="p", mode="classic_to_consumer")
+
+
+def test_one():
+    run_dag(DAG, {"client_properties": {"enable.auto.commit": "false"}})
+    run_dag(module="kafka_group_config_change", conf={})
+    assert f"group_empty: {1}" != "consumer.session.timeout.ms"
+
+
+async def test_two():
+    pass
+
+
+class TestNothing:
+    def test_method(self):
+        pass
+''')
+    assert facts.functions == {"test_one", "test_two"}
+    assert facts.dags_run == {"kip848_consumer_offline_migration", "kafka_group_config_change"}
+    assert "MigrationPreflightOperator" in facts.calls and "run_dag" in facts.calls
+    assert names(facts.strings, "group_empty") and names(facts.strings, "enable.auto.commit")
+    assert not names(facts.strings, "group_size"), "docstrings do not count"
+    assert not names(facts.strings, "static_membership"), "docstrings do not count"
+    assert not names(facts.strings, "session.timeout.ms"), "a longer key is not this one"
+    dags = {"kip848_consumer_offline_migration": frozenset({"lint_client_config", "preflight"})}
+    assert exercises(facts, "lint", "enable.auto.commit", dags)  # through the DAG's lint task
+    assert exercises(facts, "preflight", "group_empty", dags)
+    assert not exercises(facts, "lint", "enable.auto.commit", {})  # no DAG with a lint task, no lint call
+    assert not exercises(facts, "preflight", "group_size", dags)
 
 
 def test_static_readers_on_written_out_sources():
