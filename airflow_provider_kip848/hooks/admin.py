@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 
@@ -48,6 +49,13 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         """Force members out of a classic or consumer group with LeaveGroup (refused for streams groups)."""
         return self.get_conn().remove_members(group_id, member_ids=member_ids, instance_ids=instance_ids,
                                               all_members=all_members, missing_ok=missing_ok, reason=reason)
+
+    def inventory(self, group_ids: Iterable[str] | None = None, *, timeout_s: float | None = None,
+                  declared_broker_version: str | None = None) -> GroupInventory:
+        """Every group of the cluster (or only ``group_ids``) with type, state, members, assignor, committed
+        offsets, lag and the readiness of each migration, from batched requests (``to_dict()`` for XCom)."""
+        return self.get_conn().inventory(group_ids, timeout_s=timeout_s,
+                                         declared_broker_version=declared_broker_version)
 
     def classic_assignment_user_data(self, group_id: str) -> dict[str, bytes]:
         """Member id -> the ``userData`` of its classic assignment (non-empty: a custom client assignor)."""

@@ -27,6 +27,7 @@ from typing import Self, TypeVar
 
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.arguments import require_bool, require_group_id, similar_group_ids
+from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
@@ -302,7 +303,7 @@ class GroupAdmin(ABC):
 
 
 class ClusterAdmin(GroupAdmin):
-    """What only the native backend does: the cluster, broker versions, members, topics."""
+    """What only the native backend does: the cluster, broker versions, members, the fleet inventory, topics."""
 
     @abstractmethod
     def describe_cluster(self) -> ClusterInfo:
@@ -317,6 +318,12 @@ class ClusterAdmin(GroupAdmin):
                        all_members: bool = False, missing_ok: bool = False,
                        reason: str = "removed by airflow-provider-kip848") -> MemberRemoval:
         """Force members out of a classic or consumer group with LeaveGroup."""
+
+    @abstractmethod
+    def inventory(self, group_ids: Iterable[str] | None = None, *, timeout_s: float | None = None,
+                  declared_broker_version: str | None = None) -> GroupInventory:
+        """Every group (or only ``group_ids``) with type, state, members, assignor, offsets, lag and the
+        readiness of each migration, read with batched requests (see :mod:`.inventory`)."""
 
     @abstractmethod
     def classic_assignment_user_data(self, group_id: str) -> dict[str, bytes]:

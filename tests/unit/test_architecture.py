@@ -3,10 +3,11 @@
 Layers, lowest first (docs/index.md draws them):
 
 0. ``kafka/`` the core: imports no Airflow and nothing of the package outside ``kafka/``; inside it,
-   ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate`` < ``api`` <
-   ``native``/``cli``/``lock``.
+   ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate``/``inventory``
+   < ``api`` < ``native``/``cli``/``lock``.
 1. ``changecontrol/``, ``spark/``, ``controllers.py``: import the core only (not each other).
-2. ``hooks/``  3. ``triggers/``  4. ``operators/`` and ``sensors/`` (not each other)  5. ``get_provider_info.py``.
+2. ``hooks/``  3. ``triggers/``  4. ``operators/`` and ``sensors/`` (not each other)
+5. ``get_provider_info.py`` and ``plugins/`` (the UI's fleet view; not each other).
 
 ``testing/`` (the embedded broker, demo apps, DAG-run helpers) may import anything; nothing in the
 package imports it. An import inside a function of the package needs a comment naming the real
@@ -33,13 +34,13 @@ LAYERS = {
     "hooks": 2,
     "triggers": 3,
     "operators": 4, "sensors": 4,
-    "get_provider_info": 5,
+    "get_provider_info": 5, "plugins": 5,
 }
 #: inside the core: module (or sub-package) -> layer
 KAFKA_LAYERS = {
     "errors": 0, "arguments": 0, "cache": 0, "files": 0,
     "settings": 1, "model": 1, "metrics": 1,
-    "rules": 2, "translate": 2,
+    "rules": 2, "translate": 2, "inventory": 2,
     "api": 3,
     "native": 4, "cli": 4, "lock": 4,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
@@ -30,6 +31,7 @@ from kafka.structs import TopicPartition as KafkaPythonTopicPartition
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import ClusterAdmin
 from airflow_provider_kip848.kafka.arguments import id_list, require_bool, require_group_id
+from airflow_provider_kip848.kafka.inventory import FleetJudge, GroupInventory, InventoryEntry, inventory_entry
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
     ClusterFeatures,
@@ -50,9 +52,11 @@ from airflow_provider_kip848.kafka.model import (
     normalize_state,
 )
 from airflow_provider_kip848.kafka.native import converters as C
+from airflow_provider_kip848.kafka.native.batch import CLASSIC, CONSUMER, DESCRIBE_KINDS, STREAMS, BatchReader
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
 from airflow_provider_kip848.kafka.native.transport import Transport, raise_retriable
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
+from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import (
     GROUP_ID_NOT_FOUND,
@@ -69,6 +73,53 @@ _STREAMS_UNSUPPORTED_REMEDY = ("Finalize streams.version=1 (kafka-features upgra
 def _epoch(leader_epoch: int | None) -> int | None:
     """A committed offset's leader epoch; Kafka's -1 (unknown) is None, as the CLI backend reports it."""
     return leader_epoch if leader_epoch is not None and leader_epoch >= 0 else None
+
+
+def _committed(group: Any) -> dict[TopicPartition, tuple[int, int | None]]:
+    """One group of an OffsetFetch v8+ answer: partition -> (committed offset, leader epoch); -1 (none) left out."""
+    return {TopicPartition(t.name, p.partition_index): (p.committed_offset, _epoch(p.committed_leader_epoch))
+            for t in group.topics for p in t.partitions if p.committed_offset is not None and p.committed_offset >= 0}
+
+
+#: the describes to try for a group listed with each type, in order (a conversion since the listing
+#: answers "not a <type> group" and the next one is tried)
+_DESCRIBE_ORDER = {GroupType.CLASSIC: (CLASSIC, CONSUMER, STREAMS), GroupType.CONSUMER: (CONSUMER, CLASSIC, STREAMS),
+                   GroupType.STREAMS: (STREAMS, CLASSIC, CONSUMER)}
+
+
+def _descriptions(answers: Mapping[str, tuple[str, int, Any]]) -> tuple[
+        dict[str, GroupDescription], dict[str, dict[str, bytes]], dict[str, set[TopicPartition]]]:
+    """Batched describe answers -> each group's description, classic members' userData, and assigned
+    partitions (a streams group's: the input partitions of its active tasks)."""
+    descriptions: dict[str, GroupDescription] = {}
+    user_data: dict[str, dict[str, bytes]] = {}
+    assigned: dict[str, set[TopicPartition]] = {}
+    for g, (kind, node, raw) in answers.items():
+        if kind == STREAMS:
+            descriptions[g] = C.streams_group(raw, node)
+            assigned[g] = set(C.streams_source_partitions(raw))
+            continue
+        desc = C.classic_group(raw, node) if kind == CLASSIC else C.consumer_group(raw, node)
+        if kind == CLASSIC:
+            user_data[g] = C.classic_user_data(raw)
+        descriptions[g] = desc
+        assigned[g] = {tp for m in desc.members for tp in m.assignment}
+    return descriptions, user_data, assigned
+
+
+def _group_offsets(group_id: str, committed: Mapping[TopicPartition, tuple[int, int | None]],
+                   assigned: set[TopicPartition], starts: Mapping[TopicPartition, int],
+                   ends: Mapping[TopicPartition, int], log_errors: Mapping[TopicPartition, str]
+                   ) -> tuple[GroupOffsets, str | None]:
+    """The rows :meth:`KafkaAdmin.group_offsets` reports (committed and assigned partitions), from batched
+    reads; and why some partition's log offsets are unknown (None: all known)."""
+    tps = sorted(set(committed) | assigned)
+    rows = tuple(PartitionOffsets(topic=tp.topic, partition=tp.partition,
+                                  committed=committed[tp][0] if tp in committed else None,
+                                  leader_epoch=committed[tp][1] if tp in committed else None,
+                                  log_start=starts.get(tp), log_end=ends.get(tp)) for tp in tps)
+    unread = [f"{tp}: {log_errors[tp]}" for tp in tps if tp in log_errors]
+    return GroupOffsets(group_id, rows), ("log offsets unknown for " + "; ".join(unread[:5]) if unread else None)
 
 
 def _group_errors(response: Any) -> list[tuple[int, str | None]]:
@@ -218,12 +269,130 @@ class KafkaAdmin(ClusterAdmin):
             pass
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        """Describe a group of any type supported here (classic, consumer, streams)."""
+        """Describe a group of any type supported here (classic, consumer, streams).
+
+        The group's coordinator is asked directly, with the describe of each type in turn (it answers
+        "not a classic group" for a consumer group ...): no listing of every group. Only when no
+        describe answers for it (absent, a share group, a type changing under our feet, or a refusal)
+        does the listing decide, with the checks of :meth:`group_listing` (a group missing from a
+        listing while its coordinator moves is not called absent).
+        """
         require_group_id(group_id)
+        with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            found = self._describe_at_coordinator(group_id)
+        if found is not None:
+            return found
         listing = self.group_listing(group_id)
         if listing.type is GroupType.STREAMS:
             return self.describe_streams_group(group_id)
         return self._describe_consumer_group(group_id, listing)
+
+    def _describe_at_coordinator(self, group_id: str) -> GroupDescription | None:
+        """The group as its coordinator describes it, trying DescribeGroups, then ConsumerGroupDescribe, then
+        StreamsGroupDescribe while the coordinator answers "not a <type> group"; None when none describes it.
+
+        Each request goes through :meth:`Transport.send`: a coordinator loading or moving is retried
+        (found anew) and a coordinator that stays unavailable raises, as before; an answer is never
+        read from a coordinator that said it is not the group's.
+        """
+        response = self._t.send(lambda: DescribeGroupsRequest(groups=[group_id], include_authorized_operations=False),
+                                group_id=group_id, errors=_group_errors)
+        group = response.groups[0]
+        message = getattr(group, "error_message", None) or ""
+        if group.error_code == 0 and normalize_state(group.group_state) is not GroupState.DEAD:
+            return C.classic_group(group, self._t.coordinator_id(group_id))
+        if group.error_code != GROUP_ID_NOT_FOUND or "not a classic group" not in message:
+            return None  # absent, or refused: the listing path decides and words it
+        try:
+            response = self._t.send(
+                lambda: ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False),
+                group_id=group_id, errors=_group_errors)
+        except E.UnsupportedBrokerVersion:
+            return None
+        group = response.groups[0]
+        if group.error_code == 0:
+            return C.consumer_group(group, self._t.coordinator_id(group_id))
+        if group.error_code != GROUP_ID_NOT_FOUND or "not a consumer group" not in (group.error_message or ""):
+            return None
+        try:
+            stream = self._streams_group_response(group_id)
+        except E.UnsupportedBrokerVersion:
+            return None
+        if stream.error_code == 0:
+            return C.streams_group(stream, self._t.coordinator_id(group_id))
+        return None
+
+    # -- the fleet -------------------------------------------------------------------------
+
+    def inventory(self, group_ids: Iterable[str] | None = None, *, timeout_s: float | None = None,
+                  declared_broker_version: str | None = None) -> GroupInventory:
+        """Every group of the cluster (or only ``group_ids``) with its facts and migration verdicts, in one call.
+
+        Requests, whatever the number of groups: ListGroups and ApiVersions to every broker, one
+        FindCoordinator, then per coordinator one describe per group type and one OffsetFetch (in chunks
+        of :data:`.batch.CHUNK` groups), one Metadata and per partition leader one ListOffsets per spec,
+        one DescribeConfigs; all requests of a step in flight together. Retriable answers are retried
+        until ``timeout_s`` (default: the connection's request timeout) from the start; what is still
+        unknown then is reported so (an entry's ``error``, UNKNOWN verdicts, ``unanswered_brokers``),
+        never guessed. ``group_ids`` names groups to read even when the listing leaves them out (a
+        coordinator moving); those no coordinator has are in ``absent``. ``declared_broker_version``
+        is passed to the verdicts' broker check (4.2.0 and 4.2.1 look alike on the wire).
+        """
+        started = time.monotonic()
+        taken_at = datetime.now(UTC)
+        wanted: set[str] | None = None
+        if group_ids is not None:
+            wanted = {require_group_id(g) for g in id_list("group_ids", group_ids)}
+        reader = BatchReader(self._t, started + (self.request_timeout_s if timeout_s is None else float(timeout_s)))
+        listed, unanswered = reader.list_groups()
+        if wanted is not None:
+            listed = {g: row for g, row in listed.items() if g in wanted}
+        kinds = {g: _DESCRIBE_ORDER[row.type] for g, row in listed.items() if row.type in _DESCRIBE_ORDER}
+        for g in (wanted or set()) - set(listed):
+            kinds[g] = DESCRIBE_KINDS  # not listed (its coordinator moving?): asked anyway
+        described = reader.describe(kinds)
+        ids = sorted(set(listed) | (wanted or set()))
+        fetched = reader.offsets([g for g in ids if g not in listed or listed[g].type is not GroupType.SHARE])
+        descriptions, user_data, assigned = _descriptions(described.answers)
+        committed = {g: _committed(raw) for g, (_, _, raw) in fetched.answers.items()}
+        starts, ends, log_errors = reader.log_offsets(
+            {tp for tps in committed.values() for tp in tps} | {tp for tps in assigned.values() for tp in tps})
+        absent = tuple(sorted(g for g in (wanted or set()) - set(listed) - set(descriptions)
+                              if g in described.gone and not committed.get(g)))
+        judge = self._fleet_judge(reader, declared_broker_version)
+        entries: list[InventoryEntry] = []
+        for g in ids:
+            if g in described.gone and g not in descriptions and not committed.get(g):
+                continue  # deleted since the listing, or never there (``absent`` when asked for by name)
+            offsets, offsets_error = None, fetched.failed.get(g)
+            if g in committed:
+                offsets, offsets_error = _group_offsets(g, committed[g], assigned.get(g, set()), starts, ends,
+                                                        log_errors)
+            listing = listed.get(g)
+            error = described.failed.get(g)
+            if g not in descriptions and error is None and (listing is None or listing.type in _DESCRIBE_ORDER):
+                error = "the group could not be described"
+            entries.append(inventory_entry(g, listing, descriptions.get(g), user_data.get(g, {}), offsets, judge,
+                                           error=error, offsets_error=offsets_error))
+        return GroupInventory(taken_at=taken_at, entries=tuple(entries), elapsed_s=time.monotonic() - started,
+                              unanswered_brokers=unanswered, absent=absent, cluster_error=judge.facts_error,
+                              requests=dict(reader.requests))
+
+    def _fleet_judge(self, reader: BatchReader, declared_broker_version: str | None) -> FleetJudge:
+        """The cluster-wide facts of the verdicts, read once: every broker's release and the features
+        (ApiVersions to every broker at once), the group coordinator's configs (of the lowest live broker).
+        A broker that does not answer leaves its release unknown: every verdict is then UNKNOWN."""
+        versions, features, silent = reader.broker_facts()
+        if silent or features is None:
+            why = ("the brokers' releases are not all known: " + "; ".join(silent.values()) if silent
+                   else "no broker answered ApiVersions")
+            return FleetJudge(None, facts_error=why)
+        try:
+            coordinator = self.group_coordinator_config(broker_id=min(b.node_id for b in versions))
+        except E.Kip848Error as exc:
+            return FleetJudge(None, facts_error=f"the brokers' group.* configs could not be read: {exc.what}")
+        facts = PreflightFacts(brokers=tuple(versions), features=features, coordinator=coordinator)
+        return FleetJudge(facts, declared_broker_version=declared_broker_version)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
         """A classic or consumer group with members, assignments and (for consumer groups) epochs.

@@ -18,7 +18,7 @@ is unit-testable on recorded facts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
@@ -131,6 +131,14 @@ class PreflightFacts:
     source_topics: dict[str, int | None] = field(default_factory=dict)
     #: the topics the group has committed offsets on (what the application consumed until now)
     committed_topics: tuple[str, ...] = ()
+
+    def for_group(self, listing: GroupListing | None,
+                  description: ConsumerGroupDescription | StreamsGroupDescription | None,
+                  user_data: dict[str, bytes] | None = None) -> PreflightFacts:
+        """These cluster-wide facts with one group's: the brokers, features and coordinator configs
+        are read once for a whole fleet (an inventory) and each group judged against them, without
+        a request per group."""
+        return replace(self, listing=listing, description=description, user_data=dict(user_data or {}))
 
 
 def run_preflight(
