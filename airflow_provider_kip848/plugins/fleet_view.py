@@ -1,0 +1,375 @@
+"""The fleet view: every group of a cluster by type, state and readiness, as a page of the Airflow UI.
+
+An Airflow 3 plugin (:class:`FleetViewPlugin`) that the API server mounts at ``/kip848``:
+
+* ``GET /kip848/fleet``: an HTML page (server-side rendered, no external assets) with the counts by
+  type, state and readiness of each migration, and every group in a table grouped by type and state
+  (members, lag, a readiness badge per migration with its reason, links into the Airflow UI), with a
+  filter box;
+* ``GET /kip848/fleet.json``: the same summary as JSON.
+
+Both take ``conn_id`` (a ``kafka_admin`` connection, default ``kafka_admin_default``) and optionally
+``group_ids`` (comma-separated: only those groups) and ``timeout_s``. The facts come from one
+:meth:`~airflow_provider_kip848.hooks.admin.KafkaGroupAdminHook.inventory` call (batched requests).
+A cluster that does not answer is an error banner with its message (HTTP 502), never an empty fleet;
+a fact that could not be read is shown as ``unknown``.
+
+The UI entry is an external view in the navigation ("Kafka fleet"): the Airflow UI shows the page in
+a frame under ``/plugin/kip848-fleet``.
+
+Authentication: Airflow does not protect plugin apps. Every request here goes through the same
+check as the REST API (the JWT of the ``Authorization: Bearer`` header or of the UI's session
+cookie, resolved by the API server's ``get_user``), and the user must be allowed to read the
+connection (``is_authorized_connection(GET)``): the page reads the cluster with that connection's
+credentials. Without a valid token: 401; without the permission: 403.
+
+Links: the Airflow UI has no trigger form that can be prefilled from the URL, so each group links
+to the DAG runs list filtered on the runs whose conf mentions the group (``/dag_runs?conf_contains=
+"<group>"``, from which each run's task instances are one click away) and to the DAG of each
+migration its readiness allows (``/dags/<dag_id>``, where the trigger form takes the group id).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote, urlencode
+
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
+from airflow_provider_kip848.kafka.errors import ConnectionNotFound, Kip848Error
+from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
+from airflow_provider_kip848.kafka.model import GroupState
+
+if TYPE_CHECKING:
+    from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+
+URL_PREFIX = "/kip848"
+#: the external view's route in the UI (``/plugin/<route>``)
+UI_ROUTE = "kip848-fleet"
+#: migration -> readiness -> the example DAG that runs it (no DAG: nothing to run until the reason is fixed)
+MIGRATION_DAGS: dict[str, dict[str, str]] = {
+    "classic_to_consumer": {Readiness.READY_ONLINE: "kip848_consumer_rolling_upgrade",
+                            Readiness.OFFLINE_ONLY: "kip848_consumer_offline_migration"},
+    "consumer_to_classic": {Readiness.READY_ONLINE: "kip848_consumer_offline_migration",
+                            Readiness.OFFLINE_ONLY: "kip848_consumer_offline_migration"},
+    "classic_to_streams": {Readiness.READY_ONLINE: "kip1071_streams_offline_migration",
+                           Readiness.OFFLINE_ONLY: "kip1071_streams_offline_migration"},
+    "streams_to_classic": {Readiness.READY_ONLINE: "kip1071_streams_rollback_to_classic",
+                           Readiness.OFFLINE_ONLY: "kip1071_streams_rollback_to_classic"},
+}
+READINESS_ORDER = [r.value for r in (Readiness.READY_ONLINE, Readiness.OFFLINE_ONLY, Readiness.BLOCKED,
+                                     Readiness.UNKNOWN)]
+UNKNOWN = "unknown"
+
+
+# -- the summary (pure) -------------------------------------------------------------------------
+
+
+def group_links(entry: InventoryEntry, ui_base: str = "/") -> dict[str, Any]:
+    """The Airflow UI pages of one group: the DAG runs whose conf names it, and the DAG of each migration."""
+    runs = f"{ui_base}dag_runs?{urlencode({'conf_contains': json.dumps(entry.group_id)}, quote_via=quote)}"
+    dags = {}
+    for v in entry.verdicts:
+        dag_id = MIGRATION_DAGS.get(v.migration, {}).get(v.readiness)
+        if dag_id:
+            dags[v.migration] = {"dag_id": dag_id, "url": f"{ui_base}dags/{dag_id}"}
+    return {"runs": runs, "dags": dags}
+
+
+def _group_row(entry: InventoryEntry, ui_base: str) -> dict[str, Any]:
+    return {
+        "group_id": entry.group_id,
+        "type": entry.type.value,
+        "state": entry.state.value,
+        "members": entry.member_count,
+        "is_mixed": entry.is_mixed,
+        "lag": entry.lag,
+        "assignor": entry.assignor,
+        "error": entry.error,
+        "offsets_error": entry.offsets_error,
+        "verdicts": [{"migration": v.migration, "readiness": v.readiness.value, "reason": v.reason,
+                      "remedy": v.remedy} for v in entry.verdicts],
+        "links": group_links(entry, ui_base),
+    }
+
+
+def fleet_summary(inventory: GroupInventory, conn_id: str, ui_base: str = "/") -> dict[str, Any]:
+    """What the page shows, as plain JSON: counts by type, state and readiness, and one row per group.
+
+    ``ui_base``: the Airflow UI's base path, for the groups' links.
+    """
+    by_type_state: dict[str, Counter[str]] = {}
+    for e in inventory.entries:
+        by_type_state.setdefault(e.type.value, Counter())[e.state.value] += 1
+    warnings = []
+    if inventory.unanswered_brokers:
+        warnings.append("Incomplete: brokers " + ", ".join(f"{n} ({err})" for n, err in
+                                                           sorted(inventory.unanswered_brokers.items()))
+                        + " did not answer ListGroups; the groups they coordinate may be missing.")
+    if inventory.cluster_error:
+        warnings.append(f"The cluster-wide facts could not be read, every verdict is unknown: "
+                        f"{inventory.cluster_error}")
+    if inventory.absent:
+        warnings.append("Not found on the cluster: " + ", ".join(inventory.absent))
+    return {
+        "conn_id": conn_id,
+        "error": None,
+        "warnings": warnings,
+        "taken_at": inventory.taken_at.isoformat(),
+        "elapsed_s": round(inventory.elapsed_s, 3),
+        "complete": inventory.complete,
+        "unanswered_brokers": {str(k): v for k, v in sorted(inventory.unanswered_brokers.items())},
+        "cluster_error": inventory.cluster_error,
+        "absent": list(inventory.absent),
+        "group_count": len(inventory),
+        "by_type": dict(sorted(Counter(e.type.value for e in inventory.entries).items())),
+        "by_state": dict(sorted(Counter(e.state.value for e in inventory.entries).items())),
+        "by_type_state": {t: dict(sorted(c.items())) for t, c in sorted(by_type_state.items())},
+        "readiness": inventory.readiness_counts(),
+        "unknown_groups": len(inventory.unknown),
+        "groups": [_group_row(e, ui_base) for e in inventory.entries],
+    }
+
+
+def error_summary(conn_id: str, exc: BaseException) -> dict[str, Any]:
+    """What the page shows when there is no inventory: the error, never an empty fleet."""
+    return {"conn_id": conn_id, "error": str(exc), "error_type": type(exc).__name__, "groups": None}
+
+
+# -- the page (pure) ----------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1f2937;font-size:14px}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:15px;margin:18px 0 6px}
+.meta{color:#6b7280;margin-bottom:10px} form.conn{margin:8px 0}
+.banner{padding:10px 12px;border-radius:6px;margin:8px 0}
+.banner.error{background:#fee2e2;border:1px solid #ef4444;color:#7f1d1d}
+.banner.warning{background:#fef3c7;border:1px solid #f59e0b;color:#78350f}
+.cards{display:flex;gap:12px;flex-wrap:wrap}
+.card{border:1px solid #e5e7eb;border-radius:6px;padding:8px 12px;min-width:160px}
+.card h3{font-size:12px;text-transform:uppercase;color:#6b7280;margin:0 0 4px}
+table{border-collapse:collapse;width:100%} th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e5e7eb}
+table.counts td,table.counts th{padding:2px 8px}
+tr.section td{background:#f3f4f6;font-weight:600}
+.badge{display:inline-block;border-radius:10px;padding:1px 8px;font-size:12px;margin:1px 2px;white-space:nowrap}
+.ready_online{background:#dcfce7;color:#14532d}.offline_only{background:#dbeafe;color:#1e3a8a}
+.blocked{background:#fee2e2;color:#7f1d1d}.unknown{background:#e5e7eb;color:#374151}
+.reason{color:#6b7280;font-size:12px} .num{text-align:right} input#filter{width:320px;padding:4px}
+"""
+
+# Links into the Airflow UI: inside the UI's frame (sandboxed without top navigation) the top page's
+# router is moved with history.pushState + popstate (same origin); anywhere else the link is a link.
+_JS = """
+document.getElementById('filter').addEventListener('input', function (ev) {
+  var q = ev.target.value.trim().toLowerCase(), shown = 0;
+  document.querySelectorAll('tr.group').forEach(function (tr) {
+    var hit = !q || tr.dataset.search.indexOf(q) >= 0; tr.hidden = !hit; if (hit) shown++;
+  });
+  document.querySelectorAll('tr.section').forEach(function (tr) {
+    tr.hidden = !document.querySelector('tr.group[data-section="' + tr.dataset.section + '"]:not([hidden])');
+  });
+  document.getElementById('shown').textContent = shown;
+});
+document.querySelectorAll('a.airflow').forEach(function (a) {
+  a.addEventListener('click', function (ev) {
+    if (window.top === window || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
+    try {
+      window.top.history.pushState(null, '', a.href);
+      window.top.dispatchEvent(new PopStateEvent('popstate', {state: null}));
+      ev.preventDefault();
+    } catch (e) { /* not same-origin: follow the link in the frame */ }
+  });
+});
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _fact(value: object) -> str:
+    return UNKNOWN if value is None else _e(value)
+
+
+def _counts_table(title: str, counts: dict[str, int]) -> str:
+    rows = "".join(f"<tr><td>{_e(k)}</td><td class='num'>{v}</td></tr>" for k, v in counts.items())
+    return f"<div class='card'><h3>{_e(title)}</h3><table class='counts'>{rows or '<tr><td>none</td></tr>'}" \
+           f"</table></div>"
+
+
+def _readiness_table(readiness: dict[str, dict[str, int]]) -> str:
+    head = "".join(f"<th><span class='badge {r}'>{r}</span></th>" for r in READINESS_ORDER)
+    rows = "".join(f"<tr><td>{_e(m)}</td>" + "".join(f"<td class='num'>{c.get(r, 0)}</td>" for r in READINESS_ORDER)
+                   + "</tr>" for m, c in readiness.items())
+    return f"<table class='counts' id='readiness'><tr><th>migration</th>{head}</tr>{rows}</table>"
+
+
+def _verdict_cell(group: dict[str, Any]) -> str:
+    parts = []
+    for v in group["verdicts"]:
+        title = v["reason"] + (f" Remedy: {v['remedy']}" if v["remedy"] else "")
+        parts.append(f"<div><span class='badge {_e(v['readiness'])}' title='{_e(title)}'>{_e(v['migration'])}: "
+                     f"{_e(v['readiness'])}</span> <span class='reason'>{_e(v['reason'])}</span></div>")
+    return "".join(parts) or "<span class='reason'>no migration applies</span>"
+
+
+def _links_cell(group: dict[str, Any]) -> str:
+    links = [f"<a class='airflow' href='{_e(group['links']['runs'])}'>DAG runs</a>"]
+    for migration, dag in group["links"]["dags"].items():
+        links.append(f"<a class='airflow' href='{_e(dag['url'])}' title='{_e(migration)}'>{_e(dag['dag_id'])}</a>")
+    return "<br>".join(links)
+
+
+def _state(state: str) -> str:
+    return UNKNOWN if state == GroupState.UNKNOWN.value else state
+
+
+def _group_rows(groups: list[dict[str, Any]]) -> str:
+    sections: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for g in sorted(groups, key=lambda g: (g["type"], _state(g["state"]), g["group_id"])):
+        sections.setdefault((g["type"], _state(g["state"])), []).append(g)
+    out = []
+    for (gtype, state), members in sections.items():
+        section = f"{gtype}/{state}"
+        out.append(f"<tr class='section' data-section='{_e(section)}'><td colspan='6'>{_e(gtype)} &middot; "
+                   f"{_e(state)} ({len(members)})</td></tr>")
+        for g in members:
+            search = " ".join([g["group_id"], gtype, state, *(v["readiness"] for v in g["verdicts"])]).lower()
+            error = f"<div class='reason'>{_e(g['error'])}</div>" if g["error"] else ""
+            mixed = " <span class='badge unknown'>mixed</span>" if g["is_mixed"] else ""
+            out.append(f"<tr class='group' data-section='{_e(section)}' data-group='{_e(g['group_id'])}' "
+                       f"data-search='{_e(search)}'><td>{_e(g['group_id'])}{mixed}{error}</td>"
+                       f"<td>{_e(state)}</td><td class='num'>{_fact(g['members'])}</td>"
+                       f"<td class='num'>{_fact(g['lag'])}</td><td>{_verdict_cell(g)}</td>"
+                       f"<td>{_links_cell(g)}</td></tr>")
+    return "".join(out)
+
+
+def render_page(summary: dict[str, Any]) -> str:
+    """The fleet page for a :func:`fleet_summary` (or an :func:`error_summary`: the error banner only)."""
+    conn_id = summary["conn_id"]
+    form = (f"<form class='conn' method='get'><label>Connection <input name='conn_id' value='{_e(conn_id)}'>"
+            f"</label> <button type='submit'>Read the cluster</button></form>")
+    head = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Kafka fleet - {_e(conn_id)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>Kafka fleet</h1>")
+    if summary.get("error") is not None:
+        return (f"{head}{form}<div class='banner error' role='alert' id='error'><b>The cluster of connection "
+                f"{_e(conn_id)} could not be read</b> ({_e(summary.get('error_type', 'error'))}): "
+                f"{_e(summary['error'])}</div></body></html>")
+    banners = "".join(f"<div class='banner warning' role='status'>{_e(w)}</div>" for w in summary["warnings"])
+    meta = (f"<div class='meta'>connection <b>{_e(conn_id)}</b> &middot; {summary['group_count']} groups "
+            f"&middot; read {_e(summary['taken_at'])} in {summary['elapsed_s']} s"
+            f"{'' if summary['complete'] else ' &middot; <b>incomplete</b>'}</div>")
+    cards = ("<div class='cards'>" + _counts_table("groups by type", summary["by_type"])
+             + _counts_table("groups by state", summary["by_state"]) + "</div>")
+    table = ("<h2>Groups</h2><p><input id='filter' type='search' placeholder='Filter: group id, type, state, "
+             f"readiness' aria-label='Filter groups'> <span id='shown'>{summary['group_count']}</span> shown</p>"
+             "<table id='groups'><tr><th>group</th><th>state</th><th class='num'>members</th>"
+             "<th class='num'>lag</th><th>readiness</th><th>in Airflow</th></tr>"
+             f"{_group_rows(summary['groups'])}</table>")
+    return (f"{head}{form}{meta}{banners}{cards}<h2>Readiness by migration</h2>"
+            f"{_readiness_table(summary['readiness'])}{table}<script>{_JS}</script></body></html>")
+
+
+# -- the app ------------------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False)
+
+
+async def authorized_user(request: Request, conn_id: Annotated[str, Query()] = DEFAULT_CONN_ID,
+                          credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
+                          ) -> BaseUser:
+    """The signed-in user (the REST API's own check: bearer token or the UI's cookie), allowed to read
+    ``conn_id``; 401 without a valid token, 403 without the permission."""
+    # The API server's security module: ~2 s to import and only the API server serves requests, while every
+    # Airflow process (scheduler, each task) loads plugins: imported where a request is served.
+    from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see above
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails  # noqa: PLC0415
+    from airflow.api_fastapi.core_api.security import get_user  # noqa: PLC0415 - see above
+
+    user = await get_user(request, None, credentials)
+    if not get_auth_manager().is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id),
+                                                       user=user):
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            f"Forbidden: the fleet view reads the cluster with connection {conn_id!r}, "
+                            "which this user may not read")
+    return user
+
+
+def _ui_base(request: Request) -> str:
+    """The Airflow UI's base path, from where the API server mounted this app."""
+    root = request.scope.get("root_path", "") or ""
+    return root.removesuffix(URL_PREFIX).rstrip("/") + "/"
+
+
+def read_fleet(conn_id: str, group_ids: Iterable[str] | None, timeout_s: float | None,
+               ui_base: str) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, summary) of the cluster behind ``conn_id``: 200, 404 (no such connection), 400 (bad
+    input) or 502 (the cluster did not answer) with the error."""
+    try:
+        with KafkaGroupAdminHook(conn_id) as hook:
+            inventory = hook.inventory(group_ids, timeout_s=timeout_s)
+    except ConnectionNotFound as exc:
+        return status.HTTP_404_NOT_FOUND, error_summary(conn_id, exc)
+    except (ValueError, TypeError) as exc:
+        return status.HTTP_400_BAD_REQUEST, error_summary(conn_id, exc)
+    except Kip848Error as exc:
+        return status.HTTP_502_BAD_GATEWAY, error_summary(conn_id, exc)
+    return status.HTTP_200_OK, fleet_summary(inventory, conn_id, ui_base)
+
+
+def _group_ids(raw: str | None) -> list[str] | None:
+    """``a,b`` -> ["a", "b"] (each checked by the inventory: a bad id is a 400); None: every group."""
+    return [g.strip() for g in raw.split(",") if g.strip()] if raw else None
+
+
+UserDep = Annotated[Any, Depends(authorized_user)]
+ConnIdQuery = Annotated[str, Query(description="a kafka_admin connection")]
+GroupIdsQuery = Annotated[str | None, Query(description="comma-separated group ids (default: every group)")]
+TimeoutQuery = Annotated[float | None, Query(gt=0, le=600, description="seconds (default: the connection's)")]
+
+app = FastAPI(title="Kafka fleet (airflow-provider-kip848)", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@app.get("/fleet.json")
+def fleet_json(request: Request, user: UserDep, conn_id: ConnIdQuery = DEFAULT_CONN_ID,
+               group_ids: GroupIdsQuery = None, timeout_s: TimeoutQuery = None) -> JSONResponse:
+    """The fleet summary as JSON (``error`` set, with an HTTP error status, when there is none)."""
+    code, summary = read_fleet(conn_id, _group_ids(group_ids), timeout_s, _ui_base(request))
+    return JSONResponse(summary, status_code=code)
+
+
+@app.get("/fleet", response_class=HTMLResponse)
+def fleet_page(request: Request, user: UserDep, conn_id: ConnIdQuery = DEFAULT_CONN_ID,
+               group_ids: GroupIdsQuery = None, timeout_s: TimeoutQuery = None) -> HTMLResponse:
+    """The fleet page (an error banner, with an HTTP error status, when the cluster could not be read)."""
+    code, summary = read_fleet(conn_id, _group_ids(group_ids), timeout_s, _ui_base(request))
+    return HTMLResponse(render_page(summary), status_code=code)
+
+
+class FleetViewPlugin(AirflowPlugin):
+    """The fleet view: the app under ``/kip848`` and its entry in the UI's navigation."""
+
+    name = "kip848_fleet_view"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Kafka fleet (KIP-848 / KIP-1071)"}]
+    external_views = [{
+        "name": "Kafka fleet",
+        # relative: resolved against the UI's base URL, so it works behind a path prefix too
+        "href": f"{URL_PREFIX.lstrip('/')}/fleet",
+        "url_route": UI_ROUTE,
+        "destination": "nav",
+        "category": "browse",
+    }]
+
+
+__all__ = ["MIGRATION_DAGS", "URL_PREFIX", "FleetViewPlugin", "app", "authorized_user", "error_summary",
+           "fleet_summary", "group_links", "read_fleet", "render_page"]
