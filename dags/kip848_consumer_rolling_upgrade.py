@@ -42,6 +42,7 @@ from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.params import artifact_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.sensors.group import (
@@ -100,14 +101,8 @@ SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, d
         "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
         "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits"),
-        "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
-        "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
-        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
-                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
-                                          "(a location every worker reaches). Each run writes its own folder."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
+        **validation_params(),
+        **artifact_params(),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         # no cluster change is applied by this DAG (the deployment rolls the consumers): no audit, no recheck
