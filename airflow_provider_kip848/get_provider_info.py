@@ -29,7 +29,8 @@ def get_provider_info() -> dict:
         "hooks": [
             {
                 "integration-name": INTEGRATION,
-                "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli"],
+                "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli",
+                                   "airflow_provider_kip848.hooks.members"],
             }
         ],
         "operators": [
@@ -48,6 +49,7 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.metrics",
                     "airflow_provider_kip848.operators.application",
                     "airflow_provider_kip848.operators.window",
+                    "airflow_provider_kip848.operators.fleet",
                 ],
             }
         ],

@@ -1,9 +1,11 @@
-"""A small SVG line chart for run reports: no plotting library on the workers, one file a browser opens.
+"""Small SVG charts for run reports: no plotting library on the workers, one file a browser opens.
 
 Reports show how group counts by protocol, streams-group states and rebalance
-rates moved over a change window. The chart is plain SVG text (written next to
-``report.md`` and linked from it), so it renders in the Airflow UI's artifact
-browser, in a Git host and in any browser, and costs no dependency.
+rates moved over a change window (:func:`line_chart_svg`), and how long each
+application of a fleet run stood still (:func:`bar_chart_svg`). A chart is
+plain SVG text (written next to ``report.md`` and linked from it), so it
+renders in the Airflow UI's artifact browser, in a Git host and in any
+browser, and costs no dependency.
 """
 
 from __future__ import annotations
@@ -55,6 +57,42 @@ def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *
         out.append(f'<line x1="{width - right + 12}" y1="{ly - 4}" x2="{width - right + 30}" y2="{ly - 4}" '
                    f'stroke="{colour}" stroke-width="2"/>')
         out.append(f'<text x="{width - right + 34}" y="{ly}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def bar_chart_svg(bars: Sequence[tuple[str, float | None]], *, title: str, value_label: str = "seconds",
+                  unknown: str = "not measured", width: int = 720, label_chars: int = 32) -> str:
+    """One horizontal bar per (label, value), in the order given (a ranking reads top down); a None value
+    draws no bar and says ``unknown`` (a value that was not known is never drawn as 0). Labels longer than
+    ``label_chars`` are cut, the whole label stays in the bar's tooltip. Returns an SVG document."""
+    left, right, top, bottom, row = 8 + 6 * label_chars, 90, 28, 40, 18
+    height = top + max(len(bars), 1) * row + bottom
+    known = [v for _, v in bars if v is not None]
+    high = max([*known, 0.0]) or 1.0
+    plot_w = width - left - right
+
+    def sx(v: float) -> float:
+        return left + max(v, 0.0) / high * plot_w
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<text x="{left}" y="16" font-size="13">{escape(title)}</text>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#999"/>']
+    for frac in (0.0, 0.5, 1.0):
+        out.append(f'<text x="{sx(frac * high):.1f}" y="{height - bottom + 14}" '
+                   f'text-anchor="middle">{_fmt(frac * high)}</text>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(value_label)}</text>')
+    for i, (label, value) in enumerate(bars):
+        y = top + i * row
+        shown = label if len(label) <= label_chars else label[: label_chars - 1] + "\u2026"
+        out.append(f'<text x="{left - 6}" y="{y + row - 6}" text-anchor="end">{escape(shown)}</text>')
+        if value is None:
+            out.append(f'<text x="{left + 4}" y="{y + row - 6}" fill="#666">{escape(unknown)}</text>')
+            continue
+        out.append(f'<rect x="{left}" y="{y + 2}" width="{sx(value) - left:.1f}" height="{row - 4}" '
+                   f'fill="{COLOURS[0]}"><title>{escape(label)}: {_fmt(value)}</title></rect>')
+        out.append(f'<text x="{sx(value) + 4:.1f}" y="{y + row - 6}">{_fmt(value)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

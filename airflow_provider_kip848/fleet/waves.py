@@ -97,6 +97,17 @@ class PlannedGroup:
     def _canonical(self) -> dict[str, Any]:
         return {"group_id": self.group_id, "readiness": self.readiness, "path": self.path}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlannedGroup:
+        """The group as :meth:`to_dict` wrote it (an XCom); without its inventory entry."""
+        try:
+            return cls(group_id=str(data["group_id"]), type=str(data["type"]), state=str(data["state"]),
+                       member_count=data.get("member_count"), status=str(data["status"]),
+                       readiness=data.get("readiness"), reason=str(data.get("reason") or ""),
+                       remedy=str(data.get("remedy") or ""), path=data.get("path"))
+        except (KeyError, TypeError) as exc:
+            raise InvalidArgument(f"not a planned group: {data!r} ({exc})") from None
+
 
 @dataclass(frozen=True)
 class Application:
@@ -141,6 +152,20 @@ class Application:
                 "app_controller_args": dict(self.app_controller_args),
                 "expected_instances": self.expected_instances, "forced_path": self.forced_path,
                 "warnings": list(self.warnings), "groups": [g.to_dict() for g in self.groups]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Application:
+        """The application as :meth:`to_dict` wrote it (an XCom)."""
+        try:
+            return cls(app=str(data["app"]), team=str(data["team"]), rule_index=int(data["rule_index"]),
+                       groups=tuple(PlannedGroup.from_dict(g) for g in data["groups"]), status=str(data["status"]),
+                       path=data.get("path"), reason=str(data.get("reason") or ""),
+                       app_controller=data.get("app_controller"),
+                       app_controller_args=dict(data.get("app_controller_args") or {}),
+                       expected_instances=data.get("expected_instances"), forced_path=data.get("forced_path"),
+                       warnings=tuple(data.get("warnings") or ()))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgument(f"not an application: {data!r} ({exc})") from None
 
     def _canonical(self) -> dict[str, Any]:
         return {"app": self.app, "team": self.team, "path": self.path, "app_controller": self.app_controller,
@@ -280,8 +305,12 @@ def _application(rule: OwnershipRule, groups: list[PlannedGroup]) -> Application
 def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable[str] | str | None = None,
            teams: Iterable[str] | str | None = None, prefixes: Iterable[str] | str | None = None,
            readiness: Iterable[str | Readiness] | str | None = None, migration: str = "classic_to_consumer",
-           allow_incomplete: bool = False) -> Selection:
+           allow_incomplete: bool = False, require_controller: bool = False) -> Selection:
     """The applications of ``inventory`` to migrate by ``migration``, each judged whole (module docstring).
+
+    ``require_controller``: a ready application without ``app_controller`` in the ownership map is held back
+    (the fleet DAG stops, starts and rolls applications through their controllers: it cannot move one
+    without).
 
     Filters (None: all): ``apps`` and ``teams`` as the ownership map names them (a name it does not know is
     an error: a typo would silently select nothing); ``prefixes``: applications owning at least one group
@@ -319,7 +348,12 @@ def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable
     for rule, groups in by_rule.values():
         if want_prefixes is not None and not any(g.group_id.startswith(want_prefixes) for g in groups):
             continue
-        chosen.append(_application(rule, groups))
+        app = _application(rule, groups)
+        if require_controller and app.status == READY and not app.app_controller:
+            app = replace(app, status=HELD, path=None,
+                          reason="no app_controller in the ownership map: the fleet migration cannot stop, start "
+                                 "or roll this application")
+        chosen.append(app)
     chosen.sort(key=lambda a: (a.team, a.app))
     conflicts = ownership.conflicts(e.group_id for e in inventory.entries)
     warnings += [f"ownership conflict: {c.describe()}" for c in conflicts]
@@ -412,6 +446,25 @@ class Wave:
         controller and pending groups with readiness and path (no free text, lag or member counts: they
         change without changing what the wave does)."""
         return _digest(self._canonical())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Wave:
+        """The wave as :meth:`to_dict` wrote it (an XCom): same content, same ``wave_hash``. A dict whose
+        ``wave_hash`` does not match its content is refused (it was edited, or is of another version)."""
+        try:
+            wave = cls(number=int(data["number"]), migration=str(data["migration"]),
+                       applications=tuple(Application.from_dict(a) for a in data["applications"]),
+                       canary=bool(data.get("canary")), oversized=bool(data.get("oversized")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgument(f"not a wave: {exc}") from None
+        if data.get("wave_hash") not in (None, wave.wave_hash):
+            raise InvalidArgument(f"wave {wave.number}: its wave_hash does not match its content")
+        return wave
+
+    def without(self, apps: Iterable[str]) -> Wave:
+        """The wave without ``apps`` (e.g. applications found migrated when the wave starts)."""
+        gone = set(apps)
+        return replace(self, applications=tuple(a for a in self.applications if a.app not in gone))
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "migration": self.migration, "canary": self.canary,

@@ -33,6 +33,28 @@ from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
 from airflow_provider_kip848.kafka.rules.offsets import require_empty
 
 
+def last_look(hook: KafkaGroupAdminHook, group_ids: Sequence[str], protocol: str,
+              source_topics: str | Sequence[str] | None = None) -> None:
+    """Before an application starts on ``protocol``: each of its groups is still Empty (or gone) and every
+    declared source topic exists; otherwise :class:`AirflowFailException` says what is in the way."""
+    if protocol not in ("classic", "consumer", "streams"):
+        raise AirflowFailException(f"group_protocol must be classic, consumer or streams, not {protocol!r}")
+    topics = topic_list(source_topics, "source_topics") or []
+    for group_id in group_ids:
+        try:
+            require_empty(hook.describe_group(group_id))
+        except GroupNotFound:
+            pass
+        except GroupNotEmpty as exc:
+            raise AirflowFailException(f"Not starting the application on {protocol}: {exc}") from exc
+    counts = hook.get_conn().topic_partition_counts(topics) if topics else {}
+    missing = sorted(t for t, n in counts.items() if n is None)
+    if missing:
+        raise AirflowFailException(
+            f"Not starting the application on {protocol}: source topic(s) {', '.join(missing)} do not exist. "
+            "Create them (or correct source_topics), then rerun.")
+
+
 class _ApplicationOperator(BaseOperator):
     template_fields: tuple[str, ...] = ("controller", "controller_args")
     ui_color = "#fdf1e6"
@@ -89,22 +111,8 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         self._skip_unless_failed(context)
         protocol = str(self.group_protocol)
-        if protocol not in ("classic", "consumer", "streams"):
-            raise AirflowFailException(f"group_protocol must be classic, consumer or streams, not {protocol!r}")
-        topics = topic_list(self.source_topics, "source_topics") or []
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
-            try:
-                require_empty(hook.describe_group(self.group_id))
-            except GroupNotFound:
-                pass
-            except GroupNotEmpty as exc:
-                raise AirflowFailException(f"Not starting the application on {protocol}: {exc}") from exc
-            counts = hook.get_conn().topic_partition_counts(topics) if topics else {}
-        missing = sorted(t for t, n in counts.items() if n is None)
-        if missing:
-            raise AirflowFailException(
-                f"Not starting the application on {protocol}: source topic(s) {', '.join(missing)} do not exist. "
-                "Create them (or correct source_topics), then rerun.")
+            last_look(hook, [self.group_id], protocol, self.source_topics)
         result = self._controller().start(protocol)
         self.log.info("Started on %s: %s", protocol, result)
         return result

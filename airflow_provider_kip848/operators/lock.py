@@ -67,15 +67,19 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         return {**result.to_dict(), "kafka_conn_id": self.kafka_conn_id}
 
     def _ended(self, ti: Any, holder: LockHolder) -> bool:
-        """A holder is stale when Airflow says its run has ended; unknown runs (another Airflow) are not."""
-        if not (holder.dag_id and holder.run_id):
-            return False
-        try:
-            state = ti.get_dagrun_state(holder.dag_id, holder.run_id)
-        except Exception as exc:  # noqa: BLE001 - a run this Airflow does not know: leave its lock alone
-            self.log.info("Could not read the state of %s/%s (%s): its lock stays.", holder.dag_id, holder.run_id, exc)
-            return False
-        return str(getattr(state, "value", state)) in ENDED_STATES
+        return holder_run_ended(ti, holder, self.log)
+
+
+def holder_run_ended(ti: Any, holder: LockHolder, log: Any) -> bool:
+    """A holder is stale when Airflow says its run has ended; unknown runs (another Airflow) are not."""
+    if not (holder.dag_id and holder.run_id):
+        return False
+    try:
+        state = ti.get_dagrun_state(holder.dag_id, holder.run_id)
+    except Exception as exc:  # noqa: BLE001 - a run this Airflow does not know: leave its lock alone
+        log.info("Could not read the state of %s/%s (%s): its lock stays.", holder.dag_id, holder.run_id, exc)
+        return False
+    return str(getattr(state, "value", state)) in ENDED_STATES
 
 
 def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:

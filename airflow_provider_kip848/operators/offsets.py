@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import ARTIFACTS_ENV
 from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.arguments import parse_flag
@@ -20,7 +21,7 @@ from airflow_provider_kip848.kafka.errors import (
     SnapshotInvalid,
 )
 from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, TopicPartition
-from airflow_provider_kip848.kafka.rules.offsets import compare, restore_plan
+from airflow_provider_kip848.kafka.rules.offsets import OffsetComparison, compare, restore_plan
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
@@ -66,39 +67,46 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.group_id, self.path = group_id, path
 
     def run(self, context: Any) -> dict:
-        fresh = take_snapshot(self.native_hook.get_conn(), self.group_id)
-        reused = False
-        quarantined = None
-        existing: OffsetSnapshot | None = None
-        if storage.exists(self.path):
-            try:
-                existing = load_snapshot(self.path)
-            except SnapshotInvalid as exc:
-                # a leftover of an attempt killed while writing (or a foreign file): kept aside, never used
-                quarantined = storage.quarantine(self.path)
-                self.log.warning("%s Moved it to %s and taking the snapshot again.", exc.what, quarantined)
-        if existing is not None:
-            if (existing.cluster_id, existing.group_id) != (fresh.cluster_id, fresh.group_id):
-                raise SnapshotConflict(
-                    f"{self.path} holds a snapshot of group {existing.group_id!r} on cluster {existing.cluster_id}, "
-                    f"not of {fresh.group_id!r} on {fresh.cluster_id}; refusing to overwrite it."
-                )
-            moved = compare(existing, _as_offsets(fresh)).counts
-            self.log.info("A snapshot of %s taken at %s is already at %s; keeping it as the baseline "
-                          "(since then: %s).", self.group_id, existing.taken_at, self.path, moved)
-            snapshot, reused = existing, True
-        else:
-            if not storage.write_once(self.path, fresh.to_json()):
-                raise SnapshotConflict(f"Another writer created {self.path} while this task took its snapshot.",
-                                       remedy="Rerun the task: it keeps the snapshot already there as the baseline.")
-            snapshot = fresh
-            self.log.info("Snapshot of %s (%s, %d partitions, total lag %d) written to %s.", self.group_id,
-                          snapshot.group_state, len(snapshot.partitions), _lag(snapshot), self.path)
-        return {"path": self.path, "group_id": snapshot.group_id, "cluster_id": snapshot.cluster_id,
-                "group_type": snapshot.group_type, "group_state": snapshot.group_state,
-                "partitions": len(snapshot.partitions), "committed_partitions": len(snapshot.committed),
-                "total_lag": _lag(snapshot), "sha256": snapshot.sha256, "taken_at": snapshot.taken_at,
-                "reused": reused, "quarantined": quarantined, "worker": socket.gethostname()}
+        return write_snapshot(self.native_hook, self.group_id, self.path, self.log)
+
+
+def write_snapshot(native_hook: KafkaGroupAdminHook, group_id: str, path: str, log: Any) -> dict[str, Any]:
+    """Write ``group_id``'s committed offsets to ``path``, or keep the snapshot of the same cluster and group
+    already there (a retry: the first one is the baseline taken before anything changed); another group's or
+    cluster's snapshot at ``path`` is never overwritten. The snapshot step of every migration."""
+    fresh = take_snapshot(native_hook.get_conn(), group_id)
+    reused = False
+    quarantined = None
+    existing: OffsetSnapshot | None = None
+    if storage.exists(path):
+        try:
+            existing = load_snapshot(path)
+        except SnapshotInvalid as exc:
+            # a leftover of an attempt killed while writing (or a foreign file): kept aside, never used
+            quarantined = storage.quarantine(path)
+            log.warning("%s Moved it to %s and taking the snapshot again.", exc.what, quarantined)
+    if existing is not None:
+        if (existing.cluster_id, existing.group_id) != (fresh.cluster_id, fresh.group_id):
+            raise SnapshotConflict(
+                f"{path} holds a snapshot of group {existing.group_id!r} on cluster {existing.cluster_id}, "
+                f"not of {fresh.group_id!r} on {fresh.cluster_id}; refusing to overwrite it."
+            )
+        moved = compare(existing, _as_offsets(fresh)).counts
+        log.info("A snapshot of %s taken at %s is already at %s; keeping it as the baseline "
+                      "(since then: %s).", group_id, existing.taken_at, path, moved)
+        snapshot, reused = existing, True
+    else:
+        if not storage.write_once(path, fresh.to_json()):
+            raise SnapshotConflict(f"Another writer created {path} while this task took its snapshot.",
+                                   remedy="Rerun the task: it keeps the snapshot already there as the baseline.")
+        snapshot = fresh
+        log.info("Snapshot of %s (%s, %d partitions, total lag %d) written to %s.", group_id,
+                      snapshot.group_state, len(snapshot.partitions), _lag(snapshot), path)
+    return {"path": path, "group_id": snapshot.group_id, "cluster_id": snapshot.cluster_id,
+            "group_type": snapshot.group_type, "group_state": snapshot.group_state,
+            "partitions": len(snapshot.partitions), "committed_partitions": len(snapshot.committed),
+            "total_lag": _lag(snapshot), "sha256": snapshot.sha256, "taken_at": snapshot.taken_at,
+            "reused": reused, "quarantined": quarantined, "worker": socket.gethostname()}
 
 
 def _lag(snapshot: OffsetSnapshot) -> int:
@@ -135,15 +143,8 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.fail_on_loss = parse_flag(fail_on_loss, "fail_on_loss")
 
     def run(self, context: Any) -> dict:
-        snapshot = load_snapshot(self.snapshot_path)
-        _same_group(snapshot, self.group_id, self.snapshot_path)
-        _same_cluster(snapshot, self.native_hook.describe_cluster().cluster_id, self.snapshot_path,
-                      allowed=self.allow_other_cluster)
-        result = compare(snapshot, current_offsets(self.hook, self.group_id))
-        self.log.info("Offsets of %s vs snapshot %s: %s", self.group_id, snapshot.taken_at, result.counts)
-        for p in result.partitions:
-            if p.status != "equal":
-                self.log.info("  %s:%d %s (snapshot %s, now %s)", p.topic, p.partition, p.status, p.snapshot, p.current)
+        result = compare_with_snapshot(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
+                                       allow_other_cluster=self.allow_other_cluster)
         if self.fail_on_loss and result.lost():
             raise AirflowFailException(
                 f"Group {self.group_id} lost committed offsets on {len(result.lost())} partition(s) "
@@ -154,6 +155,21 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
             raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
                                        "partition(s) although nothing should have consumed.")
         return result.to_dict()
+
+
+def compare_with_snapshot(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminHook, group_id: str,
+                          snapshot_path: str, log: Any, *, allow_other_cluster: bool = False) -> OffsetComparison:
+    """``group_id``'s committed offsets now against the snapshot at ``snapshot_path`` (of the same group and, unless
+    ``allow_other_cluster``, the same cluster), partition by partition; logs every partition that moved."""
+    snapshot = load_snapshot(snapshot_path)
+    _same_group(snapshot, group_id, snapshot_path)
+    _same_cluster(snapshot, native_hook.describe_cluster().cluster_id, snapshot_path, allowed=allow_other_cluster)
+    result = compare(snapshot, current_offsets(hook, group_id))
+    log.info("Offsets of %s vs snapshot %s: %s", group_id, snapshot.taken_at, result.counts)
+    for p in result.partitions:
+        if p.status != "equal":
+            log.info("  %s:%d %s (snapshot %s, now %s)", p.topic, p.partition, p.status, p.snapshot, p.current)
+    return result
 
 
 class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):

@@ -22,14 +22,13 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
-from airflow_provider_kip848.changecontrol.artifacts import artifact_root
-from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
+from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.kafka.model import GroupState, StreamsGroupDescription
+from airflow_provider_kip848.kafka.model import GroupState
 from airflow_provider_kip848.kafka.rules.conditions import (
     GroupCondition,
     WaitState,
@@ -216,32 +215,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     # -- shared --------------------------------------------------------------
 
     def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
-        """Force out the members left behind (audited); returns who was removed (client id, host ...)."""
-        with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
-            desc = hook.describe_group(self.group_id)
-            if isinstance(desc, StreamsGroupDescription):
-                timeout_ms = hook.describe_group_config(self.group_id).value("streams.session.timeout.ms")
-                note = (f"streams group: the broker rejects LeaveGroup, so its {len(desc.members)} member(s) were "
-                        f"not forced out; they leave when streams.session.timeout.ms ({timeout_ms} ms) expires")
-                self.log.warning("Group %s is a %s", self.group_id, note)
-                notes.append(note)
-                return []
-            removal = hook.remove_members(self.group_id, all_members=True, missing_ok=True,
-                                          reason=f"airflow sensor {self.task_id}: remove_members_after expired")
-            if removal.removed:  # a change to the cluster: audited like any operator's
-                left = [m["member_id"] for m in hook.describe_group(self.group_id).to_dict()["members"]]
-                record_changes(context, self.task_id,
-                               [("members", self.group_id, {"members": list(removal.removed)}, {"members": left})],
-                               admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log"),
-                                                                artifact_root(None, self.kafka_conn_id)),
-                               log=self.log)
-        if removal.failed:
-            raise AirflowFailException(f"Could not force {removal.failed} out of group {self.group_id}.")
-        self.log.warning("Group %s still had members after %s s: removed %s", self.group_id,
-                         self.remove_members_after, ", ".join(removal.removed) or "nobody")
-        removed = set(removal.removed)
-        return [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "instance_id": m.instance_id}
-                for m in desc.members if (m.instance_id or m.member_id) in removed]
+        return force_out_members(context, self.task_id, self.kafka_conn_id, self.group_id, self.audit_log,
+                                 self.remove_members_after, notes, self.log)
 
     def _result(self, summary: Any, detail: Any, polls: Any, mode: str, wait: WaitState,
                 notes: list[str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ machine; the example DAG's default, the demo and the end-to-end tests use it.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -140,19 +141,71 @@ class LocalConsumerAppController:
     def stop(self) -> dict[str, Any]:
         return {"group_id": self.group_id, **stop_processes(self.running_pids, self.stop_mode)}
 
+    def _running_pid(self, i: int) -> int | None:
+        try:
+            pid = int(self._pid_file(i).read_text())
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        return pid if self.APP.encode() in args and self.group_id.encode() in args else None
+
+    def _still_running(self, i: int, pid: int) -> list[int]:
+        return [pid] if self._running_pid(i) == pid else []
+
+    def _start_instance(self, i: int, group_protocol: str) -> int:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        app = ConsumerProcess.start(
+            self.bootstrap_servers, self.group_id, self.topics, protocol=group_protocol, client_id=f"app-{i}",
+            assignor=self.classic_assignor if group_protocol == "classic" else self.remote_assignor,
+            output_topic=self.output_topic, properties=self.properties.get(group_protocol),
+            log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"))
+        self._pid_file(i).write_text(str(app.process.pid))
+        return app.process.pid
+
     def start(self, group_protocol: str) -> dict[str, Any]:
         running = self.running_pids()
         if running:  # idempotent: a rerun after a failure must not start a second copy
             return {"group_id": self.group_id, "already_running": running, "group_protocol": group_protocol}
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        started = []
-        for i in range(self.instances):
-            app = ConsumerProcess.start(
-                self.bootstrap_servers, self.group_id, self.topics, protocol=group_protocol, client_id=f"app-{i}",
-                assignor=self.classic_assignor if group_protocol == "classic" else self.remote_assignor,
-                output_topic=self.output_topic, properties=self.properties.get(group_protocol),
-                log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"))
-            self._pid_file(i).write_text(str(app.process.pid))
-            started.append(app.process.pid)
+        started = [self._start_instance(i, group_protocol) for i in range(self.instances)]
         return {"group_id": self.group_id, "pids": started, "group_protocol": group_protocol,
                 "instances": self.instances}
+
+    def roll(self, group_protocol: str) -> dict[str, Any]:
+        """A rolling restart: each instance in turn is stopped (``stop_mode``) and started again with
+        ``group.protocol``, while the others keep running (what a Kubernetes rolling update does)."""
+        rolled = []
+        for i in range(self.instances):
+            pid = self._running_pid(i)
+            if pid is not None:
+                stop_processes(functools.partial(self._still_running, i, pid), self.stop_mode)
+            rolled.append({"instance": i, "stopped": pid, "started": self._start_instance(i, group_protocol)})
+        return {"group_id": self.group_id, "rolled": rolled, "group_protocol": group_protocol}
+
+
+class LocalConsumerFleetAppController:
+    """One application of a test fleet: several consumer groups (each its own
+    :class:`LocalConsumerAppController`, ``instances`` processes per group) stopped, started and rolled
+    together, as one deployment running several consumers would be.
+
+    ``groups`` maps each group id to its topics; ``properties`` adds client properties per protocol
+    (e.g. a setting the consumer protocol rejects, to plant a failure)."""
+
+    def __init__(self, workdir: str, bootstrap_servers: str, groups: dict[str, list[str]], instances: int = 1,
+                 classic_assignor: str | None = None, remote_assignor: str | None = None,
+                 stop_mode: str = "graceful", properties: dict[str, dict[str, str]] | None = None) -> None:
+        self.parts = [LocalConsumerAppController(workdir, bootstrap_servers, group, list(topics), instances=instances,
+                                                 classic_assignor=classic_assignor, remote_assignor=remote_assignor,
+                                                 stop_mode=stop_mode, properties=properties)
+                      for group, topics in sorted(groups.items())]
+
+    def running_pids(self) -> list[int]:
+        return [pid for part in self.parts for pid in part.running_pids()]
+
+    def stop(self) -> dict[str, Any]:
+        return {"groups": [part.stop() for part in self.parts]}
+
+    def start(self, group_protocol: str) -> dict[str, Any]:
+        return {"groups": [part.start(group_protocol) for part in self.parts]}
+
+    def roll(self, group_protocol: str) -> dict[str, Any]:
+        return {"groups": [part.roll(group_protocol) for part in self.parts]}

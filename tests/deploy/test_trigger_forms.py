@@ -19,6 +19,7 @@ MUST_FILL: dict[str, dict[str, str]] = {
     "kip848_consumer_offline_migration": {"group_id": FORM_GROUP},
     "kip1071_streams_offline_migration": {},
     "kip1071_streams_rollback_to_classic": {"application_id": FORM_GROUP},
+    "kip848_fleet_migration": {},
 }
 #: DAGs whose run with these inputs must ask a person (the others may have nothing to change)
 ASKS_APPROVAL = {"kafka_group_config_change", "kip848_consumer_rolling_upgrade"}
@@ -29,7 +30,7 @@ APPROVAL_SHOTS = {"kafka_enable_streams_protocol": "enable_streams_protocol_appr
 TERMINAL = {"success", "failed", "skipped", "upstream_failed"}
 #: DAGs with downtime: they run only inside their maintenance window (the default one may be closed now)
 WINDOWED = {"kip1071_streams_offline_migration", "kip848_consumer_offline_migration",
-            "kip1071_streams_rollback_to_classic"}
+            "kip1071_streams_rollback_to_classic", "kip848_fleet_migration"}
 
 
 @pytest.fixture(scope="module")

@@ -81,6 +81,15 @@ CASES = [
      "should be non-empty"),
     ("rollback-instances-zero", "kip1071_streams_rollback_to_classic", {"expected_instances": 0},
      "is less than the minimum of 1"),
+    # kip848_fleet_migration
+    ("fleet-wave-size-zero", "kip848_fleet_migration", {"wave_size": 0}, "is less than the minimum of 1"),
+    ("fleet-canary-negative", "kip848_fleet_migration", {"canary": -1}, "is less than the minimum of 0"),
+    ("fleet-readiness-unknown", "kip848_fleet_migration", {"readiness": ["blocked"]},
+     "'blocked' is not one of ['ready_online', 'offline_only']"),
+    ("fleet-ratio-above-one", "kip848_fleet_migration", {"max_failed_ratio": 1.5}, "is greater than the maximum of 1"),
+    ("fleet-apps-as-text", "kip848_fleet_migration", {"apps": "orders"}, "is not of type 'array'"),
+    ("fleet-budget-as-text", "kip848_fleet_migration", {"max_failed_apps": "1"}, "is not of type 'null', 'integer'"),
+    ("fleet-dry-run-as-text", "kip848_fleet_migration", {"dry_run": "no"}, "is not of type 'boolean'"),
     # kip848_consumer_rolling_upgrade
     ("rolling-empty-group-id", "kip848_consumer_rolling_upgrade", {"group_id": ""}, "should be non-empty"),
     ("client-unknown", "kip848_consumer_rolling_upgrade", {"client": "go"},

@@ -26,7 +26,7 @@ from airflow_provider_kip848.fleet import (
     remaining,
     select,
 )
-from airflow_provider_kip848.fleet.waves import IncompleteInventory
+from airflow_provider_kip848.fleet.waves import IncompleteInventory, Wave
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, InventoryMember, MigrationVerdict
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol
@@ -551,3 +551,39 @@ def test_applications_are_plain_values():
     app = select(fleet(), ownership()).application("payments")
     assert isinstance(app, Application) and json.loads(json.dumps(app.to_dict()))["groups"][0]["group_id"] == \
         "pay-eu-1"
+
+
+def test_a_wave_read_back_from_its_dict_has_the_same_content_and_hash():
+    plan = plan_waves(select(fleet(), ownership()), canary=1, wave_size=2)
+    for wave in plan.waves:
+        again = Wave.from_dict(json.loads(json.dumps(wave.to_dict())))
+        assert again.wave_hash == wave.wave_hash and again.group_ids == wave.group_ids
+        assert again.render_markdown() == wave.render_markdown()
+
+
+def test_a_wave_dict_whose_hash_does_not_match_its_content_is_refused():
+    wave = plan_waves(select(fleet(), ownership()), canary=1, wave_size=2).waves[-1]
+    data = wave.to_dict()
+    data["applications"][0]["groups"][0]["group_id"] = "someone-else"
+    data["applications"][0]["groups"][0]["status"] = "pending"
+    with pytest.raises(InvalidArgument, match="does not match"):
+        Wave.from_dict(data)
+
+
+def test_a_wave_without_an_application_keeps_the_others():
+    wave = plan_waves(select(fleet(), ownership()), canary=0, wave_size=10).waves[0]
+    first = wave.apps[0]
+    rest = wave.without([first])
+    assert rest.apps == wave.apps[1:] and rest.wave_hash != wave.wave_hash and first not in rest.apps
+
+
+def test_require_controller_holds_back_a_ready_application_without_one():
+    plain = select(fleet(), ownership())
+    strict = select(fleet(), ownership(), require_controller=True)
+    for app in plain.ready:
+        held = strict.application(app.app)
+        if app.app_controller:
+            assert held.status == "ready"
+        else:
+            assert held.status == "held" and "no app_controller" in held.reason
+    assert any(not a.app_controller for a in plain.ready), "the fixture must have a ready app without a controller"

@@ -1,0 +1,164 @@
+"""kip848_fleet_migration end to end: five applications of real librdkafka consumers, a canary and two waves.
+
+The fleet: ``a-canary`` (1 group, forced offline), ``b-planted`` (2 groups, online, planted to fail: its
+instances refuse to start on the consumer protocol), ``c-good`` (1 group, online), ``d-later`` and
+``e-later`` (1 group each, online). With a canary of 1 and waves of 2 applications, the plan is
+[a-canary] [b-planted, c-good] [d-later, e-later].
+
+The first run migrates the canary and c-good; b-planted fails, is brought back to classic with its
+offsets intact, and the error budget (no failed application) stops wave 3, which never touches
+d-later or e-later. The team fixes b-planted's configuration in the ownership map; a second run
+(the resumption) plans only what is left, skips what is migrated, and finishes the fleet.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_live
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
+from airflow_provider_kip848.testing.clients import create_topics, produce
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, run_dag, state
+
+DAG = "kip848_fleet_migration"
+CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
+#: app -> (number of groups, forced path, planted to fail)
+FLEET = {"a-canary": (1, "offline", False), "b-planted": (2, None, True), "c-good": (1, None, False),
+         "d-later": (1, None, False), "e-later": (1, None, False)}
+#: what makes librdkafka refuse to start a consumer-protocol member (a classic-only setting)
+PLANTED = {"consumer": {"session.timeout.ms": "10000"}}
+
+
+def ownership(prefix: str, args: dict[str, dict], *, planted: bool = True) -> str:
+    rules = []
+    for app, (_, path, bad) in FLEET.items():
+        rule = {"prefix": f"{prefix}{app}-", "app": app, "team": "payments", "app_controller": CONTROLLER,
+                "app_controller_args": {**args[app], **({"properties": PLANTED} if bad and planted else {})},
+                "expected_instances": 1}
+        if path:
+            rule["migration"] = path
+        rules.append(rule)
+    return yaml.safe_dump({"version": 1, "rules": rules}, sort_keys=False)
+
+
+def conf(tmp_path: Path, prefix: str, **extra) -> dict:
+    today = DAYS[datetime.now(UTC).weekday()]
+    return {"prefixes": [prefix], "canary": 1, "wave_size": 2, "max_groups_per_wave": 3, "max_failed_apps": 0,
+            "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
+            "start_timeout_minutes": 0.5, "poll_seconds": 0.5, "window_days": today, "window_start": "00:00",
+            "window_end": "23:59", "window_tz": "UTC", "snapshot_dir": str(tmp_path / "snapshots"),
+            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+
+
+def groups_of(prefix: str, app: str) -> list[str]:
+    return [f"{prefix}{app}-g{i}" for i in range(FLEET[app][0])]
+
+
+def live_protocols(admin: KafkaAdmin, group: str) -> list[MemberProtocol]:
+    return [m.protocol for m in admin.describe_group(group).members if is_live(m)]
+
+
+def settled(admin: KafkaAdmin, groups: list[str]) -> bool:
+    for g in groups:
+        desc, offsets = admin.describe_group(g), admin.group_offsets(g)
+        if desc.state != "Stable" or not desc.members or offsets.total_lag or offsets.uncommitted_with_records:
+            return False
+    return True
+
+
+@pytest.fixture
+def fleet(bootstrap, unique, tmp_path):
+    """Five running classic applications (one instance per group), caught up; stopped afterwards."""
+    prefix = unique("fleet") + "-"
+    args, controllers = {}, []
+    for app in FLEET:
+        topics = {g: f"{g}-in" for g in groups_of(prefix, app)}
+        create_topics(bootstrap, {t: 2 for t in topics.values()})
+        for t in topics.values():
+            produce(bootstrap, t, (f"v{i}" for i in range(40)), keys=(str(i) for i in range(40)))
+        args[app] = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap,
+                     "groups": {g: [t] for g, t in topics.items()}, "instances": 1}
+        controller = LocalConsumerFleetAppController(**args[app])
+        controller.start("classic")
+        controllers.append(controller)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    every = [g for app in FLEET for g in groups_of(prefix, app)]
+    wait_until(lambda: settled(admin, every), timeout=120, what="the fleet's classic groups Stable and caught up")
+    yield prefix, args, admin
+    for c in controllers:
+        c.stop()
+    admin.close()
+
+
+def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_conn, fleet, tmp_path, monkeypatch):
+    prefix, args, admin = fleet
+    # the ownership map from an Airflow Variable (the default source), b-planted misconfigured
+    monkeypatch.setenv("AIRFLOW_VAR_KIP848_OWNERSHIP_MAP", ownership(prefix, args))
+    before = {g: admin.group_offsets(g).committed for app in FLEET for g in groups_of(prefix, app)}
+
+    run, answers, report = run_dag(DAG, conf(tmp_path, prefix), decide=approve)
+
+    assert state(run) == "failed", report  # a stopped fleet is a red run
+    assert report and report["outcome"] == "stopped", report
+    # one approval per wave that ran, each showing its own applications and hash
+    assert [a["task_id"] for a in answers] == ["wave_1.approval", "wave_2.approval"], answers
+    assert "a-canary" in answers[0]["body"] and "b-planted" not in answers[0]["body"]
+    assert "b-planted" in answers[1]["body"] and "c-good" in answers[1]["body"]
+    assert "d-later" not in answers[1]["body"]
+    waves = {w["number"]: w for w in report["waves"]}
+    assert [waves[n]["status"] for n in (1, 2, 3)] == ["ran", "ran", "stopped"], report["waves"]
+    assert waves[1]["verdict"]["proceed"] is True and waves[1]["apps_ok"] == ["a-canary"]
+    assert waves[2]["verdict"]["proceed"] is False and waves[2]["apps_failed"] == ["b-planted"]
+    assert waves[2]["apps_ok"] == ["c-good"] and waves[3]["stopped_by"] == 2
+    # the planted application was brought back: classic, running, offsets as before or further
+    rollback = [r for w in report["waves"] for r in w["rollbacks"]]
+    assert [(r["app"], r["ok"], r["groups_back"]) for r in rollback] == [("b-planted", True, 2)], rollback
+    for g in groups_of(prefix, "b-planted"):
+        wait_until(lambda g=g: live_protocols(admin, g) == [MemberProtocol.CLASSIC], timeout=60,
+                   what=f"{g} running classic again")
+        assert admin.group_listing(g).type is GroupType.CLASSIC
+        now = admin.group_offsets(g).committed
+        assert all(now.get(tp, -1) >= off for tp, off in before[g].items()), (g, before[g], now)
+    # wave 3 never ran: its applications are untouched classic groups
+    for app in ("d-later", "e-later"):
+        for g in groups_of(prefix, app):
+            assert admin.group_listing(g).type is GroupType.CLASSIC, g
+            assert live_protocols(admin, g) == [MemberProtocol.CLASSIC], g
+    # the offline canary's processing gap is measured; the online applications' is not (no stop)
+    apps = {a["app"]: a for a in report["applications"]}
+    assert apps["a-canary"]["path"] == "offline" and apps["a-canary"]["gap_s"] > 0
+    assert apps["c-good"]["path"] == "online" and apps["c-good"]["gap_s"] is None
+    assert apps["b-planted"]["outcome"] == "rolled_back" and "wait_migrated" in apps["b-planted"]["detail"]
+    assert report["longest_gaps"][0]["app"] in ("a-canary", "b-planted")  # the offline moves, measured
+
+    # the team fixes b-planted; the resumed run (ownership map from a file this time) finishes the fleet
+    fixed = tmp_path / "ownership.yaml"
+    fixed.write_text(ownership(prefix, args, planted=False))
+    run2, answers2, report2 = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed)), decide=approve)
+
+    assert state(run2) == "success", report2
+    assert report2["outcome"] == "completed", report2
+    planned_apps = [a["app"] for a in report2["applications"]]
+    assert sorted(planned_apps) == ["b-planted", "d-later", "e-later"], planned_apps  # the migrated are skipped
+    assert {a["outcome"] for a in report2["applications"]} == {"migrated"}
+    assert len(answers2) == len(report2["waves"]) == 2
+    for app in FLEET:
+        for g in groups_of(prefix, app):
+            assert admin.group_listing(g).type is GroupType.CONSUMER, g
+            assert live_protocols(admin, g) == [MemberProtocol.CONSUMER], g
+            now = admin.group_offsets(g).committed
+            assert all(now.get(tp, -1) >= off for tp, off in before[g].items()), (g, before[g], now)
+    # the fleet's history: both runs, the second ending with every group of the fleet on consumer
+    history = [json.loads(line) for line in
+               (tmp_path / "report" / DAG / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 2, history

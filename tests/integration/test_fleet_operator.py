@@ -1,0 +1,171 @@
+"""The fleet's per-application move (KafkaApplicationMigrationOperator) on the 3-node cluster.
+
+A fleet wave moves many applications while brokers fail: the verdict of each application ("migrated",
+"back on classic") must hold on what the cluster really shows. Here an application of two real consumer
+groups moves offline while the coordinator of one group is killed right after the restart, and another
+one's wait ends while its coordinator is paused: the move fails and its groups' outcome is "unknown",
+never a guessed type or member count. The operator is driven as Airflow drives it: execute() until it
+defers, its trigger serialised and rebuilt and run to its first event, resume() with the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_live
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.operators.fleet import RESULT_KEY, KafkaApplicationMigrationOperator
+from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
+from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from tests.conftest import RecordingTI, set_kafka_connection, wait_until
+from tests.integration.test_cluster_faults import _first_event, _rebuilt
+
+CONN = "kafka_cluster_fleet"
+CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
+
+
+class FleetTI(RecordingTI):
+    """A mapped task instance of a fleet run (the change lock names its DAG and run)."""
+
+    dag_id, run_id, map_index = "kip848_fleet_migration", "test-run", 0
+
+    def get_dagrun_state(self, dag_id: str, run_id: str) -> str:
+        raise LookupError("not an Airflow run")
+
+
+@pytest.fixture
+def conn(cluster, monkeypatch, tmp_path):
+    monkeypatch.setenv("KIP848_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    return set_kafka_connection(monkeypatch, CONN, cluster.bootstrap_servers, request_timeout_ms=15000)
+
+
+def _admin(cluster) -> KafkaAdmin:
+    return KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
+
+
+def _application(cluster, unique, tmp_path, groups: int = 2):
+    """A running classic application of ``groups`` groups (one instance each), caught up."""
+    names = {unique("fleet-g"): unique("fleet-t") for _ in range(groups)}
+    create_topics(cluster.bootstrap_servers, {t: 3 for t in names.values()})
+    for t in names.values():
+        produce(cluster.bootstrap_servers, t, (f"v{i}" for i in range(30)), keys=(str(i) for i in range(30)))
+    args = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": cluster.bootstrap_servers,
+            "groups": {g: [t] for g, t in names.items()}, "instances": 1}
+    controller = LocalConsumerFleetAppController(**args)
+    controller.start("classic")
+    with _admin(cluster) as admin:
+        def settled() -> bool:
+            for g in names:
+                d, o = admin.describe_group(g), admin.group_offsets(g)
+                if d.state != "Stable" or len(d.members) != 1 or o.total_lag or o.uncommitted_with_records:
+                    return False
+            return True
+
+        wait_until(settled, timeout=120, what="the application's classic groups Stable and caught up")
+        before = {g: admin.group_offsets(g).committed for g in names}
+    unit = {"app": "orders", "team": "commerce", "wave": 1, "path": "offline", "app_controller": CONTROLLER,
+            "app_controller_args": args, "expected_instances": 1,
+            "groups": [{"group_id": g, "type": "classic", "live_members": 1} for g in sorted(names)]}
+    return unit, controller, before
+
+
+def _operator(unit, tmp_path, **kw) -> KafkaApplicationMigrationOperator:
+    args = {"kafka_conn_id": CONN, "snapshot_dir": str(tmp_path / "snapshots"), "poll_interval": 0.5,
+            "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
+            "start_timeout_minutes": 2, "max_lag": 0, **kw}
+    return KafkaApplicationMigrationOperator(task_id="wave_1.migrate", application=unit, **args)
+
+
+def _drive(op, context, before_wait=None):
+    """execute(), then every deferral as the triggerer runs it, until the operator returns or fails."""
+    try:
+        return op.execute(context)
+    except TaskDeferred as deferred:
+        pending = deferred
+    while True:
+        trigger = pending.trigger
+        if before_wait is not None:
+            before_wait(trigger)
+        event = asyncio.run(_first_event(_rebuilt(trigger))).payload
+        try:
+            return op.resume(context, event=event)
+        except TaskDeferred as deferred:
+            pending = deferred
+
+
+def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, unique, tmp_path):
+    unit, controller, before = _application(cluster, unique, tmp_path)
+    context = {"ti": FleetTI()}
+    killed: list[int] = []
+
+    def kill_once(trigger) -> None:  # the first group's coordinator dies just as the restarted app joins
+        state = trigger.carry["fleet"]
+        if not killed and "start" in [s["step"] for s in state["steps"]]:
+            killed.append(kill_coordinator(cluster, trigger.group_id))
+
+    try:
+        result = _drive(_operator(unit, tmp_path), context, before_wait=kill_once)
+        assert killed, "the coordinator was killed during a wait after the start"
+        assert result["ok"] is True, result
+        assert context["ti"].xcom[RESULT_KEY] == result
+        assert [s["step"] for s in result["steps"]][:4] == ["lock", "snapshot", "stop", "wait_empty"]
+        assert result["gap_s"] and result["gap_s"] > 0 and result["gap_to"] > result["gap_from"]
+        with _admin(cluster) as admin:  # the verdict is true, seen by an independent client
+            for g in before:
+                desc = admin.describe_group(g)
+                assert desc.type is GroupType.CONSUMER, g
+                assert [m.protocol for m in desc.members if is_live(m)] == [MemberProtocol.CONSUMER], g
+                now = admin.group_offsets(g).committed
+                assert all(now.get(tp, -1) >= off for tp, off in before[g].items()), (g, before[g], now)
+            assert coordinator_node(cluster.bootstrap_servers, unit["groups"][0]["group_id"]) != killed[0]
+        assert {o["group_id"]: (o["ok"], o["type_after"], o["members_after"]) for o in result["groups"]} == {
+            g: (True, "consumer", 1) for g in before}
+    finally:
+        controller.stop()
+
+
+def test_with_a_paused_coordinator_the_outcome_is_true_or_unknown(cluster, conn, unique, tmp_path):
+    """The restarted application joins while the coordinator of its group is paused (a node that stops
+    answering without closing its connections). Whether the wait rides out the failover or runs out of
+    time, each group's recorded outcome is either what an independent client sees once the node is back
+    or "unknown": never a guessed type or member count."""
+    unit, controller, _ = _application(cluster, unique, tmp_path, groups=1)
+    group = unit["groups"][0]["group_id"]
+    context = {"ti": FleetTI()}
+    paused: list[int] = []
+
+    def pause_once(trigger) -> None:
+        if not paused and "start" in [s["step"] for s in trigger.carry["fleet"]["steps"]]:
+            paused.append(coordinator_node(cluster.bootstrap_servers, group))
+            cluster.pause_node(paused[0])
+
+    try:
+        try:
+            _drive(_operator(unit, tmp_path, start_timeout_minutes=0.5), context, before_wait=pause_once)
+        except AirflowFailException as exc:
+            assert "wait_migrated" in str(exc) or "unknown" in str(exc), exc
+        result = context["ti"].xcom[RESULT_KEY]
+        assert paused, "the coordinator was paused during the wait after the start"
+        outcome = result["groups"][0]
+    finally:
+        for node in paused:
+            cluster.resume_node(node)
+    try:
+        with _admin(cluster) as admin:
+            truth = wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and d, timeout=120,
+                               what="the group Stable once the node is back")
+        if outcome["type_after"] is None:
+            assert outcome["ok"] is False and outcome["detail"].startswith("unknown"), outcome
+            assert outcome["members_after"] is None, outcome
+        else:
+            assert outcome["type_after"] == truth.type.value, (outcome, truth)
+            assert outcome["members_after"] == sum(1 for m in truth.members if is_live(m)), (outcome, truth)
+        assert result["ok"] is (outcome["ok"] and truth.type is GroupType.CONSUMER)
+    finally:
+        controller.stop()
