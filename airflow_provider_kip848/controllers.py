@@ -8,6 +8,9 @@ ConfigMap, stop a systemd unit ...). The controller is named in the DAG's
 Params as ``"module:Class"`` with keyword arguments, so the DAG file stays
 the same everywhere.
 
+The fleet migration (``dags/kip848_fleet_migration.py``) also calls ``roll``
+(:class:`RollingApplicationController`) for the applications it moves online.
+
 The embedded demo's controller (Kafka's WordCountDemo on the local broker) is
 :class:`airflow_provider_kip848.testing.appcontrol.LocalWordCountController`.
 """
@@ -15,7 +18,7 @@ The embedded demo's controller (Kafka's WordCountDemo on the local broker) is
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 
@@ -28,6 +31,17 @@ class ApplicationController(Protocol):
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         """Start the application with ``group.protocol``; return what was started (small JSON)."""
+
+
+@runtime_checkable
+class RollingApplicationController(ApplicationController, Protocol):
+    """A controller that can also restart the instances one at a time (a Kubernetes rolling update with a
+    changed ConfigMap): the fleet migration's online path. A controller without ``roll`` can only take the
+    offline path (its applications need ``migration: offline`` in the ownership map)."""
+
+    def roll(self, group_protocol: str) -> dict[str, Any]:
+        """Restart every instance in turn with ``group.protocol`` while the others keep running; return what
+        was rolled (small JSON)."""
 
 
 def load_controller(spec: str, kwargs: dict[str, Any] | None = None) -> ApplicationController:

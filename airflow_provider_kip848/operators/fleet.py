@@ -49,7 +49,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
 from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
-from airflow_provider_kip848.controllers import ApplicationController, load_controller
+from airflow_provider_kip848.controllers import ApplicationController, RollingApplicationController, load_controller
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, ApplicationResult, GroupOutcome, StepRecord
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import force_out_members
@@ -254,10 +254,10 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             return f"stopped: {self._controller(unit).stop()}"
         if name == "roll":
             controller = self._controller(unit)
-            if not callable(getattr(controller, "roll", None)):
+            if not isinstance(controller, RollingApplicationController):
                 raise _StepFailed(f"the controller {unit['app_controller']} has no roll(group_protocol): the online "
                                   "path needs a rolling restart; give the application migration: offline")
-            return f"rolled: {controller.roll(self.target_protocol)}"  # type: ignore[attr-defined]
+            return f"rolled: {controller.roll(self.target_protocol)}"
         if name in ("start", "start_back"):
             protocol = self.target_protocol if name == "start" else self.source_protocol
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
