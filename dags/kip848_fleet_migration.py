@@ -423,6 +423,7 @@ def fleet_report(params: dict, context: dict) -> dict:
     """The run's fleet report (groups by protocol per wave, per-wave duration and failures, gaps per
     application, plots), its history line, and the change locks released."""
     from airflow_provider_kip848.changecontrol import fleet_report as F
+    from airflow_provider_kip848.changecontrol.approvals import is_approving
     from airflow_provider_kip848.changecontrol.artifacts import artifact_root, optional_run_location
     from airflow_provider_kip848.fleet.results import ApplicationResult, WaveRecord
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -449,7 +450,9 @@ def fleet_report(params: dict, context: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - a lock left behind is taken over once this run has ended
         print(f"Could not release every group lock or read the groups after the run: {exc}")
     fleet_lock = release_change_lock(context)
-    outcome = fleet_outcome(params, planned, waves, _states(context))
+    decisions = [ti.xcom_pull(task_ids=f"wave_{n}.approval", key="decision") for n in range(1, MAX_WAVES + 1)]
+    outcome = fleet_outcome(params, planned, waves, _states(context),
+                            rejected=any(d and not is_approving(d.get("decision")) for d in decisions))
     report = F.build_fleet_report(
         plan=(planned or {}).get("plan"), waves=waves, types_before=(planned or {}).get("types_before") or {},
         types_after=types_after, run_id=context["run_id"], dag_id=DAG_ID, outcome=outcome,
@@ -472,11 +475,13 @@ def fleet_report(params: dict, context: dict) -> dict:
     return {"outcome": outcome, "files": report.get("files"), "summary": report.get("summary")}
 
 
-def fleet_outcome(params: dict, planned: dict | None, waves: list, states: dict[str, str]) -> str:
+def fleet_outcome(params: dict, planned: dict | None, waves: list, states: dict[str, str], *,
+                  rejected: bool = False) -> str:
     """``dry_run``, ``nothing_to_do``, ``completed`` (every planned wave of the run ran, no failure),
-    ``partial`` (waves left for the next run: more than the slots, or one not approved), ``stopped``
-    (the budget stopped the remaining waves), ``completed_with_failures`` (within budget, some failed and were
-    brought back), ``failed`` (no plan, or a step of the run failed outside the applications' moves)."""
+    ``partial`` (waves left for the next run), ``rejected`` (an approver rejected a wave: it and the waves
+    after it did not run), ``stopped`` (the budget stopped the remaining waves), ``completed_with_failures``
+    (within budget, some applications failed and were brought back), ``failed`` (no plan, or a step of the run
+    failed outside the applications' moves)."""
     if not planned:
         return "failed"
     if params["dry_run"]:
@@ -489,6 +494,8 @@ def fleet_outcome(params: dict, planned: dict | None, waves: list, states: dict[
         return "completed_with_failures"
     if any(states.get(t) == "failed" for t in states if t.endswith((".recheck", ".open", ".judge"))):
         return "failed"
+    if rejected:
+        return "rejected"
     if len(waves) < len(planned["plan"]["waves"]):
         return "partial"
     return "completed"

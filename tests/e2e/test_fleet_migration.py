@@ -162,3 +162,31 @@ def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_co
     history = [json.loads(line) for line in
                (tmp_path / "report" / DAG / "history.jsonl").read_text().splitlines()]
     assert len(history) == 2, history
+
+
+def test_fleet_dry_run_and_a_rejected_wave_change_nothing(airflow_db, kafka_conn, fleet, tmp_path, monkeypatch):
+    """A dry run plans (the plan is the result, no approval asked); a run whose canary wave is rejected
+    touches nothing and runs no later wave. Every group stays classic with its instance running."""
+    from tests.e2e.helpers import reject
+
+    prefix, args, admin = fleet
+    fixed = tmp_path / "ownership.yaml"
+    fixed.write_text(ownership(prefix, args))
+
+    run, answers, report = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed), dry_run=True),
+                                   decide=approve)
+    assert state(run) == "success", report
+    assert report["outcome"] == "dry_run" and answers == []
+    assert [w["status"] for w in report["waves"]] == ["not_run"] * 3, report["waves"]
+    assert report["summary"]["waves_planned"] == 3, report["summary"]
+
+    run, answers, report = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed)), decide=reject)
+    assert report["outcome"] == "rejected", report
+    assert [(a["task_id"], a["option"]) for a in answers] == [("wave_1.approval", "Reject")]
+    assert report["applications"] == []
+    for app in FLEET:
+        for g in groups_of(prefix, app):
+            assert admin.group_listing(g).type is GroupType.CLASSIC, g
+            assert live_protocols(admin, g) == [MemberProtocol.CLASSIC], g
+    history = (tmp_path / "report" / DAG / "history.jsonl").read_text().splitlines()
+    assert len(history) == 1, history  # the dry run is not part of the fleet's history

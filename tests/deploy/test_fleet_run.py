@@ -1,0 +1,100 @@
+"""A fleet migration in the deployment: two applications of real consumers, two waves, each approved by a
+second person through Airflow's HITL; the per-application moves wait Deferred in the real triggerer; the
+fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task instance, and
+is captured for the docs (docs/screenshots/fleet_runs.png)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import yaml
+from playwright.sync_api import expect
+
+from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
+from airflow_provider_kip848.testing.clients import create_topics, produce
+from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
+from tests.deploy.deployment import Deployment, wait_for
+
+DAG_ID = "kip848_fleet_migration"
+CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
+#: app -> path forced by the ownership map (None: the verdicts decide)
+APPS = {"deploy-billing": "offline", "deploy-catalog": None}
+
+
+def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshots, tmp_path):
+    bootstrap = deployment.bootstrap
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    rules, controllers, groups = [], [], []
+    for app, path in APPS.items():
+        group, topic = f"{app}-g0", f"{app}-in"
+        create_topics(bootstrap, {topic: 2})
+        produce(bootstrap, topic, (f"v{i}" for i in range(30)), keys=(str(i) for i in range(30)))
+        args = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap, "groups": {group: [topic]},
+                "instances": 1}
+        controller = LocalConsumerFleetAppController(**args)
+        controller.start("classic")
+        controllers.append(controller)
+        groups.append(group)
+        rules.append({"prefix": f"{app}-", "app": app, "team": "commerce", "app_controller": CONTROLLER,
+                      "app_controller_args": args, "expected_instances": 1, **({"migration": path} if path else {})})
+    ownership = tmp_path / "ownership.yaml"
+    ownership.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
+    try:
+        wait_for(lambda: all((d := admin.describe_group(g)).state == "Stable" and len(d.members) == 1
+                             and admin.group_offsets(g).total_lag == 0 for g in groups), 120,
+                 "both applications Stable and caught up")
+        deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
+        response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
+            "ownership_file": str(ownership), "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
+            "wave_size": 1, "remove_members_after": 2, "empty_settle_seconds": 2, "poll_seconds": 1,
+            "start_timeout_minutes": 3, "window_days": DAYS[datetime.now(UTC).weekday()], "window_start": "00:00",
+            "window_end": "23:59", "window_tz": "UTC"}})
+        response.raise_for_status()
+        run_id = response.json()["dag_run_id"]
+        deferred_seen = []
+        for wave in (1, 2):  # each wave asks its own approval, answered by a second person
+            detail = deployment.wait_approval(DAG_ID, run_id, timeout=300)
+            assert detail["task_instance"]["task_id"] == f"wave_{wave}.approval", detail
+            assert "Wave hash" in detail["body"]
+            deployment.answer(detail, "bob", "Approve").raise_for_status()
+
+            def migrating(w: int = wave) -> list[str] | None:
+                tis = deployment.api("alice", "GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances",
+                                     params={"task_id": f"wave_{w}.migrate", "limit": 50}).json()["task_instances"]
+                states = [t["state"] for t in tis if t["task_id"] == f"wave_{w}.migrate"]
+                return states if states and all(s in ("deferred", "success", "failed") for s in states) else None
+
+            deferred_seen += wait_for(migrating, 300, f"wave {wave}'s move deferred or done", interval=0.5,
+                                      alive=deployment.check)
+        run = deployment.wait_run(DAG_ID, run_id, timeout=600)
+        states = deployment.states(DAG_ID, run_id)
+        assert run["state"] == "success", f"{states}\n{deployment.failed_task_logs(DAG_ID, run_id)}"
+        assert "deferred" in deferred_seen, deferred_seen  # the waits ran in the triggerer, no slot held
+        assert deployment.xcom(DAG_ID, run_id, "report")["outcome"] == "completed"
+        for g in groups:
+            assert admin.group_listing(g).type is GroupType.CONSUMER, g
+
+        with signed_in(browser, deployment, "alice") as page:
+            page.get_by_role("button", name="Browse").click()
+            page.get_by_role("menuitem", name="Fleet migration runs").click()
+            page.wait_for_url(f"{deployment.base_url}/plugin/kip848-fleet-runs**")
+            runs = page.frame_locator("iframe[title='Fleet migration runs']")
+            for wave in (1, 2):
+                row = runs.locator(f"tr.wave[data-wave='{wave}']").first
+                expect(row).to_be_visible(timeout=UI_TIMEOUT_MS)
+                expect(row).to_have_attribute("data-status", "done_ok")
+                expect(row).to_contain_text("bob")
+            for app in APPS:
+                expect(runs.locator(f"tr.app[data-app='{app}']").first).to_have_attribute("data-state", "success")
+            shot(page, screenshots, "fleet_runs")
+            # an application links to its mapped task instance in the UI
+            runs.locator("tr.app[data-app='deploy-billing'] a.airflow").first.click()
+            page.wait_for_url(f"{deployment.base_url}/dags/{DAG_ID}/runs/**/tasks/wave_1.migrate/mapped/0**")
+    finally:
+        for c in controllers:
+            c.stop()
+        admin.close()
