@@ -11,6 +11,7 @@ import yaml
 from playwright.sync_api import expect
 
 from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -44,9 +45,14 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
     ownership = tmp_path / "ownership.yaml"
     ownership.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
     try:
-        wait_for(lambda: all((d := admin.describe_group(g)).state == "Stable" and len(d.members) == 1
-                             and admin.group_offsets(g).total_lag == 0 for g in groups), 120,
-                 "both applications Stable and caught up")
+        def caught_up() -> bool:
+            try:
+                return all((d := admin.describe_group(g)).state == "Stable" and len(d.members) == 1
+                           and admin.group_offsets(g).total_lag == 0 for g in groups)
+            except GroupNotFound:  # not formed yet
+                return False
+
+        wait_for(caught_up, 120, "both applications Stable and caught up")
         deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
         response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
             "ownership_file": str(ownership), "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
@@ -88,8 +94,11 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                 expect(row).to_be_visible(timeout=UI_TIMEOUT_MS)
                 expect(row).to_have_attribute("data-status", "done_ok")
                 expect(row).to_contain_text("bob")
-            for app in APPS:
-                expect(runs.locator(f"tr.app[data-app='{app}']").first).to_have_attribute("data-state", "success")
+            for wave, app in enumerate(APPS, 1):  # each wave's applications, unfolded
+                runs.locator(f"details.wave-apps[data-wave='{wave}'] summary").first.click()
+                row = runs.locator(f"tr.app[data-app='{app}']").first
+                expect(row).to_be_visible(timeout=UI_TIMEOUT_MS)
+                expect(row).to_have_attribute("data-state", "success")
             shot(page, screenshots, "fleet_runs")
             # an application links to its mapped task instance in the UI
             runs.locator("tr.app[data-app='deploy-billing'] a.airflow").first.click()
