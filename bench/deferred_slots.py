@@ -54,20 +54,10 @@ import threading
 import time
 from pathlib import Path
 
+from _airflow_local import CONN_ID, AirflowServices, airflow_env, db_migrate, executor_env, free_port
+
 HERE = Path(__file__).resolve()
-CONN_ID = "kafka_admin_default"
 TOPIC = "slots-topic"
-
-
-def airflow_env(home: str, bootstrap: str) -> dict[str, str]:
-    """The environment every Airflow-importing process here runs with (as tests/conftest.py sets it)."""
-    return {
-        "AIRFLOW_HOME": home,
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(Path(home) / "dags"),
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({"conn_type": "kafka_admin", "host": bootstrap}),
-    }
 
 
 def read_go() -> float:
@@ -265,15 +255,7 @@ with DAG(dag_id="bench_deferred_slots", schedule=None, start_date=pendulum.datet
 
 def dag_env(home: str, port: int, slots: int) -> dict[str, str]:
     """LocalExecutor with ``slots`` worker processes, its tasks talking to our own execution API server."""
-    return {
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": str(slots),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__API_AUTH__JWT_SECRET": "bench-deferred-slots-not-a-secret",
-        "AIRFLOW__API__SECRET_KEY": "bench-deferred-slots-not-a-secret",
-        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
-        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
-    }
+    return executor_env(port, slots, secret="bench-deferred-slots-not-a-secret")
 
 
 def role_dag(args) -> None:
@@ -281,34 +263,16 @@ def role_dag(args) -> None:
 
     A thread samples the metadata DB for task instances by state while it runs.
     """
-    import urllib.request
-
-    airflow = [sys.executable, "-m", "airflow"]
     home = Path(os.environ["AIRFLOW_HOME"])
-    subprocess.run([*airflow, "db", "migrate"], check=True, capture_output=True)
+    db_migrate()
     groups = args.groups.split(",")
     dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     dags.mkdir(parents=True, exist_ok=True)
     (dags / "bench_deferred_slots.py").write_text(DAG_FILE.format(poll=args.poll, groups=groups))
     port = int(os.environ["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"].split(":")[2].split("/")[0])
-    services = [
-        subprocess.Popen([*airflow, "api-server", "--apps", "execution", "-H", "127.0.0.1", "-p", str(port), "-w", "1"],
-                         stdout=open(home / "api-server.log", "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL),
-        subprocess.Popen([*airflow, "triggerer", "--skip-serve-logs"], stdout=open(home / "triggerer.log", "w"),
-                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL),
-    ]
+    services = AirflowServices(home, port, apps="execution")
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/execution/health", timeout=2)
-                break
-            except urllib.error.HTTPError:
-                break  # it answers
-            except OSError:
-                if time.time() > deadline or any(p.poll() is not None for p in services):
-                    raise RuntimeError(f"the api-server did not come up (see {home}/api-server.log)") from None
-                time.sleep(0.5)
+        services.start()
         sys.path.insert(0, str(dags))
         from airflow.models import TaskInstance
         from airflow.utils.session import create_session
@@ -345,13 +309,7 @@ def role_dag(args) -> None:
         time.sleep(0.5)
         print(json.dumps({"go": go, "state": str(run.state), "elapsed": elapsed, "samples": samples}), flush=True)
     finally:
-        for p in services:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        services.stop()
 
 
 # -- the parent -------------------------------------------------------------------------------------------
@@ -449,11 +407,7 @@ def main() -> None:
 
             dag_out = None
             if not args.no_dag:
-                import socket
-
-                with socket.socket() as sock:
-                    sock.bind(("127.0.0.1", 0))
-                    port = sock.getsockname()[1]
+                port = free_port()
                 dag_groups = [f"slots-dag-{i:02d}" for i in range(n)]
                 dag_delays = [args.dag_base + i * args.step for i in range(n)]
                 dag_fleet = spawn("fleet", env, groups=",".join(dag_groups), delays=",".join(map(str, dag_delays)),

@@ -53,10 +53,11 @@ from airflow_provider_kip848.controllers import ApplicationController, RollingAp
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, ApplicationResult, GroupOutcome, StepRecord
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import force_out_members
+from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error, ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
-from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, is_live
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState, follow, is_live
 from airflow_provider_kip848.kafka.rules.offsets import restore_plan
 from airflow_provider_kip848.operators.application import last_look
 from airflow_provider_kip848.operators.lock import holder_run_ended, run_owner
@@ -198,6 +199,11 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             if name in WAITS:
                 group_id = unit["groups"][state["group"]]["group_id"]
                 state["wait_started"] = time.time()
+                met = self._met_now(unit, state, name, group_id)
+                if met is not None:  # already holds: no deferral (and no resume round trip) for it
+                    self._record(state, name, group_id, state["wait_started"], ok=True, detail=met)
+                    self._next_group(state, unit)
+                    continue
                 self._wait(unit, state, name, group_id, remove=name == "wait_empty")
             started = time.time()
             try:
@@ -210,20 +216,37 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             state["phase"] += 1
         return self._finish(context, unit, state, failed=None)
 
+    def _condition(self, unit: dict[str, Any], state: dict[str, Any], name: str) -> GroupCondition:
+        group = unit["groups"][state["group"]]
+        if name == "wait_empty":
+            return GroupCondition("empty", settle_s=self._number(self.empty_settle_seconds, "empty_settle_seconds"))
+        if name == "wait_lag":
+            return GroupCondition("lag", max_lag=int(self._number(self.max_lag, "max_lag", integer=True)))
+        protocol = self.target_protocol if name == "wait_migrated" else self.source_protocol
+        return GroupCondition("migrated", group_type=protocol, min_members=self._expected(unit, group))
+
+    def _met_now(self, unit: dict[str, Any], state: dict[str, Any], name: str, group_id: str) -> str | None:
+        """One look in the worker before deferring: the condition's summary when it already holds (a group whose
+        lag is already drained, a settle window of 0), else None. Any doubt (an error, a coordinator that
+        does not answer) is None: the deferred wait decides, with its own failover handling."""
+        condition = self._condition(unit, state, name)
+        if condition.kind == "empty" and condition.settle_s > 0:
+            return None  # a settle window cannot hold at the first look
+        try:
+            with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+                result = follow(condition, evaluate_condition(hook.get_conn(), group_id, condition), WaitState(),
+                                time.time())
+        except Exception as exc:  # noqa: BLE001 - not established here: the trigger waits for it
+            self.log.info("%s: %s not established in the worker (%s); deferring.", unit["app"], name, exc)
+            return None
+        return str(result.summary) if result.met else None
+
     def _wait(self, unit: dict[str, Any], state: dict[str, Any], name: str, group_id: str, *,
               remove: bool) -> dict[str, Any]:
-        group = unit["groups"][state["group"]]
         poll = self._number(self.poll_interval, "poll_interval")
         minutes = self._number(self.empty_timeout_minutes if name == "wait_empty" else self.start_timeout_minutes,
                                "timeout_minutes")
-        if name == "wait_empty":
-            condition = GroupCondition("empty", settle_s=self._number(self.empty_settle_seconds,
-                                                                      "empty_settle_seconds"))
-        elif name == "wait_lag":
-            condition = GroupCondition("lag", max_lag=int(self._number(self.max_lag, "max_lag", integer=True)))
-        else:
-            protocol = self.target_protocol if name == "wait_migrated" else self.source_protocol
-            condition = GroupCondition("migrated", group_type=protocol, min_members=self._expected(unit, group))
+        condition = self._condition(unit, state, name)
         started = float(state["wait_started"])
         remove_after = (None if self.remove_members_after in (None, "", "None")
                         else self._number(self.remove_members_after, "remove_members_after"))
