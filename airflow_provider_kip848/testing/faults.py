@@ -42,6 +42,26 @@ def coordinator_node(bootstrap_servers: str, group_id: str, timeout: float = 30.
         time.sleep(0.2)
 
 
+def wait_group_partition_in_sync(cluster: LocalKafka, group_id: str, timeout: float = 120.0) -> None:
+    """Wait until every replica of ``group_id``'s ``__consumer_offsets`` partition is in sync again (after a node
+    restarted). Writes are acknowledged by one in-sync replica (``min.insync.replicas=1``): killing the leader
+    while a restarted node is still catching up may elect a replica that never saw the last commit."""
+    config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "logger": QUIET_LOGGER}
+    admin = AdminClient(config)
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    while True:
+        topic = admin.list_topics(OFFSETS_TOPIC, timeout=10).topics.get(OFFSETS_TOPIC)
+        if topic is not None and topic.error is None and topic.partitions:
+            seen = topic.partitions[coordinator_partition(group_id, len(topic.partitions))]
+            if seen.leader >= 0 and set(seen.isrs) == set(seen.replicas):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the __consumer_offsets partition of {group_id!r} not in sync within {timeout} s "
+                               f"(replicas {getattr(seen, 'replicas', None)}, isr {getattr(seen, 'isrs', None)})")
+        time.sleep(0.2)
+
+
 def kill_coordinator(cluster: LocalKafka, group_id: str) -> int:
     """SIGKILL the node coordinating ``group_id``; returns its id."""
     node = coordinator_node(cluster.bootstrap_servers, group_id)

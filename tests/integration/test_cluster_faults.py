@@ -33,7 +33,7 @@ from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOpera
 from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator, SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
 from tests.conftest import set_kafka_connection, wait_until
 
 CONN = "kafka_cluster"
@@ -237,6 +237,8 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
     assert load_snapshot(snap["path"]).committed == truth.committed, "the snapshot is the real committed state"
 
     cluster.start_node(killed[0])
+    # the restarted node back in sync first: a commit acknowledged by the leader alone could be lost with it
+    wait_group_partition_in_sync(cluster, group)
     # lose the offsets, then restore them while the (new) coordinator dies
     with _admin(cluster) as admin:
         admin.alter_group_offsets(group, {tp: 0 for tp in truth.committed})
@@ -248,6 +250,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
         assert admin.group_offsets(group).committed == truth.committed
 
     cluster.start_node(killed[1])
+    wait_group_partition_in_sync(cluster, group)
     killed.append(kill_coordinator(cluster, group))
     changed = run("group_config", KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=CONN, group_id=group,
                                                            set_configs={"consumer.session.timeout.ms": 7000},
