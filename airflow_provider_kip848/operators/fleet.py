@@ -75,6 +75,8 @@ _PHASES = {
     (ROLLBACK, "offline"): ("lock", "stop", "wait_empty", "restore", "start_back", "wait_back", "compare"),
     (ROLLBACK, "online"): ("lock", "stop", "wait_empty", "restore", "start_back", "wait_back", "compare"),
 }
+#: attempts of a step that meets a retriable error (each step is idempotent)
+STEP_ATTEMPTS = 3
 #: the steps after which the application is no longer as it was (a failure from here on needs the way back)
 CHANGING_STEPS = ("stop", "roll", "start", "start_back")
 
@@ -207,7 +209,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 self._wait(unit, state, name, group_id, remove=name == "wait_empty")
             started = time.time()
             try:
-                detail = self._step(context, unit, name)
+                detail = self._step_with_retries(context, unit, name)
             except _StepFailed as exc:
                 return self._fail(context, unit, state, name, None, started, str(exc))
             except (Kip848Error, AirflowFailException, OSError, ValueError) as exc:
@@ -261,6 +263,21 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             timeout=timedelta(minutes=minutes + 5),
         )
         raise AssertionError("unreachable: defer() raises")  # pragma: no cover
+
+    def _step_with_retries(self, context: Any, unit: dict[str, Any], name: str) -> str:
+        """A step again after a retriable error (a coordinator moving, a broker not answering): every step is
+        idempotent (a snapshot already taken is kept, a running application is not started twice, a restore
+        puts back only what is lost, a lock is re-entered), so a failover costs a retry, not the application."""
+        for attempt in range(1, STEP_ATTEMPTS + 1):
+            try:
+                return self._step(context, unit, name)
+            except Kip848Error as exc:
+                if not exc.retriable or attempt == STEP_ATTEMPTS:
+                    raise
+                self.log.warning("%s: %s failed (attempt %d of %d, retriable): %s", unit["app"], name, attempt,
+                                 STEP_ATTEMPTS, exc)
+                time.sleep(min(2.0 * attempt, 10.0))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _step(self, context: Any, unit: dict[str, Any], name: str) -> str:
         """One step over the whole application (every group in turn); returns what it did."""

@@ -154,8 +154,8 @@ def test_with_a_paused_coordinator_the_outcome_is_true_or_unknown(cluster, conn,
     try:
         try:
             _drive(_operator(unit, tmp_path, start_timeout_minutes=0.5), context, before_wait=pause_once)
-        except AirflowFailException as exc:
-            assert "wait_migrated" in str(exc) or "unknown" in str(exc), exc
+        except AirflowFailException:
+            pass  # failing is allowed (the wait ran out, or a step could not reach the cluster): guessing is not
         result = context["ti"].xcom[RESULT_KEY]
         assert paused, "the coordinator was paused during the wait after the start"
         outcome = result["groups"][0]
