@@ -38,6 +38,11 @@ def _require(data: Mapping[str, Any], key: str, kind: type, what: str) -> Any:
     return value
 
 
+def _span(started: float | None, ended: float | None) -> float | None:
+    """Seconds from ``started`` to ``ended``; None when either is not known."""
+    return None if started is None or ended is None else ended - started
+
+
 def _names(data: Mapping[str, Any], key: str, what: str) -> tuple[str, ...]:
     value = data.get(key)
     if value is None:
@@ -79,7 +84,7 @@ class StepRecord:
 
     @property
     def duration_s(self) -> float | None:
-        return None if self.ended_at is None else self.ended_at - self.started_at
+        return _span(self.started_at, self.ended_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "group_id": self.group_id, "started_at": self.started_at,
@@ -168,9 +173,7 @@ class ApplicationResult:
 
     @property
     def duration_s(self) -> float | None:
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return self.ended_at - self.started_at
+        return _span(self.started_at, self.ended_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"app": self.app, "team": self.team, "wave": self.wave, "kind": self.kind, "path": self.path,
@@ -229,9 +232,7 @@ class WaveRecord:
 
     @property
     def duration_s(self) -> float | None:
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return self.ended_at - self.started_at
+        return _span(self.started_at, self.ended_at)
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, "canary": self.canary, "wave_hash": self.wave_hash, "apps": list(self.apps),
