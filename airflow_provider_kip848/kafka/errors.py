@@ -244,6 +244,17 @@ class InvalidOffset(Kip848Error):
     remedy = "Use an offset between the partition's log start and log end (describe the group's offsets)."
 
 
+class OffsetsNotConfirmed(Kip848Error):
+    """Offsets were written, but reading them back does not show them (yet): the outcome is unknown.
+
+    Retriable: the write may still become visible (a coordinator moving), and a rerun
+    of an idempotent restore writes only what is still missing.
+    """
+
+    retriable = True
+    remedy = "Retry: the restore is idempotent and writes only the partitions still behind the snapshot."
+
+
 class BrokerRefused(Kip848Error):
     """A broker refusal no more specific error describes: the broker's error name and its own words.
 

@@ -44,8 +44,8 @@ def coordinator_node(bootstrap_servers: str, group_id: str, timeout: float = 30.
 
 def wait_group_partition_in_sync(cluster: LocalKafka, group_id: str, timeout: float = 120.0) -> None:
     """Wait until every replica of ``group_id``'s ``__consumer_offsets`` partition is in sync again (after a node
-    restarted). Writes are acknowledged by one in-sync replica (``min.insync.replicas=1``): killing the leader
-    while a restarted node is still catching up may elect a replica that never saw the last commit."""
+    restarted), so that killing the leader next leaves an in-sync replica to take over: a test that kills
+    nodes one after another otherwise risks a partition with no eligible leader."""
     config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "logger": QUIET_LOGGER}
     admin = AdminClient(config)
     deadline = time.monotonic() + timeout

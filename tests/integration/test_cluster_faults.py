@@ -237,22 +237,20 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
     assert load_snapshot(snap["path"]).committed == truth.committed, "the snapshot is the real committed state"
 
     cluster.start_node(killed[0])
-    # the restarted node back in sync first: a commit acknowledged by the leader alone could be lost with it
+    # the restarted node back in sync first, so that the next kill leaves an in-sync replica to lead
     wait_group_partition_in_sync(cluster, group)
     # lose the offsets, then restore them while the (new) coordinator dies
     with _admin(cluster) as admin:
         admin.alter_group_offsets(group, {tp: 0 for tp in truth.committed})
-    wait_group_partition_in_sync(cluster, group)  # the alter on every replica before its leader dies
+    wait_group_partition_in_sync(cluster, group)
     killed.append(kill_coordinator(cluster, group))
     restored = run("restore", RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group,
                                                           snapshot_path=snap["path"]))
-    # Either the restore put the 4 partitions back, or the killed leader took the alter to 0 with it (writes
-    # are acknowledged by one in-sync replica here: min.insync.replicas=1) and the restore rightly found the
-    # offsets already at the snapshot. Which one happened is decided by the cluster, not by the provider: what
-    # must hold is that the offsets now are the snapshot's (a stale read during the failover would leave them
-    # at 0 here).
-    lost_by_the_cluster = not restored["restored"]
-    assert len(restored["restored"]) == 4 or outcomes["restore"][0] > 1 or lost_by_the_cluster, restored
+    # The restore must see the alter: the new coordinator's plain OffsetFetch answered the offsets from before it
+    # for ~2 s after the kill (its high watermark trailing), and a restore trusting it found "nothing to restore"
+    # while the group sat at 0. Stable reads see the alter, so the 4 partitions are restored (by this attempt, or
+    # by an earlier one that wrote them and then failed retriably, e.g. on reading them back).
+    assert len(restored["restored"]) == 4 or outcomes["restore"][0] > 1, (restored, outcomes)
     with _admin(cluster) as admin:
         assert admin.group_offsets(group).committed == truth.committed
 
@@ -265,7 +263,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
     assert changed["after"].get("consumer.session.timeout.ms") == "7000"
     with _admin(cluster) as admin:
         assert admin.describe_group_config(group).dynamic == {"consumer.session.timeout.ms": "7000"}
-    _report(record_property, killed_nodes=killed, alter_lost_by_the_cluster=lost_by_the_cluster, **{f"{k}_attempt": v[0] for k, v in outcomes.items()},
+    _report(record_property, killed_nodes=killed, **{f"{k}_attempt": v[0] for k, v in outcomes.items()},
             **{f"{k}_s": v[1] for k, v in outcomes.items()})
 
 

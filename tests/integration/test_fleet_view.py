@@ -93,16 +93,22 @@ def test_the_plugin_is_registered_for_the_api_server_and_the_ui():
 def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, bootstrap, unique, tmp_path):
     topic = unique("fleet")
     create_topics(bootstrap, {topic: 2})
-    produce(bootstrap, topic, (f"v{i}" for i in range(20)))
+    for partition in (0, 1):  # 10 records on each partition, so a group that read 15 has committed both
+        produce(bootstrap, topic, (f"v{partition}-{i}" for i in range(10)), partition=partition)
     classic, consumer, live = unique("fleet-classic"), unique("fleet-consumer"), unique("fleet-live")
     consume(bootstrap, classic, [topic], 20, group_protocol="classic")  # Empty classic, lag 0
-    consume(bootstrap, consumer, [topic], 10, group_protocol="consumer")  # Empty consumer group, lag > 0
+    # Empty consumer group, lag 5: 15 read means both partitions committed (at most 10 come from one), so the lag
+    # over the committed partitions is 5 whatever order the records came in
+    consume(bootstrap, consumer, [topic], 15, group_protocol="consumer")
     member = ConsumerProcess.start(bootstrap, live, [topic], protocol="classic", client_id="fleet-live-0",
                                    assignor="range", log_file=str(tmp_path / "live.log"))
     ours = [classic, consumer, live]
     try:
         wait_until(lambda: (d := native.describe_group(live)).state == "Stable" and len(d.members) == 1,
                    timeout=90, what="the live classic group is Stable with its member")
+        # and done committing, so the two inventories below see the same offsets
+        wait_until(lambda: native.inventory([live]).entries[0].lag == 0, timeout=90,
+                   what="the live member has committed every record")
         expected = native.inventory(ours)
         assert expected.complete and {e.group_id for e in expected.entries} == set(ours)
 
@@ -123,7 +129,7 @@ def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, boots
                 (v.migration, v.readiness.value) for v in e.verdicts]
             assert row["links"] == group_links(e, "/")
         assert (rows[live]["type"], rows[live]["state"], rows[live]["members"]) == ("classic", "Stable", 1)
-        assert rows[consumer]["lag"] > 0 and rows[classic]["lag"] == 0
+        assert rows[consumer]["lag"] == 5 and rows[classic]["lag"] == 0
         assert rows[live]["links"]["runs"] == f"/dag_runs?conf_contains=%22{live}%22"
         assert rows[live]["links"]["dags"]["classic_to_consumer"]["dag_id"] == "kip848_consumer_rolling_upgrade"
 
