@@ -49,7 +49,10 @@ def spark_submit_executable() -> str:
 
 
 def submit_command(spec_path: str | Path, py_files: str | Path, *, master: str = "local[2]",
-                   connector: bool = True, conf: dict[str, str] | None = None) -> list[str]:
+                   connector: bool = True, conf: dict[str, str] | None = None, application: str | None = None,
+                   app_args: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """``spark-submit`` of the single-group job (``application``: another job file of this package, e.g.
+    :mod:`~airflow_provider_kip848.spark.wave`) with ``--spec spec_path`` and ``app_args``."""
     cmd = [spark_submit_executable(), "--master", master, "--py-files", str(py_files),
            "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
            "--conf", "spark.sql.session.timeZone=UTC"]
@@ -59,4 +62,4 @@ def submit_command(spec_path: str | Path, py_files: str | Path, *, master: str =
                 "--conf", f"spark.jars.ivySettings={ivy_settings(ivy)}"]
     for key, value in (conf or {}).items():
         cmd += ["--conf", f"{key}={value}"]
-    return [*cmd, job.__file__, "--spec", str(spec_path)]
+    return [*cmd, application or job.__file__, "--spec", str(spec_path), *app_args]

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number, require_choice, require_group_id
-from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.model import OffsetSnapshot, TopicPartition
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import checks
@@ -585,8 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = SparkSession.builder.getOrCreate()  # spark-submit configured the session
     try:
         report = run(json.loads(_spec_text(args.spec)), spark)
-    except InvalidArgument as exc:
-        print(f"kip848 wave validation: bad spec: {exc}", file=sys.stderr)
+    except Kip848Error as exc:  # a bad spec or snapshot: said in one line, no stack trace
+        print(f"kip848 wave validation: {exc}", file=sys.stderr)
         return 1
     print(summary_line(report))
     return 3 if args.fail_on_failed_checks and not report["passed"] else 0
