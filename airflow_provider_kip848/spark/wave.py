@@ -497,8 +497,8 @@ def tagged_records(spark, spec: WaveSpec):
 
     records = read_kafka(spark, spec.settings(), read_ranges(spec), backend=spec.reader)
     tags = F.broadcast(spark.createDataFrame(range_tags(spec), TAG_SCHEMA))
-    joined = records.join(tags, (records.topic == tags.t_topic) & (records.partition == tags.t_partition)
-                          & (records.offset >= tags.t_start) & (records.offset < tags.t_end))
+    joined = records.join(tags, (records["topic"] == tags["t_topic"]) & (records["partition"] == tags["t_partition"])
+                          & (records["offset"] >= tags["t_start"]) & (records["offset"] < tags["t_end"]))
     ident = F.lit(None).cast("long")
     for key, (source, id_type) in enumerate(id_sources(spec)):
         ident = F.when(F.col("id_key") == key, checks.id_column(source, id_type).cast("long")).otherwise(ident)

@@ -23,6 +23,7 @@ from airflow_provider_kip848.spark import wave
 from airflow_provider_kip848.spark.job import run_spec
 from airflow_provider_kip848.testing.clients import consume, create_topics
 from airflow_provider_kip848.testing.spark_cluster import _get_json
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +72,10 @@ def planted_wave(native, bootstrap, unique, tmp_path):
     transaction markers explained and not. Returns the wave spec (dict, snapshot paths)."""
     a, b, t = unique("wave-a"), unique("wave-b"), unique("wave-t")
     create_topics(bootstrap, {a: 3, b: 2, t: 1})
-    empty_a, empty_b = _capture(native, a), _capture(native, b)
+    # a new topic's partitions may have no leader for a moment on a fresh broker
+    empty_a = wait_until(lambda: _capture(native, a), 30, "the new topic's leaders")
+    empty_b = wait_until(lambda: _capture(native, b), 30, "the new topic's leaders")
+    wait_until(lambda: _capture(native, t), 30, "the new topic's leaders")
     _produce(bootstrap, a, range(600), 3)
     missing, duplicated = {17, 256, 257}, [0, 5, 42]
     _produce(bootstrap, b, [i for i in range(300) if i not in missing] + duplicated, 2)
