@@ -421,6 +421,67 @@ def overall_verdict(groups: Sequence[GroupVerdicts]) -> Verdict:
                     for g in failed][:MAX_LISTED])
 
 
+# -- the verdicts a caller acts on (strict) -----------------------------------------------------------
+
+PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+
+
+def outcome(group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reason: str = "") -> dict[str, Any]:
+    """Each group's verdict (``pass``, ``fail`` or ``unknown``) and the wave's, small enough for an XCom.
+
+    Strict on purpose: a caller rolls back on anything but ``pass``, so no report (``report`` None), a group
+    the report does not judge, or a report that contradicts itself is ``unknown``, never a pass. The wave is
+    ``fail`` when a group failed, else ``unknown`` when a group is unknown, else ``pass``."""
+    judged: dict[str, Mapping[str, Any]] = {}
+    if report is not None:
+        for g in report.get("groups") or []:
+            if isinstance(g, Mapping) and isinstance(g.get("group_id"), str):
+                judged[g["group_id"]] = g
+    groups: dict[str, dict[str, Any]] = {}
+    for group_id in group_ids:
+        g = judged.get(group_id)
+        if g is None or not isinstance(g.get("passed"), bool):
+            why = reason or ("no report" if report is None else "the report does not judge this group")
+            groups[group_id] = {"verdict": UNKNOWN, "failed_checks": [], "detail": why}
+            continue
+        verdicts = [v for v in g.get("verdicts") or [] if isinstance(v, Mapping)]
+        failed = [str(v.get("check")) for v in verdicts if v.get("passed") is not True]
+        ok = g["passed"] and bool(verdicts) and not failed
+        groups[group_id] = {"verdict": PASS if ok else FAIL, "failed_checks": failed,
+                            "detail": "; ".join(f"{v.get('check')}: {v.get('summary')}" for v in verdicts
+                                                if v.get("passed") is not True)[:500]}
+        if g.get("app") is not None:
+            groups[group_id]["app"] = g["app"]
+    states = [g["verdict"] for g in groups.values()]
+    overall = FAIL if FAIL in states else UNKNOWN if UNKNOWN in states or not states else PASS
+    if overall == PASS and (report is None or report.get("passed") is not True):
+        overall = UNKNOWN  # every group passed but the report's own overall says otherwise
+    if overall == PASS:
+        summary = f"all {len(states)} group(s) passed"
+    else:
+        bad = [f"{gid} ({g['verdict']})" for gid, g in groups.items() if g["verdict"] != PASS]
+        summary = f"{len(bad)} of {len(states)} group(s) not passed: {', '.join(bad[:10])}" + (
+            f" and {len(bad) - 10} more" if len(bad) > 10 else "") + (f"; {reason}" if reason else "")
+    context = (report or {}).get("context") or {}
+    return {"verdict": overall, "passed": overall == PASS, "summary": summary, "groups": groups,
+            "files": dict((report or {}).get("files") or {}),
+            "application_id": context.get("application_id"), "master": context.get("master")}
+
+
+def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:
+    """The wave report at ``path``, or None with the reason it cannot be used (missing, unreadable, not a wave
+    report)."""
+    try:
+        report = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None, f"the job wrote no report at {path}"
+    except (OSError, ValueError) as exc:
+        return None, f"the report {path} is unreadable: {exc}"
+    if not isinstance(report, dict) or not isinstance(report.get("groups"), list) or "overall" not in report:
+        return None, f"{path} is not a wave validation report"
+    return report, ""
+
+
 # -- the Spark part ----------------------------------------------------------------------------------
 
 def run_wave(spark, spec: WaveSpec, read_text: Callable[[str], str] | None = None) -> list[GroupVerdicts]:
@@ -573,6 +634,28 @@ def _spec_text(path: str) -> str:
     return Path(SparkFiles.get(Path(path).name)).read_text()
 
 
+def ship_driver_jars(spark) -> list[str]:
+    """Cluster mode on a standalone master: hand the executors the jars the driver got from
+    ``spark.jars.packages`` (the Kafka connector); returns the jars added.
+
+    Spark's ``DriverWrapper`` resolves ``spark.jars.packages`` onto the driver's class path only (its class
+    loader), not into ``spark.jars``: without this the executors' tasks fail with ClassNotFoundException on
+    the connector's classes. Elsewhere (client mode, local) spark-submit already ships them: nothing to do."""
+    conf = spark.sparkContext.getConf()
+    if conf.get("spark.submit.deployMode", "client") != "cluster" or not conf.get("spark.jars.packages", ""):
+        return []
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        urls = [str(u.toString()) for u in loader.getURLs()]
+    except Exception:  # noqa: BLE001 - not a URL class loader: nothing was resolved onto it
+        return []
+    shipped = {Path(j).name for j in conf.get("spark.jars", "").split(",") if j}
+    added = [u for u in urls if u.endswith(".jar") and Path(u).name not in shipped]
+    for url in added:
+        spark.sparkContext._jsc.addJar(url)
+    return added
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Validate a wave of groups in one Spark application "
                                                  "(see the module docstring).")
@@ -583,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import SparkSession  # noqa: PLC0415 - optional dependency pyspark (the [spark] extra)
 
     spark = SparkSession.builder.getOrCreate()  # spark-submit configured the session
+    ship_driver_jars(spark)
     try:
         report = run(json.loads(_spec_text(args.spec)), spark)
     except Kip848Error as exc:  # a bad spec or snapshot: said in one line, no stack trace

@@ -160,3 +160,104 @@ def test_a_wave_on_the_cluster_gives_the_verdicts_of_the_local_job(spark, spark_
     # executors ran on both workers: each worker's work dir has the application's executor directory
     ran_on = [n for n in (1, 2) if (spark_cluster.worker_dir(n) / app_id).is_dir()]
     assert ran_on == [1, 2], f"executors of {app_id} only on worker(s) {ran_on}"
+
+
+# -- the operator in its three modes, and the deferred wait on the master's REST server ------------------
+
+def _run_trigger(trigger):
+    """The trigger's first event, as the triggerer would get it (the real REST server answers)."""
+    import asyncio
+
+    async def first():
+        async for event in trigger.run():
+            return event.payload
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(asyncio.wait_for(first(), 300))
+
+
+def _set_spark_connections(monkeypatch, cluster):
+    for mode in ("client", "cluster"):
+        monkeypatch.setenv(f"AIRFLOW_CONN_SPARK_{mode.upper()}", json.dumps(cluster.airflow_connection(mode)))
+
+
+def test_the_operator_in_client_and_cluster_mode_gives_the_local_jobs_verdicts(
+        spark, spark_cluster, planted_wave, kafka_conn, monkeypatch, tmp_path, context):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_provider_kip848.operators.wave_validation import XCOM_KEY, KafkaWaveValidationOperator
+
+    # three groups: one clean (4 checks), one with duplicates and gaps, one with regressed offsets
+    groups = [g for g in planted_wave["groups"] if g["group_id"].split("-test")[0] in ("g-ok", "g-faults", "g-reg")]
+    assert len(groups) == 3
+    ids = [g["group_id"] for g in groups]
+    local = wave.outcome(ids, wave.run({**planted_wave, "groups": groups}, spark))
+    assert {g: v["verdict"] for g, v in local["groups"].items()} == dict(zip(ids, ["pass", "fail", "fail"],
+                                                                            strict=True))
+    _set_spark_connections(monkeypatch, spark_cluster)
+    driver = {k: v for k, v in spark_cluster.driver_conf().items() if k != "spark.master"}
+
+    def operator(mode):
+        return KafkaWaveValidationOperator(
+            task_id=f"validate_{mode}", groups=groups, output_dir=str(tmp_path / mode), mode=mode,
+            spark_conn_id=f"spark_{mode}", conf=driver if mode == "client" else {"spark.cores.max": "2"},
+            env_vars={"SPARK_LOCAL_IP": "127.0.0.1"} if mode == "client" else {}, poll_interval=0.5,
+            fail_on_failure=False)
+
+    client = operator("client").execute(context)
+
+    cluster_op = operator("cluster")
+    with pytest.raises(TaskDeferred) as deferred:
+        cluster_op.execute(context)
+    event = _run_trigger(deferred.value.trigger)
+    assert event["status"] == "finished" and event["driver_state"] == "FINISHED", event
+    cluster = cluster_op.execute_complete(context, event)
+
+    for mode, result in (("client", client), ("cluster", cluster)):
+        assert result["groups"] == local["groups"], mode
+        assert (result["verdict"], result["summary"]) == (local["verdict"], local["summary"]), mode
+        assert result["master"] == spark_cluster.master_url and result["application_id"].startswith("app-"), mode
+        assert result["mode"] == mode
+        report = json.loads(Path(result["files"]["json"]).read_text())
+        assert [g["group_id"] for g in report["groups"]] == ids
+    assert context["ti"].xcom[XCOM_KEY] == cluster
+    # the specs (they may hold the connection's secrets) are gone once the jobs ended
+    assert not list(tmp_path.rglob("wave-spec.json"))
+
+
+def test_the_deferred_wait_reports_a_failed_driver_and_the_operator_fails_with_unknown_verdicts(
+        spark_cluster, kafka_conn, monkeypatch, tmp_path, context):
+    import pyspark
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_kip848.operators.wave_validation import XCOM_KEY, KafkaWaveValidationOperator
+    from airflow_provider_kip848.spark.standalone import PythonSubmission, RestSubmissionClient, StandaloneMaster
+    from airflow_provider_kip848.spark.submit import runner_jar, stage_wave
+    from airflow_provider_kip848.triggers.spark import SparkStandaloneDriverTrigger
+
+    # a spec the job refuses (no groups): the driver exits 1, the master says FAILED
+    staged = stage_wave({"format": wave.WAVE_FORMAT, "groups": []}, tmp_path)
+    master = StandaloneMaster(spark_cluster.master_url, spark_cluster.rest_url)
+    request = PythonSubmission(str(staged.main_py), [str(staged.py_files)], ["--spec", str(staged.spec)],
+                               environment={"PYSPARK_PYTHON": sys.executable}).request(
+        master, spark_version=pyspark.__version__, runner_jar=runner_jar())
+    sid = RestSubmissionClient(master.rest_url).create(request)
+    carry = {"staged": staged.to_dict(), "group_ids": ["g-1", "g-2"], "rest_url": master.rest_url}
+    event = _run_trigger(SparkStandaloneDriverTrigger(rest_url=master.rest_url, submission_id=sid,
+                                                      poll_interval=0.5, carry=carry))
+    assert (event["status"], event["driver_state"], event["submission_id"]) == ("failed", "FAILED", sid), event
+    assert not staged.report.exists()
+
+    op = KafkaWaveValidationOperator(task_id="validate", groups=[{"group_id": "g-1"}], output_dir=str(tmp_path),
+                                     mode="cluster", fail_on_failure=False)
+    with pytest.raises(AirflowFailException, match=f"driver {sid} ended FAILED"):
+        op.execute_complete(context, event)
+    pushed = context["ti"].xcom[XCOM_KEY]
+    assert pushed["verdict"] == "unknown" and not pushed["passed"]
+    assert {g: v["verdict"] for g, v in pushed["groups"].items()} == {"g-1": "unknown", "g-2": "unknown"}
+    assert not staged.spec.exists()
+
+    # a driver the master never had: the wait ends with an error, not a hang
+    event = _run_trigger(SparkStandaloneDriverTrigger(rest_url=master.rest_url, poll_interval=0.2,
+                                                      submission_id="driver-20260101000000-0000"))
+    assert event["status"] == "error" and "does not know" in event["message"], event
