@@ -38,6 +38,7 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,7 +150,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
         self.log.info("Validating %d group(s) in one Spark application (mode %s): %s", len(group_ids), self.mode,
                       ", ".join(group_ids))
         if self.mode == "local":
-            output = Path(self.output_dir).expanduser() / f"run-local-{int(time.time() * 1000)}"
+            output = Path(self.output_dir).expanduser() / f"run-local-{uuid.uuid4().hex[:12]}"
             report = wave.run(wave.WaveSpec(spec.groups, spec.title, spec.bootstrap_servers, spec.security,
                                             spec.reader, str(output)))
             return self._finish(context, wave.outcome(group_ids, report))
