@@ -150,7 +150,8 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
         self.log.info("Validating %d group(s) in one Spark application (mode %s): %s", len(group_ids), self.mode,
                       ", ".join(group_ids))
         if self.mode == "local":
-            output = Path(self.output_dir).expanduser() / f"run-local-{uuid.uuid4().hex[:12]}"
+            # the layout of the other modes' runs (stage_wave): <output_dir>/run-<id>/report/validation.json
+            output = Path(self.output_dir).expanduser() / f"run-{uuid.uuid4().hex[:12]}" / "report"
             report = wave.run(wave.WaveSpec(spec.groups, spec.title, spec.bootstrap_servers, spec.security,
                                             spec.reader, str(output)))
             return self._finish(context, wave.outcome(group_ids, report))
