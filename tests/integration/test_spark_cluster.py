@@ -261,3 +261,23 @@ def test_the_deferred_wait_reports_a_failed_driver_and_the_operator_fails_with_u
     event = _run_trigger(SparkStandaloneDriverTrigger(rest_url=master.rest_url, poll_interval=0.2,
                                                       submission_id="driver-20260101000000-0000"))
     assert event["status"] == "error" and "does not know" in event["message"], event
+
+
+def test_killing_the_deferred_task_kills_its_driver_on_the_cluster(spark_cluster, tmp_path):
+    import asyncio
+
+    import pyspark
+
+    from airflow_provider_kip848.spark.standalone import PythonSubmission, RestSubmissionClient, StandaloneMaster
+    from airflow_provider_kip848.spark.submit import runner_jar
+    from airflow_provider_kip848.triggers.spark import SparkStandaloneDriverTrigger
+
+    main = tmp_path / "waits.py"
+    main.write_text("import time\ntime.sleep(600)\n")  # a driver that would run for 10 minutes
+    master = StandaloneMaster(spark_cluster.master_url, spark_cluster.rest_url)
+    client = RestSubmissionClient(master.rest_url)
+    sid = client.create(PythonSubmission(str(main), environment={"PYSPARK_PYTHON": sys.executable}).request(
+        master, spark_version=pyspark.__version__, runner_jar=runner_jar()))
+    wait_until(lambda: client.status(sid).state == "RUNNING", 120, f"driver {sid} running")
+    asyncio.run(SparkStandaloneDriverTrigger(rest_url=master.rest_url, submission_id=sid).on_kill())
+    wait_until(lambda: client.status(sid).state == "KILLED", 60, f"driver {sid} killed")
