@@ -103,3 +103,29 @@ def test_the_operator_refuses_bad_input_when_the_dag_is_parsed():
         KafkaWaveValidationOperator(task_id="v", groups=[], output_dir="")
     # a templated mode is checked when it is rendered
     KafkaWaveValidationOperator(task_id="v", groups=[], output_dir="/tmp/x", mode="{{ params.mode }}")
+
+
+def test_bad_input_is_refused_before_any_spark_job_starts(monkeypatch, tmp_path, context):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_kip848.kafka.model import OffsetSnapshot
+    from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
+    from tests.conftest import set_kafka_connection
+
+    set_kafka_connection(monkeypatch, "kafka_admin_default", "127.0.0.1:1")  # never contacted
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+
+    def refused(match, **kwargs):
+        args = {"task_id": "v", "output_dir": str(tmp_path / "out"), "groups": [{"group_id": "g", "lag": {
+            "after": str(tmp_path / "missing.json")}}], **kwargs}
+        with pytest.raises(AirflowFailException, match=match):
+            KafkaWaveValidationOperator(**args).execute(context)
+
+    refused("missing.json")  # a snapshot that cannot be read
+    refused("asks for no check", groups=[{"group_id": "g"}])
+    refused("non-empty list", groups=[])
+    snapshot = tmp_path / "s.json"
+    snapshot.write_text(OffsetSnapshot("c", "g", "consumer", "Stable", "2026-01-01T00:00:00+00:00", ()).to_json())
+    refused("standalone master", mode="cluster", spark_conn_id="spark_yarn",
+            groups=[{"group_id": "g", "lag": {"after": str(snapshot)}}])
+    assert not (tmp_path / "out").exists()  # nothing was staged: no spec (with secrets) written anywhere
