@@ -21,10 +21,19 @@ Runbook (the single-group runbooks, applied to a fleet by its owners' applicatio
 5. Each application of the wave is one mapped task: snapshot, stop or roll,
    deferred waits (no worker slot held), start, migrated, lag, offsets compared
    with the snapshot: the single-group DAGs' steps.
-6. The error budget judges the wave. A failed application is brought back
-   (stop, empty, start on classic, offsets compared); when the failures exceed
-   the budget, the remaining waves do not run.
-7. Report: groups by protocol before and after each wave, per-wave duration
+6. The wave's migrated applications are validated in one Spark application
+   (``validate``): every group's committed offsets now against the snapshot
+   taken before its move. Mode ``local`` (a local session in the worker),
+   ``client`` or ``cluster`` (the Spark connection's standalone master; in
+   cluster mode the task defers while the driver runs), from the
+   ``validation_mode`` param (default ``$KIP848_FLEET_VALIDATION_MODE``, else
+   ``local``). A group whose verdict is not ``pass`` (``fail``, or ``unknown``:
+   no report) fails its application.
+7. The error budget judges the wave. A failed application (its move, or its
+   validation) is brought back (stop, empty, start on classic, offsets
+   compared); when the failures exceed the budget, the remaining waves do not
+   run.
+8. Report: groups by protocol before and after each wave, per-wave duration
    and failures, the longest processing gap per application, plots, and the
    run appended to the fleet's history.
 
@@ -50,6 +59,8 @@ from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperat
 from airflow_provider_kip848.operators.fleet import KafkaApplicationMigrationOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.params import artifact_params, window_params
+from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
+from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 
 DAG_ID = "kip848_fleet_migration"
@@ -58,6 +69,8 @@ MIGRATION = "classic_to_consumer"
 MAX_WAVES = int(os.environ.get("KIP848_FLEET_MAX_WAVES", "6"))
 #: applications of one wave whose worker-side steps run at once (deferred waits hold no slot)
 PARALLELISM = int(os.environ.get("KIP848_FLEET_PARALLELISM", "8"))
+#: where the wave validation runs unless a run says otherwise (local: a Spark session in the worker)
+VALIDATION_MODE = os.environ.get("KIP848_FLEET_VALIDATION_MODE", "local")
 CONN = "{{ params.kafka_conn_id }}"
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 STEP_ARGS = {
@@ -116,6 +129,17 @@ STEP_ARGS = {
                                        description="Past this the application fails and is brought back."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
         "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to"),
+        "validation_mode": Param(VALIDATION_MODE, type="string", enum=list(VALIDATION_MODES),
+                                 title="Wave validation: where Spark runs",
+                                 description="local: a Spark session in the worker; client: spark-submit to the "
+                                             "Spark connection's master, driver in the worker; cluster: the driver "
+                                             "on the standalone cluster (the task waits deferred). docs/validation.md"),
+        "spark_conn_id": Param("spark_default", type="string", title="Wave validation: Spark connection",
+                               description="client and cluster modes (master, deploy mode, rest-port)."),
+        "validation_dir": Param(os.environ.get("KIP848_VALIDATION_DIR") or None, type=["null", "string"],
+                                title="Wave validation: job and report directory",
+                                description="A local path (in cluster mode one the Spark workers share). Empty: "
+                                            "the run's report location when local, else a temporary directory."),
         **window_params(),
         **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (inventory and plan only)"),
@@ -185,12 +209,24 @@ def wave(number: int) -> Any:
                 raise AirflowSkipException(f"wave {number} was not judged")
             return units
 
+        @task(task_id="to_validate", trigger_rule="all_done")
+        def to_validate(snapshot_dir: str, params: dict | None = None, **context: Any) -> dict:
+            return to_validate_step(number, snapshot_dir, params, context)
+
+        validation = to_validate(SNAPSHOTS)
+        pulled = "{{ ti.xcom_pull(task_ids='" + prefix + ".to_validate')"
+        validate = KafkaWaveValidationOperator(
+            task_id="validate", kafka_conn_id=CONN, groups=pulled + "['groups'] }}",
+            output_dir=pulled + "['output_dir'] }}", mode="{{ params.validation_mode }}",
+            spark_conn_id="{{ params.spark_conn_id }}", title=f"Fleet wave {number}: committed offsets",
+            fail_on_failure=False)
         judged = judge()
         units_back = to_roll_back()
         back = KafkaApplicationMigrationOperator.partial(
             task_id="rollback", kind="rollback", **STEP_ARGS).expand(application=units_back)
         opened >> approval >> units
-        moves >> judged >> units_back >> back
+        moves >> validation >> validate >> judged >> units_back >> back
+        moves >> judged  # the judge reads the moves' results whatever became of the validation
 
     return one_wave()
 
@@ -371,6 +407,62 @@ def _results(ti: Any, task_id: str) -> list[dict]:
     return [v for v in values if isinstance(v, dict)]
 
 
+def to_validate_step(number: int, snapshot_dir: str, params: dict, context: dict) -> dict:
+    """What the wave's validation checks: every group of every application whose move succeeded, its
+    committed offsets now (a fresh snapshot, kept next to the one taken before the move) against that
+    snapshot. The fleet's applications declare no output topics, so the records they wrote are not read:
+    the validation proves no committed offset went back or vanished, in one Spark application for the wave."""
+    import tempfile
+
+    from airflow_provider_kip848.changecontrol import storage
+    from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
+    from airflow_provider_kip848.fleet.results import ApplicationResult
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.api import take_snapshot
+
+    ti = context["ti"]
+    moved = [r for r in (ApplicationResult.from_dict(d) for d in _results(ti, f"wave_{number}.migrate")) if r.ok]
+    if not moved:
+        raise AirflowSkipException(f"no application of wave {number} was migrated: nothing to validate")
+    base = str(snapshot_dir).rstrip("/")
+    groups = []
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        for result in moved:
+            for g in result.groups:
+                before = f"{base}/{result.app}/{g.group_id}.json"
+                after = f"{base}/{result.app}/{g.group_id}.validated.json"
+                storage.write_text(after, take_snapshot(hook.get_conn(), g.group_id).to_json())
+                groups.append({"group_id": g.group_id, "app": result.app,
+                               "offsets_preserved": {"before": before, "after": after, "allow_advanced": True}})
+    output = params.get("validation_dir")
+    if not output:
+        location = optional_run_location(params["report_dir"], params["kafka_conn_id"], DAG_ID, context["run_id"],
+                                         "validation")
+        output = location if location and "://" not in location else f"{tempfile.gettempdir()}/kip848-validation"
+    output = f"{str(output).rstrip('/')}/wave_{number}"
+    print(f"Validating {len(groups)} group(s) of {len(moved)} application(s) in one Spark application "
+          f"({params['validation_mode']} mode), reports under {output}")
+    return {"groups": groups, "output_dir": output}
+
+
+def validated_results(number: int, results: list, ti: Any, states: dict[str, str]) -> list:
+    """The migrate results with the wave validation applied (``fleet.results.apply_validation``): the groups
+    the validation was to check fail unless their verdict is ``pass``; no verdict at all is ``unknown``. When
+    the validation could not even be prepared (``to_validate`` failed), every migrated group is unknown."""
+    from airflow_provider_kip848.fleet.results import apply_validation
+
+    planned = ti.xcom_pull(task_ids=f"wave_{number}.to_validate") or {}
+    checked = {g["group_id"] for g in planned.get("groups") or []}
+    if not checked and states.get(f"wave_{number}.to_validate") in ("failed", "upstream_failed"):
+        checked = {g.group_id for r in results if r.ok for g in r.groups}
+    if not checked:
+        return results
+    verdicts = ti.xcom_pull(task_ids=f"wave_{number}.validate", key="wave_verdicts")
+    print(f"Wave {number} validation: " + (f"{verdicts['verdict']} ({verdicts['summary']})" if verdicts
+                                          else "no verdict (the validation failed or did not run): unknown"))
+    return apply_validation(results, checked, (verdicts or {}).get("groups"))
+
+
 def judge_step(number: int, params: dict, context: dict) -> dict:
     """The error budget's verdict on the wave, the groups by type after it, and which applications go back."""
     from airflow_provider_kip848.changecontrol.approvals import is_approving
@@ -388,7 +480,8 @@ def judge_step(number: int, params: dict, context: dict) -> dict:
         raise AirflowSkipException(f"wave {number} was not approved ({decision.get('decision') or 'no answer'})")
     units = ti.xcom_pull(task_ids=f"wave_{number}.recheck")
     ran = Wave.from_dict(opened["wave"])
-    results = [ApplicationResult.from_dict(r) for r in _results(ti, f"wave_{number}.migrate")]
+    results = validated_results(number, [ApplicationResult.from_dict(r)
+                                         for r in _results(ti, f"wave_{number}.migrate")], ti, _states(context))
     if units is None:  # approved, then the recheck refused (or failed): nothing ran, nothing may follow
         verdict = WaveVerdict(wave=number, proceed=False,
                               reason=f"wave {number}: the recheck against a fresh inventory did not pass "

@@ -121,6 +121,24 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, 
     cluster.stop(timeout=15)
 
 
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
+    """The session's Spark standalone cluster (one master, two workers) from the installed pyspark, started by
+    the first test that needs it and stopped at the end of the session."""
+    from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster
+
+    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        report = cluster.start()
+    except Kip848Error as exc:
+        pytest.fail(f"cannot start the Spark standalone cluster the tests need: {exc}", pytrace=False)
+    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        _reporter(pytestconfig).write_line(f"[spark] {report.summary()}")
+    yield cluster
+    cluster.stop()
+
+
 @pytest.fixture
 def cluster(kafka_cluster: LocalKafka) -> Iterator[LocalKafka]:
     """The 3-node cluster; after the test, every node killed, stopped or paused by it runs again."""

@@ -21,8 +21,8 @@ a strict reader: a record that does not parse is an error, never a guess.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kip848.fleet.budget import GroupResult, WaveVerdict
@@ -271,4 +271,34 @@ class WaveRecord:
                    approved_at=data.get("approved_at"), types_after=dict(types_after))
 
 
-__all__ = ["MIGRATE", "ROLLBACK", "ApplicationResult", "GroupOutcome", "StepRecord", "WaveRecord"]
+def apply_validation(results: Sequence[ApplicationResult], validated: Collection[str],
+                     verdicts: Mapping[str, Mapping[str, Any]] | None) -> list[ApplicationResult]:
+    """The applications' results once their groups were validated: a group in ``validated`` whose verdict in
+    ``verdicts`` (group id -> ``{verdict, detail}``, the wave validation's ``groups``) is not ``pass`` fails,
+    and so does its application, which the error budget then counts and the way back brings back like a
+    failed move. ``verdicts`` None (the validation gave none: it failed or never ran) is ``unknown`` for every
+    validated group: never a pass."""
+    out = []
+    for result in results:
+        groups, failed = [], []
+        for g in result.groups:
+            if g.group_id not in validated:
+                groups.append(g)
+                continue
+            found = (verdicts or {}).get(g.group_id) or {}
+            verdict = str(found.get("verdict") or "unknown")
+            if verdict == "pass":
+                groups.append(g)
+                continue
+            why = f"validation {verdict}" + (f": {found['detail']}" if found.get("detail") else "")
+            failed.append(f"{g.group_id}: {why}")
+            groups.append(replace(g, ok=False, detail="; ".join(x for x in (g.detail, why) if x)))
+        if failed:
+            detail = "; ".join(x for x in (result.detail, *failed) if x)
+            result = replace(result, ok=False, groups=tuple(groups), detail=detail[:2000])
+        out.append(result)
+    return out
+
+
+__all__ = ["MIGRATE", "ROLLBACK", "ApplicationResult", "GroupOutcome", "StepRecord", "WaveRecord",
+           "apply_validation"]

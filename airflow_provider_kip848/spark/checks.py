@@ -10,17 +10,28 @@
   ``end - start``; fewer records are explained only by compaction or
   transaction markers, if the caller says the topic has them.
 
+Each check is a Spark part (the frames, one ``collect`` of small rows) and a
+pure verdict builder (``*_verdict``: rows or counts in, :class:`Verdict` out,
+no Spark). The wave job (:mod:`airflow_provider_kip848.spark.wave`) computes
+the same rows for many groups at once (a ``group_id`` column, one pass) and
+hands each group's rows to the same builders, so a group's verdict means the
+same in a wave as alone.
+
 Offsets are tiny; they are DataFrames anyway so that every check composes
 the same way and runs unchanged on a cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 OFFSET_SCHEMA = "topic string, partition int, committed long, log_start long, log_end long"
+GROUP_OFFSET_SCHEMA = "group_id string, " + OFFSET_SCHEMA
 MAX_LISTED = 50
+OFFSET_STATUSES = ("equal", "advanced", "regressed", "missing", "new")
+EXPLANATIONS = (None, "compaction", "transactions")
 
 
 @dataclass(frozen=True)
@@ -35,20 +46,31 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(str(data["check"]), bool(data["passed"]), str(data["summary"]), dict(data.get("counts") or {}),
+                   list(data.get("offending") or []), dict(data.get("data") or {}))
 
-def offsets_frame(spark, offsets) -> Any:
-    """A DataFrame of a ``GroupOffsets`` or ``OffsetSnapshot``'s partitions (OFFSET_SCHEMA)."""
+
+# -- committed offsets -----------------------------------------------------------------------------
+
+def offsets_frame(spark, offsets, group_id: str | None = None) -> Any:
+    """A DataFrame of a ``GroupOffsets`` or ``OffsetSnapshot``'s partitions (OFFSET_SCHEMA); with
+    ``group_id``, a first column ``group_id`` (GROUP_OFFSET_SCHEMA)."""
     rows = [(p.topic, p.partition, p.committed, p.log_start, p.log_end) for p in offsets.partitions]
-    return spark.createDataFrame(rows, OFFSET_SCHEMA)
+    if group_id is None:
+        return spark.createDataFrame(rows, OFFSET_SCHEMA)
+    return spark.createDataFrame([(group_id, *r) for r in rows], GROUP_OFFSET_SCHEMA)
 
 
-def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
-    """Per partition: equal / advanced / regressed / missing (committed before, not after) / new."""
+def offsets_joined(before, after, keys: Sequence[str] = ()) -> Any:
+    """before and after joined on ``(*keys, topic, partition)`` with a ``status`` column (OFFSET_STATUSES)."""
     from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
-    joined = (
-        before.select("topic", "partition", F.col("committed").alias("before"))
-        .join(after.select("topic", "partition", F.col("committed").alias("after")), ["topic", "partition"], "full")
+    on = [*keys, "topic", "partition"]
+    return (
+        before.select(*on, F.col("committed").alias("before"))
+        .join(after.select(*on, F.col("committed").alias("after")), on, "full")
         .withColumn(
             "status",
             F.when(F.col("before").isNull() & F.col("after").isNotNull(), "new")
@@ -59,49 +81,92 @@ def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
             .otherwise("regressed"),
         )
     )
-    rows = joined.orderBy("topic", "partition").collect()
-    counts = {s: sum(r.status == s for r in rows) for s in ("equal", "advanced", "regressed", "missing", "new")}
+
+
+def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
+    """Per partition: equal / advanced / regressed / missing (committed before, not after) / new."""
+    rows = offsets_joined(before, after).orderBy("topic", "partition").collect()
+    return offsets_verdict([r.asDict() for r in rows], allow_advanced=allow_advanced)
+
+
+def offsets_verdict(rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool = True) -> Verdict:
+    """The verdict on joined rows (``topic, partition, before, after, status``, sorted by topic and partition)."""
+    rows = list(rows)
+    counts = {s: sum(r["status"] == s for r in rows) for s in OFFSET_STATUSES}
     bad = {"regressed", "missing"} | (set() if allow_advanced else {"advanced"})
-    offending = [{"topic": r.topic, "partition": r.partition, "before": r.before, "after": r.after, "status": r.status}
-                 for r in rows if r.status in bad][:MAX_LISTED]
+    offending = [{k: r[k] for k in ("topic", "partition", "before", "after", "status")}
+                 for r in rows if r["status"] in bad][:MAX_LISTED]
     passed = not any(counts[s] for s in bad)
     summary = ("committed offsets preserved" if passed else f"{len(offending)} partition(s) lost or moved progress") + \
         f" ({', '.join(f'{k} {v}' for k, v in counts.items() if v)})"
     return Verdict("offsets_preserved", passed, summary, counts, offending)
 
 
-def lag_within(offsets, *, max_total_lag: int, max_partition_lag: int | None = None, label: str = "after") -> Verdict:
-    """Lag (log end - committed) per partition; a partition without a commit lags by its whole log."""
+# -- lag ---------------------------------------------------------------------------------------------
+
+def lag_frame(offsets) -> Any:
+    """``offsets`` with a ``lag`` column: log end - committed; a partition without a commit lags by its whole log."""
     from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
-    lag = offsets.withColumn(
+    return offsets.withColumn(
         "lag",
         F.when(F.col("committed").isNull(), F.col("log_end") - F.coalesce(F.col("log_start"), F.lit(0)))
         .otherwise(F.greatest(F.col("log_end") - F.col("committed"), F.lit(0))),
     )
-    rows = lag.orderBy("topic", "partition").collect()
-    total = sum(r.lag or 0 for r in rows)
-    worst = max((r.lag or 0 for r in rows), default=0)
-    offending = [{"topic": r.topic, "partition": r.partition, "lag": r.lag} for r in rows
-                 if max_partition_lag is not None and (r.lag or 0) > max_partition_lag][:MAX_LISTED]
+
+
+def lag_within(offsets, *, max_total_lag: int, max_partition_lag: int | None = None, label: str = "after") -> Verdict:
+    """Lag (log end - committed) per partition; a partition without a commit lags by its whole log."""
+    rows = lag_frame(offsets).orderBy("topic", "partition").collect()
+    return lag_verdict([r.asDict() for r in rows], max_total_lag=max_total_lag, max_partition_lag=max_partition_lag,
+                       label=label)
+
+
+def lag_verdict(rows: Iterable[Mapping[str, Any]], *, max_total_lag: int, max_partition_lag: int | None = None,
+                label: str = "after") -> Verdict:
+    """The verdict on ``topic, partition, lag`` rows (sorted by topic and partition)."""
+    rows = list(rows)
+    total = sum(r["lag"] or 0 for r in rows)
+    worst = max((r["lag"] or 0 for r in rows), default=0)
+    offending = [{"topic": r["topic"], "partition": r["partition"], "lag": r["lag"]} for r in rows
+                 if max_partition_lag is not None and (r["lag"] or 0) > max_partition_lag][:MAX_LISTED]
     passed = total <= max_total_lag and not offending
-    per_partition = {f"{r.topic}:{r.partition}": int(r.lag or 0) for r in rows}
+    per_partition = {f"{r['topic']}:{r['partition']}": int(r["lag"] or 0) for r in rows}
     return Verdict("lag", passed, f"total lag {total} (max allowed {max_total_lag}), worst partition {worst}",
                    {"total_lag": total, "max_partition_lag": worst, "partitions": len(rows)}, offending,
                    {f"lag_{label}": per_partition})
 
 
-def extract_ids(records, id_source: str = "key", id_type: str = "long"):
-    """A one-column DataFrame ``id`` from ``key``, ``value`` or ``json:<field>`` of the value."""
+def with_lag_before(after: Verdict, before: Verdict) -> Verdict:
+    """The lag verdict after, its summary and chart data completed with the lag measured before."""
+    return Verdict(after.check, after.passed, after.summary + f" (before: {before.counts['total_lag']})",
+                   after.counts, after.offending, {**before.data, **after.data})
+
+
+# -- record continuity -------------------------------------------------------------------------------
+
+def id_column(id_source: str = "key", id_type: str = "long") -> Any:
+    """The id of a record (Spark's Kafka schema) from ``key``, ``value`` or ``json:<field>`` of the value."""
     from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
+    check_id_source(id_source)
     if id_source in ("key", "value"):
         col = F.col(id_source).cast("string")
-    elif id_source.startswith("json:"):
-        col = F.get_json_object(F.col("value").cast("string"), f"$.{id_source[5:]}")
     else:
+        col = F.get_json_object(F.col("value").cast("string"), f"$.{id_source[5:]}")
+    return col.cast(id_type)
+
+
+def check_id_source(id_source: object) -> str:
+    if not isinstance(id_source, str) or not (id_source in ("key", "value") or
+                                              (id_source.startswith("json:") and len(id_source) > 5)):
         raise ValueError(f"id_source must be key, value or json:<field>, not {id_source!r}")
-    return records.select(col.cast(id_type).alias("id"), "topic", "partition", "offset")
+    return id_source
+
+
+def extract_ids(records, id_source: str = "key", id_type: str = "long"):
+    """A one-column DataFrame ``id`` from ``key``, ``value`` or ``json:<field>`` of the value."""
+    return records.select(id_column(id_source, id_type).alias("id"), "topic", "partition", "offset")
 
 
 def record_continuity(ids, *, expected_min: int | None = None, expected_max: int | None = None,
@@ -125,15 +190,111 @@ def record_continuity(ids, *, expected_min: int | None = None, expected_max: int
         gaps = expected.join(present.select("id").distinct(), "id", "left_anti")
         missing_count = gaps.count()
         missing = [r.id for r in gaps.orderBy("id").limit(MAX_LISTED).collect()]
-    total = present.count()
-    passed = extra <= allowed_duplicates and missing_count == 0 and unparsable == 0
-    summary = (f"{total} records, ids {lo}..{hi}: {extra} duplicate(s) over {len(dup_ids) if extra else 0} id(s), "
-               f"{missing_count} missing id(s)" + (f", {unparsable} record(s) without an id" if unparsable else ""))
-    return Verdict("record_continuity", passed, summary,
-                   {"records": total, "duplicates": int(extra), "duplicated_ids": dup.count(),
-                    "missing_ids": int(missing_count), "unparsable": int(unparsable)},
-                   [{"duplicated_id": i} for i in dup_ids] + [{"missing_id": i} for i in missing])
+    return continuity_verdict(records=present.count(), unparsable=unparsable, duplicates=extra,
+                              duplicated_ids=dup.count(), listed_duplicates=dup_ids, lo=lo, hi=hi,
+                              missing_ids=missing_count, listed_missing=missing,
+                              allowed_duplicates=allowed_duplicates)
 
+
+def continuity_verdict(*, records: int, unparsable: int, duplicates: int, duplicated_ids: int,
+                       listed_duplicates: Sequence[int], lo: int | None, hi: int | None, missing_ids: int,
+                       listed_missing: Sequence[int], allowed_duplicates: int = 0) -> Verdict:
+    """The verdict on an id stream's figures: ``records`` with an id, ``unparsable`` without, ``duplicates``
+    (extra copies) over ``duplicated_ids`` ids, ids ``lo..hi`` expected of which ``missing_ids`` are missing;
+    the ``listed_*`` ids (first MAX_LISTED, ascending) are what the report names."""
+    passed = duplicates <= allowed_duplicates and missing_ids == 0 and unparsable == 0
+    summary = (f"{records} records, ids {lo}..{hi}: {duplicates} duplicate(s) over "
+               f"{len(listed_duplicates) if duplicates else 0} id(s), {missing_ids} missing id(s)"
+               + (f", {unparsable} record(s) without an id" if unparsable else ""))
+    return Verdict("record_continuity", passed, summary,
+                   {"records": int(records), "duplicates": int(duplicates), "duplicated_ids": int(duplicated_ids),
+                    "missing_ids": int(missing_ids), "unparsable": int(unparsable)},
+                   [{"duplicated_id": i} for i in listed_duplicates[:MAX_LISTED]]
+                   + [{"missing_id": i} for i in listed_missing[:MAX_LISTED]])
+
+
+def record_continuity_by_group(ids, expected: Mapping[str, tuple[int | None, int | None]],
+                               allowed_duplicates: Mapping[str, int]) -> dict[str, Verdict]:
+    """:func:`record_continuity` for many groups in one pass: ``ids`` has ``group_id, id`` columns;
+    ``expected`` gives each group's ``(expected_min, expected_max)`` (None: the ids' own bound). Every group
+    of ``expected`` gets a verdict, one without any record too.
+
+    Missing ids are counted as ``hi - lo + 1`` minus the distinct ids inside ``[lo, hi]`` (no range is
+    materialised); only for a group with missing ids are the gaps between its sorted ids listed, to
+    name the first MAX_LISTED, as the single-group check does.
+    """
+    from pyspark.sql import Window  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+
+    spark = ids.sparkSession
+    stats = {r.group_id: r for r in ids.groupBy("group_id").agg(
+        F.count("id").alias("records"), F.sum(F.when(F.col("id").isNull(), 1).otherwise(0)).alias("unparsable"),
+        F.min("id").alias("lo"), F.max("id").alias("hi")).collect()}
+    present = ids.where(F.col("id").isNotNull()).select("group_id", "id")
+    dup = present.groupBy("group_id", "id").agg(F.count("*").alias("n")).where(F.col("n") > 1)
+    dup_stats = {r.group_id: (int(r.extra), int(r.ids)) for r in dup.groupBy("group_id").agg(
+        F.sum(F.col("n") - 1).alias("extra"), F.count("*").alias("ids")).collect()}
+    listed_dups: dict[str, list[int]] = {}
+    if dup_stats:
+        first = Window.partitionBy("group_id").orderBy("id")
+        for r in (dup.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MAX_LISTED)
+                  .orderBy("group_id", "id").collect()):
+            listed_dups.setdefault(r.group_id, []).append(r.id)
+    bounds: dict[str, tuple[int, int]] = {}
+    for group_id, (exp_min, exp_max) in expected.items():
+        seen = stats.get(group_id)
+        lo = exp_min if exp_min is not None else (seen.lo if seen else None)
+        hi = exp_max if exp_max is not None else (seen.hi if seen else None)
+        if lo is not None and hi is not None:
+            bounds[group_id] = (int(lo), int(hi))
+    missing: dict[str, int] = {}
+    listed_missing: dict[str, list[int]] = {}
+    if bounds:
+        frame = F.broadcast(spark.createDataFrame([(g, lo, hi) for g, (lo, hi) in bounds.items()],
+                                                  "group_id string, lo long, hi long"))
+        inside = (present.distinct().join(frame, "group_id")
+                  .where((F.col("id") >= F.col("lo")) & (F.col("id") <= F.col("hi"))).select("group_id", "id"))
+        found = {r.group_id: r.n for r in inside.groupBy("group_id").agg(F.count("*").alias("n")).collect()}
+        missing = {g: max(0, hi - lo + 1 - int(found.get(g, 0))) for g, (lo, hi) in bounds.items()}
+        short = [g for g, n in missing.items() if n]
+        if short:  # the first gaps of each group short of ids: its sorted ids between two sentinels lo-1, hi+1
+            ends = spark.createDataFrame([(g, b) for g in short for b in (bounds[g][0] - 1, bounds[g][1] + 1)],
+                                         "group_id string, id long")
+            seq = inside.where(F.col("group_id").isin(short)).unionByName(ends)
+            prev = F.lag("id").over(Window.partitionBy("group_id").orderBy("id"))
+            gaps = (seq.withColumn("prev", prev).where(F.col("id") - F.col("prev") > 1)
+                    .select("group_id", (F.col("prev") + 1).alias("first"), (F.col("id") - 1).alias("last")))
+            ranked = gaps.withColumn("rank", F.row_number().over(Window.partitionBy("group_id").orderBy("first")))
+            spans: dict[str, list[tuple[int, int]]] = {}
+            for r in ranked.where(F.col("rank") <= MAX_LISTED).orderBy("group_id", "first").collect():
+                spans.setdefault(r.group_id, []).append((r.first, r.last))
+            listed_missing = {g: missing_from_gaps(s) for g, s in spans.items()}
+    out = {}
+    for group_id, (exp_min, exp_max) in expected.items():
+        seen = stats.get(group_id)
+        extra, dup_ids = dup_stats.get(group_id, (0, 0))
+        lo = exp_min if exp_min is not None else (seen.lo if seen else None)  # as given, printed as alone
+        hi = exp_max if exp_max is not None else (seen.hi if seen else None)
+        out[group_id] = continuity_verdict(
+            records=int(seen.records) if seen else 0, unparsable=int(seen.unparsable or 0) if seen else 0,
+            duplicates=extra, duplicated_ids=dup_ids, listed_duplicates=listed_dups.get(group_id, []), lo=lo, hi=hi,
+            missing_ids=missing.get(group_id, 0), listed_missing=listed_missing.get(group_id, []),
+            allowed_duplicates=int(allowed_duplicates.get(group_id, 0)))
+    return out
+
+
+def missing_from_gaps(gaps: Iterable[tuple[int, int]], limit: int = MAX_LISTED) -> list[int]:
+    """The first ``limit`` ids of inclusive ``(first, last)`` gaps, ascending (gaps sorted and disjoint)."""
+    out: list[int] = []
+    for first, last in gaps:
+        for i in range(int(first), int(last) + 1):
+            if len(out) >= limit:
+                return out
+            out.append(i)
+    return out
+
+
+# -- records per partition ---------------------------------------------------------------------------
 
 def partition_counts(records, ranges, *, explained_by: str | None = None) -> Verdict:
     """Records per partition vs ``end - start`` of its range.
@@ -145,14 +306,25 @@ def partition_counts(records, ranges, *, explained_by: str | None = None) -> Ver
     """
     from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
-    if explained_by not in (None, "compaction", "transactions"):
+    check_explained_by(explained_by)
+    counted = {(r.topic, r.partition): r.n for r in
+               records.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()}
+    return counts_verdict(counted, ranges, explained_by=explained_by)
+
+
+def check_explained_by(explained_by: object) -> str | None:
+    if explained_by not in EXPLANATIONS:
         raise ValueError("explained_by must be None, 'compaction' or 'transactions'")
-    counted = {(r.topic, r.partition): (r.n, r.lo, r.hi) for r in
-               records.groupBy("topic", "partition").agg(F.count("*").alias("n"), F.min("offset").alias("lo"),
-                                                         F.max("offset").alias("hi")).collect()}
+    return None if explained_by is None else str(explained_by)
+
+
+def counts_verdict(counted: Mapping[tuple[str, int], int], ranges, *, explained_by: str | None = None) -> Verdict:
+    """The verdict on records counted per ``(topic, partition)`` against each partition's ``[start, end)`` range
+    (``ranges``: TopicPartition -> (start, end))."""
+    check_explained_by(explained_by)
     rows, offending = [], []
     for tp, (start, end) in sorted(ranges.items()):
-        n, lo, hi = counted.get((tp.topic, tp.partition), (0, None, None))
+        n = int(counted.get((tp.topic, tp.partition), 0))
         expected = end - start
         gap = expected - n
         rows.append({"topic": tp.topic, "partition": tp.partition, "start": start, "end": end, "records": n,

@@ -83,8 +83,7 @@ def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
         if cfg.get("before"):
             before = checks.lag_within(checks.offsets_frame(spark, _snapshot(cfg["before"])),
                                        max_total_lag=sys.maxsize, label="before")
-            after = Verdict(after.check, after.passed, after.summary + f" (before: {before.counts['total_lag']})",
-                            after.counts, after.offending, {**before.data, **after.data})
+            after = checks.with_lag_before(after, before)
         verdicts.append(after)
     needs_records = [k for k in ("continuity", "counts") if k in spec]
     if needs_records:

@@ -1,7 +1,9 @@
 """Write verdicts as JSON (for machines and XCom) and a small self-contained HTML page (for the approver).
 
 The HTML has no external assets: a table of verdicts and, when lag was
-measured before and after, an inline SVG bar chart of lag per partition.
+measured before and after, an inline SVG bar chart of lag per partition. A
+wave's report (:func:`wave_report_dict`) has the wave's overall verdict and
+one such table per group.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ def report_dict(title: str, verdicts: list[Verdict], context: dict[str, Any] | N
     return {"title": title, "passed": all(v.passed for v in verdicts),
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "context": context or {}, "verdicts": [v.to_dict() for v in verdicts]}
+
+
+def wave_report_dict(title: str, overall: Verdict, groups: list[dict[str, Any]],
+                     context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A wave's report: ``overall`` (the wave's verdict) and ``groups`` (each ``{group_id, app, passed,
+    verdicts}``); ``passed`` is the overall verdict's."""
+    return {"title": title, "passed": overall.passed,
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "context": context or {}, "overall": overall.to_dict(), "groups": groups}
 
 
 def lag_chart_svg(before: dict[str, int], after: dict[str, int], width: int = 640) -> str:
@@ -45,20 +56,29 @@ def lag_chart_svg(before: dict[str, int], after: dict[str, int], width: int = 64
     return "".join(out)
 
 
-def render_html(report: dict[str, Any]) -> str:
+def _verdict_table(verdicts: list[dict[str, Any]]) -> str:
     rows = []
-    lag_before: dict[str, int] = {}
-    lag_after: dict[str, int] = {}
-    for v in report["verdicts"]:
+    for v in verdicts:
         status = "PASS" if v["passed"] else "FAIL"
         color = "#137333" if v["passed"] else "#c5221f"
         offending = ", ".join(json.dumps(o, default=str) for o in v["offending"][:10])
         rows.append(f'<tr><td>{html.escape(v["check"])}</td><td style="color:{color};font-weight:bold">{status}</td>'
                     f'<td>{html.escape(v["summary"])}</td><td><code>{html.escape(offending)}</code></td></tr>')
+    return ("<table><tr><th>check</th><th>result</th><th>summary</th><th>first offending items</th></tr>"
+            f"{''.join(rows)}</table>")
+
+
+def _lag_chart(verdicts: list[dict[str, Any]]) -> str:
+    lag_before: dict[str, int] = {}
+    lag_after: dict[str, int] = {}
+    for v in verdicts:
         lag_before.update(v["data"].get("lag_before", {}))
         lag_after.update(v["data"].get("lag_after", {}))
+    return lag_chart_svg(lag_before, lag_after) if lag_before or lag_after else ""
+
+
+def _page(report: dict[str, Any], body: str) -> str:
     verdict = "PASSED" if report["passed"] else "FAILED"
-    chart = lag_chart_svg(lag_before, lag_after) if lag_before or lag_after else ""
     context = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in report["context"].items())
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(report["title"])}</title>
@@ -66,10 +86,28 @@ def render_html(report: dict[str, Any]) -> str:
 padding:4px 8px;text-align:left;vertical-align:top}}table{{border-collapse:collapse}}</style></head>
 <body><h1>{html.escape(report["title"])}: {verdict}</h1><p>Generated {html.escape(report["generated_at"])}</p>
 <ul>{context}</ul>
-<table><tr><th>check</th><th>result</th><th>summary</th><th>first offending items</th></tr>{"".join(rows)}</table>
-{"<h2>Lag per partition</h2>" + chart if chart else ""}
+{body}
 </body></html>
 """
+
+
+def render_html(report: dict[str, Any]) -> str:
+    if "groups" in report:
+        return render_wave_html(report)
+    chart = _lag_chart(report["verdicts"])
+    return _page(report, _verdict_table(report["verdicts"]) + ("\n<h2>Lag per partition</h2>" + chart if chart else ""))
+
+
+def render_wave_html(report: dict[str, Any]) -> str:
+    """The wave's verdict, then one section per group (failed groups first) with its table and lag chart."""
+    overall = report["overall"]
+    parts = [f"<h2>Wave: {'PASSED' if overall['passed'] else 'FAILED'}</h2><p>{html.escape(overall['summary'])}</p>"]
+    for g in sorted(report["groups"], key=lambda g: (g["passed"], g["group_id"])):
+        title = html.escape(g["group_id"]) + (f" ({html.escape(g['app'])})" if g.get("app") else "")
+        chart = _lag_chart(g["verdicts"])
+        parts.append(f"<h2>{title}: {'PASSED' if g['passed'] else 'FAILED'}</h2>" + _verdict_table(g["verdicts"])
+                     + (f"<h3>Lag per partition</h3>{chart}" if chart else ""))
+    return _page(report, "\n".join(parts))
 
 
 def write_report(directory: str | Path, report: dict[str, Any]) -> dict[str, str]:

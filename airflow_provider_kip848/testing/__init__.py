@@ -1,4 +1,5 @@
-"""The test harness: a real Apache Kafka built from Maven Central jars, real clients and apps, DAG-run helpers.
+"""The test harness: a real Apache Kafka built from Maven Central jars, a Spark standalone cluster from the installed
+pyspark, real clients and apps, DAG-run helpers.
 
 Used by ``make demo``, the test suite and the benchmarks, and handy for trying
 the provider's DAGs on a laptop::
@@ -22,6 +23,7 @@ from airflow_provider_kip848.testing.errors import (
     PortInUseError,
     ToolError,
 )
+from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster, SparkClusterError, SparkClusterReport
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
@@ -34,7 +36,10 @@ __all__ = [
     "KafkaDistribution",
     "LocalKafka",
     "LocalKafkaError",
+    "LocalSparkCluster",
     "PortInUseError",
+    "SparkClusterError",
+    "SparkClusterReport",
     "StartReport",
     "StreamsApp",
     "ToolError",

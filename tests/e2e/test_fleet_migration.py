@@ -140,6 +140,16 @@ def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_co
     assert apps["c-good"]["path"] == "online" and apps["c-good"]["gap_s"] is None
     assert apps["b-planted"]["outcome"] == "rolled_back" and "wait_migrated" in apps["b-planted"]["detail"]
     assert report["longest_gaps"][0]["app"] in ("a-canary", "b-planted")  # the offline moves, measured
+    # each wave's migrated applications were validated in one Spark application (local mode): their
+    # groups' committed offsets against the snapshots, every verdict a pass; b-planted (failed) was not
+    validated = {}
+    for path in sorted((tmp_path / "report").rglob("validation.json")):
+        validated[path.parts[-4]] = json.loads(path.read_text())
+    assert sorted(validated) == ["wave_1", "wave_2"], sorted(validated)
+    for wave_report in validated.values():
+        assert wave_report["passed"] is True and wave_report["context"]["master"].startswith("local")
+    assert [g["group_id"] for g in validated["wave_1"]["groups"]] == groups_of(prefix, "a-canary")
+    assert [g["group_id"] for g in validated["wave_2"]["groups"]] == groups_of(prefix, "c-good")
 
     # the team fixes b-planted; the resumed run (ownership map from a file this time) finishes the fleet
     fixed = tmp_path / "ownership.yaml"

@@ -65,3 +65,70 @@ def test_a_rejected_wave_is_the_outcome_unless_the_budget_stopped_first(module):
     assert module.fleet_outcome({"dry_run": False}, PLANNED, [_record(1)], {}, rejected=True) == "rejected"
     stopped = [_record(1, False, ("a",))]
     assert module.fleet_outcome({"dry_run": False}, PLANNED, stopped, {}, rejected=True) == "stopped"
+
+
+def test_each_wave_validates_its_migrated_applications_in_one_spark_application_before_the_judge(module):
+    from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
+
+    dag = module.dag_object
+    for n in range(1, module.MAX_WAVES + 1):
+        p = f"wave_{n}"
+        for up, down in (("migrate", "to_validate"), ("to_validate", "validate"), ("validate", "judge")):
+            assert f"{p}.{up}" in dag.get_task(f"{p}.{down}").upstream_task_ids, (up, down)
+        # prepared whatever became of the moves (a failed application is not validated, the others are)
+        assert dag.get_task(f"{p}.to_validate").trigger_rule == "all_done"
+        validate = dag.get_task(f"{p}.validate")
+        assert isinstance(validate, KafkaWaveValidationOperator)
+        assert validate.fail_on_failure is False  # the judge counts failed groups against the budget
+        assert validate.mode == "{{ params.validation_mode }}"
+    mode = dag.params.get_param("validation_mode")
+    assert mode.value == "local" and mode.schema["enum"] == ["local", "client", "cluster"]
+
+
+class _TI:
+    def __init__(self, xcoms):
+        self.xcoms = xcoms
+
+    def xcom_pull(self, task_ids=None, key="return_value", **_):
+        return self.xcoms.get((task_ids, key))
+
+
+def _app(app, *groups, ok=True):
+    from airflow_provider_kip848.fleet.results import ApplicationResult, GroupOutcome
+
+    return ApplicationResult(app=app, team="t", wave=1, kind="migrate", path="offline", ok=ok,
+                             groups=tuple(GroupOutcome(g, ok) for g in groups))
+
+
+def test_a_group_whose_validation_is_not_a_pass_fails_its_application_for_the_budget_and_the_way_back(module):
+    from airflow_provider_kip848.fleet import Application, ErrorBudget, Wave
+    from airflow_provider_kip848.fleet.waves import PlannedGroup
+
+    results = [_app("a", "a-1"), _app("b", "b-1", "b-2"), _app("c", "c-1"), _app("d", "d-1", ok=False)]
+    planned = {"groups": [{"group_id": g} for g in ("a-1", "b-1", "b-2", "c-1")], "output_dir": "/x"}
+    verdicts = {"verdict": "fail", "summary": "s", "groups": {
+        "a-1": {"verdict": "pass"}, "b-1": {"verdict": "pass"}, "b-2": {"verdict": "fail", "detail": "offsets"}}}
+    ti = _TI({("wave_1.to_validate", "return_value"): planned, ("wave_1.validate", "wave_verdicts"): verdicts})
+    judged = module.validated_results(1, results, ti, {})
+    assert [r.ok for r in judged] == [True, False, False, False]
+    b, c = judged[1], judged[2]
+    assert [g.ok for g in b.groups] == [True, False] and "validation fail: offsets" in b.detail
+    assert "validation unknown" in c.detail  # c-1 has no verdict in the report: never a pass
+    wave = Wave(number=1, migration="classic_to_consumer", applications=tuple(
+        Application(app=r.app, team="t", rule_index=0, status="ready", path="offline", reason="", groups=tuple(
+            PlannedGroup(g.group_id, "classic", "Stable", 1, "pending", "offline_only", "", path="offline")
+            for g in r.groups)) for r in results))
+    verdict = ErrorBudget(max_failed_apps=1).judge_wave(wave, [g for r in judged for g in r.group_results])
+    assert set(verdict.failed_apps) == {"b", "c", "d"} and not verdict.proceed
+
+
+def test_no_validation_verdict_at_all_is_unknown_for_every_validated_group(module):
+    results = [_app("a", "a-1"), _app("b", "b-1")]
+    planned = {"groups": [{"group_id": "a-1"}, {"group_id": "b-1"}], "output_dir": "/x"}
+    judged = module.validated_results(1, results, _TI({("wave_1.to_validate", "return_value"): planned}), {})
+    assert [r.ok for r in judged] == [False, False]
+    # the validation could not even be prepared: every migrated group is unknown
+    judged = module.validated_results(1, results, _TI({}), {"wave_1.to_validate": "failed"})
+    assert [r.ok for r in judged] == [False, False]
+    # nothing was migrated (no validation planned, none failed): the moves' results stand
+    assert module.validated_results(1, results, _TI({}), {"wave_1.to_validate": "skipped"}) == results
