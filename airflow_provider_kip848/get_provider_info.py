@@ -50,6 +50,7 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.application",
                     "airflow_provider_kip848.operators.window",
                     "airflow_provider_kip848.operators.fleet",
+                    "airflow_provider_kip848.operators.timeline",
                 ],
             }
         ],
@@ -57,7 +58,8 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.sensors.group"]}
         ],
         "triggers": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group"]}
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group",
+                                                                 "airflow_provider_kip848.triggers.timeline"]}
         ],
         "connection-types": [
             {

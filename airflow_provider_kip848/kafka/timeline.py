@@ -278,13 +278,15 @@ class Timeline:
         self._point(obs.at, dict(obs.members), lag, sum(obs.committed.values()) if obs.committed else None,
                     obs.state.value)
         self._last_known = {"at": obs.at, "type": obs.type.value, "state": obs.state.value,
-                            "epoch": obs.group_epoch, "members": obs.member_count}
+                            "epoch": obs.group_epoch, "members": obs.member_count, "settled": self._settled(obs)}
 
     def _count_rebalances(self, last: Mapping[str, Any], obs: GroupObservation) -> None:
         assert obs.type is not None
         if obs.type.value != last["type"]:
+            # a converted group starts over: a consumer or streams group's epoch counts its rebalances since
+            # the conversion (at least the conversion itself); a classic one has no epoch
             self.type_changes += 1
-            self.rebalances_seen += 1
+            self.rebalances_seen += max(1, obs.group_epoch or 0) if obs.type is not GroupType.CLASSIC else 1
             if obs.type is GroupType.CLASSIC:
                 self.rebalances_exact = False
             return
@@ -308,6 +310,10 @@ class Timeline:
             self.points = _halve(self.points)
 
     # -- results --------------------------------------------------------------------------------
+
+    def last_state_is_stable_on_target(self) -> bool:
+        """True when the latest known look saw the group settled on the target (see the class docstring)."""
+        return bool(self._last_known and self._last_known.get("settled"))
 
     def summary(self) -> TimelineSummary:
         gaps = self.gap_tracker.gaps()
