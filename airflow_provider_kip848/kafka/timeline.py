@@ -277,8 +277,12 @@ class Timeline:
         lag = _lag(obs)
         self._point(obs.at, dict(obs.members), lag, sum(obs.committed.values()) if obs.committed else None,
                     obs.state.value)
+        settled_on = obs.type.value if _all_on_own_protocol(obs) else None
+        since = (last.get("settled_since") if last is not None and last.get("settled_on") == settled_on
+                 and settled_on is not None else (obs.at if settled_on is not None else None))
         self._last_known = {"at": obs.at, "type": obs.type.value, "state": obs.state.value,
-                            "epoch": obs.group_epoch, "members": obs.member_count, "settled": self._settled(obs)}
+                            "epoch": obs.group_epoch, "members": obs.member_count,
+                            "settled": self._settled(obs), "settled_on": settled_on, "settled_since": since}
 
     def _count_rebalances(self, last: Mapping[str, Any], obs: GroupObservation) -> None:
         assert obs.type is not None
@@ -314,6 +318,12 @@ class Timeline:
     def last_state_is_stable_on_target(self) -> bool:
         """True when the latest known look saw the group settled on the target (see the class docstring)."""
         return bool(self._last_known and self._last_known.get("settled"))
+
+    def settled_on(self) -> tuple[str | None, float | None]:
+        """The type the latest known look saw the group Stable on, with every member on its protocol, and since
+        when (consecutive known looks); (None, None) when it was not."""
+        last = self._last_known or {}
+        return last.get("settled_on"), last.get("settled_since")
 
     def summary(self) -> TimelineSummary:
         gaps = self.gap_tracker.gaps()
@@ -396,6 +406,13 @@ def fold(looks: Iterable[GroupObservation], *, target_type: GroupType,
     for obs in looks:
         timeline.add(obs)
     return timeline
+
+
+def _all_on_own_protocol(obs: GroupObservation) -> bool:
+    """Stable, with members, every one of them on the protocol of the group's type."""
+    assert obs.type is not None
+    on = obs.members.get(obs.type.value, 0)
+    return obs.state is GroupState.STABLE and on > 0 and on == obs.member_count
 
 
 def _lag(obs: GroupObservation) -> int | None:

@@ -35,6 +35,8 @@ class KafkaGroupTimelineOperator(KafkaAdminBaseOperator):
     :param max_minutes: the watch ends here at the latest (status ``timeout``: the report shows what was open).
     :param look_interval: seconds between looks (the precision of every time the report gives).
     :param linger_seconds: after settling, keep looking this long (a late rebalance is counted).
+    :param way_back_type: the type a run's way back returns the group to (``classic``): the watch also ends
+        once the group went to the target and back and settled there, instead of running to ``max_minutes``.
     :returns: ``{group_id, status, summary, timeline}`` (``summary``: ``TimelineSummary.to_dict()``).
     """
 
@@ -44,7 +46,7 @@ class KafkaGroupTimelineOperator(KafkaAdminBaseOperator):
 
     def __init__(self, *, group_id: str, target_type: str, expected_members: int | str | None = None,
                  max_minutes: float | str = 60, look_interval: float = 1.0, linger_seconds: float = 5.0,
-                 chunk_seconds: float = 300.0, **kwargs: Any) -> None:
+                 chunk_seconds: float = 300.0, way_back_type: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         self.group_id, self.target_type = group_id, target_type
@@ -52,6 +54,9 @@ class KafkaGroupTimelineOperator(KafkaAdminBaseOperator):
         if look_interval <= 0 or linger_seconds < 0 or chunk_seconds <= 0:
             raise InvalidArgument("look_interval and chunk_seconds must be > 0 and linger_seconds >= 0.")
         self.look_interval, self.linger_seconds, self.chunk_seconds = look_interval, linger_seconds, chunk_seconds
+        if way_back_type is not None:
+            require_choice(way_back_type, "way_back_type", TARGET_TYPES)
+        self.way_back_type = way_back_type
 
     def _checked(self) -> tuple[GroupType, int | None, float]:
         require_group_id(self.group_id)
@@ -72,7 +77,7 @@ class KafkaGroupTimelineOperator(KafkaAdminBaseOperator):
         self.defer(trigger=KafkaGroupTimelineTrigger(
             kafka_conn_id=self.kafka_conn_id, group_id=self.group_id, target_type=timeline.target_type.value,
             timeline=timeline.to_dict(), end_at=end_at, look_interval=self.look_interval,
-            chunk_s=self.chunk_seconds, linger_s=self.linger_seconds),
+            chunk_s=self.chunk_seconds, linger_s=self.linger_seconds, way_back_type=self.way_back_type),
             method_name="execute_complete", timeout=timedelta(seconds=max(end_at - time.time(), 0) + 600))
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:

@@ -9,9 +9,11 @@ and the lost stretch shows as one unknown look, never as progress.
 
 It ends with ``settled`` once the group is Stable on the target protocol, every
 partition that stalled has moved again, and ``linger_s`` more seconds of looks
-saw no new stall; with ``timeout`` at ``end_at`` (the report then shows what was
-still open); with ``error`` on a failure a retry cannot mend (bad connection,
-missing permission). Retriable read failures are unknown looks.
+saw it stay so (or, when the run took its way back, the same on
+``way_back_type`` after the group went to the target and back); with
+``timeout`` at ``end_at`` (the report then shows what was still open); with
+``error`` on a failure a retry cannot mend (bad connection, missing permission).
+Retriable read failures are unknown looks.
 """
 
 from __future__ import annotations
@@ -31,13 +33,18 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.timeline import GroupObservation, Timeline
 
 
-def settled_for(timeline: Timeline, now: float, linger_s: float) -> bool:
-    """True when the group is Stable on the target, no partition is still stalled, and the last
-    ``linger_s`` seconds of looks saw neither a stall open nor the group leave Stable."""
-    s = timeline.summary()
-    if s.stable_on_target_at is None or any(g.open for g in s.gaps.values()):
+def settled_for(timeline: Timeline, now: float, linger_s: float, way_back_type: str | None = None) -> bool:
+    """True when the group has been Stable on the target (every member on its protocol, as many as expected)
+    for ``linger_s`` seconds of looks and no partition is still stalled; or, with ``way_back_type``, when it
+    went to the target and back (two type changes) and has been settled on ``way_back_type`` as long."""
+    if any(g.open for g in timeline.gap_tracker.gaps().values()):
         return False
-    return now - s.stable_on_target_at >= linger_s and timeline.last_state_is_stable_on_target()
+    on, since = timeline.settled_on()
+    if on is None or since is None or now - since < linger_s:
+        return False
+    if on == timeline.target_type.value:
+        return timeline.last_state_is_stable_on_target()
+    return way_back_type is not None and on == way_back_type and timeline.type_changes >= 2
 
 
 class KafkaGroupTimelineTrigger(BaseTrigger):
@@ -47,7 +54,8 @@ class KafkaGroupTimelineTrigger(BaseTrigger):
     """
 
     def __init__(self, *, kafka_conn_id: str, group_id: str, target_type: str, timeline: dict[str, Any],
-                 end_at: float, look_interval: float = 1.0, chunk_s: float = 300.0, linger_s: float = 5.0) -> None:
+                 end_at: float, look_interval: float = 1.0, chunk_s: float = 300.0, linger_s: float = 5.0,
+                 way_back_type: str | None = None) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
         self.group_id = group_id
@@ -57,12 +65,13 @@ class KafkaGroupTimelineTrigger(BaseTrigger):
         self.look_interval = float(look_interval)
         self.chunk_s = float(chunk_s)
         self.linger_s = float(linger_s)
+        self.way_back_type = way_back_type
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"kafka_conn_id": self.kafka_conn_id, "group_id": self.group_id, "target_type": self.target_type,
                  "timeline": self.timeline, "end_at": self.end_at, "look_interval": self.look_interval,
-                 "chunk_s": self.chunk_s, "linger_s": self.linger_s})
+                 "chunk_s": self.chunk_s, "linger_s": self.linger_s, "way_back_type": self.way_back_type})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         timeline = Timeline.from_dict(self.timeline)
@@ -94,7 +103,7 @@ class KafkaGroupTimelineTrigger(BaseTrigger):
                     admin = KafkaAdmin(settings)
                 timeline.add(look)
                 now = time.time()
-                status = ("settled" if settled_for(timeline, now, self.linger_s) else
+                status = ("settled" if settled_for(timeline, now, self.linger_s, self.way_back_type) else
                           "timeout" if now >= self.end_at else
                           "chunk" if now - chunk_started >= self.chunk_s else None)
                 if status is not None:

@@ -154,3 +154,24 @@ def test_streams_target():
              look(4, type_=S, members={"streams": 1}, state=GroupState.STABLE, epoch=2)]
     s = fold(looks, target_type=S).summary()
     assert (s.first_member_left_at, s.empty_at, s.stable_on_target_at, s.type_changes) == (1, 1, 4, 1)
+
+
+def test_settled_on_follows_consecutive_looks_and_the_way_back():
+    from airflow_provider_kip848.triggers.timeline import settled_for
+
+    to_streams_and_back = [
+        look(0), look(1, members={}, state=GroupState.EMPTY),
+        look(2, type_=S, members={"streams": 1}, state=GroupState.NOT_READY, epoch=1),
+        look(3, type_=S, members={}, state=GroupState.EMPTY, epoch=2),
+        look(4, type_=C, members={"classic": 1}), look(5, type_=C, members={"classic": 2}),
+        look(9, type_=C, members={"classic": 2}),
+    ]
+    tl = fold(to_streams_and_back, target_type=S)
+    assert tl.settled_on() == ("classic", 4)
+    assert not settled_for(tl, 9, 5)  # not on the target, and no way back declared
+    assert settled_for(tl, 9, 5, way_back_type="classic") and not settled_for(tl, 8.9, 5, way_back_type="classic")
+    # at the start the group is Stable on classic too, but it has not been to the target and back
+    assert not settled_for(fold(to_streams_and_back[:1], target_type=S), 100, 5, way_back_type="classic")
+    on_target = fold([look(0), look(1, members={}), look(2, type_=S, members={"streams": 1}, epoch=1),
+                      look(8, type_=S, members={"streams": 1}, epoch=1)], target_type=S)
+    assert settled_for(on_target, 8, 5) and not settled_for(on_target, 6, 5)
