@@ -40,7 +40,7 @@ LAYERS = {
 KAFKA_LAYERS = {
     "errors": 0, "arguments": 0, "cache": 0, "files": 0,
     "settings": 1, "model": 1, "metrics": 1,
-    "rules": 2, "translate": 2, "inventory": 2, "timeline": 2,
+    "rules": 2, "translate": 2, "inventory": 2, "timeline": 2, "group_records": 1,
     "api": 3,
     "native": 4, "cli": 4, "lock": 4,
 }
