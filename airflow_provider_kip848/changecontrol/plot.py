@@ -10,7 +10,7 @@ browser, and costs no dependency.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
 #: line colours, in order (colour-blind safe palette)
@@ -18,11 +18,15 @@ COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F
 
 
 def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *, title: str,
-                   x_label: str = "seconds since the first sample", width: int = 720, height: int = 260) -> str:
+                   x_label: str = "seconds since the first sample", width: int = 720, height: int = 260,
+                   band: Sequence[tuple[float, str | None]] = ()) -> str:
     """Each series as a polyline over (x, y) points; a None y breaks the line (a value that was not known
-    is never drawn as 0). Returns an SVG document."""
-    left, right, top, bottom = 56, 160, 28, 40
+    is never drawn as 0). ``band``: (x, label) steps drawn as a coloured strip above the plot, each label
+    holding until the next x (a group's state over time); a None label is drawn grey, "unknown".
+    Returns an SVG document."""
+    left, right, top, bottom = 56, 160, 28 + (22 if band else 0), 40
     points = [(x, y) for pts in series.values() for x, y in pts if y is not None]
+    points += [(x, 0.0) for x, _ in band]
     xs = [x for x, _ in points] or [0.0, 1.0]
     ys = [y for _, y in points] or [0.0, 1.0]
     x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
@@ -45,6 +49,7 @@ def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *
         xv = x0 + frac * (x1 - x0)
         out.append(f'<text x="{sx(xv):.1f}" y="{top + plot_h + 14}" text-anchor="middle">{_fmt(xv)}</text>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>')
+    out.extend(_band(band, sx, top - 18, 12, x1))
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
         for run in _runs(pts):
@@ -95,6 +100,35 @@ def bar_chart_svg(bars: Sequence[tuple[str, float | None]], *, title: str, value
         out.append(f'<text x="{sx(value) + 4:.1f}" y="{y + row - 6}">{_fmt(value)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+#: colours of a band's labels, in order of first appearance; unknown is grey
+BAND_COLOURS = ("#56B4E9", "#E69F00", "#009E73", "#CC79A7", "#0072B2", "#D55E00", "#F0E442", "#999999")
+
+
+def _band(steps: Sequence[tuple[float, str | None]], sx: Callable[[float], float], y: float, h: float,
+          x_end: float) -> list[str]:
+    """SVG of a step band: one rectangle per step (to the next step's x, the last to ``x_end``), titled with
+    its label, and the labels named once in the strip."""
+    merged: list[tuple[float, str | None]] = []
+    for x, label in steps:  # a state seen at several looks in a row is one step
+        if not merged or merged[-1][1] != label:
+            merged.append((x, label))
+    steps = merged
+    if not steps:
+        return []
+    colour: dict[str, str] = {}
+    out = []
+    for i, (x, label) in enumerate(steps):
+        nxt = steps[i + 1][0] if i + 1 < len(steps) else x_end
+        name = label if label is not None else "unknown"
+        fill = "#BBBBBB" if label is None else colour.setdefault(
+            name, BAND_COLOURS[len(colour) % (len(BAND_COLOURS) - 1)])
+        out.append(f'<rect x="{sx(x):.1f}" y="{y:.1f}" width="{max(sx(nxt) - sx(x), 0.5):.1f}" height="{h}" '
+                   f'fill="{fill}"><title>{escape(name)} from {_fmt(x)} s</title></rect>')
+    shown = ", ".join(f"{name}" for name in colour)
+    out.append(f'<text x="{sx(steps[0][0]):.1f}" y="{y - 3:.1f}" font-size="10">state: {escape(shown)}</text>')
+    return out
 
 
 def _runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:

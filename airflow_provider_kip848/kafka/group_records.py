@@ -1,0 +1,184 @@
+"""The group coordinator's own records in ``__consumer_offsets``, decoded as far as a downtime report needs.
+
+Why read them: they are the exact history of a group. Every offset commit is a
+record with its broker append time; every completed classic rebalance writes
+the group's metadata with its generation; every new epoch of a consumer or
+streams group writes the group's metadata with that epoch; a member that joins
+or leaves a consumer or streams group writes (or tombstones) its member record.
+Looks taken while a migration runs can only bound these times; the records
+give them to the millisecond, after the fact, without a watcher.
+
+Record keys start with an ``int16`` record type, checked against
+``CoordinatorRecordType`` in ``kafka-group-coordinator-4.3.1.jar``; the group
+id (a non-flexible string) follows in every group record. Values start with
+an ``int16`` version. Only the leading fields are read: an offset commit's
+``offset`` (first in versions 0-4), a consumer or streams group's ``epoch``
+(first), a classic group's ``generation`` and member count (after the protocol
+type, in versions 0-4; flexible from 4). A record of a type not listed here
+(share groups, assignments, topology) is skipped; one that does not parse is
+an error, never a guess.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from airflow_provider_kip848.kafka.errors import Kip848Error
+
+
+class RecordType(IntEnum):
+    """``CoordinatorRecordType`` of Kafka 4.3.1 (the key's leading int16), the types read here."""
+
+    LEGACY_OFFSET_COMMIT = 0
+    OFFSET_COMMIT = 1
+    GROUP_METADATA = 2
+    CONSUMER_GROUP_METADATA = 3
+    CONSUMER_GROUP_MEMBER_METADATA = 5
+    STREAMS_GROUP_METADATA = 16
+    STREAMS_GROUP_MEMBER_METADATA = 17
+
+
+#: record types whose key is (group id, member id)
+_MEMBER_TYPES = (RecordType.CONSUMER_GROUP_MEMBER_METADATA, RecordType.STREAMS_GROUP_MEMBER_METADATA)
+_KNOWN = {t.value for t in RecordType}
+#: every group-record type of 4.3.1 (3..21), so a group's records can be told from other bytes
+_GROUP_RECORD_TYPES = range(0, 22)
+
+
+class GroupRecordUnreadable(Kip848Error):
+    """A ``__consumer_offsets`` record of a known type that does not decode (a newer, incompatible format)."""
+
+    remedy = "Report the Kafka version; the downtime figures that need these records stay unknown."
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """One decoded record. ``at``: the broker's append time (epoch seconds). ``deleted``: a tombstone (an
+    offset deleted, a group deleted, a member gone)."""
+
+    type: RecordType
+    group_id: str
+    at: float
+    deleted: bool = False
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    epoch: int | None = None
+    members: int | None = None
+    member_id: str | None = None
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise ValueError(f"needs {n} byte(s) at {self.pos}, has {len(self.data) - self.pos}")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self.take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self.take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self.take(8))[0])
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise ValueError("varint too long")
+
+    def string(self, *, compact: bool = False, nullable: bool = False) -> str | None:
+        n = self.uvarint() - 1 if compact else self.int16()
+        if n < 0:
+            if nullable:
+                return None
+            raise ValueError("null string where one is required")
+        return self.take(n).decode("utf-8")
+
+
+def record_type(key: bytes | None) -> int | None:
+    """The record type of a key, or None for bytes too short to have one."""
+    if not key or len(key) < 2:
+        return None
+    return int(struct.unpack(">h", key[:2])[0])
+
+
+def key_group(key: bytes | None) -> str | None:
+    """The group id of a group record's key, without decoding its value (to filter a partition's records)."""
+    kind = record_type(key)
+    if kind is None or kind not in _GROUP_RECORD_TYPES or key is None:
+        return None
+    try:
+        return _Reader(key[2:]).string()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def decode(key: bytes | None, value: bytes | None, at: float) -> GroupRecord | None:
+    """The record, or None for a type this module does not read. :class:`GroupRecordUnreadable` when a
+    known type does not decode."""
+    kind = record_type(key)
+    if kind is None or kind not in _KNOWN or key is None:
+        return None
+    rtype = RecordType(kind)
+    try:
+        k = _Reader(key[2:])
+        group = k.string()
+        assert group is not None
+        if rtype in (RecordType.LEGACY_OFFSET_COMMIT, RecordType.OFFSET_COMMIT):
+            topic, partition = k.string(), k.int32()
+            offset = None if value is None else _offset(value)
+            return GroupRecord(rtype, group, at, value is None, topic=topic, partition=partition, offset=offset)
+        if rtype in _MEMBER_TYPES:
+            return GroupRecord(rtype, group, at, value is None, member_id=k.string())
+        if value is None:
+            return GroupRecord(rtype, group, at, True)
+        if rtype is RecordType.GROUP_METADATA:
+            generation, members = _classic_generation(value)
+            return GroupRecord(rtype, group, at, epoch=generation, members=members)
+        v = _Reader(value)
+        v.int16()  # version
+        return GroupRecord(rtype, group, at, epoch=v.int32())
+    except (ValueError, UnicodeDecodeError, AssertionError) as exc:
+        raise GroupRecordUnreadable(f"A {rtype.name} record of __consumer_offsets does not decode: {exc}.") from exc
+
+
+def _offset(value: bytes) -> int:
+    v = _Reader(value)
+    version = v.int16()
+    if not 0 <= version <= 4:
+        raise ValueError(f"OffsetCommitValue version {version} (this reader knows 0-4)")
+    return v.int64()
+
+
+def _classic_generation(value: bytes) -> tuple[int, int]:
+    """(generation, member count) of a GroupMetadataValue, versions 0-4 (flexible from 4)."""
+    v = _Reader(value)
+    version = v.int16()
+    if not 0 <= version <= 4:
+        raise ValueError(f"GroupMetadataValue version {version} (this reader knows 0-4)")
+    flexible = version >= 4
+    v.string(compact=flexible)  # protocolType
+    generation = v.int32()
+    v.string(compact=flexible, nullable=True)  # protocol
+    v.string(compact=flexible, nullable=True)  # leader
+    if version >= 2:
+        v.int64()  # currentStateTimestamp
+    members = v.uvarint() - 1 if flexible else v.int32()
+    if members < 0:
+        raise ValueError("a null members array")
+    return generation, members
