@@ -22,6 +22,7 @@ an error, never a guess.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -182,3 +183,70 @@ def _classic_generation(value: bytes) -> tuple[int, int]:
     if members < 0:
         raise ValueError("a null members array")
     return generation, members
+
+
+@dataclass(frozen=True)
+class CommitStall:
+    """A partition's longest wait between its first unprocessed record and the commit that took it.
+
+    ``started_at`` is when that record was appended (or the previous commit, if later: it was not waiting
+    before being committed past); ``exact`` is False when the record's time could not be read and the
+    previous commit's time stands in (an upper bound). ``open``: no commit took it by ``ended_at``.
+    """
+
+    partition: str
+    seconds: float
+    started_at: float
+    ended_at: float
+    exact: bool = True
+    open: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {"partition": self.partition, "seconds": round(self.seconds, 3), "started_at": self.started_at,
+                "ended_at": self.ended_at, "exact": self.exact, "open": self.open}
+
+
+def commit_stalls(records: list[GroupRecord], arrival: Callable[[str, int, int], float | None], *,
+                  log_end: dict[tuple[str, int], int] | None = None, until: float | None = None,
+                  ) -> dict[str, CommitStall]:
+    """Each partition's longest commit stall from a group's offset-commit records (in append order).
+
+    For consecutive commits where the offset moves from ``c`` (at ``t1``) past it (at ``t2``), the record at
+    ``c`` waited from ``max(t1, arrival(topic, partition, c))`` to ``t2``. ``arrival`` reads that record's
+    timestamp (None when it cannot); it is asked only for the candidates that could be the longest. With
+    ``log_end`` and ``until``: a partition whose last commit is below its log end has an open stall to
+    ``until``. Repeated commits of the same offset (auto-commit) do not end a stall; a commit that moves
+    back (a reset) starts over.
+    """
+    commits: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    for r in records:
+        if r.type in (RecordType.OFFSET_COMMIT, RecordType.LEGACY_OFFSET_COMMIT) and not r.deleted \
+                and r.topic is not None and r.partition is not None and r.offset is not None:
+            commits.setdefault((r.topic, r.partition), []).append((r.at, r.offset))
+    out: dict[str, CommitStall] = {}
+    for (topic, partition), seq in commits.items():
+        candidates: list[tuple[float, float, float, int, bool]] = []  # (upper bound, t2, t1, c, open)
+        base_t, base_c = seq[0]
+        for t, c in seq[1:]:
+            if c < base_c:
+                base_t, base_c = t, c
+            elif c > base_c:
+                candidates.append((t - base_t, t, base_t, base_c, False))
+                base_t, base_c = t, c
+        end = (log_end or {}).get((topic, partition))
+        if until is not None and end is not None and end > base_c:
+            candidates.append((until - base_t, until, base_t, base_c, True))
+        best: CommitStall | None = None
+        for upper, t2, t1, c, still_open in sorted(candidates, reverse=True):
+            if best is not None and upper <= best.seconds:
+                break
+            came = arrival(topic, partition, c)
+            start = t1 if came is None else max(t1, came)
+            stall = CommitStall(f"{topic}:{partition}", t2 - start, start, t2, exact=came is not None,
+                                open=still_open)
+            if best is None or stall.seconds > best.seconds:
+                best = stall
+        if best is not None:
+            out[best.partition] = best
+    return out
+

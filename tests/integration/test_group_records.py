@@ -3,13 +3,16 @@ classic and a consumer-protocol group wrote is decoded exactly as the groups beh
 
 from __future__ import annotations
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 
-from airflow_provider_kip848.kafka.group_records import RecordType, decode, key_group
+from airflow_provider_kip848.kafka.group_records import RecordType, commit_stalls, decode, key_group
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.model.groups import coordinator_partition
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from airflow_provider_kip848.kafka.native.group_log import group_records, record_time
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import wait_until
 
 
@@ -68,3 +71,39 @@ def test_a_classic_and_a_consumer_group_read_back_from_their_records(native, boo
     members = [r for r in modern_records if r.type is RecordType.CONSUMER_GROUP_MEMBER_METADATA]
     assert members and not members[0].deleted and members[-1].deleted  # joined, then left (tombstone)
     assert members[0].member_id == members[-1].member_id
+
+
+def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, unique, tmp_path):
+    """A classic application stops, a record arrives (with a timestamp the test sets), the application comes back
+    on the consumer protocol: the stall read from the group's commits starts at that record and ends at the
+    commit that took it, which falls between the restart and the moment the test saw the offset move."""
+    topic, group = unique("stall"), unique("stall-g")
+    create_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, (f"a{i}" for i in range(3)), partition=0)
+    since = time.time()
+    old = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="stall-old",
+                                log_file=str(tmp_path / "old.log"))
+    tp = TopicPartition(topic, 0)
+    wait_until(lambda: native.group_offsets(group).committed.get(tp) == 3, timeout=90, what="3 committed")
+    old.stop()
+    wait_until(lambda: native.describe_group(group).is_empty, what="the group Empty")
+    produced_ms = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"held-back", partition=0, timestamp=produced_ms)
+    assert producer.flush(30) == 0
+    restarted = time.time()
+    new = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="stall-new",
+                                log_file=str(tmp_path / "new.log"))
+    try:
+        wait_until(lambda: native.group_offsets(group).committed.get(tp) == 4, timeout=90, what="4 committed")
+        seen = time.time()
+    finally:
+        new.stop()
+    settings = native.settings
+    records = group_records(settings, group, since=since)
+    assert record_time(settings, topic, 0, 3) == produced_ms / 1000
+    stall = commit_stalls(records, lambda t, p, o: record_time(settings, t, p, o))[f"{topic}:0"]
+    assert stall.exact and not stall.open and stall.started_at == produced_ms / 1000
+    assert restarted - 0.001 <= stall.ended_at <= seen + 0.001  # ms-precision append times
+    assert stall.seconds == stall.ended_at - stall.started_at > 0
+    assert group_records(settings, group, since=time.time() + 3600) == []  # nothing appended after the end

@@ -78,3 +78,52 @@ def test_other_types_are_skipped_and_broken_known_ones_refused():
     with pytest.raises(GroupRecordUnreadable):
         decode(struct.pack(">h", 3) + s16("app"), b"\x00", 1.0)  # truncated
     assert key_group(offset_key("grp", "t", 1)) == "grp" and key_group(b"\x00\x63zz") is None
+
+
+def commit(at: float, offset: int, partition: int = 0, topic: str = "t"):
+    from airflow_provider_kip848.kafka.group_records import GroupRecord
+
+    return GroupRecord(RecordType.OFFSET_COMMIT, "g", at, topic=topic, partition=partition, offset=offset)
+
+
+def test_a_stall_runs_from_the_waiting_records_arrival_to_the_commit_past_it():
+    from airflow_provider_kip848.kafka.group_records import commit_stalls
+
+    # commits every second, then offset 10 committed at 5 and repeated (auto-commit) until 12 moves it on
+    records = [commit(t, t * 2) for t in range(6)] + [commit(t, 10) for t in range(6, 12)] + [commit(12, 14)]
+    arrivals = {(("t", 0, c)): 1000.0 for c in range(0, 20)}
+    arrivals[("t", 0, 10)] = 7.5  # the record at offset 10 was produced at 7.5: it waited 7.5 -> 12
+    asked: list = []
+
+    def arrival(topic, partition, offset):
+        asked.append(offset)
+        return arrivals.get((topic, partition, offset))
+
+    stall = commit_stalls(records, arrival)["t:0"]
+    assert (stall.seconds, stall.started_at, stall.ended_at, stall.exact, stall.open) == (4.5, 7.5, 12, True, False)
+    assert asked[0] == 10 and len(asked) <= 2  # the longest candidate first; the rest cannot beat it
+
+
+def test_a_record_already_waiting_at_the_commit_starts_the_stall_at_the_commit():
+    from airflow_provider_kip848.kafka.group_records import commit_stalls
+
+    stall = commit_stalls([commit(0, 5), commit(9, 8)], lambda *_: -100.0)["t:0"]
+    assert (stall.started_at, stall.seconds) == (0, 9)
+
+
+def test_an_unknown_arrival_is_an_upper_bound_and_an_uncommitted_tail_is_open():
+    from airflow_provider_kip848.kafka.group_records import commit_stalls
+
+    stalls = commit_stalls([commit(0, 5), commit(4, 8), commit(1, 3, partition=1)], lambda *_: None,
+                           log_end={("t", 0): 8, ("t", 1): 6}, until=20.0)
+    assert (stalls["t:0"].seconds, stalls["t:0"].exact, stalls["t:0"].open) == (4, False, False)
+    assert (stalls["t:1"].seconds, stalls["t:1"].open) == (19, True)  # offset 3 of 6 never committed past
+
+
+def test_a_reset_back_starts_over_and_deleted_offsets_are_ignored():
+    from airflow_provider_kip848.kafka.group_records import GroupRecord, commit_stalls
+
+    records = [commit(0, 10), commit(1, 2), commit(3, 4),
+               GroupRecord(RecordType.OFFSET_COMMIT, "g", 2, True, topic="t", partition=0)]
+    stall = commit_stalls(records, lambda *_: None)["t:0"]
+    assert (stall.started_at, stall.ended_at) == (1, 3)  # from the reset, not from the first commit

@@ -1,0 +1,118 @@
+"""Read a group's own history from ``__consumer_offsets`` (see :mod:`..group_records`), and a record's time.
+
+Only the one partition that coordinates the group is read (Kafka's hash of the
+group id), from the first record appended at or after ``since`` to the
+partition's end as it was when the read began: a bounded read, whatever else
+the partition holds. It needs READ on the topic ``__consumer_offsets`` (the
+error says so); without it the downtime figures that need these records stay
+unknown. A record's time (:func:`record_time`) is the timestamp of the record at
+an offset of an application's input partition: when the first record a stall
+held back arrived.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.group_records import GroupRecord, decode, key_group
+from airflow_provider_kip848.kafka.model.groups import coordinator_partition
+from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.settings import ClientSettings
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _consumer(settings: ClientSettings) -> Consumer:
+    return Consumer({**settings.confluent_config(), "group.id": f"kip848-history-{uuid.uuid4().hex}",
+                     "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                     "logger": QUIET_LOGGER})
+
+
+def _refusal(error: Any, what: str) -> E.Kip848Error:
+    code = error.code() if hasattr(error, "code") else None
+    if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED):
+        return E.AuthorizationFailed(f"Not allowed to {what}: {error}.",
+                                     remedy=f"Grant READ on topic {OFFSETS_TOPIC} to this connection's principal "
+                                            "(the downtime figures read the group's own records).")
+    return E.KafkaConnectionError(f"Could not {what}: {error}.")
+
+
+def group_records(settings: ClientSettings, group_id: str, *, since: float,
+                  timeout_s: float | None = None) -> list[GroupRecord]:
+    """Every record of ``group_id`` appended to its ``__consumer_offsets`` partition since ``since`` (epoch s),
+    decoded, in append order."""
+    timeout = float(timeout_s if timeout_s is not None else settings.request_timeout_ms / 1000)
+    consumer = _consumer(settings)
+    what = f"read group {group_id!r}'s records in {OFFSETS_TOPIC}"
+    try:
+        try:
+            meta = consumer.list_topics(OFFSETS_TOPIC, timeout=timeout).topics.get(OFFSETS_TOPIC)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise _refusal(getattr(meta, "error", None) or "no such topic", what)
+            partition = coordinator_partition(group_id, len(meta.partitions))
+            tp = ConfluentTopicPartition(OFFSETS_TOPIC, partition, int(since * 1000))
+            start = consumer.offsets_for_times([tp], timeout=timeout)[0]
+            _, high = consumer.get_watermark_offsets(ConfluentTopicPartition(OFFSETS_TOPIC, partition),
+                                                     timeout=timeout)
+        except KafkaException as exc:
+            raise _refusal(exc.args[0], what) from exc
+        if start.offset < 0 or start.offset >= high:
+            return []  # nothing appended since
+        consumer.assign([ConfluentTopicPartition(OFFSETS_TOPIC, partition, start.offset)])
+        out: list[GroupRecord] = []
+        deadline = time.monotonic() + timeout
+        position = start.offset
+        while position < high:
+            if time.monotonic() > deadline:
+                raise E.OperationTimedOut(f"Reading group {group_id!r}'s records stopped at offset {position} of "
+                                          f"{high} after {timeout:g} s.")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    break
+                raise _refusal(error, what)
+            position = int(msg.offset() or 0) + 1
+            deadline = time.monotonic() + timeout  # progress: the timeout is for a stalled read
+            if key_group(msg.key()) == group_id:
+                record = decode(msg.key(), msg.value(), msg.timestamp()[1] / 1000)
+                if record is not None:
+                    out.append(record)
+        return out
+    finally:
+        consumer.close()
+
+
+def record_time(settings: ClientSettings, topic: str, partition: int, offset: int, *,
+                timeout_s: float | None = None) -> float | None:
+    """The timestamp (epoch s) of the record at ``offset`` of ``topic``/``partition``; None when there is no
+    record there any more (deleted by retention, or a transaction marker) or it cannot be read in time."""
+    timeout = float(timeout_s if timeout_s is not None else settings.request_timeout_ms / 1000)
+    consumer = _consumer(settings)
+    try:
+        consumer.assign([ConfluentTopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    return None
+                raise _refusal(error, f"read {topic}-{partition} at offset {offset}")
+            at = int(msg.offset() or 0)
+            if at >= offset:
+                kind, ms = msg.timestamp()
+                return ms / 1000 if kind and at == offset else None
+        return None
+    finally:
+        consumer.close()
