@@ -250,3 +250,68 @@ def commit_stalls(records: list[GroupRecord], arrival: Callable[[str, int, int],
             out[best.partition] = best
     return out
 
+
+
+@dataclass(frozen=True)
+class GroupHistory:
+    """What a group's records say about a change window: rebalances by the group's own counters, the group
+    types it went through, and when the first member left. Times are append times (epoch s)."""
+
+    records: int
+    #: completed classic rebalances (new generations) and new consumer/streams epochs, each counted once
+    rebalances: int
+    #: the group types in the order the records show them (a conversion appears as a new type)
+    types: tuple[str, ...]
+    first_member_left_at: float | None
+    #: a classic GroupMetadata record with no member (Empty), the first one after a member left
+    classic_empty_at: float | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"records": self.records, "rebalances": self.rebalances, "types": list(self.types),
+                "first_member_left_at": self.first_member_left_at, "classic_empty_at": self.classic_empty_at}
+
+
+_TYPE_OF = {RecordType.GROUP_METADATA: "classic", RecordType.CONSUMER_GROUP_METADATA: "consumer",
+            RecordType.CONSUMER_GROUP_MEMBER_METADATA: "consumer", RecordType.STREAMS_GROUP_METADATA: "streams",
+            RecordType.STREAMS_GROUP_MEMBER_METADATA: "streams"}
+
+
+def group_history(records: list[GroupRecord]) -> GroupHistory:
+    """Fold a group's records (append order) into its :class:`GroupHistory`.
+
+    A classic rebalance is a GroupMetadata record with a new generation; a consumer or streams rebalance is a
+    new group epoch (the first epoch record seen in the window counts once: what came before is outside it).
+    The first member left is the first classic record with fewer members than the one before, or the first
+    consumer/streams member tombstone. A group tombstone (the group deleted) ends a type.
+    """
+    rebalances = 0
+    types: list[str] = []
+    last_epoch: dict[str, int] = {}
+    last_members: int | None = None
+    first_left: float | None = None
+    empty_at: float | None = None
+    for r in records:
+        kind = _TYPE_OF.get(r.type)
+        if kind is None:
+            continue
+        if not types or types[-1] != kind:
+            if r.deleted and r.type not in _MEMBER_TYPES:
+                continue  # a deleted group of a type not current: nothing to follow
+            types.append(kind)
+        if r.type in _MEMBER_TYPES:
+            if r.deleted and first_left is None:
+                first_left = r.at
+            continue
+        if r.deleted:
+            last_epoch.pop(kind, None)
+            continue
+        if r.epoch is not None and last_epoch.get(kind) != r.epoch:
+            rebalances += 1 if kind not in last_epoch or r.epoch > last_epoch[kind] else 0
+            last_epoch[kind] = r.epoch
+        if r.type is RecordType.GROUP_METADATA and r.members is not None:
+            if last_members is not None and r.members < last_members and first_left is None:
+                first_left = r.at
+            if r.members == 0 and first_left is not None and empty_at is None:
+                empty_at = r.at
+            last_members = r.members
+    return GroupHistory(len(records), rebalances, tuple(types), first_left, empty_at)

@@ -8,7 +8,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 
-from airflow_provider_kip848.kafka.group_records import RecordType, commit_stalls, decode, key_group
+from airflow_provider_kip848.kafka.group_records import RecordType, commit_stalls, decode, group_history, key_group
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.model.groups import coordinator_partition
 from airflow_provider_kip848.kafka.native.group_log import group_records, record_time
@@ -71,6 +71,12 @@ def test_a_classic_and_a_consumer_group_read_back_from_their_records(native, boo
     members = [r for r in modern_records if r.type is RecordType.CONSUMER_GROUP_MEMBER_METADATA]
     assert members and not members[0].deleted and members[-1].deleted  # joined, then left (tombstone)
     assert members[0].member_id == members[-1].member_id
+
+    h = group_history(_records(bootstrap, classic))
+    assert h.types == ("classic",) and h.rebalances == len({r.epoch for r in classic_meta}) >= 2
+    assert h.first_member_left_at is not None and h.classic_empty_at == classic_meta[-1].at
+    h = group_history(modern_records)
+    assert h.types == ("consumer",) and h.rebalances == len(set(epochs)) and h.first_member_left_at == members[-1].at
 
 
 def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, unique, tmp_path):

@@ -127,3 +127,28 @@ def test_a_reset_back_starts_over_and_deleted_offsets_are_ignored():
                GroupRecord(RecordType.OFFSET_COMMIT, "g", 2, True, topic="t", partition=0)]
     stall = commit_stalls(records, lambda *_: None)["t:0"]
     assert (stall.started_at, stall.ended_at) == (1, 3)  # from the reset, not from the first commit
+
+
+def test_a_groups_history_counts_rebalances_types_and_the_first_member_leaving():
+    from airflow_provider_kip848.kafka.group_records import GroupRecord, group_history
+
+    R = RecordType
+    records = [
+        GroupRecord(R.GROUP_METADATA, "g", 1, epoch=4, members=2),
+        commit(1.5, 10),
+        GroupRecord(R.GROUP_METADATA, "g", 2, epoch=5, members=1),  # one member left: a rebalance
+        GroupRecord(R.GROUP_METADATA, "g", 3, epoch=6, members=0),  # Empty
+        GroupRecord(R.CONSUMER_GROUP_METADATA, "g", 5, epoch=1),  # converted on the first consumer join
+        GroupRecord(R.CONSUMER_GROUP_MEMBER_METADATA, "g", 5, member_id="a"),
+        GroupRecord(R.CONSUMER_GROUP_METADATA, "g", 6, epoch=2),
+        GroupRecord(R.CONSUMER_GROUP_METADATA, "g", 6.5, epoch=2),  # rewritten, same epoch: no rebalance
+        GroupRecord(R.CONSUMER_GROUP_MEMBER_METADATA, "g", 9, True, member_id="a"),
+    ]
+    h = group_history(records)
+    assert (h.rebalances, h.types, h.first_member_left_at, h.classic_empty_at) == (
+        5, ("classic", "consumer"), 2, 3)
+    assert group_history([]).to_dict() == {"records": 0, "rebalances": 0, "types": [], "first_member_left_at": None,
+                                           "classic_empty_at": None}
+    streams = group_history([GroupRecord(R.STREAMS_GROUP_MEMBER_METADATA, "g", 4, True, member_id="x"),
+                             GroupRecord(R.STREAMS_GROUP_METADATA, "g", 4.1, epoch=7)])
+    assert (streams.first_member_left_at, streams.rebalances, streams.types) == (4, 1, ("streams",))
