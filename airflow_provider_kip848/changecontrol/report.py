@@ -12,9 +12,17 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
 from airflow_provider_kip848.changecontrol.audit import summary
-from airflow_provider_kip848.changecontrol.downtime import downtime_chart, downtime_markdown, downtime_section
+from airflow_provider_kip848.changecontrol.downtime import (
+    downtime_chart,
+    downtime_markdown,
+    downtime_section,
+    records_chart,
+    records_markdown,
+    records_section,
+)
 from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metrics_section
 from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.group_records import GroupDowntime
 from airflow_provider_kip848.kafka.timeline import Timeline
 
 #: the task that watches the group through the change (operators.timeline.KafkaGroupTimelineOperator)
@@ -46,6 +54,8 @@ def render_markdown(report: dict[str, Any], chart: str | None = None, timeline_c
     downtime = report.get("downtime")
     if downtime and downtime.get("error"):
         lines += ["", "## Downtime", "", f"Not measured: {downtime['error']}"]
+    elif downtime and downtime.get("source") == "group records":
+        lines += ["", *records_markdown(downtime, timeline_chart)]
     elif downtime:
         lines += ["", *downtime_markdown(downtime, timeline_chart)]
     for section in ("before", "after"):
@@ -179,6 +189,15 @@ def write_report(directory: str, report: dict[str, Any], *, timeline_svg: str | 
     storage.write_text(md_path, render_markdown(report, chart="metrics.svg" if chart else None,
                                                 timeline_chart=TIMELINE_CHART if timeline_svg else None))
     return files
+
+
+def records_downtime(downtime: GroupDowntime, group_id: str, *,
+                     output_gap: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
+    """The report's downtime section and stalls chart from the group's own records (read by the report task
+    through ``KafkaGroupAdminHook.group_downtime``)."""
+    section = records_section(downtime.history, downtime.stalls, group_id=group_id, since=downtime.since,
+                              output_gap=output_gap, notes=downtime.notes)
+    return section, records_chart(section)
 
 
 def downtime(context: dict[str, Any], group_id: str, *, task_id: str = WATCH_TASK_ID,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.native.group_log import group_records, record_time
 
 
 class KafkaGroupAdminHook(KafkaAdminBaseHook):
@@ -75,3 +79,28 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         if not topic:
             return {}
         return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in self.topic_offsets([topic]).items()}
+
+    def group_downtime(self, group_id: str, since: float) -> GroupDowntime:
+        """The group's rebalances, first member leaving and commit stalls since ``since`` (epoch s), read from
+        its records in ``__consumer_offsets``; a stall's start is the held-back record's own time where this
+        connection may read the input topic (else the previous commit's: an upper bound, noted)."""
+        records = group_records(self.settings, group_id, since=since)
+        unreadable: set[str] = set()
+        notes: list[str] = []
+
+        def arrival(topic: str, partition: int, offset: int) -> float | None:
+            if topic in unreadable:
+                return None
+            try:
+                return record_time(self.settings, topic, partition, offset)
+            except E.AuthorizationFailed:
+                unreadable.add(topic)
+                notes.append(f"no READ on topic {topic}: its stalls start at the previous commit (upper bounds)")
+                return None
+
+        committed = sorted({TopicPartition(r.topic, r.partition) for r in records
+                            if r.topic is not None and r.partition is not None})
+        ends = self.get_conn().log_offsets(committed)[1] if committed else {}
+        stalls = commit_stalls(records, arrival, log_end={(tp.topic, tp.partition): e for tp, e in ends.items()},
+                               until=time.time())
+        return GroupDowntime(since, group_history(records), stalls, tuple(notes))

@@ -315,3 +315,14 @@ def group_history(records: list[GroupRecord]) -> GroupHistory:
                 empty_at = r.at
             last_members = r.members
     return GroupHistory(len(records), rebalances, tuple(types), first_left, empty_at)
+
+
+@dataclass(frozen=True)
+class GroupDowntime:
+    """A group's history since a time, from its own records: rebalances and the first member leaving
+    (:class:`GroupHistory`), each partition's longest :class:`CommitStall`, and notes on what was not exact."""
+
+    since: float
+    history: GroupHistory
+    stalls: dict[str, CommitStall]
+    notes: tuple[str, ...] = ()

@@ -8,6 +8,9 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 
+from airflow_provider_kip848.changecontrol.downtime import records_markdown
+from airflow_provider_kip848.changecontrol.report import records_downtime
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.group_records import RecordType, commit_stalls, decode, group_history, key_group
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.model.groups import coordinator_partition
@@ -79,7 +82,7 @@ def test_a_classic_and_a_consumer_group_read_back_from_their_records(native, boo
     assert h.types == ("consumer",) and h.rebalances == len(set(epochs)) and h.first_member_left_at == members[-1].at
 
 
-def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, unique, tmp_path):
+def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, unique, tmp_path, kafka_conn):
     """A classic application stops, a record arrives (with a timestamp the test sets), the application comes back
     on the consumer protocol: the stall read from the group's commits starts at that record and ends at the
     commit that took it, which falls between the restart and the moment the test saw the offset move."""
@@ -113,3 +116,13 @@ def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, 
     assert restarted - 0.001 <= stall.ended_at <= seen + 0.001  # ms-precision append times
     assert stall.seconds == stall.ended_at - stall.started_at > 0
     assert group_records(settings, group, since=time.time() + 3600) == []  # nothing appended after the end
+
+    # the same through the hook, as a DAG's report task reads it, and the report section it gives
+    with KafkaGroupAdminHook(kafka_conn) as hook:
+        downtime = hook.group_downtime(group, since)
+    assert downtime.stalls[f"{topic}:0"] == stall and not downtime.notes
+    assert downtime.history.types == ("classic", "consumer") and downtime.history.first_member_left_at is not None
+    section, chart = records_downtime(downtime, group)
+    assert section["processing_gap"]["seconds"] == round(stall.seconds, 3) and chart is not None
+    text = "\n".join(records_markdown(section, "stalls.svg"))
+    assert f"{stall.seconds:.3f} s on {topic}:0" in text and "classic -> consumer" in text
