@@ -232,6 +232,7 @@ def kip848_consumer_offline_migration():
     def report(params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.operators.downtime import measured_downtime
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -249,9 +250,11 @@ def kip848_consumer_offline_migration():
                      "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
+        downtime, downtime_svg = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome)
         result = R.build_report(
             title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
             outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,
+            downtime=downtime,
             approvals={"approval": decision}, before=(plan or {}).get("facts"), after=after,
             metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
@@ -272,7 +275,7 @@ def kip848_consumer_offline_migration():
             change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
         )
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
-                        fail_outcomes=("failed", "refused", "rolled_back"))
+                        downtime_svg=downtime_svg, fail_outcomes=("failed", "refused", "rolled_back"))
 
     out_before = capture_output_before()
     plan = make_plan(lint.output, preflight.output, snapshot_before.output)

@@ -28,7 +28,7 @@ from airflow_provider_kip848.kafka.timeline import Timeline
 #: the task that watches the group through the change (operators.timeline.KafkaGroupTimelineOperator)
 WATCH_TASK_ID = "watch_group"
 #: the downtime chart's file name next to report.md
-TIMELINE_CHART = "timeline.svg"
+DOWNTIME_CHART = "downtime.svg"
 
 
 def approval_record(payload: Any) -> dict[str, Any] | None:
@@ -46,8 +46,8 @@ def approval_record(payload: Any) -> dict[str, Any] | None:
     }
 
 
-def render_markdown(report: dict[str, Any], chart: str | None = None, timeline_chart: str | None = None) -> str:
-    """The report as a person reads it: the run, its downtime (``timeline_chart``: its SVG file), its approvals
+def render_markdown(report: dict[str, Any], chart: str | None = None, downtime_chart: str | None = None) -> str:
+    """The report as a person reads it: the run, its downtime (``downtime_chart``: its SVG file), its approvals
     and lock, before/after, the brokers' group metrics over the change (``chart``: the SVG file next to it),
     change control, results."""
     lines = _summary_lines(report)
@@ -55,9 +55,9 @@ def render_markdown(report: dict[str, Any], chart: str | None = None, timeline_c
     if downtime and downtime.get("error"):
         lines += ["", "## Downtime", "", f"Not measured: {downtime['error']}"]
     elif downtime and downtime.get("source") == "group records":
-        lines += ["", *records_markdown(downtime, timeline_chart)]
+        lines += ["", *records_markdown(downtime, downtime_chart)]
     elif downtime:
-        lines += ["", *downtime_markdown(downtime, timeline_chart)]
+        lines += ["", *downtime_markdown(downtime, downtime_chart)]
     for section in ("before", "after"):
         if report.get(section):
             lines += ["", f"## {section.title()}", "", *_json_block(report[section])]
@@ -174,7 +174,7 @@ def group_metrics(context: dict[str, Any], task_ids: tuple[str, ...] = METRICS_T
     return metrics_section([context["ti"].xcom_pull(task_ids=t) for t in task_ids])
 
 
-def write_report(directory: str, report: dict[str, Any], *, timeline_svg: str | None = None) -> dict[str, str]:
+def write_report(directory: str, report: dict[str, Any], *, downtime_svg: str | None = None) -> dict[str, str]:
     base = directory.rstrip("/")
     json_path, md_path = f"{base}/report.json", f"{base}/report.md"
     files = {"json": json_path, "markdown": md_path}
@@ -182,12 +182,12 @@ def write_report(directory: str, report: dict[str, Any], *, timeline_svg: str | 
     if chart:  # written first: the Markdown links to it
         files["metrics_chart"] = f"{base}/metrics.svg"
         storage.write_text(files["metrics_chart"], chart)
-    if timeline_svg:
-        files["timeline_chart"] = f"{base}/{TIMELINE_CHART}"
-        storage.write_text(files["timeline_chart"], timeline_svg)
+    if downtime_svg:
+        files["downtime_chart"] = f"{base}/{DOWNTIME_CHART}"
+        storage.write_text(files["downtime_chart"], downtime_svg)
     storage.write_text(json_path, json.dumps(report, indent=1, default=str) + "\n")
     storage.write_text(md_path, render_markdown(report, chart="metrics.svg" if chart else None,
-                                                timeline_chart=TIMELINE_CHART if timeline_svg else None))
+                                                downtime_chart=DOWNTIME_CHART if downtime_svg else None))
     return files
 
 
@@ -274,7 +274,7 @@ def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: b
 
 
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
-           lock: dict[str, Any] | None = None, timeline_svg: str | None = None,
+           lock: dict[str, Any] | None = None, downtime_svg: str | None = None,
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
     """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
     see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.
@@ -291,7 +291,7 @@ def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, An
     location = optional_run_location(report_dir, conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"),
                                      "report")
     if location:
-        report["files"] = write_report(location, report, timeline_svg=timeline_svg)
+        report["files"] = write_report(location, report, downtime_svg=downtime_svg)
     logging.getLogger("airflow.task").info("%s", render_markdown(report))
     if report["outcome"] in fail_outcomes:
         raise AirflowFailException(f"{report['title']}: outcome {report['outcome']}"
