@@ -250,7 +250,8 @@ def kip848_consumer_offline_migration():
                      "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
-        downtime, downtime_svg = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome)
+        downtime, downtime_svg = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
+                                                   members_before=((plan or {}).get("facts") or {}).get("members"))
         result = R.build_report(
             title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
             outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,

@@ -80,10 +80,11 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
             return {}
         return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in self.topic_offsets([topic]).items()}
 
-    def group_downtime(self, group_id: str, since: float) -> GroupDowntime:
+    def group_downtime(self, group_id: str, since: float, *, members_before: int | None = None) -> GroupDowntime:
         """The group's rebalances, first member leaving and commit stalls since ``since`` (epoch s), read from
         its records in ``__consumer_offsets``; a stall's start is the held-back record's own time where this
-        connection may read the input topic (else the previous commit's: an upper bound, noted)."""
+        connection may read the input topic (else the previous commit's: an upper bound, noted).
+        ``members_before``: the group's members when the run began (see ``group_history``)."""
         records = group_records(self.settings, group_id, since=since)
         unreadable: set[str] = set()
         notes: list[str] = []
@@ -103,4 +104,4 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         ends = self.get_conn().log_offsets(committed)[1] if committed else {}
         stalls = commit_stalls(records, arrival, log_end={(tp.topic, tp.partition): e for tp, e in ends.items()},
                                until=time.time())
-        return GroupDowntime(since, group_history(records), stalls, tuple(notes))
+        return GroupDowntime(since, group_history(records, members_before=members_before), stalls, tuple(notes))

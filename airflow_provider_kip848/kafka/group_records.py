@@ -276,18 +276,20 @@ _TYPE_OF = {RecordType.GROUP_METADATA: "classic", RecordType.CONSUMER_GROUP_META
             RecordType.STREAMS_GROUP_MEMBER_METADATA: "streams"}
 
 
-def group_history(records: list[GroupRecord]) -> GroupHistory:
+def group_history(records: list[GroupRecord], *, members_before: int | None = None) -> GroupHistory:
     """Fold a group's records (append order) into its :class:`GroupHistory`.
 
     A classic rebalance is a GroupMetadata record with a new generation; a consumer or streams rebalance is a
     new group epoch (the first epoch record seen in the window counts once: what came before is outside it).
     The first member left is the first classic record with fewer members than the one before, or the first
-    consumer/streams member tombstone. A group tombstone (the group deleted) ends a type.
+    consumer/streams member tombstone. A group tombstone (the group deleted) ends a type. ``members_before``:
+    the classic group's members when the window opened (its last generation may predate the window; a run
+    that stops every member at once writes one record, already Empty).
     """
     rebalances = 0
     types: list[str] = []
     last_epoch: dict[str, int] = {}
-    last_members: int | None = None
+    last_members: int | None = members_before
     first_left: float | None = None
     empty_at: float | None = None
     for r in records:

@@ -23,8 +23,10 @@ NOTHING_RAN = ("nothing_to_do", "dry_run", "rejected", "rejected_after_recheck",
 
 
 def measured_downtime(context: dict[str, Any], conn_id: str, group_id: str, outcome: str, *,
+                      members_before: int | None = None,
                       output_gap: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    """(the report's downtime section, its chart) for this run; (None, None) when nothing ran."""
+    """(the report's downtime section, its chart) for this run; (None, None) when nothing ran.
+    ``members_before``: the group's members when the run planned the change (its plan's facts)."""
     if outcome in NOTHING_RAN:
         return None, None
     started = getattr(context.get("dag_run"), "start_date", None)
@@ -32,7 +34,7 @@ def measured_downtime(context: dict[str, Any], conn_id: str, group_id: str, outc
         return {"error": "the run's start time is unknown"}, None
     try:
         with KafkaGroupAdminHook(conn_id) as hook:
-            downtime = hook.group_downtime(group_id, started.timestamp())
+            downtime = hook.group_downtime(group_id, started.timestamp(), members_before=members_before)
     except Kip848Error as exc:
         return {"error": str(exc)}, None
     return records_downtime(downtime, group_id, output_gap=output_gap)

@@ -126,6 +126,15 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
         assert [v["check"] for v in validation["verdicts"]] == ["offsets_preserved", "lag", "record_continuity"]
         continuity = validation["verdicts"][2]["counts"]
         assert continuity["missing_ids"] == 0 and continuity["records"] >= 200, continuity
+        # the downtime, from the group's own records: the conversion, its rebalances, a stall that ended
+        downtime = report["downtime"]
+        assert downtime["source"] == "group records" and downtime["types"] == ["classic", "consumer"], downtime
+        assert downtime["rebalances"] >= 2 and downtime["first_member_left"] is not None
+        # the feeder's burst is consumed before the stop here, so no record may have waited (a gap of None says
+        # exactly that); whatever stalled has been committed past by the end (the lag drained)
+        assert not [p for p in downtime["partitions"] if p["open"]], downtime
+        charts = list((tmp_path / "report").rglob("downtime.svg"))
+        assert len(charts) == (1 if downtime["partitions"] else 0), charts
         # the lint read the real brokers' assignors: cooperative-sticky -> uniform, their default
         assert not [f for f in report["results"]["lint"]["findings"] if f["severity"] == "error"]
 

@@ -152,3 +152,12 @@ def test_a_groups_history_counts_rebalances_types_and_the_first_member_leaving()
     streams = group_history([GroupRecord(R.STREAMS_GROUP_MEMBER_METADATA, "g", 4, True, member_id="x"),
                              GroupRecord(R.STREAMS_GROUP_METADATA, "g", 4.1, epoch=7)])
     assert (streams.first_member_left_at, streams.rebalances, streams.types) == (4, 1, ("streams",))
+
+
+def test_a_classic_group_stopped_at_once_needs_its_members_before_the_window():
+    from airflow_provider_kip848.kafka.group_records import GroupRecord, group_history
+
+    empty = [GroupRecord(RecordType.GROUP_METADATA, "g", 3, epoch=6, members=0)]  # 2 -> 0 in one rebalance
+    assert group_history(empty).first_member_left_at is None  # the records alone do not show who was there
+    h = group_history(empty, members_before=2)
+    assert (h.first_member_left_at, h.classic_empty_at) == (3, 3)
