@@ -60,6 +60,7 @@ from airflow_provider_kip848.kafka.rules.offsets import (
     require_empty,
     require_inside_log,
     require_offsets,
+    require_read_back,
     snapshot_from,
 )
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
@@ -271,7 +272,9 @@ class GroupAdmin(ABC):
                             dry_run: bool = False) -> GroupOffsets:
         """Set committed offsets (to restore a snapshot); only on an empty group, only inside the log.
 
-        Returns the offsets read back after the change (or the current ones for a dry run).
+        Returns the offsets read back after the change (or the current ones for a dry run);
+        :class:`~airflow_provider_kip848.kafka.errors.OffsetsNotConfirmed` (retriable) when the read-back does not
+        show every written offset.
         """
         require_group_id(group_id)
         dry_run = require_bool(dry_run, "dry_run")
@@ -290,7 +293,9 @@ class GroupAdmin(ABC):
         with self.requires(f"commit offsets for group {group_id!r}", ("READ", "GROUP", group_id),
                            ("READ", "TOPIC", topics)):
             self._send_offsets(group_id, wanted, desc)
-        return self.group_offsets(group_id)
+        after = self.group_offsets(group_id)
+        require_read_back(group_id, wanted, after)
+        return after
 
     @abstractmethod
     def _log_bounds(self, offsets: Mapping[TopicPartition, int],

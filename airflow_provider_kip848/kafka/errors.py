@@ -247,8 +247,9 @@ class InvalidOffset(Kip848Error):
 class OffsetsNotConfirmed(Kip848Error):
     """Offsets were written, but reading them back does not show them (yet): the outcome is unknown.
 
-    Retriable: the write may still become visible (a coordinator moving), and a rerun
-    of an idempotent restore writes only what is still missing.
+    Raised by ``alter_group_offsets`` when its read-back does not show the write. Retriable:
+    the write may still become visible (a coordinator moving), and a rerun of an
+    idempotent restore writes only what is still missing.
     """
 
     retriable = True

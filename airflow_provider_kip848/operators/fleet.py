@@ -61,7 +61,7 @@ from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitS
 from airflow_provider_kip848.kafka.rules.offsets import restore_plan
 from airflow_provider_kip848.operators.application import last_look
 from airflow_provider_kip848.operators.lock import holder_run_ended, run_owner
-from airflow_provider_kip848.operators.offsets import compare_with_snapshot, confirm_offsets, write_snapshot
+from airflow_provider_kip848.operators.offsets import compare_with_snapshot, write_snapshot
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
 
 #: XCom key of every instance's ApplicationResult (success or failure)
@@ -344,7 +344,6 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 before = {str(tp): c.current for c in comparison.partitions
                           for tp in plan if (c.topic, c.partition) == (tp.topic, tp.partition)}
                 hook.alter_group_offsets(g, plan)
-                confirm_offsets(hook, g, plan)
                 record_changes(context, self.task_id,
                                [("offsets", g, before, {str(tp): o for tp, o in sorted(plan.items())})],
                                admin=hook, location=audit_location(self.audit_log, hook.extra("audit_log"),

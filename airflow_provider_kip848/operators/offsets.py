@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -17,7 +16,6 @@ from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import (
     GroupNotFound,
-    OffsetsNotConfirmed,
     SnapshotConflict,
     SnapshotFromOtherCluster,
     SnapshotInvalid,
@@ -33,20 +31,6 @@ def current_offsets(hook: KafkaAdminBaseHook, group_id: str) -> GroupOffsets:
         return hook.group_offsets(group_id)
     except GroupNotFound:
         return GroupOffsets(group_id)
-
-
-def confirm_offsets(hook: KafkaAdminBaseHook, group_id: str, written: Mapping[TopicPartition, int]) -> None:
-    """Read ``group_id``'s offsets back after writing ``written``; :class:`OffsetsNotConfirmed` if any differs.
-
-    Why: an acknowledged write is not yet a fact the next reader sees (a coordinator failing over right
-    after it). "Restored" is only reported once a fresh, stable read shows every partition at its offset.
-    """
-    now = current_offsets(hook, group_id).committed
-    missing = {str(tp): (offset, now.get(tp)) for tp, offset in sorted(written.items()) if now.get(tp) != offset}
-    if missing:
-        shown = ", ".join(f"{tp} wrote {o} reads {r}" for tp, (o, r) in list(missing.items())[:10])
-        raise OffsetsNotConfirmed(
-            f"Offsets written to group {group_id!r} do not read back on {len(missing)} partition(s): {shown}.")
 
 
 def load_snapshot(location: str) -> OffsetSnapshot:
@@ -231,8 +215,6 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         for tp, offset in sorted(plan.items()):
             self.log.info("Restore %s to %d", tp, offset)
         self.hook.alter_group_offsets(self.group_id, plan, dry_run=dry_run)
-        if not dry_run:
-            confirm_offsets(self.hook, self.group_id, plan)
         before = {str(tp): c.current for c in comparison.partitions
                   if (tp := TopicPartition(c.topic, c.partition)) in plan}
         return {"group_id": self.group_id, "restored": {str(tp): o for tp, o in sorted(plan.items())},

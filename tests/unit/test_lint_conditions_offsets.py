@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_provider_kip848.kafka.api import evaluate_condition as evaluate
-from airflow_provider_kip848.kafka.errors import GroupNotFound, SnapshotInvalid
+from airflow_provider_kip848.kafka.errors import GroupNotFound, OffsetsNotConfirmed, SnapshotInvalid
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
@@ -20,7 +20,7 @@ from airflow_provider_kip848.kafka.model import (
 )
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
 from airflow_provider_kip848.kafka.rules.lint import lint_client_config, parse_properties
-from airflow_provider_kip848.kafka.rules.offsets import compare, restore_plan, snapshot_from
+from airflow_provider_kip848.kafka.rules.offsets import compare, require_read_back, restore_plan, snapshot_from
 
 
 def keys(findings, severity):
@@ -225,3 +225,14 @@ def test_auto_commit_shutdown_budget_and_rack_awareness():
     assert "terminationGracePeriodSeconds" in f["enable.auto.commit"].fix
     assert f["client.rack"].severity == "warn" and "KAFKA-19387" in f["client.rack"].message
     assert "client.rack" not in by_key(lint_client_config({"group.protocol": "consumer"}, "consumer"))
+
+
+def test_written_offsets_must_read_back():
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    after = GroupOffsets("g", (PartitionOffsets("t", 0, 4), PartitionOffsets("t", 1, 0)))
+    require_read_back("g", {a: 4}, after)  # what was written shows
+    with pytest.raises(OffsetsNotConfirmed, match=r"1 partition\(s\): t:1 wrote 6 reads 0") as exc:
+        require_read_back("g", {a: 4, b: 6}, after)
+    assert exc.value.retriable
+    with pytest.raises(OffsetsNotConfirmed, match="reads None"):
+        require_read_back("g", {a: 4}, GroupOffsets("g"))  # nothing committed at all

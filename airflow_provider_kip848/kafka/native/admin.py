@@ -25,7 +25,6 @@ from confluent_kafka.admin import ConfigEntry as ConfluentConfigEntry
 from kafka import errors as kerr
 from kafka.admin import MemberToRemove, UpdateFeatureType
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
-from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaPythonTopicPartition
@@ -54,7 +53,14 @@ from airflow_provider_kip848.kafka.model import (
     normalize_state,
 )
 from airflow_provider_kip848.kafka.native import converters as C
-from airflow_provider_kip848.kafka.native.batch import CLASSIC, CONSUMER, DESCRIBE_KINDS, STREAMS, BatchReader
+from airflow_provider_kip848.kafka.native.batch import (
+    CLASSIC,
+    CONSUMER,
+    DESCRIBE_KINDS,
+    STREAMS,
+    BatchReader,
+    offset_fetch_request,
+)
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
 from airflow_provider_kip848.kafka.native.transport import Transport, raise_retriable
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
@@ -122,21 +128,6 @@ def _group_offsets(group_id: str, committed: Mapping[TopicPartition, tuple[int, 
                                   log_start=starts.get(tp), log_end=ends.get(tp)) for tp in tps)
     unread = [f"{tp}: {log_errors[tp]}" for tp in tps if tp in log_errors]
     return GroupOffsets(group_id, rows), ("log offsets unknown for " + "; ".join(unread[:5]) if unread else None)
-
-
-def _stable_offsets_request(group_id: str) -> Any:
-    """OffsetFetch v8+ of every committed offset of one group with ``require_stable``.
-
-    Why stable: without it the coordinator answers from the state at its partition's high watermark. Right
-    after a failover the new leader's high watermark can trail writes the old leader acknowledged, so for a
-    few seconds a plain fetch returns offsets from *before* the last acknowledged commit (seen on the 3-node
-    cluster: a fetch after the coordinator was killed gave the offsets an acknowledged alter had replaced).
-    With ``require_stable`` the coordinator reads its latest state and answers once that is committed, so a
-    snapshot, a comparison or a restore sees every acknowledged write (Kafka's consumers ask so too when
-    ``isolation.level=read_committed``)."""
-    group = OffsetFetchRequest.OffsetFetchRequestGroup
-    return OffsetFetchRequest(groups=[group(group_id=group_id, topics=None)], require_stable=True,
-                              min_version=8, max_version=9)
 
 
 def _offset_fetch_errors(response: Any) -> list[tuple[int, str | None]]:
@@ -636,9 +627,13 @@ class KafkaAdmin(ClusterAdmin):
         with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
             # OffsetFetch through kafka-python: librdkafka 2.16 aborts the process when a coordinator-bound
             # admin request loses its connection (a coordinator failing over), see docs/reliability.md.
-            # require_stable: see _stable_offsets_request (a plain fetch can be stale after a failover).
-            response = self._t.send(lambda: _stable_offsets_request(group_id), group_id=group_id,
-                                    errors=_offset_fetch_errors)
+            # require_stable: without it the coordinator answers from the state at its partition's high
+            # watermark. Right after a failover the new leader's high watermark can trail writes the old
+            # leader acknowledged, so for a few seconds a plain fetch returns offsets from *before* the last
+            # acknowledged commit (seen on the 3-node cluster). With it the coordinator reads its latest
+            # state and answers once that is committed (Java consumers ask so with read_committed).
+            response = self._t.send(lambda: offset_fetch_request([group_id], require_stable=True),
+                                    group_id=group_id, errors=_offset_fetch_errors)
         committed = _committed(response.groups[0])
         if isinstance(desc, StreamsGroupDescription):
             assigned = set(self.streams_group_source_partitions(group_id))

@@ -446,10 +446,16 @@ def _describe_rows(kind: str, response: Any) -> Iterable[tuple[str, int, str, An
             yield g.group_id, g.error_code, message, g
 
 
-def _offsets_request(kind: str, ids: list[str]) -> Any:
+def offset_fetch_request(group_ids: list[str], *, require_stable: bool) -> Any:
+    """OffsetFetch v8+ of every committed offset of each group (``require_stable``: see
+    ``KafkaAdmin.group_offsets``; the fleet inventory reads plain, a view over many groups)."""
     group = OffsetFetchRequest.OffsetFetchRequestGroup
-    return OffsetFetchRequest(groups=[group(group_id=g, topics=None) for g in ids], require_stable=False,
-                              min_version=8, max_version=9)
+    return OffsetFetchRequest(groups=[group(group_id=g, topics=None) for g in group_ids],
+                              require_stable=require_stable, min_version=8, max_version=9)
+
+
+def _offsets_request(kind: str, ids: list[str]) -> Any:
+    return offset_fetch_request(ids, require_stable=False)
 
 
 def _offsets_rows(kind: str, response: Any) -> Iterable[tuple[str, int, str, Any]]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidArgument, InvalidOffset
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidArgument, InvalidOffset, OffsetsNotConfirmed
 from airflow_provider_kip848.kafka.model import GroupDescription, GroupOffsets, OffsetSnapshot, TopicPartition
 
 
@@ -50,6 +50,20 @@ def require_inside_log(
         lo, hi = bounds[tp]
         if (lo is not None and offset < lo) or (hi is not None and offset > hi):
             raise InvalidOffset(f"Offset {offset} for {tp} is outside the log ({lo}..{hi}).")
+
+
+def require_read_back(group_id: str, written: Mapping[TopicPartition, int], after: GroupOffsets) -> None:
+    """Every written offset shows in ``after`` (read after the write); :class:`OffsetsNotConfirmed` if not.
+
+    Why: an acknowledged write is not yet a fact the next reader sees (a coordinator failing over right
+    after it). "Restored" is only reported once a fresh read shows every partition at its offset.
+    """
+    now = after.committed
+    missing = {str(tp): (offset, now.get(tp)) for tp, offset in sorted(written.items()) if now.get(tp) != offset}
+    if missing:
+        shown = ", ".join(f"{tp} wrote {o} reads {r}" for tp, (o, r) in list(missing.items())[:10])
+        raise OffsetsNotConfirmed(
+            f"Offsets written to group {group_id!r} do not read back on {len(missing)} partition(s): {shown}.")
 
 
 # -- snapshots -------------------------------------------------------------------------
