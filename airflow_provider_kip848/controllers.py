@@ -27,7 +27,13 @@ class ApplicationController(Protocol):
     """Stops and starts every instance of one application."""
 
     def stop(self) -> dict[str, Any]:
-        """Stop every instance; return what was stopped (small JSON)."""
+        """Stop every instance; return what was stopped (small JSON).
+
+        Return ``"instances_gone": True`` only when the controller has *confirmed* that no instance is left
+        (every process exited, the Deployment's pods terminated): nothing of the application can heartbeat
+        again, so the empty wait forces out the members they left behind at once and needs no settle time
+        (``KafkaGroupEmptySensor(instances_gone=...)``). Without it the wait gives the members
+        ``remove_members_after`` to leave and the group ``empty_settle_seconds`` to stay Empty."""
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         """Start the application with ``group.protocol``; return what was started (small JSON)."""

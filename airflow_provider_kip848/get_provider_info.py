@@ -51,7 +51,6 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.window",
                     "airflow_provider_kip848.operators.fleet",
                     "airflow_provider_kip848.operators.wave_validation",
-                    "airflow_provider_kip848.operators.timeline",
                 ],
             }
         ],
@@ -60,8 +59,7 @@ def get_provider_info() -> dict:
         ],
         "triggers": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group",
-                                                                   "airflow_provider_kip848.triggers.spark",
-                                                                   "airflow_provider_kip848.triggers.timeline"]}
+                                                                   "airflow_provider_kip848.triggers.spark"]}
         ],
         "connection-types": [
             {

@@ -12,25 +12,30 @@ answered over the REST API by an automatic responder).
    ``message.timestamp.type=LogAppendTime``, so every output record carries the
    broker's append time. The *processing gap* is the longest interval between
    two consecutive output records of the run (it spans the migration: last
-   output ... kill ... group Empty ... restart ... first output). Two variants,
-   each with its own application id:
+   output ... kill ... group Empty ... restart ... first output). Three
+   variants, each with its own application id, the DAG's Params at their
+   defaults but the polls (0.5 s):
 
-   (a) forced empty: the DAG kills the instance (``stop_mode`` kill) and forces
-       out the member the killed app left behind after ``remove_members_after``
-       = 2 s;
-   (b) session timeout: the same kill, no forced removal
+   (a) defaults: the DAG kills the instance (``stop_mode`` kill), the
+       controller confirms it gone (``instances_gone``), so the DAG forces out
+       the member the killed app left behind at once and needs no settle time;
+   (b) session timeout: the same kill by a controller that cannot confirm it
+       (``confirms_gone`` False) and no forced removal
        (``remove_members_after`` = 600 s): the group empties when the classic
-       member's ``session.timeout.ms`` (10000 ms, set on the app) expires.
+       member's ``session.timeout.ms`` (10000 ms, set on the app) expires;
+   (c) as (a), with the Param ``restart_rebalance_delay_ms`` = 0: the group's
+       ``streams.initial.rebalance.delay.ms`` is 0 for the restart (put back
+       after).
 
-   Broker-side minimum = app restart + ``group.streams.initial.rebalance.delay.ms``
-   (read from the broker's config, its source printed). *App restart* is measured
-   on the same broker: a WordCountDemo already on the streams protocol,
-   relaunched after a clean stop (nothing to migrate), with its group's
-   ``streams.initial.rebalance.delay.ms`` set to 0: launch -> first output
-   record. The same relaunch with the broker's delay is printed as well (the
-   broker-side minimum as measured, not computed). Overhead = gap - minimum,
-   with the gap's timeline: last output -> kill, kill -> group Empty,
-   Empty -> new JVM launched (DAG tasks in between), launch -> first output.
+   Broker-side minimum, two ways: computed, app restart +
+   ``group.streams.initial.rebalance.delay.ms`` (read from the broker's
+   config, its source printed); and measured, the relaunch of a WordCountDemo
+   already on the streams protocol after a clean stop (nothing to migrate)
+   with the broker's delay, launch -> first output record. *App restart* is
+   that relaunch with the group's ``streams.initial.rebalance.delay.ms`` at 0
+   (the minimum of variant c). Overhead = gap - minimum, with the gap's
+   timeline: last output -> kill, kill -> group Empty, Empty -> new JVM
+   launched (DAG tasks in between), launch -> first output.
 
 2. Rolling KIP-848 upgrade (``kip848_consumer_rolling_upgrade``): 6
    ``consumer_app`` processes (classic) on a 12-partition topic, a producer
@@ -456,7 +461,8 @@ class Bench:
 
     # -- 1b: the offline migration through the DAG
 
-    def streams_variant(self, name: str, remove_after: float) -> dict:
+    def streams_variant(self, name: str, remove_after: float | None = None, *, confirms_gone: bool = True,
+                        delay_ms: int | None = None) -> dict:
         app_id, tag = f"mdt-{name}-{self.stamp}", f"p{name}{self.stamp}"
         self.app_ids.append(app_id)
         self.ticker.aim(WORDCOUNT_INPUT_TOPIC, tag)
@@ -492,8 +498,10 @@ class Bench:
         work = self.tmp / name
         conf = {"application_id": app_id,
                 "app_controller_args": {"kafka_workdir": str(self.kafka.workdir), "application_id": app_id,
-                                        "stop_mode": "kill"},
-                "remove_members_after": remove_after, "poll_seconds": 0.5, "empty_timeout_minutes": 3,
+                                        "stop_mode": "kill", "confirms_gone": confirms_gone},
+                **({} if remove_after is None else {"remove_members_after": remove_after}),
+                **({} if delay_ms is None else {"restart_rebalance_delay_ms": delay_ms}),
+                "poll_seconds": 0.5, "empty_timeout_minutes": 3,
                 "stable_timeout_minutes": 3,
                 # the broker defaults (production tuning: 45000 and 5000 are also the minimums)
                 "standby_replicas": 0, "session_timeout_ms": 45000, "heartbeat_interval_ms": 5000,
@@ -520,7 +528,10 @@ class Bench:
         # stop the migrated app cleanly (pid files, as the DAG's controller would)
         LocalWordCountController(str(self.kafka.workdir), app_id).stop()
         phases = app_phases(pid_file.with_suffix(".log"), t_launch)
+        downtime = report.get("downtime") or {}
         return {"app_id": app_id, "gap": gap, "last_out": last_out, "first_out": first_out, "kill": t_kill,
+                "report_gap": (downtime.get("processing_gap") or {}).get("seconds"),
+                "report_settle": downtime.get("settle_s"),
                 "phases": phases,
                 "empty": t_empty, "launch": t_launch, "stable": t_stable, "dag_seconds": took,
                 "members_removed": len(emptied.get("members_removed") or []), "outputs": len(times)}
@@ -667,11 +678,14 @@ def main() -> int:
         delay = int(delay_value) / 1000.0
         say("restart baseline (WordCountDemo already on the streams protocol, nothing to migrate)")
         base = bench.restart_baseline()
-        say("variant a: offline migration, the DAG kills the app and forces the left-behind member out after 2 s")
-        forced = bench.streams_variant("forced", 2)
-        say(f"variant b: offline migration, the DAG kills the app and waits for the classic session timeout "
-            f"({args.session_ms} ms)")
-        session = bench.streams_variant("session", 600)
+        say("variant a: offline migration at the DAG's defaults: the controller confirms the killed app gone, "
+            "the DAG forces the left-behind member out at once")
+        forced = bench.streams_variant("defaults")
+        say(f"variant b: offline migration, a controller that cannot confirm: the DAG waits for the classic "
+            f"session timeout ({args.session_ms} ms)")
+        session = bench.streams_variant("session", 600, confirms_gone=False)
+        say("variant c: as a, with restart_rebalance_delay_ms=0 (the group's delay lowered for the restart)")
+        no_delay = bench.streams_variant("delay0", delay_ms=0)
         say(f"rolling KIP-848 upgrade: {args.instances} consumers, {args.partitions} partitions")
         roll = bench.rolling()
     finally:
@@ -708,11 +722,14 @@ def main() -> int:
     print(f"broker-side minimum = app restart + delay = {restart:.2f} + {delay:.2f} = {minimum:.2f} s")
     print()
     print("-- offline streams migration (kip1071_streams_offline_migration, stop_mode kill) --")
-    for label, v in (("a) DAG forces the group empty (remove_members_after 2 s)", forced),
-                     (f"b) DAG waits for the session timeout ({args.session_ms} ms)", session)):
+    for label, v in (("a) defaults: the controller confirms the instance gone, forced out at once", forced),
+                     (f"b) no confirmation: the DAG waits for the session timeout ({args.session_ms} ms)", session),
+                     ("c) as a, restart_rebalance_delay_ms=0", no_delay)):
         print(label)
         print(f"   processing gap (longest stretch with no output record): {v['gap']:.2f} s"
               f"   [DAG run {v['dag_seconds']:.0f} s, {v['members_removed']} member(s) force-removed]")
+        print(f"   the DAG's report: processing gap {v['report_gap']} s (output records), first member left -> "
+              f"Stable on streams {v['report_settle']} s")
         parts = []
         if v["kill"] is not None:
             parts.append(f"last output -> kill {v['kill'] - v['last_out']:.2f}")
@@ -739,17 +756,22 @@ def main() -> int:
     print(f"steady state before the roll ({roll['steady_seconds']:.0f} s window): max {s[-1]:.2f} s, median "
           f"{statistics.median(s):.2f} s")
     print()
-    print("-- overheads and ratios --")
-    for label, v in (("a) forced empty", forced), ("b) session timeout", session)):
-        print(f"{label}: gap {v['gap']:.2f} s - minimum {minimum:.2f} s = orchestration overhead "
-              f"{v['gap'] - minimum:.2f} s ({v['gap'] / minimum:.2f}x the minimum); vs the measured relaunch with "
-              f"the broker delay ({with_delay:.2f} s): +{v['gap'] - with_delay:.2f} s")
+    print("-- overheads and ratios (measured minimum: the same app relaunched with nothing to migrate) --")
+    print("| variant | gap (s) | measured minimum (s) | overhead (s) | gap / minimum | computed minimum (s) | "
+          "gap - computed (s) |")
+    print("|---|---|---|---|---|---|---|")
+    for label, v, measured, computed in (("a) defaults", forced, with_delay, minimum),
+                                         ("b) session timeout", session, with_delay, minimum),
+                                         ("c) delay 0 for the restart", no_delay, restart, restart)):
+        print(f"| {label} | {v['gap']:.2f} | {measured:.2f} | {v['gap'] - measured:.2f} | "
+              f"{v['gap'] / measured:.2f}x | {computed:.2f} | {v['gap'] - computed:.2f} |")
+    for label, v in (("a", forced), ("b", session), ("c", no_delay)):
         if v["kill"] is not None:
-            print(f"   = DAG, kill -> streams JVM launched {v['launch'] - v['kill']:.2f} s + the new instance beyond the "
-                  f"minimum {v['first_out'] - v['launch'] - minimum:.2f} s + last output -> kill "
-                  f"{v['kill'] - v['last_out']:.2f} s")
-    print(f"session timeout / forced empty: {session['gap'] / forced['gap']:.2f}x "
-          f"(+{session['gap'] - forced['gap']:.2f} s)")
+            print(f"   {label} = last output -> kill {v['kill'] - v['last_out']:.2f} s + DAG, kill -> streams JVM "
+                  f"launched {v['launch'] - v['kill']:.2f} s + launch -> first output "
+                  f"{v['first_out'] - v['launch']:.2f} s")
+    print(f"session timeout / defaults: {session['gap'] / forced['gap']:.2f}x "
+          f"(+{session['gap'] - forced['gap']:.2f} s); delay 0 / defaults: {no_delay['gap'] / forced['gap']:.2f}x")
     print(f"rolling upgrade: max partition gap / steady-state max gap: {g[-1] / s[-1]:.1f}x")
     if bench.ticker.errors:
         print(f"producer errors: {bench.ticker.errors}")

@@ -45,7 +45,11 @@ from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
-from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
+from airflow_provider_kip848.operators.application import (
+    KafkaApplicationStartOperator,
+    KafkaApplicationStopOperator,
+    instances_gone,
+)
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -86,6 +90,8 @@ BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the group config a run may lower for the restart (restart_rebalance_delay_ms), put back afterwards
+RESTART_DELAY = "streams.initial.rebalance.delay.ms"
 
 
 @dag(
@@ -124,6 +130,15 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
         "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
                                        title="streams.heartbeat.interval.ms",
                                        description="Empty: carry over, as above."),
+        "restart_rebalance_delay_ms": Param(
+            None, type=["null", "integer"], minimum=0, title="streams.initial.rebalance.delay.ms for the restart",
+            description="Empty: the group's own (else the brokers' group.streams.initial.rebalance.delay.ms, 3000 "
+                        "by default). The first assignment of the restarted application waits this long, and then "
+                        "for the member's next heartbeat (streams.heartbeat.interval.ms, 5000 by default): 0 "
+                        "shortens the downtime of an application that starts as one instance; with several, the "
+                        "delay is what lets them all join before the first assignment. Set before the stop, "
+                        "shown in the approval, put back once the group is Stable (or the way back ran), "
+                        "audited. Kafka 4.3+."),
         "fallback_to_classic": Param(True, type="boolean", title="Go back to classic if the streams app fails",
                                      description="When the streams application is not Stable within the deadline: "
                                                  "stop it, wait for Empty, restart it on classic (never left down)."),
@@ -193,7 +208,8 @@ def kip1071_streams_offline_migration():
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       instances_gone=instances_gone("stop_application"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
                                           audit_log=AUDIT)
@@ -211,6 +227,20 @@ def kip1071_streams_offline_migration():
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
     compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
+
+    # the restart's streams.initial.rebalance.delay.ms (restart_rebalance_delay_ms) goes back to what it was once
+    # the streams group is Stable (its first assignment is made), or the way back ran
+    @task.short_circuit(trigger_rule="all_done", ignore_downstream_trigger_rules=False)
+    def delay_was_lowered(**context) -> bool:
+        from airflow_provider_kip848.changecontrol import report as R
+
+        carried = context["ti"].xcom_pull(task_ids="carry_over_settings") or {}
+        return bool(carried.get("restart_delay")) and R.task_states(context).get("set_group_configs") == "success"
+
+    restore_delay = KafkaGroupConfigOperator(
+        task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP, audit_log=AUDIT,
+        set_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_set'] }}",
+        delete_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_delete'] }}")
 
     # -- the way back: only when the streams application did not become Stable in time
     @task(trigger_rule="all_done")
@@ -232,7 +262,8 @@ def kip1071_streams_offline_migration():
     fallback_wait_empty = KafkaGroupEmptySensor(
         task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+        audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
 
     fallback_start = KafkaApplicationStartOperator(task_id="fallback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="classic", **CONTROLLER)
@@ -263,13 +294,17 @@ def kip1071_streams_offline_migration():
                                       "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
                                       "allow_advanced": True},
                 "lag": {"before": "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
-                        "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}", "max_total_lag": 0}},
+                        "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}", "max_total_lag": 0},
+                # the processing gap, from the output records' timestamps (the report's downtime section)
+                "output_timing": {"between": ["{{ ti.xcom_pull(task_ids='capture_output_before') }}",
+                                              "{{ ti.xcom_pull(task_ids='capture_output_after') }}"]}},
     )
 
     @task(trigger_rule="all_done")
     def report(params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.operators.downtime import measured_downtime
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -291,9 +326,12 @@ def kip1071_streams_offline_migration():
         written = None
         if out_before and out_after:
             written = sum(v["log_end"] - out_before.get(k, {}).get("log_end", 0) for k, v in out_after.items())
+        downtime = measured_downtime(context, params["kafka_conn_id"], params["application_id"], outcome,
+                                     target="streams", facts=(plan or {}).get("facts"))
         result = R.build_report(
             title=f"KIP-1071 offline migration of {params['application_id']}", outcome=outcome, context=context,
             group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            downtime=downtime,
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
@@ -305,6 +343,7 @@ def kip1071_streams_offline_migration():
                      "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
                      "started": ti.xcom_pull(task_ids="start_application"),
                      "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
+                     "restart_rebalance_delay_restored": ti.xcom_pull(task_ids="restore_rebalance_delay"),
                      "output_records_written_during_run": written,
                      "validation": ti.xcom_pull(task_ids="validate"),
                      "fallback": {"stopped": ti.xcom_pull(task_ids="fallback_stop"),
@@ -312,7 +351,7 @@ def kip1071_streams_offline_migration():
                                   "back": ti.xcom_pull(task_ids="fallback_wait_classic"),
                                   "offsets_vs_snapshot": ti.xcom_pull(task_ids="fallback_compare_offsets")}},
             change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets",
-                                                      "fallback_wait_empty")),
+                                                      "fallback_wait_empty", "restore_rebalance_delay")),
         )
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
                         fail_outcomes=("failed", "refused", "rolled_back"))
@@ -337,6 +376,7 @@ def kip1071_streams_offline_migration():
     snapshot_after >> capture_output_after() >> spark_enabled() >> validate >> final
     [wait_streams, wait_stable] >> (back := fallback_stop())
     back >> fallback_wait_empty >> fallback_start >> fallback_wait_classic >> fallback_compare >> final
+    [wait_stable, fallback_compare] >> delay_was_lowered() >> restore_delay >> final
     decision >> final
 
 
@@ -352,7 +392,15 @@ def carried_settings(params: dict) -> dict:
         dynamic = hook.describe_group_config(params["application_id"]).dynamic
         broker = hook.group_coordinator_config().values
     settings = carry_over(requested, params["application_properties"] or {}, dynamic, broker)
-    return {"settings": [s.to_dict() for s in settings], "set": to_set(settings)}
+    out = {"settings": [s.to_dict() for s in settings], "set": to_set(settings), "restart_delay": None}
+    if params.get("restart_rebalance_delay_ms") is not None:  # for the restart only: put back once Stable
+        previous = dynamic.get(RESTART_DELAY)
+        out["set"][RESTART_DELAY] = str(params["restart_rebalance_delay_ms"])
+        out["restart_delay"] = {"value": out["set"][RESTART_DELAY], "previous": previous,
+                                "broker_default": broker.get("group." + RESTART_DELAY),
+                                "restore_set": {RESTART_DELAY: previous} if previous is not None else {},
+                                "restore_delete": [] if previous is not None else [RESTART_DELAY]}
+    return out
 
 
 def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
@@ -377,8 +425,10 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     before = configs.get("before") or {}
     for key, value in sorted((configs.get("requested_set") or {}).items()):
         if before.get(key) != str(value):
+            why = ("for the restart only: put back once the streams group is Stable" if key == RESTART_DELAY
+                   else "set before the restart")
             changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
-                                  "set before the restart"))
+                                  why))
     notes = ["one approval covers the whole downtime"]
     for raw in carried["settings"]:
         setting = CarriedSetting(**{k: raw[k] for k in ("config", "current", "value", "source")})

@@ -45,7 +45,11 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
-from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
+from airflow_provider_kip848.operators.application import (
+    KafkaApplicationStartOperator,
+    KafkaApplicationStopOperator,
+    instances_gone,
+)
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -164,7 +168,8 @@ def kip1071_streams_rollback_to_classic():
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       instances_gone=instances_gone("stop_application"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
@@ -198,7 +203,8 @@ def kip1071_streams_rollback_to_classic():
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+        audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="streams", **CONTROLLER)
     rollback_wait = KafkaGroupMigratedSensor(
@@ -212,6 +218,7 @@ def kip1071_streams_rollback_to_classic():
     def report(params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.operators.downtime import measured_downtime
 
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -229,9 +236,12 @@ def kip1071_streams_rollback_to_classic():
                      "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
+        downtime = measured_downtime(context, params["kafka_conn_id"], params["application_id"], outcome,
+                                     target="classic", facts=(plan or {}).get("facts"), validation_task=None)
         result = R.build_report(
             title=f"{params['application_id']} back to the classic protocol", outcome=outcome, context=context,
             group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            downtime=downtime,
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",

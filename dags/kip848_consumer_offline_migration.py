@@ -42,7 +42,11 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
-from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator, KafkaApplicationStopOperator
+from airflow_provider_kip848.operators.application import (
+    KafkaApplicationStartOperator,
+    KafkaApplicationStopOperator,
+    instances_gone,
+)
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -168,7 +172,8 @@ def kip848_consumer_offline_migration():
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       instances_gone=instances_gone("stop_application"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
@@ -199,6 +204,8 @@ def kip848_consumer_offline_migration():
         if params["output_topic"]:
             spec["continuity"] = {"between": [out_before, out_after], "id_source": params["id_source"],
                                   "allowed_duplicates": params["allowed_duplicates"]}
+            # the processing gap, from the output records' timestamps (the report's downtime section)
+            spec["output_timing"] = {"between": [out_before, out_after]}
         return spec
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
@@ -217,7 +224,8 @@ def kip848_consumer_offline_migration():
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, timeout_minutes="{{ params.empty_timeout_minutes }}")
+        audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
+        timeout_minutes="{{ params.empty_timeout_minutes }}")
 
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol=SOURCE, **CONTROLLER)
@@ -250,8 +258,8 @@ def kip848_consumer_offline_migration():
                      "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
-        downtime, downtime_svg = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
-                                                   members_before=((plan or {}).get("facts") or {}).get("members"))
+        downtime = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
+                                     target=params["target_protocol"], facts=(plan or {}).get("facts"))
         result = R.build_report(
             title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
             outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,
@@ -276,7 +284,7 @@ def kip848_consumer_offline_migration():
             change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
         )
         return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
-                        downtime_svg=downtime_svg, fail_outcomes=("failed", "refused", "rolled_back"))
+                        fail_outcomes=("failed", "refused", "rolled_back"))
 
     out_before = capture_output_before()
     plan = make_plan(lint.output, preflight.output, snapshot_before.output)

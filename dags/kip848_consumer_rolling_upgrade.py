@@ -201,6 +201,8 @@ def kip848_consumer_rolling_upgrade():
         if params["output_topic"]:
             spec["continuity"] = {"between": [out_before, out_after], "id_source": params["id_source"],
                                   "allowed_duplicates": params["allowed_duplicates"]}
+            # the processing gap, from the output records' timestamps (the report's downtime section)
+            spec["output_timing"] = {"between": [out_before, out_after]}
         return spec
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
@@ -239,6 +241,7 @@ def kip848_consumer_rolling_upgrade():
     def report(params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.operators.downtime import measured_downtime
 
         ti = context["ti"]
         states = R.task_states(context)
@@ -269,9 +272,13 @@ def kip848_consumer_rolling_upgrade():
                      "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
         except Exception as exc:  # noqa: BLE001 - the report must still be written
             after = {"error": str(exc)}
+        # the rollout's worst per-partition gap (commits, or the output records) and the rebalances it caused
+        downtime = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
+                                     target="consumer", facts=(plan or {}).get("facts"))
         result = R.build_report(
             title=f"KIP-848 rolling upgrade of {params['group_id']}", outcome=outcome, context=context,
             group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
+            downtime=downtime,
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),

@@ -12,21 +12,9 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
 from airflow_provider_kip848.changecontrol.audit import summary
-from airflow_provider_kip848.changecontrol.downtime import (
-    downtime_chart,
-    downtime_markdown,
-    downtime_section,
-    records_chart,
-    records_markdown,
-    records_section,
-)
+from airflow_provider_kip848.changecontrol.downtime import downtime_chart, downtime_markdown
 from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metrics_section
-from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.kafka.group_records import GroupDowntime
-from airflow_provider_kip848.kafka.timeline import Timeline
 
-#: the task that watches the group through the change (operators.timeline.KafkaGroupTimelineOperator)
-WATCH_TASK_ID = "watch_group"
 #: the downtime chart's file name next to report.md
 DOWNTIME_CHART = "downtime.svg"
 
@@ -46,18 +34,16 @@ def approval_record(payload: Any) -> dict[str, Any] | None:
     }
 
 
-def render_markdown(report: dict[str, Any], chart: str | None = None, downtime_chart: str | None = None) -> str:
-    """The report as a person reads it: the run, its downtime (``downtime_chart``: its SVG file), its approvals
+def render_markdown(report: dict[str, Any], chart: str | None = None, downtime_file: str | None = None) -> str:
+    """The report as a person reads it: the run, its downtime (``downtime_file``: its chart's SVG file), its approvals
     and lock, before/after, the brokers' group metrics over the change (``chart``: the SVG file next to it),
     change control, results."""
     lines = _summary_lines(report)
     downtime = report.get("downtime")
     if downtime and downtime.get("error"):
         lines += ["", "## Downtime", "", f"Not measured: {downtime['error']}"]
-    elif downtime and downtime.get("source") == "group records":
-        lines += ["", *records_markdown(downtime, downtime_chart)]
     elif downtime:
-        lines += ["", *downtime_markdown(downtime, downtime_chart)]
+        lines += ["", *downtime_markdown(downtime, downtime_file)]
     for section in ("before", "after"):
         if report.get(section):
             lines += ["", f"## {section.title()}", "", *_json_block(report[section])]
@@ -174,7 +160,7 @@ def group_metrics(context: dict[str, Any], task_ids: tuple[str, ...] = METRICS_T
     return metrics_section([context["ti"].xcom_pull(task_ids=t) for t in task_ids])
 
 
-def write_report(directory: str, report: dict[str, Any], *, downtime_svg: str | None = None) -> dict[str, str]:
+def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
     base = directory.rstrip("/")
     json_path, md_path = f"{base}/report.json", f"{base}/report.md"
     files = {"json": json_path, "markdown": md_path}
@@ -182,41 +168,15 @@ def write_report(directory: str, report: dict[str, Any], *, downtime_svg: str | 
     if chart:  # written first: the Markdown links to it
         files["metrics_chart"] = f"{base}/metrics.svg"
         storage.write_text(files["metrics_chart"], chart)
+    downtime = report.get("downtime")
+    downtime_svg = downtime_chart(downtime) if downtime and not downtime.get("error") else None
     if downtime_svg:
         files["downtime_chart"] = f"{base}/{DOWNTIME_CHART}"
         storage.write_text(files["downtime_chart"], downtime_svg)
     storage.write_text(json_path, json.dumps(report, indent=1, default=str) + "\n")
     storage.write_text(md_path, render_markdown(report, chart="metrics.svg" if chart else None,
-                                                downtime_chart=DOWNTIME_CHART if downtime_svg else None))
+                                                downtime_file=DOWNTIME_CHART if downtime_svg else None))
     return files
-
-
-def records_downtime(downtime: GroupDowntime, group_id: str, *,
-                     output_gap: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None]:
-    """The report's downtime section and stalls chart from the group's own records (read by the report task
-    through ``KafkaGroupAdminHook.group_downtime``)."""
-    section = records_section(downtime.history, downtime.stalls, group_id=group_id, since=downtime.since,
-                              output_gap=output_gap, notes=downtime.notes)
-    return section, records_chart(section)
-
-
-def downtime(context: dict[str, Any], group_id: str, *, task_id: str = WATCH_TASK_ID,
-             output_gap: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    """The report's downtime section and chart from the watch task's result: (None, None) when the run had no
-    watch (nothing was changed); ``{"error": ...}`` when the watch did not end with a timeline."""
-    state = task_states(context).get(task_id)
-    if state in (None, "skipped", "upstream_failed", "removed"):
-        return None, None
-    result = context["ti"].xcom_pull(task_ids=task_id)
-    if not result or not result.get("timeline"):
-        return {"error": f"the watch ({task_id}) ended {state or 'without a result'}; see its log"}, None
-    try:
-        timeline = Timeline.from_dict(result["timeline"])
-    except Kip848Error as exc:
-        return {"error": f"the watch's timeline is unreadable: {exc}"}, None
-    section = downtime_section(timeline, group_id=group_id, output_gap=output_gap)
-    section["watch_status"] = result.get("status")
-    return section, downtime_chart(timeline, group_id=group_id)
 
 
 def task_states(context: dict[str, Any]) -> dict[str, str]:
@@ -274,7 +234,7 @@ def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: b
 
 
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
-           lock: dict[str, Any] | None = None, downtime_svg: str | None = None,
+           lock: dict[str, Any] | None = None,
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
     """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
     see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.
@@ -291,7 +251,7 @@ def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, An
     location = optional_run_location(report_dir, conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"),
                                      "report")
     if location:
-        report["files"] = write_report(location, report, downtime_svg=downtime_svg)
+        report["files"] = write_report(location, report)
     logging.getLogger("airflow.task").info("%s", render_markdown(report))
     if report["outcome"] in fail_outcomes:
         raise AirflowFailException(f"{report['title']}: outcome {report['outcome']}"

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_stalls, group_history
+from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_rate, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -80,11 +80,13 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
             return {}
         return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in self.topic_offsets([topic]).items()}
 
-    def group_downtime(self, group_id: str, since: float, *, members_before: int | None = None) -> GroupDowntime:
-        """The group's rebalances, first member leaving and commit stalls since ``since`` (epoch s), read from
-        its records in ``__consumer_offsets``; a stall's start is the held-back record's own time where this
-        connection may read the input topic (else the previous commit's: an upper bound, noted).
-        ``members_before``: the group's members when the run began (see ``group_history``)."""
+    def group_downtime(self, group_id: str, since: float, *, members_before: int | None = None,
+                       state_before: str | None = None, target: str | None = None) -> GroupDowntime:
+        """The group's rebalances, states, first member leaving, commit stalls and commit rate since ``since``
+        (epoch s), read from its records in ``__consumer_offsets``; a stall's start is the held-back record's
+        own time where this connection may read the input topic (else the previous commit's: an upper bound,
+        noted). ``members_before``/``state_before``: the group when the run began; ``target``: the group type
+        it moves to (see ``group_history``)."""
         records = group_records(self.settings, group_id, since=since)
         unreadable: set[str] = set()
         notes: list[str] = []
@@ -104,4 +106,5 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         ends = self.get_conn().log_offsets(committed)[1] if committed else {}
         stalls = commit_stalls(records, arrival, log_end={(tp.topic, tp.partition): e for tp, e in ends.items()},
                                until=time.time())
-        return GroupDowntime(since, group_history(records, members_before=members_before), stalls, tuple(notes))
+        history = group_history(records, members_before=members_before, state_before=state_before, target=target)
+        return GroupDowntime(since, history, stalls, tuple(notes), tuple(commit_rate(records)))

@@ -65,7 +65,6 @@ from airflow_provider_kip848.kafka.rules.offsets import (
 )
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.kafka.timeline import GroupObservation
 
 T = TypeVar("T")
 #: ``(operation, resource type, resource name)`` of one ACL a request needs.
@@ -417,34 +416,3 @@ def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupConditi
     except E.GroupNotFound:
         desc = None
     return judge(condition, description=desc)
-
-
-def observe_group(admin: GroupAdmin, group_id: str, *, at: float | None = None) -> GroupObservation:
-    """One look at ``group_id`` for its :class:`~airflow_provider_kip848.kafka.timeline.Timeline`.
-
-    Live members only (a static member that left has epoch -2 until its session
-    expires), counted by the protocol each speaks. A group that does not exist
-    is a fact (type unknown, Dead, no members); a read that failed retriably is
-    an *unknown* look, never a guessed state; other failures are raised.
-    """
-    at = time.time() if at is None else at
-    try:
-        desc = admin.describe_group(group_id)
-        offsets = admin.group_offsets(group_id)
-    except E.GroupNotFound:
-        return GroupObservation(at=at, type=GroupType.UNKNOWN, state=GroupState.DEAD)
-    except E.Kip848Error as exc:
-        if not exc.retriable:
-            raise
-        return GroupObservation.unknown(at, str(exc))
-    members: dict[str, int] = {}
-    for m in desc.members:
-        if m.member_epoch is not None and m.member_epoch < 0:
-            continue
-        protocol = m.protocol.value if m.protocol.value != "unknown" else desc.type.value
-        members[protocol] = members.get(protocol, 0) + 1
-    committed = {f"{p.topic}:{p.partition}": p.committed for p in offsets.partitions if p.committed is not None}
-    ends = {f"{p.topic}:{p.partition}": p.log_end for p in offsets.partitions
-            if p.committed is not None and p.log_end is not None}
-    return GroupObservation(at=at, type=desc.type, state=desc.state, members=members,
-                            group_epoch=desc.group_epoch, committed=committed, log_end=ends)

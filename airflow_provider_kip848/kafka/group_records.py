@@ -30,22 +30,35 @@ from airflow_provider_kip848.kafka.errors import Kip848Error
 
 
 class RecordType(IntEnum):
-    """``CoordinatorRecordType`` of Kafka 4.3.1 (the key's leading int16), the types read here."""
+    """``CoordinatorRecordType`` ids of Kafka 4.3.1 (the key's leading int16: each key class's ``apiKey``),
+    the types read here. The ids are not the enum's ordinals: 9 and 18 are retired, so the streams types
+    start at 17."""
 
     LEGACY_OFFSET_COMMIT = 0
     OFFSET_COMMIT = 1
     GROUP_METADATA = 2
     CONSUMER_GROUP_METADATA = 3
     CONSUMER_GROUP_MEMBER_METADATA = 5
-    STREAMS_GROUP_METADATA = 16
-    STREAMS_GROUP_MEMBER_METADATA = 17
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+    STREAMS_GROUP_METADATA = 17
+    STREAMS_GROUP_MEMBER_METADATA = 19
+    STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA = 20
+    STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT = 22
 
 
 #: record types whose key is (group id, member id)
 _MEMBER_TYPES = (RecordType.CONSUMER_GROUP_MEMBER_METADATA, RecordType.STREAMS_GROUP_MEMBER_METADATA)
+_ASSIGNMENT_TYPES = (RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                     RecordType.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+_TARGET_TYPES = (RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                 RecordType.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA)
 _KNOWN = {t.value for t in RecordType}
-#: every group-record type of 4.3.1 (3..21), so a group's records can be told from other bytes
-_GROUP_RECORD_TYPES = range(0, 22)
+#: every group-record type id of 4.3.1 (0..23), so a group's records can be told from other bytes
+_GROUP_RECORD_TYPES = range(0, 24)
+#: ``MemberState`` bytes meaning "reconciled" (``modern.MemberState.STABLE``, ``streams.MemberState.STABLE``)
+_MEMBER_STABLE = {RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: 0,
+                  RecordType.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT: 1}
 
 
 class GroupRecordUnreadable(Kip848Error):
@@ -69,6 +82,11 @@ class GroupRecord:
     epoch: int | None = None
     members: int | None = None
     member_id: str | None = None
+    #: a member's protocol (member metadata): "consumer", "classic" (a classic member of a consumer group,
+    #: during an online upgrade) or "streams"
+    protocol: str | None = None
+    #: a current member assignment: whether the member is reconciled to ``epoch`` (its member epoch)
+    reconciled: bool | None = None
 
 
 class _Reader:
@@ -145,17 +163,59 @@ def decode(key: bytes | None, value: bytes | None, at: float) -> GroupRecord | N
             offset = None if value is None else _offset(value)
             return GroupRecord(rtype, group, at, value is None, topic=topic, partition=partition, offset=offset)
         if rtype in _MEMBER_TYPES:
-            return GroupRecord(rtype, group, at, value is None, member_id=k.string())
+            member = k.string()
+            if value is None:
+                return GroupRecord(rtype, group, at, True, member_id=member)
+            protocol = "streams" if rtype is RecordType.STREAMS_GROUP_MEMBER_METADATA else _consumer_protocol(value)
+            return GroupRecord(rtype, group, at, member_id=member, protocol=protocol)
+        if rtype in _ASSIGNMENT_TYPES:
+            member = k.string()
+            if value is None:
+                return GroupRecord(rtype, group, at, True, member_id=member)
+            v = _Reader(value)
+            _version(v, rtype, 0)
+            epoch, _previous, state = v.int32(), v.int32(), v.take(1)[0]
+            return GroupRecord(rtype, group, at, member_id=member, epoch=epoch,
+                               reconciled=state == _MEMBER_STABLE[rtype])
         if value is None:
             return GroupRecord(rtype, group, at, True)
         if rtype is RecordType.GROUP_METADATA:
             generation, members = _classic_generation(value)
             return GroupRecord(rtype, group, at, epoch=generation, members=members)
         v = _Reader(value)
-        v.int16()  # version
+        _version(v, rtype, 0)
         return GroupRecord(rtype, group, at, epoch=v.int32())
     except (ValueError, UnicodeDecodeError, AssertionError) as exc:
         raise GroupRecordUnreadable(f"A {rtype.name} record of __consumer_offsets does not decode: {exc}.") from exc
+
+
+def _version(v: _Reader, rtype: RecordType, highest: int) -> int:
+    version = v.int16()
+    if not 0 <= version <= highest:
+        raise ValueError(f"{rtype.name} value version {version} (this reader knows 0-{highest})")
+    return version
+
+
+def _consumer_protocol(value: bytes) -> str:
+    """"classic" when a ConsumerGroupMemberMetadataValue (v0, flexible) carries ClassicMemberMetadata (tagged
+    field 0: the member joined with the classic protocol), else "consumer"."""
+    v = _Reader(value)
+    _version(v, RecordType.CONSUMER_GROUP_MEMBER_METADATA, 0)
+    v.string(compact=True, nullable=True)  # instanceId
+    v.string(compact=True, nullable=True)  # rackId
+    v.string(compact=True)  # clientId
+    v.string(compact=True)  # clientHost
+    for _ in range(v.uvarint() - 1):  # subscribedTopicNames
+        v.string(compact=True)
+    v.string(compact=True, nullable=True)  # subscribedTopicRegex
+    v.int32()  # rebalanceTimeoutMs
+    v.string(compact=True, nullable=True)  # serverAssignor
+    for _ in range(v.uvarint()):  # tagged fields
+        tag, size = v.uvarint(), v.uvarint()
+        v.take(size)
+        if tag == 0:
+            return "classic"
+    return "consumer"
 
 
 def _offset(value: bytes) -> int:
@@ -253,9 +313,29 @@ def commit_stalls(records: list[GroupRecord], arrival: Callable[[str, int, int],
 
 
 @dataclass(frozen=True)
+class StatePoint:
+    """The group as its records leave it at ``at``: its type, its state as the coordinator computes it, and
+    its members by protocol. ``state`` None: not known from the records in the window (see
+    :func:`group_history`)."""
+
+    at: float
+    type: str | None
+    state: str | None
+    members: dict[str, int]
+
+    @property
+    def member_count(self) -> int:
+        return sum(self.members.values())
+
+    def to_dict(self) -> dict[str, object]:
+        return {"at": self.at, "type": self.type, "state": self.state, "members": dict(self.members)}
+
+
+@dataclass(frozen=True)
 class GroupHistory:
     """What a group's records say about a change window: rebalances by the group's own counters, the group
-    types it went through, and when the first member left. Times are append times (epoch s)."""
+    types it went through, when the first member left, and the group's state over time. Times are append
+    times (epoch s)."""
 
     records: int
     #: completed classic rebalances (new generations) and new consumer/streams epochs, each counted once
@@ -265,66 +345,226 @@ class GroupHistory:
     first_member_left_at: float | None
     #: a classic GroupMetadata record with no member (Empty), the first one after a member left
     classic_empty_at: float | None
+    #: the group after each instant its records changed it (records of one write share their time)
+    states: tuple[StatePoint, ...] = ()
+    #: the first instant after the first member left (or in the window, when none left) at which the group
+    #: is of the target type, Stable, with every member on the target protocol
+    stable_on_target_at: float | None = None
+
+    @property
+    def settle_s(self) -> float | None:
+        """From the first member leaving to Stable on the target protocol."""
+        if self.first_member_left_at is None or self.stable_on_target_at is None:
+            return None
+        return self.stable_on_target_at - self.first_member_left_at
 
     def to_dict(self) -> dict[str, object]:
         return {"records": self.records, "rebalances": self.rebalances, "types": list(self.types),
-                "first_member_left_at": self.first_member_left_at, "classic_empty_at": self.classic_empty_at}
+                "first_member_left_at": self.first_member_left_at, "classic_empty_at": self.classic_empty_at,
+                "stable_on_target_at": self.stable_on_target_at, "states": [p.to_dict() for p in self.states]}
 
 
 _TYPE_OF = {RecordType.GROUP_METADATA: "classic", RecordType.CONSUMER_GROUP_METADATA: "consumer",
             RecordType.CONSUMER_GROUP_MEMBER_METADATA: "consumer", RecordType.STREAMS_GROUP_METADATA: "streams",
-            RecordType.STREAMS_GROUP_MEMBER_METADATA: "streams"}
+            RecordType.STREAMS_GROUP_MEMBER_METADATA: "streams",
+            RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer",
+            RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer",
+            RecordType.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA: "streams",
+            RecordType.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT: "streams"}
+#: the types whose records say how many members there are (the others follow them)
+_METADATA = (RecordType.GROUP_METADATA, RecordType.CONSUMER_GROUP_METADATA, RecordType.STREAMS_GROUP_METADATA)
 
 
-def group_history(records: list[GroupRecord], *, members_before: int | None = None) -> GroupHistory:
+class _ModernGroup:
+    """A consumer or streams group rebuilt from its records, to compute its state as the coordinator does
+    (``ConsumerGroup``/``StreamsGroup.maybeUpdateGroupState``): no member -> Empty; a group epoch above the
+    target assignment's -> Assigning; a member not reconciled to the target epoch (its member epoch differs,
+    or its state is not STABLE) -> Reconciling; else Stable. Unknown until the records in the window show the
+    group epoch, the target epoch and every member's assignment (a group created in the window shows all)."""
+
+    def __init__(self) -> None:
+        self.epoch: int | None = None
+        self.target: int | None = None
+        self.members: dict[str, str] = {}
+        self.assignments: dict[str, tuple[int, bool]] = {}
+
+    def apply(self, r: GroupRecord) -> None:
+        if r.type in _METADATA:
+            self.epoch = r.epoch
+        elif r.type in _TARGET_TYPES:
+            self.target = r.epoch
+        elif r.type in _MEMBER_TYPES and r.member_id is not None:
+            if r.deleted:
+                self.members.pop(r.member_id, None)
+            else:
+                self.members[r.member_id] = r.protocol or _TYPE_OF[r.type]
+        elif r.type in _ASSIGNMENT_TYPES and r.member_id is not None:
+            if r.deleted or r.epoch is None:
+                self.assignments.pop(r.member_id, None)
+            else:
+                self.assignments[r.member_id] = (r.epoch, bool(r.reconciled))
+
+    def state(self) -> str | None:
+        if not self.members:
+            return "Empty"
+        if self.epoch is None or self.target is None:
+            return None
+        if self.epoch > self.target:
+            return "Assigning"
+        if any(m not in self.assignments for m in self.members):
+            return None
+        if all(self.assignments[m] == (self.target, True) for m in self.members):
+            return "Stable"
+        return "Reconciling"
+
+    def by_protocol(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for protocol in self.members.values():
+            out[protocol] = out.get(protocol, 0) + 1
+        return out
+
+
+class _HistoryFold:
+    """The state :func:`group_history` carries from one record to the next."""
+
+    def __init__(self, members_before: int | None, state_before: str | None) -> None:
+        self.rebalances = 0
+        self.types: list[str] = []
+        self.last_epoch: dict[str, int] = {}
+        self.last_members = members_before
+        self.first_left: float | None = None
+        self.empty_at: float | None = None
+        known = members_before is not None or state_before is not None
+        self.current: str | None = "classic" if known else None
+        self.classic: tuple[str | None, int | None] = (state_before, members_before)
+        self.modern: _ModernGroup | None = None
+        self.states: list[StatePoint] = []
+
+    def apply(self, r: GroupRecord, kind: str) -> None:
+        group_level = r.type in _METADATA
+        if not self.types or self.types[-1] != kind:
+            if r.deleted and group_level:
+                return  # a deleted group of a type not current: nothing to follow
+            self.types.append(kind)
+        if r.deleted and group_level:  # the group itself deleted (converted, or gone)
+            self.last_epoch.pop(kind, None)
+            self.current = None if self.current == kind else self.current
+        else:
+            if kind != self.current and not r.deleted:  # a group of this type from here on
+                self.current = kind
+                self.modern = None if kind == "classic" else _ModernGroup()
+            if self.modern is not None and kind == self.current:
+                self.modern.apply(r)
+            if r.type in _MEMBER_TYPES and r.deleted and self.first_left is None:
+                self.first_left = r.at
+            if group_level:
+                self._metadata(r, kind)
+        self._point(r.at)
+
+    def _metadata(self, r: GroupRecord, kind: str) -> None:
+        if r.epoch is not None and self.last_epoch.get(kind) != r.epoch:
+            self.rebalances += 1 if kind not in self.last_epoch or r.epoch > self.last_epoch[kind] else 0
+            self.last_epoch[kind] = r.epoch
+        if r.type is RecordType.GROUP_METADATA and r.members is not None:
+            if self.last_members is not None and r.members < self.last_members and self.first_left is None:
+                self.first_left = r.at
+            if r.members == 0 and self.first_left is not None and self.empty_at is None:
+                self.empty_at = r.at
+            self.last_members = r.members
+            self.classic = ("Stable" if r.members else "Empty", r.members)
+
+    def _point(self, at: float) -> None:
+        if self.current == "classic":
+            state, count = self.classic
+            now = StatePoint(at, "classic", state, {"classic": count} if count else {})
+        elif self.current is not None and self.modern is not None:
+            now = StatePoint(at, self.current, self.modern.state(), self.modern.by_protocol())
+        else:
+            now = StatePoint(at, None, "Dead" if self.types else None, {})
+        if self.states and self.states[-1].at == at:
+            self.states[-1] = now  # records of one write: the group as the write leaves it
+        else:
+            self.states.append(now)
+
+    def stable_on(self, target: str | None) -> float | None:
+        for p in self.states:
+            if target is None or (self.first_left is not None and p.at < self.first_left):
+                continue
+            if p.type == target and p.state == "Stable" and p.members and set(p.members) == {target}:
+                return p.at
+        return None
+
+
+def group_history(records: list[GroupRecord], *, members_before: int | None = None,
+                  state_before: str | None = None, target: str | None = None) -> GroupHistory:
     """Fold a group's records (append order) into its :class:`GroupHistory`.
 
     A classic rebalance is a GroupMetadata record with a new generation; a consumer or streams rebalance is a
     new group epoch (the first epoch record seen in the window counts once: what came before is outside it).
     The first member left is the first classic record with fewer members than the one before, or the first
-    consumer/streams member tombstone. A group tombstone (the group deleted) ends a type. ``members_before``:
-    the classic group's members when the window opened (its last generation may predate the window; a run
-    that stops every member at once writes one record, already Empty).
+    consumer/streams member tombstone. A group tombstone (the group deleted) ends a type.
+
+    States: a classic group's record is written when a rebalance completes (Stable, with its members) or the
+    group empties; its rebalancing phases are not recorded. A consumer or streams group's state is computed
+    from its epochs and members' assignments (see :class:`_ModernGroup`); a streams group waiting for its
+    source topics (NotReady) shows as Assigning. ``members_before`` and ``state_before``: the classic group
+    when the window opened (its last generation may predate the window; a run that stops every member at
+    once writes one record, already Empty). ``target``: the group type the change moves to (for
+    ``stable_on_target_at``).
     """
-    rebalances = 0
-    types: list[str] = []
-    last_epoch: dict[str, int] = {}
-    last_members: int | None = members_before
-    first_left: float | None = None
-    empty_at: float | None = None
+    fold = _HistoryFold(members_before, state_before)
     for r in records:
         kind = _TYPE_OF.get(r.type)
-        if kind is None:
+        if kind is not None:
+            fold.apply(r, kind)
+    return GroupHistory(len(records), fold.rebalances, tuple(fold.types), fold.first_left, fold.empty_at,
+                        tuple(_dedupe(fold.states)), fold.stable_on(target))
+
+
+def _dedupe(states: list[StatePoint]) -> list[StatePoint]:
+    """Drop points that repeat the one before (same type, state and members)."""
+    out: list[StatePoint] = []
+    for p in states:
+        if not out or (out[-1].type, out[-1].state, out[-1].members) != (p.type, p.state, p.members):
+            out.append(p)
+    return out
+
+
+def commit_rate(records: list[GroupRecord], *, max_buckets: int = 300) -> list[tuple[float, float]]:
+    """Committed records per second over the window: each offset commit that moves a partition forward adds
+    the distance moved to its time's bucket (the first commit of a partition in the window has no base and
+    adds nothing). Buckets are 1 s wide, wider for a window longer than ``max_buckets`` seconds.
+    Returns ``(bucket start, records/s)`` for every bucket from the first commit to the last (0 where
+    nothing was committed: a commit record is a fact, its absence too)."""
+    last: dict[tuple[str, int], int] = {}
+    moves: list[tuple[float, int]] = []
+    for r in records:
+        if r.type not in (RecordType.OFFSET_COMMIT, RecordType.LEGACY_OFFSET_COMMIT) or r.deleted \
+                or r.topic is None or r.partition is None or r.offset is None:
             continue
-        if not types or types[-1] != kind:
-            if r.deleted and r.type not in _MEMBER_TYPES:
-                continue  # a deleted group of a type not current: nothing to follow
-            types.append(kind)
-        if r.type in _MEMBER_TYPES:
-            if r.deleted and first_left is None:
-                first_left = r.at
-            continue
-        if r.deleted:
-            last_epoch.pop(kind, None)
-            continue
-        if r.epoch is not None and last_epoch.get(kind) != r.epoch:
-            rebalances += 1 if kind not in last_epoch or r.epoch > last_epoch[kind] else 0
-            last_epoch[kind] = r.epoch
-        if r.type is RecordType.GROUP_METADATA and r.members is not None:
-            if last_members is not None and r.members < last_members and first_left is None:
-                first_left = r.at
-            if r.members == 0 and first_left is not None and empty_at is None:
-                empty_at = r.at
-            last_members = r.members
-    return GroupHistory(len(records), rebalances, tuple(types), first_left, empty_at)
+        key = (r.topic, r.partition)
+        if key in last and r.offset > last[key]:
+            moves.append((r.at, r.offset - last[key]))
+        last[key] = r.offset
+    commits = [r.at for r in records if r.type in (RecordType.OFFSET_COMMIT, RecordType.LEGACY_OFFSET_COMMIT)]
+    if not commits:
+        return []
+    first, span = min(commits), max(commits) - min(commits)
+    width = max(1.0, float(int(span / max_buckets) + 1))
+    sums = [0] * (int(span / width) + 1)
+    for at, n in moves:
+        sums[int((at - first) / width)] += n
+    return [(first + i * width, n / width) for i, n in enumerate(sums)]
 
 
 @dataclass(frozen=True)
 class GroupDowntime:
-    """A group's history since a time, from its own records: rebalances and the first member leaving
-    (:class:`GroupHistory`), each partition's longest :class:`CommitStall`, and notes on what was not exact."""
+    """A group's history since a time, from its own records: rebalances, states and the first member leaving
+    (:class:`GroupHistory`), each partition's longest :class:`CommitStall`, the committed records per second
+    (:func:`commit_rate`), and notes on what was not exact."""
 
     since: float
     history: GroupHistory
     stalls: dict[str, CommitStall]
     notes: tuple[str, ...] = ()
+    commit_rate: tuple[tuple[float, float], ...] = ()

@@ -79,13 +79,24 @@ class _ApplicationOperator(BaseOperator):
         return load_controller(self.controller, args)
 
 
+def instances_gone(stop_task_id: str) -> str:
+    """The template that tells a :class:`~airflow_provider_kip848.sensors.group.KafkaGroupEmptySensor` whether
+    the stop task's controller confirmed every instance gone (``instances_gone`` in its result; False when the
+    task did not run or its controller cannot confirm)."""
+    return f"{{{{ (ti.xcom_pull(task_ids='{stop_task_id}') or {{}}).get('instances_gone', False) }}}}"
+
+
 class KafkaApplicationStopOperator(_ApplicationOperator):
-    """Stop every instance of the application through its controller; returns what the controller stopped."""
+    """Stop every instance of the application through its controller; returns what the controller stopped
+    (with ``instances_gone`` when the controller confirmed that no instance is left: see
+    :func:`instances_gone`)."""
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._skip_unless_failed(context)
         result = self._controller().stop()
         self.log.info("Stopped: %s", result)
+        if result.get("instances_gone") is True:
+            self.log.info("The controller confirmed every instance gone: the group is emptied at once.")
         return result
 
 

@@ -51,12 +51,14 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
     """Run validation checks on real Kafka data with PySpark and fail the task if any check fails.
 
     :param checks: the spec sections of :mod:`airflow_provider_kip848.spark.job` (``offsets_preserved``,
-        ``lag``, ``continuity``, ``counts``); templated, so snapshot paths and captures can come from XCom.
+        ``lag``, ``continuity``, ``counts``, ``output_timing``); templated, so snapshot paths and captures
+        can come from XCom.
     :param reader: ``connector`` (Spark's Kafka source) or ``python`` (the Python data source).
     :param run_mode: ``local`` (a SparkSession in the worker) or ``spark-submit`` (a separate
         spark-submit process with the package shipped as ``--py-files``; ``master`` says where).
     :param output_dir: where ``validation.json`` and ``validation.html`` go.
-    :returns: ``{passed, files, verdicts: [{check, passed, summary, counts}]}``
+    :returns: ``{passed, files, verdicts: [{check, passed, summary, counts}]}``, plus ``output_timing`` (the
+        longest output gap per partition and the output rate, for the run's downtime report) when asked
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "checks", "output_dir", "title", "reader",
@@ -90,6 +92,9 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
         result = {"passed": report["passed"], "files": report.get("files", {}),
                   "verdicts": [{k: v.get(k) for k in ("check", "passed", "summary", "counts")}
                                for v in report["verdicts"]]}
+        timing = [v for v in report["verdicts"] if v["check"] == "output_timing"]
+        if timing:
+            result["output_timing"] = timing[0].get("data") or {}
         if self.fail_on_failure and not report["passed"]:
             failed = [v for v in report["verdicts"] if not v["passed"]]
             summary = "; ".join(f"{v['check']}: {v['summary']}" for v in failed)

@@ -26,7 +26,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
-from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
+from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.model import GroupState
 from airflow_provider_kip848.kafka.rules.conditions import (
@@ -301,15 +301,34 @@ class KafkaGroupEmptySensor(KafkaGroupConditionSensor):
     ``remove_members_after`` force out those left (a member that comes back then fails the wait).
 
     :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
+    :param instances_gone: the application's controller confirmed that no instance is left (its stop
+        returned ``instances_gone``; templated, parsed strictly). Nothing can heartbeat or rejoin then, so
+        the members left behind are forced out at the first poll (when ``remove_members_after`` is set at
+        all) and the group needs no settle time: the wait ends at the first Empty poll.
     """
 
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds")
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds", "instances_gone")
 
-    def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, **kwargs: Any) -> None:
+    def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, instances_gone: bool | str = False,
+                 **kwargs: Any) -> None:
         self.settle_seconds = settle_seconds
+        if not is_template(instances_gone):
+            parse_flag(instances_gone, "instances_gone")
+        self.instances_gone = instances_gone
         first = EMPTY_SETTLE_SECONDS if is_template(settle_seconds) else parse_number(settle_seconds,
                                                                                         "settle_seconds")
         super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0), **kwargs)
+
+    def _apply_templated(self) -> None:
+        super()._apply_templated()
+        try:
+            gone = parse_flag(self.instances_gone, "instances_gone")
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if gone:  # confirmed by the controller: no wait for members to leave or for the group to settle
+            if self.remove_members_after is not None:
+                self.remove_members_after = 0.0
+            self.condition = GroupCondition("empty", settle_s=0.0)
 
     def _build_condition(self) -> GroupCondition:
         return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)

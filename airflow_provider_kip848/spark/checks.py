@@ -339,3 +339,70 @@ def counts_verdict(counted: Mapping[tuple[str, int], int], ranges, *, explained_
                    f"{got} records for {expected_total} offsets in {len(rows)} partition(s){why}",
                    {"records": got, "offsets": expected_total, "missing_offsets": expected_total - got},
                    offending[:MAX_LISTED], {"partitions": rows})
+
+
+# -- output timing: the processing gap -------------------------------------------------------------
+
+#: at most this many rate buckets in the output-timing verdict (the bucket widens for a long window)
+MAX_RATE_BUCKETS = 300
+#: Kafka's record timestamp types (the Spark source's ``timestampType`` column)
+TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def output_timing(records, *, max_gap_seconds: float | None = None) -> Verdict:
+    """The application's processing gap as its output shows it: per partition, the longest interval between
+    two consecutive output records (by timestamp) and when it started and ended; the overall longest; and
+    output records per second over the window. Computed on the executors (one window per partition); only
+    one row per partition and the rate buckets come back to the driver.
+
+    A gap is only as real as the input: a partition whose input paused also shows a gap. And only as real as
+    the timestamps: with ``LogAppendTime`` on the output topic they are the broker's append times; with
+    ``CreateTime`` they are what the application set, which is its processing time for a producer that stamps
+    records as it writes them, but the *input's* time for one that carries it over (Kafka Streams does):
+    the verdict counts records by timestamp type so the report can say which. With ``max_gap_seconds`` the
+    verdict fails when the longest gap is longer; without it the verdict is a measurement and passes."""
+    from pyspark.sql import Window  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    ts = records.select("topic", "partition", "offset", "timestampType",
+                        (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts"))
+    by_time = Window.partitionBy("topic", "partition").orderBy("ts", "offset")
+    gaps = (ts.withColumn("prev", F.lag("ts").over(by_time)).where(F.col("prev").isNotNull())
+            .withColumn("gap", F.col("ts") - F.col("prev")))
+    longest = (gaps.withColumn("rank", F.row_number().over(
+        Window.partitionBy("topic", "partition").orderBy(F.desc("gap"), "prev")))
+        .where(F.col("rank") == 1).select("topic", "partition", "gap", "prev", "ts"))
+    span = ts.agg(F.min("ts").alias("first"), F.max("ts").alias("last"), F.count("*").alias("n")).collect()[0]
+    kinds = {TIMESTAMP_TYPES.get(int(r.timestampType), str(r.timestampType)): int(r["count"])
+             for r in ts.groupBy("timestampType").count().collect()}
+    rows = [{"partition": f"{r.topic}:{r.partition}", "seconds": round(float(r.gap), 3),
+             "started_at": float(r.prev), "ended_at": float(r.ts)} for r in longest.collect()]
+    rate: list[tuple[float, float]] = []
+    if span.n:
+        width = max(1.0, float(int((span.last - span.first) / MAX_RATE_BUCKETS) + 1))
+        counted = {int(b.b): int(b["count"]) for b in
+                   ts.groupBy(F.floor((F.col("ts") - F.lit(span.first)) / F.lit(width)).alias("b")).count().collect()}
+        # every bucket from the first record to the last, 0 where none was written (the gap is in the line)
+        rate = [(span.first + b * width, counted.get(b, 0) / width) for b in range(max(counted) + 1)]
+    return timing_verdict(rows, rate, records=int(span.n), timestamp_types=kinds, max_gap_seconds=max_gap_seconds)
+
+
+def timing_verdict(partitions: list[dict[str, Any]], rate: Sequence[tuple[float, float]], *, records: int,
+                   timestamp_types: Mapping[str, int] | None = None, max_gap_seconds: float | None = None,
+                   ) -> Verdict:
+    """The output-timing verdict from each partition's longest gap and the rate buckets."""
+    ranked = sorted(partitions, key=lambda p: (-p["seconds"], p["partition"]))
+    longest = ranked[0] if ranked else None
+    passed = longest is None or max_gap_seconds is None or longest["seconds"] <= max_gap_seconds
+    if longest is None:
+        summary = f"no two output records in one partition ({records} record(s)): no gap measured"
+    else:
+        summary = (f"longest output gap {longest['seconds']:.3f} s on {longest['partition']} "
+                   f"over {records} records in {len(ranked)} partition(s)")
+        if max_gap_seconds is not None:
+            summary += f" ({'within' if passed else 'over'} {max_gap_seconds} s)"
+    return Verdict("output_timing", passed, summary, {"records": records, "partitions": len(ranked)},
+                   [] if passed or longest is None else [longest],
+                   {"longest": longest, "partitions": ranked[:MAX_LISTED],
+                    "rate": [[round(t, 3), round(v, 3)] for t, v in rate],
+                    "timestamp_types": dict(timestamp_types or {})})

@@ -13,7 +13,8 @@ Spec (all sections optional but one)::
       "continuity": {"ranges": {"topic:partition": [start, end]} | "between": [capture1, capture2],
                      "id_source": "key" | "value" | "json:<field>",
                      "expected_min": 0, "expected_max": 999, "allowed_duplicates": 0},
-      "counts": {"ranges" | "between": ..., "explained_by": null | "compaction" | "transactions"}
+      "counts": {"ranges" | "between": ..., "explained_by": null | "compaction" | "transactions"},
+      "output_timing": {"ranges" | "between": ..., "max_gap_seconds": null}
 
 A capture is what :class:`~airflow_provider_kip848.operators.validation.TopicOffsetsOperator`
 returns: ``{"topic:partition": {"log_start": n, "log_end": n}}``.
@@ -85,7 +86,7 @@ def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
                                        max_total_lag=sys.maxsize, label="before")
             after = checks.with_lag_before(after, before)
         verdicts.append(after)
-    needs_records = [k for k in ("continuity", "counts") if k in spec]
+    needs_records = [k for k in ("continuity", "counts", "output_timing") if k in spec]
     if needs_records:
         settings = ClientSettings(**{"bootstrap_servers": spec["bootstrap_servers"], **spec.get("security", {})})
         backend = spec.get("reader", "connector")
@@ -98,11 +99,14 @@ def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
                 verdicts.append(checks.record_continuity(ids, expected_min=cfg.get("expected_min"),
                                                          expected_max=cfg.get("expected_max"),
                                                          allowed_duplicates=int(cfg.get("allowed_duplicates", 0))))
-            else:
+            elif key == "counts":
                 verdicts.append(checks.partition_counts(records, ranges, explained_by=cfg.get("explained_by")))
+            else:
+                limit = cfg.get("max_gap_seconds")
+                verdicts.append(checks.output_timing(records, max_gap_seconds=None if limit is None else float(limit)))
             records.unpersist()
     if not verdicts:
-        raise ValueError("the spec asks for no check (offsets_preserved, lag, continuity, counts)")
+        raise ValueError("the spec asks for no check (offsets_preserved, lag, continuity, counts, output_timing)")
     return verdicts
 
 

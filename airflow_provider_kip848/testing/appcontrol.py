@@ -23,18 +23,22 @@ from airflow_provider_kip848.testing.clients import ConsumerProcess
 
 def stop_processes(running_pids: Callable[[], list[int]], stop_mode: str, grace_s: float = 60.0) -> dict[str, Any]:
     """Signal every running instance (SIGTERM for ``graceful``, SIGKILL for ``kill``), wait up to ``grace_s``
-    for them to go, then SIGKILL what is left; says what it did."""
+    for them to go, then SIGKILL what is left; says what it did, and ``instances_gone`` when no instance's
+    process is left (looked at after the last signal: the confirmation the empty wait acts on at once)."""
     pids = running_pids()
     sig = signal.SIGKILL if stop_mode == "kill" else signal.SIGTERM
     for pid in pids:
         os.kill(pid, sig)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and running_pids():
-        time.sleep(0.2)
+        time.sleep(0.05)
     left = running_pids()
     for pid in left:
         os.kill(pid, signal.SIGKILL)
-    return {"stopped_pids": pids, "signal": sig.name, "forced": left}
+    deadline = time.monotonic() + grace_s
+    while left and time.monotonic() < deadline and running_pids():
+        time.sleep(0.05)
+    return {"stopped_pids": pids, "signal": sig.name, "forced": left, "instances_gone": not running_pids()}
 
 
 class LocalWordCountController:
@@ -45,15 +49,18 @@ class LocalWordCountController:
     ``graceful`` sends SIGTERM: a classic Streams app closes without leaving
     its group (Kafka Streams' default), so its members stay until the session
     times out, exactly as in production, and the DAG empties the group.
-    ``kill`` sends SIGKILL (a crash).
+    ``kill`` sends SIGKILL (a crash). ``confirms_gone`` False: ``stop`` does not report ``instances_gone``
+    (a controller that cannot confirm its instances are gone; the empty wait then gives members
+    ``remove_members_after`` to leave).
     """
 
     def __init__(self, kafka_workdir: str, application_id: str, stop_mode: str = "graceful",
                  properties: dict[str, str] | None = None,
-                 protocol_properties: dict[str, dict[str, str]] | None = None) -> None:
+                 protocol_properties: dict[str, dict[str, str]] | None = None, confirms_gone: bool = True) -> None:
         self.kafka = LocalKafka.existing(kafka_workdir)
         self.application_id = application_id
         self.stop_mode = stop_mode
+        self.confirms_gone = confirms_gone
         self.properties = dict(properties or {})
         #: extra properties for one protocol only (e.g. a setting the streams protocol rejects, to rehearse
         #: a failed switch and the way back)
@@ -79,7 +86,10 @@ class LocalWordCountController:
         return pids
 
     def stop(self) -> dict[str, Any]:
-        return {"application_id": self.application_id, **stop_processes(self.running_pids, self.stop_mode)}
+        stopped = stop_processes(self.running_pids, self.stop_mode)
+        if not self.confirms_gone:
+            stopped.pop("instances_gone")
+        return {"application_id": self.application_id, **stopped}
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         running = self.running_pids()
@@ -202,7 +212,8 @@ class LocalConsumerFleetAppController:
         return [pid for part in self.parts for pid in part.running_pids()]
 
     def stop(self) -> dict[str, Any]:
-        return {"groups": [part.stop() for part in self.parts]}
+        parts = [part.stop() for part in self.parts]
+        return {"groups": parts, "instances_gone": all(p.get("instances_gone") for p in parts)}
 
     def start(self, group_protocol: str) -> dict[str, Any]:
         return {"groups": [part.start(group_protocol) for part in self.parts]}

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
+    TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     KafkaException,
@@ -25,7 +27,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class Record:
     offset: int
     key: bytes | None
     value: bytes | None
+    #: the record's timestamp (epoch s) and whether the broker set it (LogAppendTime) or the producer
+    timestamp: float | None = None
+    log_append_time: bool = False
 
 
 def create_topics(bootstrap_servers: str, topics: dict[str, int], timeout: float = 30.0) -> None:
@@ -52,6 +57,16 @@ def create_topics(bootstrap_servers: str, topics: dict[str, int], timeout: float
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
     _wait_topics_visible(admin, set(topics), timeout)
+
+
+def set_topic_configs(bootstrap_servers: str, topic: str, configs: dict[str, str], timeout: float = 30.0) -> None:
+    """Set dynamic configs of a topic (e.g. ``message.timestamp.type=LogAppendTime`` on an output topic, so its
+    records carry the broker's append time)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+    for fut in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
+        fut.result(timeout)
 
 
 def _wait_topics_visible(admin: AdminClient, names: set[str], timeout: float) -> None:
@@ -176,7 +191,9 @@ def read_topic(
 
 def _record(msg: Message) -> Record:
     """A consumed record (a message without error always has its topic, partition and offset)."""
-    return Record(msg.topic() or "", msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value())
+    kind, ms = msg.timestamp()
+    return Record(msg.topic() or "", msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value(),
+                  None if kind == TIMESTAMP_NOT_AVAILABLE else ms / 1000, kind == TIMESTAMP_LOG_APPEND_TIME)
 
 
 def latest_by_key(records: list[Record]) -> dict[bytes, bytes | None]:

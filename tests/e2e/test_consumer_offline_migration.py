@@ -8,7 +8,6 @@ restarted application does not come in, it goes back to classic by the same road
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from airflow_provider_kip848.changecontrol.artifacts import run_location
 from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -23,7 +23,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import set_kafka_connection, wait_until
-from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.helpers import Feeder, approve, check_downtime_against_output, read_since, run_dag, state
 
 DAG = "kip848_consumer_offline_migration"
 INSTANCES = 2
@@ -98,19 +98,26 @@ def live_protocols(admin, group) -> list[MemberProtocol]:
 def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
     admin = KafkaAdmin(ClientSettings(bootstrap))
     topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin)
-    feeder: list[threading.Thread] = []
+    watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
+    out_before: dict[int, int] = {}
 
-    def keep_producing(detail):  # traffic goes on while the application is down and after it is back
-        t = threading.Thread(target=produce, args=(bootstrap, topic, (f"v{i}" for i in range(200, 400))),
-                             kwargs={"keys": (str(i) for i in range(200, 400))})
-        t.start()
-        feeder.append(t)
+    def down() -> bool:  # the old group empty: the application is stopped
+        try:
+            return watcher.describe_group(group).is_empty
+        except GroupNotFound:  # gone (converted): down as well
+            return True
+
+    feeder = Feeder(bootstrap, topic, down, first=200)
+
+    def keep_producing(detail):  # input at 20 records/s from the approval until the application is down
+        if not feeder.is_alive() and not feeder.written:
+            out_before.update({tp.partition: hi for tp, (_, hi) in watcher.topic_offsets([output]).items()})
+            feeder.start()
 
     try:
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args), decide=approve,
                                        before_answer=keep_producing)
-        for t in feeder:
-            t.join()
+        written = feeder.finish()
         assert state(run) == "success", report
         assert report["outcome"] == "migrated", report
         assert [a["option"] for a in answers] == ["Approve"]
@@ -123,18 +130,20 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
         assert report["results"]["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0
         validation = report["results"]["validation"]
         assert validation["passed"], validation
-        assert [v["check"] for v in validation["verdicts"]] == ["offsets_preserved", "lag", "record_continuity"]
+        assert [v["check"] for v in validation["verdicts"]] == ["offsets_preserved", "lag", "record_continuity",
+                                                                 "output_timing"]
         continuity = validation["verdicts"][2]["counts"]
-        assert continuity["missing_ids"] == 0 and continuity["records"] >= 200, continuity
-        # the downtime, from the group's own records: the conversion, its rebalances, a stall that ended
+        assert continuity["missing_ids"] == 0 and continuity["records"] >= written, continuity
+        # the downtime, from the group's own records and the output the validation read: the conversion, its
+        # rebalances, and the processing gap, which the test reads itself from the output topic
         downtime = report["downtime"]
         assert downtime["source"] == "group records" and downtime["types"] == ["classic", "consumer"], downtime
         assert downtime["rebalances"] >= 2 and downtime["first_member_left"] is not None
-        # the feeder's burst is consumed before the stop here, so no record may have waited (a gap of None says
-        # exactly that); whatever stalled has been committed past by the end (the lag drained)
         assert not [p for p in downtime["partitions"] if p["open"]], downtime
-        charts = list((tmp_path / "report").rglob("downtime.svg"))
-        assert len(charts) == (1 if downtime["partitions"] else 0), charts
+        ends = {tp.partition: hi for tp, (_, hi) in admin.topic_offsets([output]).items()}
+        gap = check_downtime_against_output(downtime, read_since(bootstrap, output, out_before, ends),
+                                            tmp_path / "report")
+        assert gap.seconds > 1, gap  # the stop, the Empty wait and the restart: seconds, not the feeder's 50 ms
         # the lint read the real brokers' assignors: cooperative-sticky -> uniform, their default
         assert not [f for f in report["results"]["lint"]["findings"] if f["severity"] == "error"]
 

@@ -10,7 +10,7 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
-from tests.e2e.helpers import approve, reject, run_dag, state
+from tests.e2e.helpers import Feeder, approve, check_downtime_against_output, read_since, reject, run_dag, state
 
 
 class App:
@@ -55,22 +55,40 @@ def conf(group, output, tmp_path, **extra):
 
 def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
     topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path)
+    watcher = KafkaAdmin(ClientSettings(bootstrap))  # the rollout's own (it runs in another thread)
+    out_before: dict[int, int] = {}
+    rollout_errors: list[BaseException] = []
 
-    def roll(detail):  # runs when the approval is answered: the team starts the rollout
+    def consumers() -> int:
+        try:
+            d = watcher.describe_group(group)
+        except Exception:  # noqa: BLE001 - converting
+            return -1
+        return sum(m.protocol.value == "consumer" for m in d.members) if d.state == "Stable" else -1
+
+    feeder = Feeder(bootstrap, topic, lambda: False, first=200)
+
+    def roll(detail):  # runs when the approval is answered: the team starts the rollout, input flowing
         def go():
-            time.sleep(4)  # the DAG snapshots first
-            feeder = threading.Thread(target=produce, args=(bootstrap, topic, (f"v{i}" for i in range(200, 400))),
-                                      kwargs={"keys": (str(i) for i in range(200, 400))})
-            feeder.start()
-            for i in range(len(app.members)):
-                app.restart(i, "consumer")
-                time.sleep(3)
-            feeder.join()
+            try:
+                wait_until(lambda: list((tmp_path / "snapshots").rglob("before.json")), timeout=120,
+                           what="the DAG's snapshot before the rollout")
+                out_before.update({tp.partition: hi for tp, (_, hi) in watcher.topic_offsets([output]).items()})
+                feeder.start()
+                for i in range(len(app.members)):
+                    if i == len(app.members) - 1:  # input ends before the last roll: the DAG's range is then fixed
+                        feeder.stop()
+                    app.restart(i, "consumer")
+                    wait_until(lambda n=i + 1: consumers() >= n, timeout=90, what=f"{i + 1} instance(s) rolled")
+            except BaseException as exc:  # noqa: BLE001 - asserted by the test
+                rollout_errors.append(exc)
         threading.Thread(target=go, daemon=True).start()
 
     try:
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path),
                                        decide=approve, before_answer=roll)
+        written = feeder.finish()
+        assert not rollout_errors, rollout_errors
         assert state(run) == "success", report
         assert report["outcome"] == "migrated"
         assert [a["option"] for a in answers] == ["Approve"]
@@ -81,9 +99,20 @@ def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, boo
         assert migration["mode"] == "deferred" and migration["polls"] > 1
         validation = report["results"]["validation"]
         assert validation["passed"] and [v["check"] for v in validation["verdicts"]] == [
-            "offsets_preserved", "lag", "record_continuity"]
+            "offsets_preserved", "lag", "record_continuity", "output_timing"]
         continuity = validation["verdicts"][2]["counts"]
-        assert continuity["missing_ids"] == 0 and continuity["records"] >= 200
+        assert continuity["missing_ids"] == 0 and continuity["records"] >= written > 0
+        # the rollout's worst per-partition gap (from the output records, held against the test's own reading
+        # of the output topic) and the rebalances it caused (one new epoch at least per instance rolled)
+        downtime = report["downtime"]
+        assert downtime["types"] == ["classic", "consumer"] and downtime["rebalances"] >= len(app.members)
+        ends = {tp.partition: hi for tp, (_, hi) in admin.topic_offsets([output]).items()}
+        check_downtime_against_output(downtime, read_since(bootstrap, output, out_before, ends), tmp_path / "report",
+                                      offline=False)
+        # the members by protocol through the rollout: classic ones in the consumer group, then none
+        mixed = [s["members"] for s in downtime["states"] if s["type"] == "consumer" and "classic" in s["members"]]
+        assert mixed and downtime["states"][-1]["members"] == {"consumer": len(app.members)}
+        assert downtime["partitions"], "the commit stalls of the rollout, per partition"
 
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
                                        conf(group, output, tmp_path, report_dir=str(tmp_path / "again")), decide=approve)

@@ -7,14 +7,22 @@ from datetime import UTC, datetime, timedelta
 
 from airflow_provider_kip848.changecontrol.audit import read_audit
 from airflow_provider_kip848.changecontrol.window import DAYS
+from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
-from airflow_provider_kip848.testing.clients import create_topics, decode_long, latest_by_key, produce, read_topic
+from airflow_provider_kip848.testing.clients import (
+    create_topics,
+    decode_long,
+    latest_by_key,
+    produce,
+    read_topic,
+    set_topic_configs,
+)
 from tests.conftest import wait_until
-from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.helpers import Feeder, approve, check_downtime_against_output, read_since, run_dag, state
 
 
 def count_of(bootstrap, word, expected, timeout=90):
@@ -55,45 +63,90 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
     app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
     controller = classic_wordcount(kafka, admin, app_id, word)
+    bootstrap = kafka.bootstrap_servers
+    # the output carries the broker's append time: its gaps are the application's processing gaps
+    set_topic_configs(bootstrap, WORDCOUNT_OUTPUT_TOPIC, {"message.timestamp.type": "LogAppendTime"})
+    watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
+    out_before: dict[int, int] = {}
+
+    def down() -> bool:  # the old group empty: the application is stopped
+        try:
+            return watcher.describe_group(app_id).is_empty
+        except GroupNotFound:  # gone (converted): down as well
+            return True
+
+    # one new word per line (each line gives exactly one output record, a count of 1), 20 lines/s from the
+    # approval until the application is down: the lines written meanwhile are counted at the restart
+    feeder = Feeder(bootstrap, WORDCOUNT_INPUT_TOPIC, down, value=lambda i: f"{word}f{i}")
+
+    def approve_and_feed(detail) -> str:
+        if not feeder.written and feeder.ident is None:
+            out_before.update({tp.partition: hi for tp, (_, hi) in watcher.topic_offsets([WORDCOUNT_OUTPUT_TOPIC]).items()})
+            feeder.start()
+        return "Approve"
+
     try:
-        # the instances are killed (pods evicted, hosts lost): their members stay until the session times out
-        killed = conf(kafka, app_id, tmp_path)
+        # the instances are killed (pods evicted, hosts lost): their members stay until the session times out;
+        # the controller confirms them gone, so the DAG forces the members out at once. The restart's
+        # streams.initial.rebalance.delay.ms is set for the restart and put back after.
+        killed = conf(kafka, app_id, tmp_path, restart_rebalance_delay_ms=0)
         killed["app_controller_args"]["stop_mode"] = "kill"
-        run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve)
+        run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve_and_feed)
+        written = feeder.finish()
         assert state(run) == "success", report
         assert report["outcome"] == "migrated"
         assert len(answers) == 1 and "Downtime" in answers[0]["subject"]
         assert "| protocol | `" in answers[0]["body"] and "streams" in answers[0]["body"]
+        assert "streams.initial.rebalance.delay.ms" in answers[0]["body"] and "put back" in answers[0]["body"]
         results = report["results"]
         assert results["stopped"]["stopped_pids"] and results["emptied"]["members_removed"], \
             "the killed classic Streams app left members behind and the DAG forced them out"
+        assert results["stopped"]["instances_gone"] and results["emptied"]["condition"]["settle_s"] == 0, \
+            "confirmed gone: forced out at once, no settle wait"
         assert results["restored"]["restored"] == {}, "no committed offset was lost"
         comparison = results["offsets_vs_snapshot"]
         assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0, \
             "offsets after == snapshot for every input partition"
-        assert results["output_records_written_during_run"] == 0, "nothing of the input was reprocessed"
+        # one count per new line; a line processed but not committed when the instance was killed is counted
+        # again by the new application (at least once): never fewer
+        assert results["output_records_written_during_run"] >= written
         assert results["validation"]["passed"]
         assert report["after"] == {"type": "streams", "state": "Stable", "members": 1}
         assert report["approvals"]["approval"]["decision"] == "Approve"
         dynamic = admin.describe_group_config(app_id).dynamic
         assert dynamic == {
             "streams.heartbeat.interval.ms": "500", "streams.num.standby.replicas": "1",
-            "streams.session.timeout.ms": "6000"}
+            "streams.session.timeout.ms": "6000"}, "the restart's rebalance delay was put back (deleted)"
+        restored = results["restart_rebalance_delay_restored"]["changed"]
+        assert {k: list(v) for k, v in restored.items()} == {"streams.initial.rebalance.delay.ms": ["0", None]}
+
+        # the processing gap, read back from the report and held against the output the test reads itself
+        ends = {tp.partition: hi for tp, (_, hi) in admin.topic_offsets([WORDCOUNT_OUTPUT_TOPIC]).items()}
+        ours = read_since(bootstrap, WORDCOUNT_OUTPUT_TOPIC, out_before, ends)
+        assert len(ours) == results["output_records_written_during_run"] and all(r.log_append_time for r in ours)
+        downtime = report["downtime"]
+        assert downtime["types"] == ["classic", "streams"] and downtime["rebalances"] >= 1
+        assert downtime["output_timestamps"] == {"LogAppendTime": len(ours)}
+        gap = check_downtime_against_output(downtime, ours, tmp_path / "report")
+        assert gap.seconds > 1, gap  # the kill, the Empty wait and the restart: seconds, not the feeder's 50 ms
 
         # the audit trail: one line per change, before/after as the broker reports them
         records = read_audit(killed["audit_log"])
-        configs = {r["target"]: r for r in records if r["kind"] == "group_config"}
+        delay = f"{app_id}:streams.initial.rebalance.delay.ms"
+        configs = {r["target"]: r for r in records if r["kind"] == "group_config" and r["target"] != delay}
         assert set(configs) == {f"{app_id}:{key}" for key in dynamic}
         for key, value in dynamic.items():
             record = configs[f"{app_id}:{key}"]
             assert (record["before"], record["after"]) == (None, value), "broker default before, read back after"
             assert record["task_id"] == "set_group_configs"
+        delays = [(r["task_id"], r["before"], r["after"]) for r in records if r["target"] == delay]
+        assert delays == [("set_group_configs", None, "0"), ("restore_rebalance_delay", "0", None)]
         [removal] = [r for r in records if r["kind"] == "members"]
         assert removal["target"] == app_id and removal["task_id"] == "wait_empty"
         assert sorted(removal["before"]["members"]) == sorted(results["emptied"]["members_removed"])
         assert removal["after"] == {"members": []}
         assert not [r for r in records if r["kind"] == "offsets"], "no offsets restore was needed: none audited"
-        assert len(records) == len(dynamic) + 1
+        assert len(records) == len(dynamic) + 1 + 2
         cluster_id = admin.describe_cluster().cluster_id
         for record in records:
             assert record["plan_hash"] == report["plan"]["hash"] and record["run_id"] == report["run_id"]

@@ -8,8 +8,7 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 
-from airflow_provider_kip848.changecontrol.downtime import records_markdown
-from airflow_provider_kip848.changecontrol.report import records_downtime
+from airflow_provider_kip848.changecontrol.downtime import downtime_chart, downtime_markdown, downtime_section
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.group_records import RecordType, commit_stalls, decode, group_history, key_group
 from airflow_provider_kip848.kafka.model import TopicPartition
@@ -78,8 +77,14 @@ def test_a_classic_and_a_consumer_group_read_back_from_their_records(native, boo
     h = group_history(_records(bootstrap, classic))
     assert h.types == ("classic",) and h.rebalances == len({r.epoch for r in classic_meta}) >= 2
     assert h.first_member_left_at is not None and h.classic_empty_at == classic_meta[-1].at
-    h = group_history(modern_records)
+    h = group_history(modern_records, target="consumer")
     assert h.types == ("consumer",) and h.rebalances == len(set(epochs)) and h.first_member_left_at == members[-1].at
+    # the states the coordinator went through, rebuilt from its epochs and the member's assignment records:
+    # the member joined and was reconciled (Stable with one consumer member), then left (Empty)
+    states = [(p.type, p.state, p.members) for p in h.states]
+    assert ("consumer", "Stable", {"consumer": 1}) in states and states[-1] == ("consumer", "Empty", {})
+    assert all(s is not None for _, s, _ in states)  # a group born in the window: every state known
+    assert h.stable_on_target_at is None  # Stable on consumer only before the member left
 
 
 def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, unique, tmp_path, kafka_conn):
@@ -122,7 +127,10 @@ def test_a_stall_is_read_from_the_commits_to_the_millisecond(native, bootstrap, 
         downtime = hook.group_downtime(group, since)
     assert downtime.stalls[f"{topic}:0"] == stall and not downtime.notes
     assert downtime.history.types == ("classic", "consumer") and downtime.history.first_member_left_at is not None
-    section, chart = records_downtime(downtime, group)
-    assert section["processing_gap"]["seconds"] == round(stall.seconds, 3) and chart is not None
-    text = "\n".join(records_markdown(section, "stalls.svg"))
+    section = downtime_section(downtime, group_id=group, target="consumer")
+    assert section["processing_gap"]["seconds"] == round(stall.seconds, 3)
+    assert section["gap_source"] == "committed offsets"
+    chart = downtime_chart(section)
+    assert chart is not None and "consumer members" in chart and "classic members" in chart
+    text = "\n".join(downtime_markdown(section, "downtime.svg"))
     assert f"{stall.seconds:.3f} s on {topic}:0" in text and "classic -> consumer" in text

@@ -108,6 +108,27 @@ def test_stopped_classic_streams_app_is_force_emptied_then_converted(kafka, kafk
         streams.stop()
 
 
+def test_instances_confirmed_gone_empty_the_group_at_once_without_a_settle_wait(native, bootstrap, unique, tmp_path,
+                                                                                 context):
+    """A crashed classic member stays for its 60 s session. With the controller's confirmation that no instance is
+    left, the wait forces it out at the first poll and ends at the first Empty poll: the sensor's 20 s timeout is
+    shorter than both the 600 s ``remove_members_after`` and the 30 s settle it would otherwise honour."""
+    topic, group = unique("gone"), unique("gone-g")
+    create_topics(bootstrap, {topic: 2})
+    produce(bootstrap, topic, [f"v{i}" for i in range(4)])
+    member = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="gone-0",
+                                   session_timeout_ms=60000, log_file=str(tmp_path / "gone.log"))
+    wait_until(lambda: native.describe_group(group).state == "Stable", timeout=60, what="the member joined")
+    member.kill()
+    assert len(native.describe_group(group).members) == 1
+    with pytest.raises(Exception, match="instances_gone must be true or false"):
+        KafkaGroupEmptySensor(task_id="bad", group_id=group, instances_gone="probably")
+    emptied = KafkaGroupEmptySensor(task_id="empty", group_id=group, poll_interval=0.5, remove_members_after=600,
+                                    settle_seconds=30, instances_gone="True", timeout=20).execute(context)
+    assert len(emptied["members_removed"]) == 1 and emptied["condition"]["settle_s"] == 0
+    assert native.describe_group(group).is_empty
+
+
 def _wait_count(bootstrap, word, expected, timeout=90):
     def count(records):
         value = latest_by_key(records).get(word.encode())

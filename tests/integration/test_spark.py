@@ -98,6 +98,38 @@ def test_planted_duplicates_and_gaps_are_found_exactly(spark, native, bootstrap,
     assert by_key.counts["missing_ids"] == 5 and not by_key.passed
 
 
+def test_output_timing_finds_each_partitions_longest_gap_to_the_millisecond(spark, native, bootstrap, unique):
+    """Records with timestamps the test sets (as an application's output would carry them): the longest gap of
+    each partition, the overall one, and the rate buckets, with both readers."""
+    topic = unique("timing")
+    create_topics(bootstrap, {topic: 2})
+    before = {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in _ranges(native, [topic]).items()}
+    t0 = 1_790_000_000_000  # ms
+    stamps = {0: [t0 + i * 100 for i in range(20)] + [t0 + 9_000 + i * 100 for i in range(10)],  # 7.1 s gap
+              1: [t0 + i * 250 for i in range(10)] + [t0 + 4_500]}  # 2.25 s gap
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition, times in stamps.items():
+        for i, at in enumerate(reversed(times)):  # written out of time order: the gap is by timestamp
+            producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition, timestamp=at)
+    assert producer.flush(30) == 0
+    after = {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in _ranges(native, [topic]).items()}
+    for reader in ("connector", "python"):
+        (verdict,) = run_spec(spark, {"bootstrap_servers": bootstrap, "reader": reader,
+                                      "output_timing": {"between": [before, after]}})
+        assert verdict.passed and verdict.counts == {"records": 41, "partitions": 2}
+        longest = verdict.data["longest"]
+        assert longest == {"partition": f"{topic}:0", "seconds": 7.1, "started_at": (t0 + 1_900) / 1000,
+                           "ended_at": (t0 + 9_000) / 1000}
+        assert [(p["partition"], p["seconds"]) for p in verdict.data["partitions"]] == [
+            (f"{topic}:0", 7.1), (f"{topic}:1", 2.25)]
+        rate = dict((t, v) for t, v in verdict.data["rate"])
+        assert sum(rate.values()) == 41 and rate[t0 / 1000 + 5] == 0  # 1 s buckets; none written at +5 s
+        assert verdict.data["timestamp_types"] == {"CreateTime": 41}
+    (limited,) = run_spec(spark, {"bootstrap_servers": bootstrap, "output_timing": {
+        "between": [before, after], "max_gap_seconds": 5}})
+    assert not limited.passed and limited.offending == [limited.data["longest"]]
+
+
 def test_a_regressed_committed_offset_is_found_on_its_partition(spark, native, bootstrap, unique, tmp_path):
     topic, group = unique("reg"), unique("reg-group")
     create_topics(bootstrap, {topic: 3})
