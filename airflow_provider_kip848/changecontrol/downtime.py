@@ -23,6 +23,8 @@ from airflow_provider_kip848.kafka.group_records import GroupDowntime
 
 #: partitions listed by their longest stall or gap in the report (all are in the JSON)
 TOP_PARTITIONS = 10
+#: states listed in the Markdown (the first and last halves; all are in the JSON)
+MAX_STATES = 12
 #: protocols in the order the chart draws their member lines
 PROTOCOLS = ("classic", "consumer", "streams")
 
@@ -69,7 +71,7 @@ def downtime_section(downtime: GroupDowntime, *, group_id: str, target: str | No
         "notes": list(downtime.notes),
         # the chart's inputs, kept so the report can be drawn again
         "chart": {"states": [[p.at, _label(p.type, p.state)] for p in h.states],
-                  "members": [[p.at, dict(p.members)] for p in h.states],
+                  "members": [[p.at, None if p.members is None else dict(p.members)] for p in h.states],
                   "committed_rate": [list(x) for x in downtime.commit_rate],
                   "output_rate": list((output_timing or {}).get("rate") or [])},
     }
@@ -94,15 +96,15 @@ def downtime_chart(section: Mapping[str, Any]) -> str | None:
     t0 = min(times)
     series: dict[str, list[tuple[float, float | None]]] = {}
     members: Sequence[Sequence[Any]] = chart.get("members") or []
-    seen = [p for p in PROTOCOLS if any(p in m[1] for m in members)]
+    seen = [p for p in PROTOCOLS if any(m[1] and p in m[1] for m in members)]
     end = max(times) - t0
-    for protocol in seen:  # steps: a count holds until the next instant
+    for protocol in seen:  # steps: a count holds until the next instant; unknown counts break the line
         line: list[tuple[float, float | None]] = []
         for i, (at, counts) in enumerate(members):
             x = at - t0
             if i:
                 line.append((x, line[-1][1]))
-            line.append((x, float(counts.get(protocol, 0))))
+            line.append((x, None if counts is None else float(counts.get(protocol, 0))))
         line.append((end, line[-1][1]))
         series[f"{protocol} members"] = line
     if committed:
@@ -148,6 +150,10 @@ def downtime_markdown(section: Mapping[str, Any], chart: str | None = None) -> l
                  f"coordinator); group types: {' -> '.join(section['types']) or 'none recorded'}")
     if section.get("classic_empty"):
         lines.append(f"- Classic group Empty: {section['classic_empty']}")
+    states = section.get("states") or []
+    if states:
+        shown = states if len(states) <= MAX_STATES else [*states[:MAX_STATES // 2], None, *states[-MAX_STATES // 2:]]
+        lines.append("- **States**: " + " -> ".join("..." if p is None else _state_text(p) for p in shown))
     for note in section.get("notes") or []:
         lines.append(f"- _{note}_")
     _table(lines, "longest output gap (s)", section.get("output_partitions") or [])
@@ -155,6 +161,12 @@ def downtime_markdown(section: Mapping[str, Any], chart: str | None = None) -> l
     if chart:
         lines += ["", f"![group timeline]({chart})"]
     return [*lines, ""]
+
+
+def _state_text(point: Mapping[str, Any]) -> str:
+    members = point.get("members")
+    count = "?" if members is None else ", ".join(f"{n} {p}" for p, n in sorted(members.items())) or "none"
+    return f"{_label(point.get('type'), point.get('state')) or 'unknown'} ({count}; {str(point['at'])[11:23]})"
 
 
 def _table(lines: list[str], what: str, rows: Sequence[Mapping[str, Any]]) -> None:

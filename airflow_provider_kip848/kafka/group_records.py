@@ -315,20 +315,17 @@ def commit_stalls(records: list[GroupRecord], arrival: Callable[[str, int, int],
 @dataclass(frozen=True)
 class StatePoint:
     """The group as its records leave it at ``at``: its type, its state as the coordinator computes it, and
-    its members by protocol. ``state`` None: not known from the records in the window (see
-    :func:`group_history`)."""
+    its members by protocol. ``state`` or ``members`` None: not known from the records in the window (see
+    :func:`group_history`), never guessed."""
 
     at: float
     type: str | None
     state: str | None
-    members: dict[str, int]
-
-    @property
-    def member_count(self) -> int:
-        return sum(self.members.values())
+    members: dict[str, int] | None
 
     def to_dict(self) -> dict[str, object]:
-        return {"at": self.at, "type": self.type, "state": self.state, "members": dict(self.members)}
+        return {"at": self.at, "type": self.type, "state": self.state,
+                "members": None if self.members is None else dict(self.members)}
 
 
 @dataclass(frozen=True)
@@ -380,9 +377,13 @@ class _ModernGroup:
     (``ConsumerGroup``/``StreamsGroup.maybeUpdateGroupState``): no member -> Empty; a group epoch above the
     target assignment's -> Assigning; a member not reconciled to the target epoch (its member epoch differs,
     or its state is not STABLE) -> Reconciling; else Stable. Unknown until the records in the window show the
-    group epoch, the target epoch and every member's assignment (a group created in the window shows all)."""
+    group epoch, the target epoch and every member's assignment. ``complete``: the group was created in the
+    window (after another type, or after its own deletion), so every member it has is in the records; a
+    group that predates the window may have members the window never shows: its members and an Empty are
+    unknown."""
 
-    def __init__(self) -> None:
+    def __init__(self, complete: bool) -> None:
+        self.complete = complete
         self.epoch: int | None = None
         self.target: int | None = None
         self.members: dict[str, str] = {}
@@ -405,6 +406,8 @@ class _ModernGroup:
                 self.assignments[r.member_id] = (r.epoch, bool(r.reconciled))
 
     def state(self) -> str | None:
+        if not self.complete:
+            return None
         if not self.members:
             return "Empty"
         if self.epoch is None or self.target is None:
@@ -417,7 +420,9 @@ class _ModernGroup:
             return "Stable"
         return "Reconciling"
 
-    def by_protocol(self) -> dict[str, int]:
+    def by_protocol(self) -> dict[str, int] | None:
+        if not self.complete:
+            return None
         out: dict[str, int] = {}
         for protocol in self.members.values():
             out[protocol] = out.get(protocol, 0) + 1
@@ -434,7 +439,9 @@ class _HistoryFold:
         self.last_members = members_before
         self.first_left: float | None = None
         self.empty_at: float | None = None
-        known = members_before is not None or state_before is not None
+        #: the group did not exist, or was deleted in the window: what comes next is a new group, seen whole
+        self.gone = state_before == "Dead"
+        known = not self.gone and (members_before is not None or state_before is not None)
         self.current: str | None = "classic" if known else None
         self.classic: tuple[str | None, int | None] = (state_before, members_before)
         self.modern: _ModernGroup | None = None
@@ -448,11 +455,13 @@ class _HistoryFold:
             self.types.append(kind)
         if r.deleted and group_level:  # the group itself deleted (converted, or gone)
             self.last_epoch.pop(kind, None)
-            self.current = None if self.current == kind else self.current
+            if self.current == kind:
+                self.current, self.gone = None, True
         else:
             if kind != self.current and not r.deleted:  # a group of this type from here on
+                complete = self.current is not None or self.gone  # born in the window, after what was known
                 self.current = kind
-                self.modern = None if kind == "classic" else _ModernGroup()
+                self.modern = None if kind == "classic" else _ModernGroup(complete)
             if self.modern is not None and kind == self.current:
                 self.modern.apply(r)
             if r.type in _MEMBER_TYPES and r.deleted and self.first_left is None:
@@ -476,7 +485,7 @@ class _HistoryFold:
     def _point(self, at: float) -> None:
         if self.current == "classic":
             state, count = self.classic
-            now = StatePoint(at, "classic", state, {"classic": count} if count else {})
+            now = StatePoint(at, "classic", state, None if count is None else {"classic": count} if count else {})
         elif self.current is not None and self.modern is not None:
             now = StatePoint(at, self.current, self.modern.state(), self.modern.by_protocol())
         else:
@@ -509,7 +518,9 @@ def group_history(records: list[GroupRecord], *, members_before: int | None = No
     from its epochs and members' assignments (see :class:`_ModernGroup`); a streams group waiting for its
     source topics (NotReady) shows as Assigning. ``members_before`` and ``state_before``: the classic group
     when the window opened (its last generation may predate the window; a run that stops every member at
-    once writes one record, already Empty). ``target``: the group type the change moves to (for
+    once writes one record, already Empty); ``state_before="Dead"``: the group did not exist. A consumer or
+    streams group that existed before the window (neither) has members the window may never show: its
+    members and states stay unknown. ``target``: the group type the change moves to (for
     ``stable_on_target_at``).
     """
     fold = _HistoryFold(members_before, state_before)

@@ -61,6 +61,8 @@ def test_the_section_gives_the_gap_settling_rebalances_and_states_from_the_recor
     text = "\n".join(downtime_markdown(section, "downtime.svg"))
     assert "6.500 s on t:0" in text and "Stable on consumer**: 3.000 s" in text
     assert "![group timeline](downtime.svg)" in text and "classic -> consumer" in text
+    assert ("**States**: classic Empty (none; 14:13:22.000) -> consumer Stable (1 consumer; 14:13:25.000) -> "
+            "consumer Reconciling (2 consumer; 14:13:26.000) -> consumer Stable (2 consumer; 14:13:27.500)") in text
 
 
 def test_an_output_gap_takes_precedence_and_both_are_kept():

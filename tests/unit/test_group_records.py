@@ -256,8 +256,15 @@ def test_a_state_is_unknown_until_the_records_show_it_never_guessed():
     # a streams group that existed before the window: a member's record, no epochs seen
     h = group_history([GroupRecord(R.STREAMS_GROUP_MEMBER_METADATA, "g", 1, member_id="m", protocol="streams")],
                       target="streams")
-    assert [(p.type, p.state, p.members) for p in h.states] == [("streams", None, {"streams": 1})]
+    assert [(p.type, p.state, p.members) for p in h.states] == [("streams", None, None)]  # others unseen
     assert h.stable_on_target_at is None and h.settle_s is None
     assert group_history([GroupRecord(R.GROUP_METADATA, "g", 1, epoch=3, members=2)]).states[0].state == "Stable"
     # without members_before, the classic group before its first record is not known
     assert group_history([], target="classic").states == ()
+    # a group that did not exist before the window is seen whole from its first record
+    born = group_history([GroupRecord(R.STREAMS_GROUP_METADATA, "g", 1, epoch=1),
+                          GroupRecord(R.STREAMS_GROUP_MEMBER_METADATA, "g", 1, member_id="m", protocol="streams"),
+                          GroupRecord(R.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA, "g", 1, epoch=1),
+                          GroupRecord(R.STREAMS_GROUP_CURRENT_MEMBER_ASSIGNMENT, "g", 1, member_id="m", epoch=1,
+                                      reconciled=True)], state_before="Dead", target="streams")
+    assert [(p.state, p.members) for p in born.states] == [("Stable", {"streams": 1})]
