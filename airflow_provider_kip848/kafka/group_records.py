@@ -198,7 +198,9 @@ def _version(v: _Reader, rtype: RecordType, highest: int) -> int:
 
 def _consumer_protocol(value: bytes) -> str:
     """"classic" when a ConsumerGroupMemberMetadataValue (v0, flexible) carries ClassicMemberMetadata (tagged
-    field 0: the member joined with the classic protocol), else "consumer"."""
+    field 0: the member joined with the classic protocol), else "consumer". 4.3.1 writes tag 0 for every
+    member: its payload starts with a null marker (an unsigned varint, 0 for null: a consumer-protocol
+    member; 1 then the struct: a classic member)."""
     v = _Reader(value)
     _version(v, RecordType.CONSUMER_GROUP_MEMBER_METADATA, 0)
     v.string(compact=True, nullable=True)  # instanceId
@@ -212,9 +214,12 @@ def _consumer_protocol(value: bytes) -> str:
     v.string(compact=True, nullable=True)  # serverAssignor
     for _ in range(v.uvarint()):  # tagged fields
         tag, size = v.uvarint(), v.uvarint()
-        v.take(size)
+        payload = v.take(size)
         if tag == 0:
-            return "classic"
+            marker = _Reader(payload).uvarint()
+            if marker not in (0, 1):
+                raise ValueError(f"ClassicMemberMetadata null marker {marker}")
+            return "classic" if marker == 1 else "consumer"
     return "consumer"
 
 

@@ -108,8 +108,8 @@ def test_stopped_classic_streams_app_is_force_emptied_then_converted(kafka, kafk
         streams.stop()
 
 
-def test_instances_confirmed_gone_empty_the_group_at_once_without_a_settle_wait(native, bootstrap, unique, tmp_path,
-                                                                                 context):
+def test_instances_confirmed_gone_empty_the_group_at_once_without_a_settle_wait(native, kafka_conn, bootstrap, unique,
+                                                                                 tmp_path, context):
     """A crashed classic member stays for its 60 s session. With the controller's confirmation that no instance is
     left, the wait forces it out at the first poll and ends at the first Empty poll: the sensor's 20 s timeout is
     shorter than both the 600 s ``remove_members_after`` and the 30 s settle it would otherwise honour."""

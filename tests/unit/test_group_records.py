@@ -63,9 +63,10 @@ def consumer_member_value(classic: bool) -> bytes:
     body = (struct.pack(">h", 0) + compact(None) + compact("rack-1") + compact("client-1") + compact("/10.0.0.1")
             + bytes([2 + 1]) + compact("in") + compact("other") + compact(None) + struct.pack(">i", 30000)
             + compact("uniform"))
-    if not classic:
-        return body + b"\x00"
-    tagged = struct.pack(">i", 45000) + bytes([1 + 1]) + compact("range") + bytes([3 + 1]) + b"abc" + b"\x00" + b"\x00"
+    if not classic:  # 4.3.1 writes tag 0 with a null marker (0) for a consumer-protocol member
+        return body + bytes([1, 0, 1, 0])
+    tagged = (b"\x01" + struct.pack(">i", 45000) + bytes([1 + 1]) + compact("range") + bytes([3 + 1]) + b"abc"
+              + b"\x00" + b"\x00")
     return body + bytes([1, 0, len(tagged)]) + tagged
 
 
@@ -75,7 +76,9 @@ def test_consumer_and_streams_groups_give_their_epoch_and_member_changes():
                  RecordType.STREAMS_GROUP_TARGET_ASSIGNMENT_METADATA):
         r = decode(struct.pack(">h", kind) + s16("app"), struct.pack(">hi", 0, 12) + b"...", 3.0)
         assert r is not None and (r.type, r.epoch) == (kind, 12)
+    without_tag = consumer_member_value(False)[:-4] + b"\x00"  # no tagged field at all: consumer too
     for kind, value, protocol in ((RecordType.CONSUMER_GROUP_MEMBER_METADATA, consumer_member_value(False), "consumer"),
+                                  (RecordType.CONSUMER_GROUP_MEMBER_METADATA, without_tag, "consumer"),
                                   (RecordType.CONSUMER_GROUP_MEMBER_METADATA, consumer_member_value(True), "classic"),
                                   (RecordType.STREAMS_GROUP_MEMBER_METADATA, b"\x00\x00anything", "streams")):
         key = struct.pack(">h", kind) + s16("app") + s16("member-a")
