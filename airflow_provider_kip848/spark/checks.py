@@ -390,7 +390,8 @@ def output_timing(records, *, max_gap_seconds: float | None = None) -> Verdict:
 def timing_verdict(partitions: list[dict[str, Any]], rate: Sequence[tuple[float, float]], *, records: int,
                    timestamp_types: Mapping[str, int] | None = None, max_gap_seconds: float | None = None,
                    ) -> Verdict:
-    """The output-timing verdict from each partition's longest gap and the rate buckets."""
+    """The output-timing verdict from each partition's longest gap and the rate buckets. Partitions rank by gap,
+    longest first; a tie goes to the first partition by name."""
     ranked = sorted(partitions, key=lambda p: (-p["seconds"], p["partition"]))
     longest = ranked[0] if ranked else None
     passed = longest is None or max_gap_seconds is None or longest["seconds"] <= max_gap_seconds

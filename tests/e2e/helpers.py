@@ -108,9 +108,10 @@ def longest_gaps(records: Iterable[Record]) -> dict[str, Gap]:
     out = {}
     for partition, ts in times.items():
         ts.sort()
-        best = max(((b - a, a, b) for a, b in zip(ts, ts[1:], strict=False)), default=None)
+        # the longest to the millisecond, the earliest of equal ones
+        best = max(((round(b - a, 3), -a, b) for a, b in zip(ts, ts[1:], strict=False)), default=None)
         if best is not None:
-            out[partition] = Gap(partition, best[0], best[1], best[2])
+            out[partition] = Gap(partition, best[2] + best[1], -best[1], best[2])
     return out
 
 
@@ -123,7 +124,8 @@ def check_downtime_against_output(downtime: dict, records: list[Record], report_
     longest gap (partition, length and ends, to the millisecond); for an offline move, spanning it (it starts
     before the old group was left empty and ends after the new group formed); the settle time, the final state
     and the timeline chart."""
-    own = max(longest_gaps(records).values(), key=lambda g: g.seconds)
+    # the longest to the millisecond; a tie goes to the first partition by name (as the report ranks them)
+    own = min(longest_gaps(records).values(), key=lambda g: (-round(g.seconds, 3), g.partition))
     gap = downtime["processing_gap"]
     assert downtime["gap_source"] == "output records", downtime
     assert (gap["partition"], gap["seconds"]) == (own.partition, round(own.seconds, 3)), (gap, own)
