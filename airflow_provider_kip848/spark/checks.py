@@ -364,26 +364,30 @@ def output_timing(records, *, max_gap_seconds: float | None = None) -> Verdict:
     from pyspark.sql import Window  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
     from pyspark.sql import functions as F  # noqa: PLC0415
 
+    # Kafka timestamps are milliseconds: gaps in whole milliseconds compare exactly (no float ties broken by
+    # rounding); the earliest of equal gaps is the one reported
     ts = records.select("topic", "partition", "offset", "timestampType",
-                        (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts"))
-    by_time = Window.partitionBy("topic", "partition").orderBy("ts", "offset")
-    gaps = (ts.withColumn("prev", F.lag("ts").over(by_time)).where(F.col("prev").isNotNull())
-            .withColumn("gap", F.col("ts") - F.col("prev")))
+                        F.unix_millis(F.col("timestamp")).alias("ms"))
+    by_time = Window.partitionBy("topic", "partition").orderBy("ms", "offset")
+    gaps = (ts.withColumn("prev", F.lag("ms").over(by_time)).where(F.col("prev").isNotNull())
+            .withColumn("gap", F.col("ms") - F.col("prev")))
     longest = (gaps.withColumn("rank", F.row_number().over(
         Window.partitionBy("topic", "partition").orderBy(F.desc("gap"), "prev")))
-        .where(F.col("rank") == 1).select("topic", "partition", "gap", "prev", "ts"))
-    span = ts.agg(F.min("ts").alias("first"), F.max("ts").alias("last"), F.count("*").alias("n")).collect()[0]
+        .where(F.col("rank") == 1).select("topic", "partition", "gap", "prev", "ms"))
+    span = ts.agg(F.min("ms").alias("first"), F.max("ms").alias("last"), F.count("*").alias("n")).collect()[0]
     kinds = {TIMESTAMP_TYPES.get(int(r.timestampType), str(r.timestampType)): int(r["count"])
              for r in ts.groupBy("timestampType").count().collect()}
-    rows = [{"partition": f"{r.topic}:{r.partition}", "seconds": round(float(r.gap), 3),
-             "started_at": float(r.prev), "ended_at": float(r.ts)} for r in longest.collect()]
+    rows = [{"partition": f"{r.topic}:{r.partition}", "seconds": int(r.gap) / 1000,
+             "started_at": int(r.prev) / 1000, "ended_at": int(r.ms) / 1000} for r in longest.collect()]
     rate: list[tuple[float, float]] = []
     if span.n:
-        width = max(1.0, float(int((span.last - span.first) / MAX_RATE_BUCKETS) + 1))
+        width_ms = 1000 * (int((span.last - span.first) / 1000 / MAX_RATE_BUCKETS) + 1)
         counted = {int(b.b): int(b["count"]) for b in
-                   ts.groupBy(F.floor((F.col("ts") - F.lit(span.first)) / F.lit(width)).alias("b")).count().collect()}
+                   ts.groupBy(F.floor((F.col("ms") - F.lit(span.first)) / F.lit(width_ms)).alias("b")).count()
+                   .collect()}
         # every bucket from the first record to the last, 0 where none was written (the gap is in the line)
-        rate = [(span.first + b * width, counted.get(b, 0) / width) for b in range(max(counted) + 1)]
+        rate = [((span.first + b * width_ms) / 1000, counted.get(b, 0) / (width_ms / 1000))
+                for b in range(max(counted) + 1)]
     return timing_verdict(rows, rate, records=int(span.n), timestamp_types=kinds, max_gap_seconds=max_gap_seconds)
 
 

@@ -105,8 +105,10 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
             "confirmed gone: forced out at once, no settle wait"
         assert results["restored"]["restored"] == {}, "no committed offset was lost"
         comparison = results["offsets_vs_snapshot"]
-        assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0, \
-            "offsets after == snapshot for every input partition"
+        counts = comparison["counts"]
+        assert comparison["preserved"] and comparison["partitions"], comparison
+        assert not counts.get("regressed") and not counts.get("missing"), \
+            "offsets after at or past the snapshot for every partition (the input went on during the move)"
         # one count per new line; a line processed but not committed when the instance was killed is counted
         # again by the new application (at least once): never fewer
         assert results["output_records_written_during_run"] >= written
