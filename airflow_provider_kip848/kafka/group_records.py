@@ -448,6 +448,8 @@ class _HistoryFold:
         self.gone = state_before == "Dead"
         known = not self.gone and (members_before is not None or state_before is not None)
         self.current: str | None = "classic" if known else None
+        if known:  # the group's type when the window opened (its conversion may be the window's first record)
+            self.types.append("classic")
         self.classic: tuple[str | None, int | None] = (state_before, members_before)
         self.modern: _ModernGroup | None = None
         self.states: list[StatePoint] = []

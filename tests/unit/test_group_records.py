@@ -250,6 +250,7 @@ def test_the_states_follow_the_coordinators_rules_through_an_offline_and_an_onli
         (13, "Reconciling", {"classic": 1, "consumer": 2}), (14, "Reconciling", {"consumer": 2}),
         (14.5, "Stable", {"consumer": 2})]
     assert (h.first_member_left_at, h.stable_on_target_at, h.rebalances) == (12, 14.5, 3)
+    assert h.types == ("classic", "consumer")  # the classic group's own record predates the window: from the facts
 
 
 def test_a_state_is_unknown_until_the_records_show_it_never_guessed():
