@@ -434,7 +434,7 @@ class Bench:
         app_id, tag = f"mdt-restart-{self.stamp}", f"prestart{self.stamp}"
         self.app_ids.append(app_id)
         self.ticker.aim(WORDCOUNT_INPUT_TOPIC, tag)
-        self.admin.alter_group_config(app_id, {DELAY_KEY: 0})
+        self.admin.alter_group_config(app_id, {DELAY_KEY: 0}, allow_absent_group=True)
         extra = {"auto.offset.reset": "latest"}
         app, t = self.launch(app_id, "streams", extra)
         first = self.wait_output(tag, t) - t
