@@ -57,6 +57,10 @@ class HitlClient:
                                  headers=self.headers)
 
 
+#: the task states in which Airflow's PATCH of a HITL detail resumes the task (core API, hitl routes)
+PARKED = ("awaiting_input", "deferred")
+
+
 class AutoResponder(threading.Thread):
     """Answers every pending request of a DAG with ``decide(detail) -> option`` until stopped."""
 
@@ -74,6 +78,11 @@ class AutoResponder(threading.Thread):
             client = HitlClient(self.token)
             while not self.stop_flag.is_set():
                 for detail in client.pending(self.dag_id):
+                    # Airflow resumes the task only if it is parked when the answer comes: an answer recorded
+                    # while the task is still running (between writing its request and parking) is kept but
+                    # never resumes it, and the run waits forever. Answer parked tasks only.
+                    if (detail.get("task_instance") or {}).get("state") not in PARKED:
+                        continue
                     option = self.decide(detail)
                     if option is None:
                         continue
