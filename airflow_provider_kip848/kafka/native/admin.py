@@ -564,7 +564,9 @@ class KafkaAdmin(ClusterAdmin):
         removed by ``group.instance.id`` (which also releases the instance id),
         dynamic ones by member id. Streams groups reject LeaveGroup, so they
         are refused here with the reason. Unknown ids raise before anything is
-        removed unless ``missing_ok``.
+        removed unless ``missing_ok``; with it, a member that left on its own
+        between the describe and the removal (the coordinator answers
+        UNKNOWN_MEMBER_ID) is reported ``not_found``, not ``failed``.
         """
         require_group_id(group_id)
         member_ids = id_list("member_ids", member_ids)
@@ -610,7 +612,11 @@ class KafkaAdmin(ClusterAdmin):
             ident_of[m.member_id] = ident
             if m.instance_id:
                 ident_of[m.instance_id] = ident
-        removed, failed = C.removal_outcome(results, ident_of)
+        removed, failed, gone = C.removal_outcome(results, ident_of)
+        if missing_ok:  # left on their own since the describe: not there, as asked
+            missing = sorted({*missing, *gone})
+        else:
+            failed.update({ident: "UnknownMemberIdError" for ident in gone})
         return MemberRemoval(group_id, desc.type, removed=tuple(sorted(removed)), failed=failed,
                              not_found=tuple(missing))
 

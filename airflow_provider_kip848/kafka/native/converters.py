@@ -249,17 +249,27 @@ def group_config(group_id: str, entries: Mapping[str, Any]) -> GroupConfig:
     )
 
 
-def removal_outcome(results: Mapping[Any, Any], ident_of: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+#: LeaveGroup's per-member UNKNOWN_MEMBER_ID: the coordinator has no such member (it left on its own between
+#: the describe that named it and the removal)
+UNKNOWN_MEMBER_ID = 25
+
+
+def removal_outcome(results: Mapping[Any, Any], ident_of: Mapping[str, str],
+                    ) -> tuple[list[str], dict[str, str], list[str]]:
     """kafka-python's ``remove_group_members()`` answer (keyed by member id or group.instance.id) ->
-    (removed, failed: ident -> error name), with each member named as the caller knows it."""
-    removed, failed = [], {}
+    (removed, failed: ident -> error name, gone: no such member any more), each member named as the caller
+    knows it."""
+    removed, failed, gone = [], {}, []
     for key, error in results.items():
         ident = ident_of.get(key, key)
-        if getattr(error, "errno", 0) == 0:
+        errno = getattr(error, "errno", 0)
+        if errno == 0:
             removed.append(ident)
+        elif errno == UNKNOWN_MEMBER_ID:
+            gone.append(ident)
         else:
             failed[ident] = getattr(error, "__name__", type(error).__name__)
-    return removed, failed
+    return removed, failed, gone
 
 
 def topic_partitions(metadata: Any, topics: Iterable[str]) -> list[TopicPartition]:
