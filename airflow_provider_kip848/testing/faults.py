@@ -69,13 +69,50 @@ def kill_coordinator(cluster: LocalKafka, group_id: str) -> int:
     return node
 
 
-def restore(cluster: LocalKafka) -> None:
-    """Every node of ``cluster`` running and resumed again (after a test killed, stopped or paused one)."""
-    for status in cluster.status().nodes:
+def restore(cluster: LocalKafka, timeout: float = 180.0) -> None:
+    """Every node of ``cluster`` running and resumed again (after a test killed, stopped or paused one), and the
+    cluster whole again: every node registered and every replica of every partition in sync.
+
+    A node that answers after a restart has not yet caught up: until its replicas are back in the ISR, the
+    next test's fault (killing or pausing a coordinator) can leave a partition with one in-sync replica or
+    none, a state the test did not ask for. Waiting here keeps each fault test's fault its own.
+    """
+    statuses = cluster.status().nodes
+    for status in statuses:
         if status.running and status.paused:
             cluster.resume_node(status.node_id)
         elif not status.running:
             cluster.start_node(status.node_id)
+    wait_fully_in_sync(cluster, {s.node_id for s in statuses}, timeout)
+
+
+def wait_fully_in_sync(cluster: LocalKafka, node_ids: set[int], timeout: float = 180.0) -> None:
+    """Wait until the metadata lists every node of ``node_ids`` and every partition has a leader and all its
+    replicas in sync; fails naming what is still out after ``timeout``."""
+    config: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "logger": QUIET_LOGGER}
+    admin = AdminClient(config)
+    deadline = time.monotonic() + timeout
+    while True:
+        lagging: list[str] = []
+        try:
+            metadata = admin.list_topics(timeout=10)
+            missing = node_ids - set(metadata.brokers)
+            if missing:
+                lagging.append(f"nodes {sorted(missing)} not registered")
+            for name, topic in metadata.topics.items():
+                if topic.error is not None:
+                    lagging.append(f"{name}: {topic.error}")
+                    continue
+                lagging += [f"{name}-{p.id} (leader {p.leader}, replicas {p.replicas}, isr {p.isrs})"
+                            for p in topic.partitions.values() if p.leader < 0 or set(p.isrs) != set(p.replicas)]
+        except Exception as exc:  # noqa: BLE001 - a cluster still coming back: asked again until the deadline
+            lagging.append(f"metadata: {exc}")
+        if not lagging:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster not whole within {timeout} s: {', '.join(lagging[:10])}"
+                               f"{f' (and {len(lagging) - 10} more)' if len(lagging) > 10 else ''}")
+        time.sleep(0.2)
 
 
 #: Broker settings that let :func:`compact_group_partition` run the log cleaner within seconds.

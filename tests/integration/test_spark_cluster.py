@@ -9,8 +9,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -134,34 +132,6 @@ def test_a_wave_judges_each_group_as_the_single_group_job_does(spark, planted_wa
         assert not overall.passed and overall.counts["failed"] == 4
 
 
-def test_a_wave_on_the_cluster_gives_the_verdicts_of_the_local_job(spark, spark_cluster, planted_wave, tmp_path):
-    from airflow_provider_kip848.spark.submit import package_zip, submit_command
-
-    spec = wave.inline_snapshots(wave.WaveSpec.from_dict(planted_wave)).to_dict()
-    local = wave.run(spec, spark)
-    spec_path = tmp_path / "wave.json"
-    fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump({**spec, "output_dir": str(tmp_path / "cluster")}, fh)
-    conf = {k: v for k, v in spark_cluster.driver_conf().items() if k != "spark.master"}
-    cmd = submit_command(spec_path, package_zip(tmp_path / "pkg.zip"), master=spark_cluster.master_url, conf=conf,
-                         application=wave.__file__)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith('{"passed"')][-1])
-    remote = json.loads(Path(line["files"]["json"]).read_text())
-    assert remote["context"]["master"] == spark_cluster.master_url
-    assert remote["groups"] == json.loads(json.dumps(local["groups"]))
-    assert remote["overall"] == json.loads(json.dumps(local["overall"]))
-    app_id = remote["context"]["application_id"]
-    assert app_id.startswith("app-")
-    # executors ran on both workers: each worker's work dir has the application's executor directory
-    ran_on = [n for n in (1, 2) if (spark_cluster.worker_dir(n) / app_id).is_dir()]
-    assert ran_on == [1, 2], f"executors of {app_id} only on worker(s) {ran_on}"
-
-
 # -- the operator in its three modes, and the deferred wait on the master's REST server ------------------
 
 def _run_trigger(trigger):
@@ -221,6 +191,9 @@ def test_the_operator_in_client_and_cluster_mode_gives_the_local_jobs_verdicts(
         report = json.loads(Path(result["files"]["json"]).read_text())
         assert [g["group_id"] for g in report["groups"]] == ids
     assert context["ti"].xcom[XCOM_KEY] == cluster
+    # the client-mode application's executors ran on both workers: each worker's work dir has its directory
+    ran_on = [n for n in (1, 2) if (spark_cluster.worker_dir(n) / client["application_id"]).is_dir()]
+    assert ran_on == [1, 2], f"executors of {client['application_id']} only on worker(s) {ran_on}"
     # the specs (they may hold the connection's secrets) are gone once the jobs ended
     assert not list(tmp_path.rglob("wave-spec.json"))
 
