@@ -9,13 +9,23 @@ from __future__ import annotations
 import threading
 import time
 
+from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.clients import produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
 from tests.conftest import set_kafka_connection, wait_until
-from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.helpers import (
+    WAITING,
+    Feeder,
+    approve,
+    check_downtime_against_output,
+    read_since,
+    run_dag,
+    state,
+    wait_task,
+)
 from tests.e2e.test_consumer_offline_migration import INSTANCES, live_protocols, running_classic
 from tests.e2e.test_consumer_offline_migration import conf as consumer_offline_conf
 from tests.e2e.test_rolling_upgrade import conf as rolling_conf
@@ -31,7 +41,7 @@ def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, clu
 
     def roll(detail):
         def go():
-            time.sleep(4)  # the DAG snapshots first, then waits (deferred) for the rollout
+            wait_task(detail, "wait_migrated", WAITING)  # the DAG snapshots first, then waits for the rollout
             feeder = threading.Thread(target=produce, args=(cluster.bootstrap_servers, topic,
                                                             (f"v{i}" for i in range(200, 400))),
                                       kwargs={"keys": (str(i) for i in range(200, 400))})
@@ -40,7 +50,9 @@ def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, clu
                 app.restart(i, "consumer")
                 if i == 0:
                     killed.append(kill_coordinator(cluster, group))  # mid-rollout, the wait's coordinator dies
-                time.sleep(3)
+                wait_until(lambda n=i + 1: sum(m.protocol is MemberProtocol.CONSUMER
+                                               for m in admin.describe_group(group).members) >= n,
+                           timeout=120, what=f"{i + 1} instance(s) on the consumer protocol")
             feeder.join()
         threading.Thread(target=go, daemon=True).start()
 
@@ -99,13 +111,32 @@ def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(ai
 def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
                                                                                 unique, tmp_path):
     """The cooperative-sticky group moved offline on 3 nodes; the group's coordinator is killed once the
-    application is stopped, while the DAG waits for Empty. The verdicts hold after the failover."""
+    application is stopped, while the DAG waits for Empty. The verdicts hold after the failover, and so does
+    the downtime measured from the group's records (read from the partition's new leader) and the output."""
     set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
     admin = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
     topic, output, group, args, controller = running_classic(cluster.bootstrap_servers, unique, tmp_path, admin)
+    watcher = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))  # the feeder's own
     killed: list[int] = []
+    out_before: dict[int, int] = {}
 
-    def kill_when_stopped(detail):
+    def down() -> bool:  # the old group empty: the application is stopped
+        try:
+            return watcher.describe_group(group).is_empty
+        except GroupNotFound:  # gone (converted): down as well
+            return True
+        except Kip848Error as exc:  # the coordinator moving: not known yet, asked again
+            assert exc.retriable, exc
+            return False
+
+    feeder = Feeder(cluster.bootstrap_servers, topic, down, first=200)
+
+    def at_approval(detail):
+        if feeder.is_alive() or feeder.written:
+            return
+        out_before.update({tp.partition: hi for tp, (_, hi) in watcher.topic_offsets([output]).items()})
+        feeder.start()  # input at 20 records/s from the approval until the application is down
+
         def go():
             wait_until(lambda: not controller.running_pids(), timeout=120, what="the application stopped")
             killed.append(kill_coordinator(cluster, group))  # the Empty wait's coordinator dies
@@ -114,14 +145,27 @@ def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(a
     try:
         run, _answers, report = run_dag("kip848_consumer_offline_migration",
                                         consumer_offline_conf(tmp_path, group, output, args, empty_settle_seconds=3),
-                                        decide=approve, before_answer=kill_when_stopped)
+                                        decide=approve, before_answer=at_approval)
+        written = feeder.finish()
         assert state(run) == "success", report
         assert report["outcome"] == "migrated" and killed
         assert report["results"]["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0
-        assert report["results"]["validation"]["passed"]
+        validation = report["results"]["validation"]
+        assert validation["passed"], validation
+        continuity = validation["verdicts"][2]["counts"]
+        assert continuity["missing_ids"] == 0 and continuity["records"] >= written, continuity
         with KafkaAdmin(ClientSettings(cluster.bootstrap_servers)) as fresh:  # the truth, from a fresh client
             assert fresh.group_listing(group).type is GroupType.CONSUMER
             assert live_protocols(fresh, group) == [MemberProtocol.CONSUMER] * INSTANCES
+            ends = {tp.partition: hi for tp, (_, hi) in fresh.topic_offsets([output]).items()}
+        downtime = report["downtime"]
+        assert downtime["source"] == "group records" and downtime["types"] == ["classic", "consumer"], downtime
+        assert downtime["rebalances"] >= 2 and downtime["first_member_left"] is not None
+        gap = check_downtime_against_output(downtime, read_since(cluster.bootstrap_servers, output, out_before, ends),
+                                            tmp_path / "report")
+        assert gap.seconds > 1, gap
     finally:
+        feeder.stopping.set()
         controller.stop()
         admin.close()
+        watcher.close()
