@@ -44,7 +44,7 @@ from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import artifact_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.operators.validation import KafkaValidationOperator
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
@@ -194,16 +194,10 @@ def kip848_consumer_rolling_upgrade():
     @task
     def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
                         params: dict | None = None) -> dict:
-        spec = {
-            "offsets_preserved": {"before": before_snap["path"], "after": after_snap["path"], "allow_advanced": True},
-            "lag": {"before": before_snap["path"], "after": after_snap["path"], "max_total_lag": params["max_lag"]},
-        }
-        if params["output_topic"]:
-            spec["continuity"] = {"between": [out_before, out_after], "id_source": params["id_source"],
-                                  "allowed_duplicates": params["allowed_duplicates"]}
-            # the processing gap, from the output records' timestamps (the report's downtime section)
-            spec["output_timing"] = {"between": [out_before, out_after]}
-        return spec
+        return consumer_migration_checks(before_snap["path"], after_snap["path"], out_before, out_after,
+                                         max_lag=params["max_lag"], output_topic=params["output_topic"],
+                                         id_source=params["id_source"],
+                                         allowed_duplicates=params["allowed_duplicates"])
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def spark_enabled(params: dict | None = None) -> bool:

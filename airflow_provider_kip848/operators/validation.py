@@ -29,6 +29,24 @@ from airflow_provider_kip848.spark.submit import package_zip, submit_command
 RUN_MODES = ("local", "spark-submit")
 
 
+def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_before: dict[str, Any],
+                              output_after: dict[str, Any], *, max_lag: int, output_topic: str | None,
+                              id_source: str = "key", allowed_duplicates: int = 0) -> dict[str, Any]:
+    """The validation spec of a consumer group's migration (offline or rolling): its committed offsets never
+    went back and its lag drained (the two snapshots); with an output topic, every id between the two
+    captures of it once (up to ``allowed_duplicates`` extra copies) and the output records' timing (the
+    report's processing gap). One definition for the DAGs that move a consumer group."""
+    spec: dict[str, Any] = {
+        "offsets_preserved": {"before": before_snapshot, "after": after_snapshot, "allow_advanced": True},
+        "lag": {"before": before_snapshot, "after": after_snapshot, "max_total_lag": max_lag},
+    }
+    if output_topic:
+        between = [output_before, output_after]
+        spec["continuity"] = {"between": between, "id_source": id_source, "allowed_duplicates": allowed_duplicates}
+        spec["output_timing"] = {"between": between}
+    return spec
+
+
 class TopicOffsetsOperator(KafkaAdminBaseOperator):
     """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
 
