@@ -394,8 +394,8 @@ def recheck_step(number: int, params: dict, context: dict) -> list[dict]:
     entries = {e.group_id: e for e in fresh.entries}
     return [{"app": a.app, "team": a.team, "wave": number, "path": a.path, "app_controller": a.app_controller,
              "app_controller_args": dict(a.app_controller_args), "expected_instances": a.expected_instances,
-             "groups": [{"group_id": g.group_id, "type": g.type, "live_members": entries[g.group_id].member_count}
-                        for g in a.pending]}
+             "groups": [{"group_id": g.group_id, "type": g.type, "state": entries[g.group_id].state.value,
+                         "live_members": entries[g.group_id].member_count} for g in a.pending]}
             for a in current.applications]
 
 

@@ -77,6 +77,22 @@ def downtime_section(downtime: GroupDowntime, *, group_id: str, target: str | No
     }
 
 
+def downtime_summary(downtime: GroupDowntime, *, target: str | None = None) -> dict[str, Any]:
+    """One group's downtime in a few figures, for a fleet run where a section per group would drown the
+    report: the settle time (first member leaving to Stable on ``target``), the rebalances, the types it went
+    through and its longest commit stall (the processing gap measured from committed offsets; a fleet run
+    knows no output topic). None stays None: not measured, never 0."""
+    h = downtime.history
+    stall = min(downtime.stalls.values(), key=lambda g: (-g.seconds, g.partition), default=None)
+    return {"settle_s": None if h.settle_s is None else round(h.settle_s, 3), "rebalances": h.rebalances,
+            "types": list(h.types), "first_member_left": _iso(h.first_member_left_at),
+            "stable_on_target": _iso(h.stable_on_target_at), "target_type": target,
+            "commit_stall_s": None if stall is None else round(stall.seconds, 3),
+            "commit_stall_partition": None if stall is None else stall.partition,
+            "commit_stall_open": None if stall is None else stall.open, "records": h.records,
+            "notes": list(downtime.notes)}
+
+
 def _label(kind: str | None, state: str | None) -> str | None:
     if state is None:
         return None

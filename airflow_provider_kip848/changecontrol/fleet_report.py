@@ -113,9 +113,30 @@ def build_fleet_report(*, plan: Mapping[str, Any] | None, waves: Sequence[WaveRe
         "waves": wave_rows,
         "applications": apps,
         "longest_gaps": _longest_gaps(apps),
+        "group_settling": _group_settling([records[w["number"]] for w in wave_rows if w["status"] == RAN]),
         "held_back": held,
     }
     return report
+
+
+def _group_settling(records: Sequence[WaveRecord]) -> list[dict[str, Any]]:
+    """One row per group a move or a way back touched, from its records (``GroupOutcome.downtime``): the
+    settle time, rebalances, longest commit stall; the longest settle first, the unmeasured last."""
+    rows = []
+    for record in sorted(records, key=lambda r: r.number):
+        for kind, results in (("migrate", record.results), ("rollback", record.rollbacks)):
+            for r in results:
+                for g in r.groups:
+                    if g.downtime is None:
+                        continue
+                    d = g.downtime
+                    rows.append({"group_id": g.group_id, "app": r.app, "wave": record.number, "during": kind,
+                                 "path": r.path, "settle_s": d.get("settle_s"), "rebalances": d.get("rebalances"),
+                                 "types": list(d.get("types") or []), "commit_stall_s": d.get("commit_stall_s"),
+                                 "commit_stall_partition": d.get("commit_stall_partition"),
+                                 "commit_stall_open": d.get("commit_stall_open"), "error": d.get("error")})
+    return sorted(rows, key=lambda x: (x["settle_s"] is None, -(x["settle_s"] or 0.0), x["wave"], x["group_id"],
+                                       x["during"]))
 
 
 def _counts(value: Mapping[str, int] | None, what: str) -> dict[str, int] | None:
@@ -414,6 +435,7 @@ def render_fleet_markdown(report: Mapping[str, Any], *, charts: Mapping[str, str
     lines += _waves_md(report["waves"])
     lines += _applications_md(report["applications"])
     lines += _gaps_md(report["longest_gaps"], charts.get("gap_chart"))
+    lines += _settling_md(report.get("group_settling") or [])
     if report["held_back"]:
         lines += ["", "## Held back", "", "| application | team | why |", "|---|---|---|"]
         lines += [f"| {_md(h['app'])} | {_md(h['team'] or '?')} | {_md(h['reason'] or '?')} |"
@@ -545,6 +567,31 @@ def _gaps_md(ranked: Sequence[Mapping[str, Any]], chart: str | None) -> list[str
               f"{_longest(g['longest_gap_s'], g['during'], g['path'])} |" for i, g in enumerate(ranked, 1)]
     if chart:
         lines += ["", f"![longest processing gap per application]({chart})"]
+    return lines
+
+
+def _settling_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", "## Groups settling (from their records)", "",
+             "Read from each group's records in `__consumer_offsets` after its move: from the first member leaving "
+             "to the group Stable with every member on the new protocol, the rebalances the move caused, and "
+             "the longest a partition's next record waited for a commit (the processing gap as the committed "
+             "offsets show it).", "",
+             "| group | application | wave | during | settle | rebalances | types | longest commit stall |",
+             "|---|---|---|---|---|---|---|---|"]
+    for g in rows:
+        if g["error"]:
+            lines.append(f"| `{_md(g['group_id'])}` | {_md(g['app'])} | {g['wave']} | {g['during']} | "
+                         f"not measured: {_md(g['error'])} | ? | ? | ? |")
+            continue
+        stall = "?" if g["commit_stall_s"] is None else (
+            f"{g['commit_stall_s']:.3f} s on {_md(g['commit_stall_partition'])}"
+            + (" (still open)" if g["commit_stall_open"] else ""))
+        settle = "?" if g["settle_s"] is None else f"{g['settle_s']:.3f} s"
+        lines.append(f"| `{_md(g['group_id'])}` | {_md(g['app'])} | {g['wave']} | {g['during']} | {settle} | "
+                     f"{'?' if g['rebalances'] is None else g['rebalances']} | "
+                     f"{_md(' → '.join(g['types'])) or '?'} | {stall} |")
     return lines
 
 

@@ -107,7 +107,10 @@ class StepRecord:
 class GroupOutcome:
     """One group at the end of its application's move: ``ok``, the type before and after, the state,
     live members after, the committed offsets compared with the snapshot (``offsets_regressed``: partitions
-    whose committed offset went backwards; None: not compared), and ``detail``."""
+    whose committed offset went backwards; None: not compared), ``downtime`` (the group's settle time,
+    rebalances and longest commit stall read from its own records after the move, see
+    :func:`~airflow_provider_kip848.changecontrol.downtime.downtime_summary`; ``{"error": ...}`` when they
+    could not be read; None: the application was not touched), and ``detail``."""
 
     group_id: str
     ok: bool
@@ -118,12 +121,14 @@ class GroupOutcome:
     offsets_compared: int | None = None
     offsets_regressed: int | None = None
     detail: str = ""
+    downtime: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"group_id": self.group_id, "ok": self.ok, "type_before": self.type_before,
                 "type_after": self.type_after, "state_after": self.state_after,
                 "members_after": self.members_after, "offsets_compared": self.offsets_compared,
-                "offsets_regressed": self.offsets_regressed, "detail": self.detail}
+                "offsets_regressed": self.offsets_regressed, "detail": self.detail,
+                "downtime": None if self.downtime is None else dict(self.downtime)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GroupOutcome:
@@ -137,7 +142,25 @@ class GroupOutcome:
                    ok=_require(data, "ok", bool, "group outcome"), type_before=data.get("type_before"),
                    type_after=data.get("type_after"), state_after=data.get("state_after"),
                    members_after=opt_int("members_after"), offsets_compared=opt_int("offsets_compared"),
-                   offsets_regressed=opt_int("offsets_regressed"), detail=str(data.get("detail") or ""))
+                   offsets_regressed=opt_int("offsets_regressed"), detail=str(data.get("detail") or ""),
+                   downtime=_downtime(data.get("downtime")))
+
+
+def _downtime(value: Any) -> dict[str, Any] | None:
+    """A group outcome's ``downtime``: null, ``{"error": text}``, or a summary whose figures are numbers or
+    null (a figure that is not a number is an error, never read as 0)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"group outcome 'downtime' must be an object or null, got {value!r}")
+    for key in ("settle_s", "commit_stall_s"):
+        _opt_float(value, key)
+    rebalances = value.get("rebalances")
+    if rebalances is not None and (isinstance(rebalances, bool) or not isinstance(rebalances, int)):
+        raise InvalidArgument(f"group outcome downtime 'rebalances' must be a whole number or null, got {rebalances!r}")
+    if "error" not in value and "settle_s" not in value:
+        raise InvalidArgument(f"group outcome 'downtime' needs 'settle_s' or 'error', got {dict(value)!r}")
+    return dict(value)
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,19 @@ def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_co
     assert apps["c-good"]["path"] == "online" and apps["c-good"]["gap_s"] is None
     assert apps["b-planted"]["outcome"] == "rolled_back" and "wait_migrated" in apps["b-planted"]["detail"]
     assert report["longest_gaps"][0]["app"] in ("a-canary", "b-planted")  # the offline moves, measured
+    # every touched group's settling, read from its own records: the offline canary's groups left classic and
+    # settled on the consumer protocol, seconds after their first member left; the way back ends classic
+    settling = {(g["group_id"], g["during"]): g for g in report["group_settling"]}
+    for g in groups_of(prefix, "a-canary"):
+        row = settling[(g, "migrate")]
+        assert row["error"] is None and row["types"] == ["classic", "consumer"], row
+        assert row["settle_s"] is not None and row["settle_s"] > 0 and row["rebalances"] >= 1, row
+    for g in groups_of(prefix, "c-good"):
+        assert settling[(g, "migrate")]["types"][-1] == "consumer", settling[(g, "migrate")]
+    for g in groups_of(prefix, "b-planted"):
+        assert settling[(g, "migrate")]["settle_s"] is None, settling[(g, "migrate")]  # never Stable on consumer
+        assert settling[(g, "rollback")]["error"] is None and settling[(g, "rollback")]["types"][-1] == "classic"
+    assert {k[0] for k in settling} == {g for a in ("a-canary", "b-planted", "c-good") for g in groups_of(prefix, a)}
     # each wave's migrated applications were validated in one Spark application (local mode): their
     # groups' committed offsets against the snapshots, every verdict a pass; b-planted (failed) was not
     validated = {}

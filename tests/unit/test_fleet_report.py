@@ -604,3 +604,49 @@ def test_a_wave_record_with_a_bad_field_is_refused(field, value):
     data = {"number": 1, "canary": True, "wave_hash": "h", "apps": ["a"], "group_ids": ["g"]}
     with pytest.raises(InvalidArgument):
         WaveRecord.from_dict({**data, field: value})
+
+
+# -- the groups settling, from their records (GroupOutcome.downtime) ----------------------------------------------
+
+def settled(seconds: float | None, rebalances: int | None = 2, stall: float | None = 4.25) -> dict:
+    return {"settle_s": seconds, "rebalances": rebalances, "types": ["classic", "consumer"],
+            "first_member_left": "2025-01-01T10:00:01.000+00:00", "stable_on_target": None,
+            "target_type": "consumer", "commit_stall_s": stall, "commit_stall_partition": "orders:1",
+            "commit_stall_open": False, "records": 12, "notes": []}
+
+
+def test_each_touched_group_settling_is_listed_longest_first_unmeasured_and_unreadable_last():
+    wave = replace(WAVE1, results=(result("alpha", 1, "offline", True, (
+        replace(outcome("alpha-1"), downtime=settled(7.5)),), 1000, 1090, 12.5),))
+    billing = WAVE2.results[0]
+    billing = replace(billing, groups=(replace(billing.groups[0], downtime=settled(None, rebalances=None, stall=None)),
+                                       replace(billing.groups[1], downtime={"error": "CoordinatorUnavailable: x"})))
+    back = replace(WAVE2.rollbacks[0], groups=(replace(WAVE2.rollbacks[0].groups[0], downtime=settled(11.0, 1)),
+                                               WAVE2.rollbacks[0].groups[1]))
+    wave2 = replace(WAVE2, results=(billing, WAVE2.results[1]), rollbacks=(back,))
+    report = build(waves=[wave, wave2])
+    rows = report["group_settling"]
+    assert [(r["group_id"], r["during"], r["settle_s"]) for r in rows] == [
+        ("billing-1", "rollback", 11.0), ("alpha-1", "migrate", 7.5), ("billing-1", "migrate", None),
+        ("billing-2", "migrate", None)]  # catalog (no downtime: not read) and billing-2's way back not listed
+    assert rows[-1]["error"] == "CoordinatorUnavailable: x" and rows[2]["rebalances"] is None
+    cells = table(render_fleet_markdown(report), "| group | application |")
+    assert cells[1] == ["`billing-1`", "billing", "2", "rollback", "11.000 s", "1", "classic → consumer",
+                        "4.250 s on orders:1"]
+    assert cells[3][4:] == ["?", "?", "classic → consumer", "?"]  # unknown stays unknown, never 0
+    assert cells[4][4].startswith("not measured: CoordinatorUnavailable")
+    # the records carry it through XCom: a round trip keeps it, and a figure that is not a number is refused
+    assert ApplicationResult.from_dict(billing.to_dict()) == billing
+    bad = billing.to_dict()
+    bad["groups"][0]["downtime"] = {"settle_s": "7 s"}
+    with pytest.raises(InvalidArgument, match="settle_s"):
+        ApplicationResult.from_dict(bad)
+    bad["groups"][0]["downtime"] = {"rebalances": 2}
+    with pytest.raises(InvalidArgument, match="needs 'settle_s' or 'error'"):
+        ApplicationResult.from_dict(bad)
+
+
+def test_a_run_that_read_no_group_records_has_no_settling_section():
+    report = build()
+    assert report["group_settling"] == []
+    assert "## Groups settling" not in render_fleet_markdown(report)
