@@ -447,7 +447,8 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     plan = Plan(
         title=f"KIP-1071 offline migration of {group}",
         steps=("set the group configs", "stop every instance",
-               f"wait for Empty (force members out after {params['remove_members_after']} s)"
+               (f"wait for Empty (members left behind forced out at once if the controller confirms every "
+                f"instance gone, else after {params['remove_members_after']} s)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=streams",

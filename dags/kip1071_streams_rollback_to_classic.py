@@ -334,9 +334,8 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     plan = Plan(
         title=f"{group} back to the classic protocol",
         steps=("stop every instance",
-               f"wait for Empty (force members out after {params['remove_members_after']} s)"
-               if params.get("remove_members_after") is not None
-               else "wait for Empty (members left behind leave when their session times out)",
+               "wait for Empty (a streams group refuses LeaveGroup: members left behind leave when "
+               "streams.session.timeout.ms runs out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=classic",
                f"wait for a classic group with {expected} live member(s) on it",
                "drain lag, compare offsets, validate with PySpark"),

@@ -329,7 +329,8 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     plan = Plan(
         title=f"Offline move of {group} to the {target} protocol",
         steps=("stop every instance",
-               f"wait for Empty (force members out after {params['remove_members_after']} s)"
+               (f"wait for Empty (members left behind forced out at once if the controller confirms every "
+                f"instance gone, else after {params['remove_members_after']} s)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", f"start with group.protocol={target}",
