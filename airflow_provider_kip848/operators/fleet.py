@@ -402,7 +402,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         from its own records (what the single-group DAGs' reports show, in a few figures per group). A group
         whose records cannot be read says why; it never reads as no downtime, and it does not fail the move:
         the verdict is the group's state, this is its cost."""
-        planned = {g["group_id"]: g for g in unit["groups"]}
+        # the plan's facts describe the group before the move: they seed a move's history, never a way back's
+        planned = {g["group_id"]: g for g in unit["groups"]} if self.kind == MIGRATE else {}
         out = []
         try:
             hook = KafkaGroupAdminHook(self.kafka_conn_id)
