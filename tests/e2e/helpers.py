@@ -12,7 +12,6 @@ from confluent_kafka import Producer
 
 from airflow_provider_kip848.testing import dagrun
 from airflow_provider_kip848.testing.clients import Record, read_topic
-from airflow_provider_kip848.testing.waiting import wait_until
 from tests.conftest import REPO
 
 
@@ -25,36 +24,6 @@ def run_dag(module: str, conf: dict[str, Any], **kwargs):
 
 
 state = dagrun.run_state
-
-
-#: the states of a sensor that is waiting (deferred to the triggerer, or poking)
-WAITING = ("deferred", "running", "up_for_reschedule")
-
-
-def task_state(dag_id: str, run_id: str | None, task_id: str) -> str | None:
-    """The state of one task of a run (the newest run of the DAG when ``run_id`` is None), from the metadata
-    database; None before the task has one."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    query = select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id,
-                                       TaskInstance.map_index == -1)
-    if run_id is not None:
-        query = query.where(TaskInstance.run_id == run_id)
-    with create_session() as session:
-        ti = session.scalars(query.order_by(TaskInstance.id.desc())).first()
-        return None if ti is None or ti.state is None else str(ti.state.value if hasattr(ti.state, "value")
-                                                                else ti.state)
-
-
-def wait_task(detail: dict, task_id: str, states: Iterable[str], timeout: float = 300) -> str:
-    """Wait until ``task_id`` of the run that asked ``detail`` (a HITL request) is in one of ``states``: a
-    scenario thread's cue that the DAG has reached a step, instead of a guessed sleep."""
-    ti = detail["task_instance"]
-    wanted = set(states)
-    return str(wait_until(lambda: (s := task_state(ti["dag_id"], ti["dag_run_id"], task_id)) in wanted and s,
-                          timeout=timeout, what=f"{task_id} in {sorted(wanted)}", interval=0.2))
 
 
 def approve(detail: dict) -> str:
