@@ -102,7 +102,7 @@ def test_snapshot_by_one_worker_compared_by_the_other(deployment: Deployment, br
         validation = deployment.xcom(DAG_ID, run_id, "validate")
         passed = {v["check"]: v["passed"] for v in validation["verdicts"]}
         assert validation["passed"] and passed == {"offsets_preserved": True, "lag": True,
-                                                   "record_continuity": True}, validation
+                                                   "record_continuity": True, "output_timing": True}, validation
         report = deployment.xcom(DAG_ID, run_id, "report")
         assert report["outcome"] == "migrated", report
 
