@@ -10,6 +10,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.testing import dagrun
 from airflow_provider_kip848.testing.clients import Record, read_topic
 from tests.conftest import REPO
@@ -32,6 +33,19 @@ def approve(detail: dict) -> str:
 
 def reject(detail: dict) -> str:
     return "Reject"
+
+
+def application_down(admin, group_id: str) -> bool:
+    """A feeder's ``done``: the old group is empty (the application is stopped) or gone (converted). A
+    retriable error (the coordinator moving) is "not known yet", asked again; any other is raised."""
+    try:
+        return admin.describe_group(group_id).is_empty
+    except GroupNotFound:
+        return True
+    except Kip848Error as exc:
+        if not exc.retriable:
+            raise
+        return False
 
 
 class Feeder(threading.Thread):

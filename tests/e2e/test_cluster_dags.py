@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 
-from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -18,6 +17,7 @@ from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordi
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import (
     Feeder,
+    application_down,
     approve,
     check_downtime_against_output,
     read_since,
@@ -116,16 +116,7 @@ def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(a
     killed: list[int] = []
     out_before: dict[int, int] = {}
 
-    def down() -> bool:  # the old group empty: the application is stopped
-        try:
-            return watcher.describe_group(group).is_empty
-        except GroupNotFound:  # gone (converted): down as well
-            return True
-        except Kip848Error as exc:  # the coordinator moving: not known yet, asked again
-            assert exc.retriable, exc
-            return False
-
-    feeder = Feeder(cluster.bootstrap_servers, topic, down, first=200)
+    feeder = Feeder(cluster.bootstrap_servers, topic, lambda: application_down(watcher, group), first=200)
 
     def at_approval(detail):
         if feeder.is_alive() or feeder.written:

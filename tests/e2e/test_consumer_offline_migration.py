@@ -15,7 +15,6 @@ import pytest
 
 from airflow_provider_kip848.changecontrol.artifacts import run_location
 from airflow_provider_kip848.changecontrol.window import DAYS
-from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -23,7 +22,15 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import set_kafka_connection, wait_until
-from tests.e2e.helpers import Feeder, approve, check_downtime_against_output, read_since, run_dag, state
+from tests.e2e.helpers import (
+    Feeder,
+    application_down,
+    approve,
+    check_downtime_against_output,
+    read_since,
+    run_dag,
+    state,
+)
 
 DAG = "kip848_consumer_offline_migration"
 INSTANCES = 2
@@ -101,13 +108,7 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
     watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
     out_before: dict[int, int] = {}
 
-    def down() -> bool:  # the old group empty: the application is stopped
-        try:
-            return watcher.describe_group(group).is_empty
-        except GroupNotFound:  # gone (converted): down as well
-            return True
-
-    feeder = Feeder(bootstrap, topic, down, first=200)
+    feeder = Feeder(bootstrap, topic, lambda: application_down(watcher, group), first=200)
 
     def keep_producing(detail):  # input at 20 records/s from the approval until the application is down
         if not feeder.is_alive() and not feeder.written:

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 from airflow_provider_kip848.changecontrol.audit import read_audit
 from airflow_provider_kip848.changecontrol.window import DAYS
-from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -22,7 +21,15 @@ from airflow_provider_kip848.testing.clients import (
     set_topic_configs,
 )
 from tests.conftest import wait_until
-from tests.e2e.helpers import Feeder, approve, check_downtime_against_output, read_since, run_dag, state
+from tests.e2e.helpers import (
+    Feeder,
+    application_down,
+    approve,
+    check_downtime_against_output,
+    read_since,
+    run_dag,
+    state,
+)
 
 
 def count_of(bootstrap, word, expected, timeout=90):
@@ -69,15 +76,9 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
     watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
     out_before: dict[int, int] = {}
 
-    def down() -> bool:  # the old group empty: the application is stopped
-        try:
-            return watcher.describe_group(app_id).is_empty
-        except GroupNotFound:  # gone (converted): down as well
-            return True
-
     # one new word per line (each line gives exactly one output record, a count of 1), 20 lines/s from the
     # approval until the application is down: the lines written meanwhile are counted at the restart
-    feeder = Feeder(bootstrap, WORDCOUNT_INPUT_TOPIC, down, value=lambda i: f"{word}f{i}")
+    feeder = Feeder(bootstrap, WORDCOUNT_INPUT_TOPIC, lambda: application_down(watcher, app_id), value=lambda i: f"{word}f{i}")
 
     def approve_and_feed(detail) -> str:
         if not feeder.written and feeder.ident is None:
