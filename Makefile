@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
 	  { echo "error: '$(PYTHON)' is not Python 3.11: install Python 3.11 or run make PYTHON=/path/to/python3.11" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev,spark,spark-submit]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev,spark,spark-submit,ssh]'
 	@touch $@
 
 venv: $(STAMP)
@@ -47,7 +47,7 @@ kafka-stop: $(STAMP)
 
 # Re-pin the exact versions the suite runs on (after changing a range in pyproject.toml).
 lock:
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit]' apache-airflow-providers-celery psycopg2-binary asyncpg
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit,ssh]' apache-airflow-providers-celery psycopg2-binary asyncpg
 	.lock-venv/bin/pip freeze --exclude airflow-provider-kip848 | grep -v '^-e' > $(CONSTRAINTS)
 	rm -rf .lock-venv
 

@@ -6,9 +6,13 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    trigger outside it fails at once).
 2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
    finalized, ``streams`` enabled, the group classic, no static members.
-3. Lint the application's client config for the streams protocol (settings it
-   ignores or does not support, the client release) and carry its assignment
-   settings over: ``streams.num.standby.replicas``, session and heartbeat come
+3. Check the application's controller (a name from the deployment's registry,
+   never code: an unknown name or argument is refused before the change lock).
+   Lint the client config the application runs with, as the controller reads
+   it from the platform (the form's ``application_properties`` override keys,
+   shown as such), for the streams protocol (settings it ignores or does not
+   support, the client release) and carry its assignment settings over:
+   ``streams.num.standby.replicas``, session and heartbeat come
    from the run's Params when given, else stay as the group has them, else
    from the application's own ``num.standby.replicas`` / ``session.timeout.ms``
    / ``heartbeat.interval.ms`` (an application with standbys keeps them); each
@@ -18,17 +22,20 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    by whoever triggered the run): nobody waits for a human while the
    application is down. Right before the downtime the plan is computed again;
    an expired approval or a changed plan is not reused (a new one is asked).
-6. Set the group configs (audited), then stop every instance (a pluggable controller: Kubernetes, systemd ... the
-   example drives the local WordCountDemo).
-7. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``
-   (a member still running rejoins within a heartbeat or two); members a
-   stopped Streams app left behind (it does not leave its group on close) are
-   removed after ``remove_members_after`` seconds instead of waiting the
-   session timeout, and a member that comes back fails the run, named.
+6. Set the group configs (audited), then stop every instance through the
+   controller, until the platform shows none.
+7. Wait until the group is Empty. Members a stopped Streams app left behind (it
+   does not leave its group on close) are forced out at once when the platform
+   confirmed that no instance exists; without that confirmation never (they
+   leave when their session times out, and the group must stay Empty for
+   ``empty_settle_seconds``). A member seen after the group was empty fails
+   the run, named.
 8. Put back any committed offset a step lost (nothing, normally).
 9. Check once more that the group is Empty and that the declared source
    topics exist, then start the application with ``group.protocol=streams``;
-   wait for a streams group, Stable.
+   wait for a streams group with every instance in it, each member proven
+   alive (listed through its session timeout) and every instance running on
+   the platform, none restarted since the start; then Stable.
 10. If the streams application is not Stable within its deadline (it failed
     to start, or stays NOT_READY: the report names the missing topics), the
     DAG goes back: stop it, wait for Empty, start it on classic, wait for it,
@@ -46,9 +53,11 @@ from airflow.sdk import CronTriggerTimetable, Param, dag, task
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
+    KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
     instances_gone,
+    start_baseline,
 )
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
@@ -75,7 +84,6 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
     KafkaGroupStateSensor,
-    KafkaGroupTypeSensor,
 )
 
 DAG_ID = "kip1071_streams_offline_migration"
@@ -90,6 +98,8 @@ BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the instances the application runs: the platform's count before the stop (else its classic members)
+EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 #: the group config a run may lower for the restart (restart_rebalance_delay_ms), put back afterwards
 RESTART_DELAY = "streams.initial.rebalance.delay.ms"
 
@@ -110,10 +120,12 @@ RESTART_DELAY = "streams.initial.rebalance.delay.ms"
                                 title="Streams application.id (the group)"),
         "declared_broker_version": Param(None, type=["null", "string"],
                                          title="Broker release (needed on 4.2: e.g. 4.2.1)"),
-        "application_properties": Param({}, type="object", title="The application's client config (as it runs now)",
-                                        description="Linted for the streams protocol; its num.standby.replicas, "
-                                                    "session.timeout.ms and heartbeat.interval.ms (ignored by the "
-                                                    "streams protocol) are carried over as group configs."),
+        "application_properties": Param({}, type="object", title="Client properties over the controller's",
+                                        description="The controller reads the config the application runs with; "
+                                                    "keys typed here override it (shown as such). Linted for the "
+                                                    "streams protocol; its num.standby.replicas, session.timeout.ms "
+                                                    "and heartbeat.interval.ms (ignored by the streams protocol) "
+                                                    "are carried over as group configs."),
         "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
                                 title="Kafka Streams release of the application (e.g. 4.2.1)",
                                 description="Checked against 4.2 (KIP-1071 GA). Empty: not checked (the lint "
@@ -142,7 +154,7 @@ RESTART_DELAY = "streams.initial.rebalance.delay.ms"
         "fallback_to_classic": Param(True, type="boolean", title="Go back to classic if the streams app fails",
                                      description="When the streams application is not Stable within the deadline: "
                                                  "stop it, wait for Empty, restart it on classic (never left down)."),
-        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalWordCountController"),
+        **downtime_params(),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
         "output_topic": Param(None, type=["null", "string"], title="Output topic (captured before/after)",
@@ -162,18 +174,19 @@ def kip1071_streams_offline_migration():
         declared_broker_version="{{ params.declared_broker_version }}", source_topics="{{ params.source_topics }}",
     )
 
-    @task
-    def streams_client_config(params: dict | None = None) -> dict:
-        """The application's config as it will run: the controller restarts it with group.protocol=streams."""
-        return {**params["application_properties"], "group.protocol": "streams"}
-
+    controller = KafkaApplicationControllerOperator(
+        task_id="controller", group_protocol="streams",
+        way_back_protocol="{{ 'classic' if params.fallback_to_classic else None }}", **CONTROLLER)
+    # the config the application will run with on streams, as its controller reads it (the form's on top)
     lint = ClientConfigLintOperator(task_id="lint_client_config", target="streams", client="java",
-                                    properties="{{ ti.xcom_pull(task_ids='streams_client_config') }}",
-                                    client_version="{{ params.client_version }}")
+                                    properties="{{ params.application_properties }}",
+                                    client_version="{{ params.client_version }}",
+                                    controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
+                                    use_controller=True)
 
     @task
-    def carry_over_settings(params: dict | None = None) -> dict:
-        return carried_settings(params)
+    def carry_over_settings(params: dict | None = None, **context) -> dict:
+        return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"))
 
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
@@ -188,8 +201,9 @@ def kip1071_streams_offline_migration():
 
     @task
     def make_plan(preflight_report: dict, configs: dict, snapshot: dict, carried: dict, lint_result: dict,
-                  params: dict | None = None) -> dict:
-        return build_plan(params, preflight_report["checks"], configs, snapshot, carried, lint_result)
+                  controller_result: dict, params: dict | None = None) -> dict:
+        return build_plan(params, preflight_report["checks"], configs, snapshot, carried, lint_result,
+                          controller_result)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -209,7 +223,7 @@ def kip1071_streams_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
                                           audit_log=AUDIT)
@@ -218,10 +232,12 @@ def kip1071_streams_offline_migration():
     # would be refused as a streams member), and the source topics exist (else the group sits in NOT_READY)
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                             group_protocol="streams", source_topics="{{ params.source_topics }}",
-                                            **CONTROLLER)
-    wait_streams = KafkaGroupTypeSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
-                                        group_type="streams", deferrable=True, poll_interval=POLL,
-                                        timeout_minutes="{{ params.stable_timeout_minutes }}")
+                                            expected_instances=EXPECTED, **CONTROLLER)
+    # a streams group with every instance in it, each member proven alive, every instance running on the platform
+    wait_streams = KafkaGroupMigratedSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
+                                            group_type="streams", expected_members=EXPECTED, deferrable=True,
+                                            poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}",
+                                            baseline=start_baseline("start_application"), **CONTROLLER)
     wait_stable = KafkaGroupStateSensor(task_id="wait_stable", kafka_conn_id=CONN, group_id=GROUP, states=["Stable"],
                                         deferrable=True, poll_interval=POLL,
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
@@ -248,29 +264,40 @@ def kip1071_streams_offline_migration():
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.controllers import load_controller
+        from airflow_provider_kip848.hooks.instances import task_error
+        from airflow_provider_kip848.operators.application import resolve
 
         states = R.task_states(context)
         if "failed" not in (states.get("wait_streams_group"), states.get("wait_stable")):
             raise AirflowSkipException("the streams application came up: no fallback")
         if not params["fallback_to_classic"]:
             raise AirflowSkipException("fallback_to_classic is off: the application is left as it is")
-        return {**load_controller(params["app_controller"], params["app_controller_args"]).stop(),
-                "diagnosis": _diagnose(params)}
+        diagnosis = _diagnose(params)  # before the stop: what the failed streams application looked like
+        try:
+            stopped = resolve(params["app_controller"], params["app_controller_args"]).stop()
+        except Exception as exc:
+            from airflow_provider_kip848.controllers import ControllerError
+
+            if isinstance(exc, ControllerError):
+                raise task_error(exc) from exc
+            raise
+        return {**stopped, "diagnosis": diagnosis}
 
     # a streams group refuses LeaveGroup: its members leave when streams.session.timeout.ms runs out
     fallback_wait_empty = KafkaGroupEmptySensor(
         task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
 
     fallback_start = KafkaApplicationStartOperator(task_id="fallback_start", kafka_conn_id=CONN, group_id=GROUP,
-                                                   group_protocol="classic", **CONTROLLER)
+                                                   group_protocol="classic", expected_instances=EXPECTED,
+                                                   **CONTROLLER)
     fallback_wait_classic = KafkaGroupMigratedSensor(
         task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,
-        poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}")
+        poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}", expected_instances=EXPECTED,
+        baseline=start_baseline("fallback_start"), **CONTROLLER)
     fallback_compare = CompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
@@ -334,6 +361,7 @@ def kip1071_streams_offline_migration():
             downtime=downtime,
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "controller": ti.xcom_pull(task_ids="controller"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
                      "lint": ti.xcom_pull(task_ids="lint_client_config"),
@@ -358,12 +386,11 @@ def kip1071_streams_offline_migration():
 
     out_before = capture_output_before()
     carried = carry_over_settings()
-    client_config = streams_client_config()
-    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output, carried, lint.output)
+    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output, carried, lint.output,
+                     controller.output)
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    guard >> lock >> [preflight, client_config] >> carried
-    client_config >> lint >> carried
+    guard >> controller >> lock >> [preflight, lint] >> carried
     carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
@@ -380,7 +407,13 @@ def kip1071_streams_offline_migration():
     decision >> final
 
 
-def carried_settings(params: dict) -> dict:
+def application_properties(params: dict, controller_result: dict | None) -> dict:
+    """The application's client properties: the controller's reading of the platform, the form's on top."""
+    config = (controller_result or {}).get("config") or {}
+    return {**(config.get("properties") or {}), **(params["application_properties"] or {})}
+
+
+def carried_settings(params: dict, controller_result: dict | None = None) -> dict:
     """The streams group configs this run sets, each with its source (see kafka.rules.streams_settings)."""
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
     from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
@@ -391,7 +424,7 @@ def carried_settings(params: dict) -> dict:
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         dynamic = hook.describe_group_config(params["application_id"]).dynamic
         broker = hook.group_coordinator_config().values
-    settings = carry_over(requested, params["application_properties"] or {}, dynamic, broker)
+    settings = carry_over(requested, application_properties(params, controller_result), dynamic, broker)
     out = {"settings": [s.to_dict() for s in settings], "set": to_set(settings), "restart_delay": None}
     if params.get("restart_rebalance_delay_ms") is not None:  # for the restart only: put back once Stable
         previous = dynamic.get(RESTART_DELAY)
@@ -404,15 +437,18 @@ def carried_settings(params: dict) -> dict:
 
 
 def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
-               snapshot: dict | None = None, carried: dict | None = None, lint_result: dict | None = None) -> dict:
+               snapshot: dict | None = None, carried: dict | None = None, lint_result: dict | None = None,
+               controller_result: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
     from airflow_provider_kip848.kafka.rules.conditions import is_live
     from airflow_provider_kip848.kafka.rules.streams_settings import CarriedSetting
+    from airflow_provider_kip848.operators.application import plan_lines
+    from airflow_provider_kip848.operators.lint import lint_lines
 
     group = params["application_id"]
-    carried = carried or carried_settings(params)
+    carried = carried or carried_settings(params, controller_result)
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         described = hook.describe_group(group)
         desc = described.to_dict()
@@ -438,24 +474,29 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
             notes.append(f"{setting.config}: {setting.current or 'unset'}, kept ({setting.source})")
     if params.get("fallback_to_classic"):
         notes.append("if the streams application is not Stable in time, the DAG restarts it on classic")
-    for finding in (lint_result or {}).get("findings", []):
-        if finding["severity"] in ("warn", "error"):
-            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    notes += plan_lines(controller_result) + lint_lines(lint_result)
     if snapshot:
         notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
                         f"lag {snapshot['total_lag']})")
+    live = sum(is_live(m) for m in described.members)
+    status = (controller_result or {}).get("status") or {}
+    running = [i for i in status.get("instances") or [] if i.get("running")]
+    expected = len(running) if status.get("known") and running else max(live, 1)
+    notes.append(f"done when {expected} instance(s) are in the streams group"
+                 + (" (the platform's count)" if status.get("known") and running else " (the classic members)"))
     plan = Plan(
         title=f"KIP-1071 offline migration of {group}",
         steps=("set the group configs", "stop every instance",
-               (f"wait for Empty (members left behind forced out at once if the controller confirms every "
-                f"instance gone, else after {params['remove_members_after']} s)")
+               ("wait for Empty (members left behind forced out once the platform confirms every instance "
+                "gone; without that confirmation never: they leave when their session times out)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=streams",
                "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
-               "live_members": sum(is_live(m) for m in described.members), "group_configs": before},
+               "live_members": live, "expected_instances": expected, "group_configs": before,
+               "controller": (controller_result or {}).get("controller", {}).get("name")},
     )
     return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -463,7 +504,8 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
 def replan(context) -> dict:
     ti = context["ti"]
     return build_plan(context["params"], (ti.xcom_pull(task_ids="preflight") or {}).get("checks"), None,
-                      ti.xcom_pull(task_ids="snapshot_before"), None, ti.xcom_pull(task_ids="lint_client_config"))
+                      ti.xcom_pull(task_ids="snapshot_before"), None, ti.xcom_pull(task_ids="lint_client_config"),
+                      ti.xcom_pull(task_ids="controller"))
 
 
 def _missing_source_topics(hook, params: dict) -> list[str]:

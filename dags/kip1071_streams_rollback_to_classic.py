@@ -12,7 +12,11 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", downgrade):
 1. Only inside the maintenance window (a trigger outside it fails at once).
 2. Preflight (mode ``streams_to_classic``): brokers, the classic protocol
    enabled, the group a streams group; declared source topics exist.
-3. Lint the application's classic client config, and compare the assignment
+3. Check the application's controller (a name from the deployment's registry,
+   never code: an unknown name or argument is refused before the change lock).
+   Lint the client config the application will run with on classic, as the
+   controller reads it from the platform (the form's keys on top, shown as
+   such), and compare the assignment
    settings the streams group uses now (its ``streams.*`` group configs, else
    the brokers' defaults) with what the classic application will use (its own
    ``num.standby.replicas``, ``session.timeout.ms``, ``heartbeat.interval.ms``):
@@ -22,15 +26,16 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", downgrade):
 5. One approval for the whole downtime (not by whoever triggered the run);
    right before the downtime the plan is computed again and an expired or
    changed approval is not reused.
-6. Stop every instance (a pluggable application controller).
-7. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``;
-   members left behind are removed after ``remove_members_after`` seconds
-   (a streams member that is gone leaves when ``streams.session.timeout.ms``
-   runs out), and a member that comes back fails the run, named.
+6. Stop every instance through the controller, until the platform shows none.
+7. Wait until the group is Empty (a streams group refuses LeaveGroup: a member
+   that is gone leaves when ``streams.session.timeout.ms`` runs out); a member
+   seen after the group was empty fails the run, named.
 8. Put back any committed offset a step lost (nothing, normally).
 9. Check once more that the group is Empty and the source topics exist, then
    start the application with ``group.protocol=classic``; wait for a classic
-   group with every expected instance live on it.
+   group with every expected member on it, each proven alive (progress, or
+   listed through its session timeout) and every instance running on the
+   platform, none restarted since the start.
 10. If that does not happen in time, the DAG goes back to where it started:
     stop, Empty, start on streams, wait for it, compare the offsets with the
     snapshot, and report "rolled back". The application is never left down.
@@ -46,9 +51,11 @@ from airflow.sdk import Param, dag, task
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
+    KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
     instances_gone,
+    start_baseline,
 )
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
@@ -85,6 +92,8 @@ AFTER = "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the instances the application runs (the platform's count when the plan is made; else the expected members)
+INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
 
 
 @dag(
@@ -101,9 +110,10 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "application_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
                                 title="Streams application.id (the group)"),
-        "application_properties": Param({}, type="object",
-                                        title="The application's client config on classic (as it will run)",
-                                        description="Linted for the classic protocol; its num.standby.replicas, "
+        "application_properties": Param({}, type="object", title="Client properties over the controller's",
+                                        description="The controller reads the config the application will run "
+                                                    "with on classic; keys typed here override it (shown as such). "
+                                                    "Linted for the classic protocol; its num.standby.replicas, "
                                                     "session.timeout.ms and heartbeat.interval.ms are compared with "
                                                     "the streams group's settings (shown in the approval)."),
         "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
@@ -114,7 +124,7 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
                                     title="Instances the application runs",
                                     description="Done when this many live members run the classic protocol. Empty: "
                                                 "the number of live members when the plan is made."),
-        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalWordCountController"),
+        **downtime_params(),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the streams protocol."),
@@ -128,6 +138,8 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
 )
 def kip1071_streams_rollback_to_classic():
     guard = MaintenanceWindowGuardOperator(task_id="window_guard")
+    controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol="classic",
+                                                    way_back_protocol="streams", **CONTROLLER)
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
@@ -135,26 +147,24 @@ def kip1071_streams_rollback_to_classic():
                                            group_id=GROUP, expect_empty=False,
                                            source_topics="{{ params.source_topics }}")
 
-    @task
-    def classic_client_config(params: dict | None = None) -> dict:
-        """The application's config as it will run: the controller restarts it with group.protocol=classic."""
-        return {**params["application_properties"], "group.protocol": "classic"}
-
+    # the config the application will run with on classic, as its controller reads it (the form's on top)
     lint = ClientConfigLintOperator(task_id="lint_client_config", target="classic", client="java",
-                                    properties="{{ ti.xcom_pull(task_ids='classic_client_config') }}",
-                                    client_version="{{ params.client_version }}")
+                                    properties="{{ params.application_properties }}",
+                                    client_version="{{ params.client_version }}",
+                                    controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
+                                    use_controller=True)
 
     @task
-    def settings_on_classic(params: dict | None = None) -> dict:
-        return returned_settings(params)
+    def settings_on_classic(params: dict | None = None, **context) -> dict:
+        return returned_settings(params, context["ti"].xcom_pull(task_ids="controller"))
 
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
     @task
-    def make_plan(lint_result: dict, preflight_report: dict, settings: dict, snapshot: dict,
+    def make_plan(lint_result: dict, preflight_report: dict, settings: dict, snapshot: dict, controller_result: dict,
                   params: dict | None = None) -> dict:
-        return build_plan(params, lint_result, preflight_report["checks"], settings, snapshot)
+        return build_plan(params, lint_result, preflight_report["checks"], settings, snapshot, controller_result)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -169,15 +179,16 @@ def kip1071_streams_rollback_to_classic():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                           group_protocol="classic", source_topics="{{ params.source_topics }}",
-                                          **CONTROLLER)
+                                          expected_instances=INSTANCES, **CONTROLLER)
     wait_classic = KafkaGroupMigratedSensor(
         task_id="wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic", expected_members=EXPECTED,
-        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}")
+        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
+        expected_instances=INSTANCES, baseline=start_baseline("start_application"), **CONTROLLER)
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
                                    deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
@@ -204,13 +215,15 @@ def kip1071_streams_rollback_to_classic():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
-                                                   group_protocol="streams", **CONTROLLER)
+                                                   group_protocol="streams", expected_instances=INSTANCES,
+                                                   **CONTROLLER)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_streams", kafka_conn_id=CONN, group_id=GROUP, group_type="streams",
-        expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
-        timeout_minutes="{{ params.start_timeout_minutes }}")
+        expected_members=INSTANCES, deferrable=True, poll_interval=POLL,
+        timeout_minutes="{{ params.start_timeout_minutes }}", baseline=start_baseline("rollback_start"),
+        **CONTROLLER)
     rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
@@ -244,6 +257,7 @@ def kip1071_streams_rollback_to_classic():
             downtime=downtime,
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "controller": ti.xcom_pull(task_ids="controller"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
                      "lint": ti.xcom_pull(task_ids="lint_client_config"),
@@ -265,10 +279,8 @@ def kip1071_streams_rollback_to_classic():
                         fail_outcomes=("failed", "refused", "rolled_back"))
 
     settings = settings_on_classic()
-    client_config = classic_client_config()
-    plan = make_plan(lint.output, preflight.output, settings, snapshot_before.output)
-    guard >> lock >> [preflight, client_config, settings]
-    client_config >> lint
+    plan = make_plan(lint.output, preflight.output, settings, snapshot_before.output, controller.output)
+    guard >> controller >> lock >> [preflight, lint, settings]
     [preflight, lint, settings] >> snapshot_before >> plan
     decision = route(plan)
     final = report()
@@ -284,28 +296,34 @@ def kip1071_streams_rollback_to_classic():
     decision >> final
 
 
-def returned_settings(params: dict) -> dict:
-    """The streams group's assignment settings against the classic application's (kafka.rules.streams_settings)."""
+def returned_settings(params: dict, controller_result: dict | None = None) -> dict:
+    """The streams group's assignment settings against the classic application's (kafka.rules.streams_settings):
+    its config as the controller reads it for classic, the form's keys on top."""
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
     from airflow_provider_kip848.kafka.rules.streams_settings import carry_back
 
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         dynamic = hook.describe_group_config(params["application_id"]).dynamic
         broker = hook.group_coordinator_config().values
-    settings = carry_back(params["application_properties"] or {}, dynamic, broker)
+    config = (controller_result or {}).get("config") or {}
+    properties = {**(config.get("properties") or {}), **(params["application_properties"] or {})}
+    settings = carry_back(properties, dynamic, broker)
     return {"settings": [s.to_dict() for s in settings]}
 
 
 def build_plan(params: dict, lint_result: dict | None = None, checks: list | None = None,
-               settings: dict | None = None, snapshot: dict | None = None) -> dict:
+               settings: dict | None = None, snapshot: dict | None = None,
+               controller_result: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
     from airflow_provider_kip848.kafka.model import GroupType
     from airflow_provider_kip848.kafka.rules.conditions import is_live
+    from airflow_provider_kip848.operators.application import plan_lines
+    from airflow_provider_kip848.operators.lint import lint_lines
 
     group = params["application_id"]
-    settings = settings or returned_settings(params)
+    settings = settings or returned_settings(params, controller_result)
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         desc = hook.describe_group(group)
     live = [m for m in desc.members if is_live(m)]
@@ -328,20 +346,23 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     if snapshot:
         notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
                         f"lag {snapshot['total_lag']})")
-    for finding in (lint_result or {}).get("findings", []):
-        if finding["severity"] in ("warn", "error"):
-            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    notes += plan_lines(controller_result) + lint_lines(lint_result)
+    status = (controller_result or {}).get("status") or {}
+    running = [i for i in status.get("instances") or [] if i.get("running")]
+    instances = len(running) if status.get("known") and running else expected
     plan = Plan(
         title=f"{group} back to the classic protocol",
-        steps=("stop every instance",
+        steps=("stop every instance (through the controller, until the platform shows none)",
                "wait for Empty (a streams group refuses LeaveGroup: members left behind leave when "
                "streams.session.timeout.ms runs out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=classic",
-               f"wait for a classic group with {expected} live member(s) on it",
+               f"wait for a classic group with {expected} member(s) on it, each proven alive, and every instance "
+               "running on the platform, none restarted since the start",
                "drain lag, compare offsets, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
-               "live_members": len(live), "expected_instances": expected},
+               "live_members": len(live), "expected_instances": expected, "instances": instances,
+               "controller": (controller_result or {}).get("controller", {}).get("name")},
     )
     return {**plan.to_dict(), "nothing_to_do": nothing, "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -350,7 +371,8 @@ def replan(context) -> dict:
     ti = context["ti"]
     return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
                       (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
-                      ti.xcom_pull(task_ids="settings_on_classic"), ti.xcom_pull(task_ids="snapshot_before"))
+                      ti.xcom_pull(task_ids="settings_on_classic"), ti.xcom_pull(task_ids="snapshot_before"),
+                      ti.xcom_pull(task_ids="controller"))
 
 
 kip1071_streams_rollback_to_classic()

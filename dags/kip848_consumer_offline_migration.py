@@ -10,22 +10,29 @@ for Empty, restart on the other protocol. Only committed offsets carry over.
 Runbook (Kafka docs, "Consumer Rebalance Protocol", upgrade and downgrade, offline):
 
 1. Only inside the maintenance window (a trigger outside it fails at once).
-2. Lint the application's new client config for the target protocol (keys the
-   client rejects, the assignor that replaces the classic one, the client
-   release) and run the preflight (brokers 4.0+, protocol enabled,
-   ``group.version`` finalized, group type, assignor mapping).
+   The application's controller is the deployment's (a name from its registry,
+   never code): an unknown name or argument is refused before the change lock.
+2. Lint the client config the application will run with, as its controller
+   reads it from the platform (forms may override keys, shown as such), for the
+   target protocol (keys the client rejects, the assignor that replaces the
+   classic one, the client release) and run the preflight (brokers 4.0+,
+   protocol enabled, ``group.version`` finalized, group type, assignor mapping).
 3. Snapshot the committed offsets.
 4. One approval for the whole downtime (not by whoever triggered the run);
    right before the downtime the plan is computed again and an expired or
    changed approval is not reused.
-5. Stop every instance (a pluggable application controller).
-6. Wait until the group is Empty and stays Empty for ``empty_settle_seconds``;
-   members a crashed instance left behind are removed after
-   ``remove_members_after`` seconds, and a member that comes back fails the run, named.
+5. Stop every instance through the controller, until the platform shows none.
+6. Wait until the group is Empty. Members the instances left behind are forced
+   out only once the platform confirmed that no instance exists (at once then,
+   no settle time); without that confirmation they leave when their session
+   times out and the group must stay Empty for ``empty_settle_seconds``. A
+   member seen after the group was empty fails the run, named.
 7. Put back any committed offset a step lost (nothing, normally).
 8. Check once more that the group is Empty, then start the application with
    ``group.protocol=<target>``; wait until the group is of the target type with
-   every expected instance live on the target protocol.
+   every expected instance on the target protocol, each member proven alive
+   (progress, or listed through its session timeout) and every instance
+   running on the platform, none restarted since the start.
 9. If that does not happen in time (the new application fails to start, or
    does not join), the DAG goes back by the same road: stop, Empty, start on
    the source protocol, wait for it, compare the offsets with the snapshot, and
@@ -43,9 +50,11 @@ from airflow.sdk import Param, dag, task
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
+    KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
     instances_gone,
+    start_baseline,
 )
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
@@ -102,9 +111,13 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
         "target_protocol": Param("consumer", type="string", enum=["consumer", "classic"],
                                  title="Protocol to move the group to",
                                  description="consumer: classic -> KIP-848; classic: the way back."),
-        "client_properties": Param({"group.protocol": "consumer"}, type="object",
-                                   title="The application's client properties after the change"),
-        "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
+        "client_properties": Param({}, type="object", title="Client properties to lint over the controller's",
+                                   description="The controller reads the config the application runs with; keys "
+                                               "typed here override it (shown as such in the approval). Without a "
+                                               "config from the controller, only these are linted, and the lint "
+                                               "says so."),
+        "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library",
+                        description="Used when the controller does not say."),
         "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
                                 title="Client library release (e.g. 2.12.1 or 4.1.0)",
                                 description="Checked against the first production-ready release of the consumer "
@@ -114,7 +127,7 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
                                     description="Done when this many live members run the target protocol. Empty: "
                                                 "the number of live members when the plan is made (shown in the "
                                                 "approval)."),
-        **downtime_params("airflow_provider_kip848.testing.appcontrol:LocalConsumerAppController"),
+        **downtime_params(),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the source protocol."),
@@ -134,13 +147,15 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
 )
 def kip848_consumer_offline_migration():
     guard = MaintenanceWindowGuardOperator(task_id="window_guard")
+    controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol=TARGET,
+                                                    way_back_protocol=SOURCE, **CONTROLLER)
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
     lint = ClientConfigLintOperator(
         task_id="lint_client_config", properties="{{ params.client_properties }}", target=TARGET,
         client="{{ params.client }}", client_version="{{ params.client_version }}", kafka_conn_id=CONN,
-        group_id=GROUP,
+        group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}", use_controller=True,
     )
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE, group_id=GROUP,
                                            expect_empty=False)
@@ -152,8 +167,9 @@ def kip848_consumer_offline_migration():
         return _capture(params)
 
     @task
-    def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, params: dict | None = None) -> dict:
-        return build_plan(params, lint_result, preflight_report["checks"], snapshot)
+    def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, controller_result: dict,
+                  params: dict | None = None) -> dict:
+        return build_plan(params, lint_result, preflight_report["checks"], snapshot, controller_result)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -173,15 +189,16 @@ def kip848_consumer_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
-                                            group_protocol=TARGET, **CONTROLLER)
+                                            group_protocol=TARGET, expected_instances=EXPECTED, **CONTROLLER)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
-        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}")
+        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
+        baseline=start_baseline("start_application"), **CONTROLLER)
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    max_lag="{{ params.max_lag }}", deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
@@ -219,14 +236,15 @@ def kip848_consumer_offline_migration():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}")
+        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
 
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
-                                                   group_protocol=SOURCE, **CONTROLLER)
+                                                   group_protocol=SOURCE, expected_instances=EXPECTED, **CONTROLLER)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
         expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
-        timeout_minutes="{{ params.start_timeout_minutes }}")
+        timeout_minutes="{{ params.start_timeout_minutes }}", baseline=start_baseline("rollback_start"),
+        **CONTROLLER)
     rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
@@ -261,6 +279,7 @@ def kip848_consumer_offline_migration():
             approvals={"approval": decision}, before=(plan or {}).get("facts"), after=after,
             metrics=R.group_metrics(context),
             results={"window": ti.xcom_pull(task_ids="window_guard"),
+                     "controller": ti.xcom_pull(task_ids="controller"),
                      "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
                      "lint": ti.xcom_pull(task_ids="lint_client_config"),
@@ -281,8 +300,8 @@ def kip848_consumer_offline_migration():
                         fail_outcomes=("failed", "refused", "rolled_back"))
 
     out_before = capture_output_before()
-    plan = make_plan(lint.output, preflight.output, snapshot_before.output)
-    guard >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan
+    plan = make_plan(lint.output, preflight.output, snapshot_before.output, controller.output)
+    guard >> controller >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report()
     out_after = capture_output_after()
@@ -300,12 +319,14 @@ def kip848_consumer_offline_migration():
 
 
 def build_plan(params: dict, lint_result: dict | None = None, checks: list | None = None,
-               snapshot: dict | None = None) -> dict:
+               snapshot: dict | None = None, controller_result: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
     from airflow_provider_kip848.kafka.model import GroupType
     from airflow_provider_kip848.kafka.rules.conditions import is_live
+    from airflow_provider_kip848.operators.application import plan_lines
+    from airflow_provider_kip848.operators.lint import lint_lines
 
     group, target = params["group_id"], params["target_protocol"]
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
@@ -323,22 +344,22 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     if snapshot:
         notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
                         f"lag {snapshot['total_lag']})")
-    for finding in (lint_result or {}).get("findings", []):
-        if finding["severity"] in ("warn", "error"):
-            notes.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    notes += plan_lines(controller_result) + lint_lines(lint_result)
     plan = Plan(
         title=f"Offline move of {group} to the {target} protocol",
-        steps=("stop every instance",
-               (f"wait for Empty (members left behind forced out at once if the controller confirms every "
-                f"instance gone, else after {params['remove_members_after']} s)")
+        steps=("stop every instance (through the controller, until the platform shows none)",
+               ("wait for Empty (members left behind forced out at once once the platform confirms every "
+                "instance gone; without that confirmation never: they leave when their session times out)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", f"start with group.protocol={target}",
-               f"wait for a {target} group with {expected} live member(s) on it",
+               f"wait for a {target} group with {expected} member(s) on it, each proven alive, and every "
+               "instance running on the platform, none restarted since the start",
                "drain lag, compare offsets, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
-               "live_members": len(live), "expected_instances": expected, "assignor": getattr(desc, "assignor", None)},
+               "live_members": len(live), "expected_instances": expected, "assignor": getattr(desc, "assignor", None),
+               "controller": (controller_result or {}).get("controller", {}).get("name")},
     )
     return {**plan.to_dict(), "nothing_to_do": nothing, "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -347,7 +368,7 @@ def replan(context) -> dict:
     ti = context["ti"]
     return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
                       (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
-                      ti.xcom_pull(task_ids="snapshot_before"))
+                      ti.xcom_pull(task_ids="snapshot_before"), ti.xcom_pull(task_ids="controller"))
 
 
 def _capture(params: dict) -> dict:

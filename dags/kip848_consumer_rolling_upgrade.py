@@ -12,20 +12,26 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 gu
    members.
 3. A person approves (or rejects) the plan.
 4. Snapshot the committed offsets (and the output topic's end offsets).
-5. The team rolls the application one instance at a time with
-   ``group.protocol=consumer``; this DAG does not own the deployment: it waits
-   (deferred, no worker slot) and logs each member switching protocol. The
-   group converts to ``consumer`` with the first new member and is migrated
-   when every one of the ``expected_instances`` is a live member on the new
-   protocol (a static member that shut down is not counted).
+5. The application is rolled one instance at a time with
+   ``group.protocol=consumer``: by its controller (``app_controller``, a name
+   from the deployment's registry: the platform's rolling restart), or by the
+   team when no controller is named. The DAG waits (deferred, no worker slot).
+   The group converts to ``consumer`` with the first new member and is
+   migrated when every one of the ``expected_instances`` is a member on the
+   new protocol, each proven alive (its partitions' commits advance, or it
+   stays listed through the group's session timeout: a crashed member stays
+   listed until then), and, with a controller, every instance runs on the
+   platform with no restart since the roll (a crash after the restart fails
+   the wait, named). Without a controller the instances are not checked, and
+   the approval and the result say so.
 6. Wait until the lag drains, snapshot again, and prove with PySpark that no
    committed offset regressed, the lag is within bounds and the output has no
    gap (and no more duplicates than allowed).
 7. Report.
 
 A Reject, or a rollout that does not finish within ``rollout_timeout_minutes``,
-takes the rollback branch: the team restarts the instances with
-``group.protocol=classic`` and the DAG verifies the group is classic again
+takes the rollback branch: the controller (or the team) restarts the instances
+with ``group.protocol=classic`` and the DAG verifies the group is classic again
 (the broker downgrades it when the last consumer-protocol member leaves, under
 policy ``bidirectional`` or ``downgrade``).
 """
@@ -37,12 +43,17 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.operators.application import (
+    KafkaApplicationControllerOperator,
+    KafkaApplicationRollOperator,
+    start_baseline,
+)
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
-from airflow_provider_kip848.operators.params import artifact_params, validation_params
+from airflow_provider_kip848.operators.params import artifact_params, controller_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.sensors.group import (
@@ -57,6 +68,7 @@ GROUP = "{{ params.group_id }}"
 #: this run's own folder under the deployment's artifact location (every worker reaches it; see
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 
 
 @dag(
@@ -71,8 +83,13 @@ SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, d
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Consumer group"),
-        "client_properties": Param({"group.protocol": "consumer"}, type="object",
-                                   title="The application's client properties after the change"),
+        "client_properties": Param({}, type="object", title="Client properties to lint over the controller's",
+                                   description="The controller reads the config the application will run with; "
+                                               "keys typed here override it (shown as such). Without a controller, "
+                                               "only these are linted, and the lint says so."),
+        **controller_params("The name of the application's controller in the deployment's registry: it rolls the "
+                            "application and its status judges the instances. Empty: the team rolls it; the DAG "
+                            "waits and judges from the broker alone (said in the approval)."),
         "client": Param("librdkafka", type="string", enum=["java", "librdkafka"], title="Client library"),
         "client_version": Param(None, type=["null", "string"], pattern=r"^\d+\.\d+(\.\d+)?$",
                                 title="Client library release (e.g. 2.12.1 or 4.1.0)",
@@ -110,20 +127,29 @@ SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, d
     },
 )
 def kip848_consumer_rolling_upgrade():
+    controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol="consumer",
+                                                    way_back_protocol="classic", required=False, **CONTROLLER)
     lint = ClientConfigLintOperator(
         task_id="lint_client_config", properties="{{ params.client_properties }}", target="consumer",
         client="{{ params.client }}", client_version="{{ params.client_version }}",
         subscription_pattern="{{ params.subscription_pattern }}",
         # the brokers' group.consumer.assignors and the group's own assignor decide what replaces it
-        kafka_conn_id=CONN, group_id=GROUP,
+        kafka_conn_id=CONN, group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
+        use_controller=True,
     )
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
                                            group_id=GROUP, rollback="{{ params.rollback_check }}")
 
     @task
-    def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None) -> dict:
+    def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol.plan import Change, Plan
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+        from airflow_provider_kip848.operators.application import plan_lines
+        from airflow_provider_kip848.operators.lint import lint_lines
+
+        controller_result = context["ti"].xcom_pull(task_ids="controller")
+        rolled_by = (f"through controller {controller_result['controller']['name']}" if controller_result
+                     else "by the application team")
 
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             desc = hook.describe_group(params["group_id"]).to_dict()
@@ -133,12 +159,14 @@ def kip848_consumer_rolling_upgrade():
         done = desc["type"] == "consumer" and not classic and len(live) >= expected
         changes = () if done else (
             Change("protocol", params["group_id"], f"{desc['type']} ({len(classic)} classic member(s))",
-                   "consumer (KIP-848)", "the application team restarts the instances one by one"),
+                   "consumer (KIP-848)", f"the instances are restarted one by one {rolled_by}"),
         )
+        checked = ("each proven alive, every instance running on the platform with no restart since the roll"
+                   if controller_result else "each proven alive (instances NOT checked: no controller named)")
         plan = Plan(
             title=f"KIP-848 rolling upgrade of {params['group_id']}",
-            steps=("snapshot committed offsets", "roll instances with group.protocol=consumer (team)",
-                   f"wait until {expected} live member(s) run the consumer protocol and none the classic one",
+            steps=("snapshot committed offsets", f"roll instances with group.protocol=consumer {rolled_by}",
+                   f"wait until {expected} member(s) run the consumer protocol and none the classic one, {checked}",
                    f"wait until lag <= {params['max_lag']}",
                    "snapshot again and validate with PySpark", "report"),
             changes=changes,
@@ -146,13 +174,13 @@ def kip848_consumer_rolling_upgrade():
             notes=(f"expected instances: {expected}"
                    + ("" if params["expected_instances"] else " (the live members now; set expected_instances if "
                       "the application runs more or fewer)"),
-                   *(f"client config: {f['key']}: {f['fix']}" for f in lint_result["findings"]
-                     if f["severity"] != "info"),
+                   *plan_lines(controller_result), *lint_lines(lint_result),
                    *(f"preflight {c['name']} ({c['status']}): {c['evidence']}. {c['remedy']}"
                      for c in preflight_report["checks"] if c["status"] == "warn")),
             facts={"group": {k: desc[k] for k in ("type", "state", "assignor")},
                    "members": [(m["client_id"], m["protocol"]) for m in desc["members"]],
-                   "expected_instances": expected},
+                   "expected_instances": expected,
+                   "controller": controller_result["controller"]["name"] if controller_result else None},
         )
         return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
@@ -175,10 +203,13 @@ def kip848_consumer_rolling_upgrade():
 
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
+    roll = KafkaApplicationRollOperator(task_id="roll_application", group_protocol="consumer", required=False,
+                                        **CONTROLLER)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type="consumer", deferrable=True,
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
+        baseline=start_baseline("roll_application"), **CONTROLLER,
     )
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    max_lag="{{ params.max_lag }}", deferrable=True,
@@ -214,16 +245,24 @@ def kip848_consumer_rolling_upgrade():
         return "rejected: the instances stay on (or go back to) group.protocol=classic"
 
     @task(trigger_rule="all_done")
-    def rollback_on_timeout(**context) -> str:
+    def rollback_on_timeout(params: dict | None = None, **context) -> dict | str:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.controllers import ControllerError
+        from airflow_provider_kip848.hooks.instances import task_error
+        from airflow_provider_kip848.operators.application import controller_is_named, resolve
 
-        # only the rollout's own deadline leads here: a refused preflight or a rejected plan never
-        # started a rollout (upstream_failed / skipped), so there is nothing to roll back
+        # only the rollout's own deadline (or a crash the platform saw) leads here: a refused preflight or a
+        # rejected plan never started a rollout (upstream_failed / skipped), so there is nothing to roll back
         if R.task_states(context).get("wait_migrated") != "failed":
-            raise AirflowSkipException("the rollout did not time out: no rollback")
-        return "rollout not finished in time: roll the instances back to group.protocol=classic"
+            raise AirflowSkipException("the rollout did not finish: no rollback")
+        if not controller_is_named(params["app_controller"]):
+            return "rollout not finished in time: the team rolls the instances back to group.protocol=classic"
+        try:  # the way back by the same road: the platform's rolling restart, on classic
+            return resolve(params["app_controller"], params["app_controller_args"]).roll("classic")
+        except ControllerError as exc:
+            raise task_error(exc) from exc
 
     wait_classic = KafkaGroupTypeSensor(task_id="wait_classic_again", kafka_conn_id=CONN, group_id=GROUP,
                                         group_type="classic", deferrable=True,
@@ -276,8 +315,11 @@ def kip848_consumer_rolling_upgrade():
             before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
             results={"preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
                                                                                      key="report"),
+                     "controller": ti.xcom_pull(task_ids="controller"),
                      "lint": ti.xcom_pull(task_ids="lint_client_config"),
+                     "rolled": ti.xcom_pull(task_ids="roll_application"),
                      "migration": ti.xcom_pull(task_ids="wait_migrated"),
+                     "rolled_back": ti.xcom_pull(task_ids="rollback_on_timeout"),
                      "lag": ti.xcom_pull(task_ids="wait_lag_drained"),
                      "validation": ti.xcom_pull(task_ids="validate"),
                      "rollback": ti.xcom_pull(task_ids="wait_classic_again")},
@@ -288,14 +330,14 @@ def kip848_consumer_rolling_upgrade():
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    lock >> [lint, preflight]
+    controller >> lock >> [lint, preflight]
     plan = make_plan(lint.output, preflight.output)
     decision = route(plan)
     final = report()
     out_before = capture_output_before()
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]
-    out_before >> snapshot_before >> wait_migrated >> wait_lag >> snapshot_after >> out_after
+    out_before >> snapshot_before >> roll >> wait_migrated >> wait_lag >> snapshot_after >> out_after
     # the brokers' group metrics before, during and after the rollout (side branches: they never gate it)
     plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final

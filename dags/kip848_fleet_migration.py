@@ -259,6 +259,27 @@ def _select(params: dict, inventory: Any) -> Any:
                   require_controller=True)
 
 
+def check_controllers(selection: Any) -> None:
+    """Every selected application's controller is an entry of the deployment's registry, with only the arguments
+    it declares: checked before any wave is planned or any group locked (nothing of a controller runs here)."""
+    from airflow_provider_kip848.controllers import ControllerRefused, ControllerRegistry
+    from airflow_provider_kip848.kafka.errors import Kip848Error
+
+    registry = ControllerRegistry.load()
+    problems = []
+    for app in selection.applications:
+        if not app.app_controller:
+            continue  # held back by the selection (no controller), said in the plan
+        try:
+            registry.resolve(app.app_controller, dict(app.app_controller_args))
+        except Kip848Error as exc:
+            problems.append(f"{app.app}: {exc.what}")
+    if problems:
+        raise ControllerRefused("the ownership map names controllers this deployment cannot use: "
+                                + "; ".join(problems) + f". Controllers of this deployment ({registry.source}): "
+                                + (", ".join(registry.names()) or "none"))
+
+
 def _types(inventory: Any, group_ids: Any) -> dict[str, int]:
     """Groups by type (``unknown`` for a group whose type could not be read)."""
     wanted = set(group_ids)
@@ -285,6 +306,7 @@ def make_plan(params: dict, context: dict) -> dict:
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             inventory = hook.inventory()
         selection = _select(params, inventory)
+        check_controllers(selection)
         wave_plan = plan_waves(selection, canary=params["canary"], wave_size=params["wave_size"],
                                max_groups_per_wave=params["max_groups_per_wave"], parallelism=PARALLELISM)
     except Kip848Error as exc:

@@ -42,6 +42,9 @@ os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
      "kwargs": {"path": str(REPO / "tests" / "e2e" / "dags")}},
 ])
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+# The deployment's application controller registry ([kip848] controllers): a test adds an entry per application it
+# starts (the ``controllers`` fixture) and its runs name that entry, as a production deployment's would.
+os.environ["AIRFLOW__KIP848__CONTROLLERS"] = str(_AIRFLOW_HOME / "controllers.json")
 # Approvals in the end-to-end tests go through the REST API as an admin; the change-control tests
 # (two users, four eyes) switch this off for themselves.
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
@@ -188,6 +191,15 @@ def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
 
 
 @pytest.fixture(scope="session")
+def controllers():
+    """The session's controller registry file (``[kip848] controllers``): ``controllers.add(name, kind, target)``
+    registers an application's controller; a run then names it (``app_controller``)."""
+    from airflow_provider_kip848.testing.registry import RegistryFile
+
+    return RegistryFile(os.environ["AIRFLOW__KIP848__CONTROLLERS"]).activate()
+
+
+@pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """An initialised Airflow metadata DB (SQLite in a temp AIRFLOW_HOME), for dag.test()."""
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True)
@@ -265,3 +277,44 @@ class RecordingTI:
 @pytest.fixture
 def context() -> dict:
     return {"ti": RecordingTI()}
+
+
+def _platform_or_fail(platform, what: str, config: pytest.Config) -> None:
+    """Start an application platform (``supervisor``, ``sshd``); on a launch error fail (never skip) with the reason,
+    else show its start-to-ready time in the run's log."""
+    try:
+        platform.start()
+    except (Kip848Error, OSError, subprocess.SubprocessError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        reason = None
+    if reason is not None:
+        platform.stop()
+        pytest.fail(f"cannot start the {what} the tests need: {reason}", pytrace=False)
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        _reporter(config).write_line(f"[{what}] ready in {platform.ready_seconds:.2f} s ({platform.workdir})")
+
+
+@pytest.fixture(scope="session")
+def supervisor(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
+    """The session's real supervisord (drive it with ``.ctl``/``run_ctl``). Tests add programs under unique names
+    and remove them."""
+    from airflow_provider_kip848.testing.supervisor import LocalSupervisor
+
+    manager = LocalSupervisor(tmp_path_factory.mktemp("supervisor"), die_with_parent=True)
+    _platform_or_fail(manager, "supervisord", pytestconfig)
+    yield manager
+    manager.stop()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
+    """The session's real OpenSSH server on 127.0.0.1 (a free port), accepting the current user with its own
+    throwaway key; ``connection_uri()`` is the Airflow SSH connection to it."""
+    from airflow_provider_kip848.testing.sshd import LocalSshd
+
+    server = LocalSshd(tmp_path_factory.mktemp("sshd"), die_with_parent=True)
+    _platform_or_fail(server, "sshd", pytestconfig)
+    yield server
+    server.stop()

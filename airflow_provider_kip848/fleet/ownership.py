@@ -3,8 +3,9 @@
 Waves, approvals and reports speak of applications, not of group ids. The map
 is a list of rules, each matching group ids by ``prefix`` or by ``regex``
 (a full match), naming the application, its team, the controller that stops
-and starts it (``"module:Class"`` + keyword arguments, as
-:func:`airflow_provider_kip848.controllers.load_controller` takes them), how
+and starts it (the name of an entry of the deployment's controller registry,
+with the arguments that controller declares for a run: see
+:mod:`airflow_provider_kip848.controllers.registry`), how
 many instances it runs, and optionally which path it must take. The first
 rule that matches a group, in file order, owns it; a group that no rule
 matches is *unowned* and is never migrated (its owner is never guessed).
@@ -18,7 +19,6 @@ is reported with the rule's index and field, all of them in one
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN, load_strict
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 
 #: the paths a rule may force: ``online`` (hold the application back when the online path is refused),
@@ -37,7 +38,7 @@ FORMAT_VERSION = 1
 _TOP_KEYS = ("version", "rules")
 _RULE_KEYS = ("prefix", "regex", "app", "team", "app_controller", "app_controller_args", "expected_instances",
               "migration")
-_CONTROLLER = re.compile(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*")
+_CONTROLLER = re.compile(CONTROLLER_NAME_PATTERN)
 
 
 class OwnershipError(InvalidArgument):
@@ -145,10 +146,7 @@ class OwnershipMap:
             raise OwnershipError(source, [f"expected JSON or YAML text, got {type(text).__name__}"])
         is_json = json_only or text.lstrip().startswith(("{", "["))
         try:
-            if is_json:
-                data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
-            else:
-                data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+            data = load_strict(text, json_only=json_only)
         except (ValueError, yaml.YAMLError) as exc:
             raise OwnershipError(source, [f"is not valid {'JSON' if is_json else 'YAML'}: {_one_line(exc)}"]) from exc
         return cls.from_obj(data, source=source)
@@ -226,37 +224,6 @@ class OwnershipMap:
 # -- strict parsing ------------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            duplicate = key in seen
-        except TypeError:  # an unhashable key: the base constructor reports it
-            continue
-        if duplicate:
-            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
-                                                    key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is repeated")
-        out[key] = value
-    return out
-
-
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
@@ -308,7 +275,8 @@ def _rule(index: int, raw: Any, problems: list[str]) -> OwnershipRule | None:
     team = _text(where, raw, "team", problems, required=True)
     controller = _text(where, raw, "app_controller", problems, required=False)
     if controller is not None and not _CONTROLLER.fullmatch(controller):
-        problems.append(f"{where}.app_controller: {controller!r} is not 'package.module:ClassName'")
+        problems.append(f"{where}.app_controller: {controller!r} is not the name of a controller of the deployment's "
+                        "registry (a name, never a module path: docs/controllers.md)")
     args = raw.get("app_controller_args")
     if args is not None:
         if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):

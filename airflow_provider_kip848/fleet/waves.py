@@ -472,19 +472,23 @@ class Wave:
                 "wave_hash": self.wave_hash, "applications": [a.to_dict() for a in self.applications]}
 
     def render_markdown(self) -> str:
-        """What the approver of this wave sees: applications, teams, groups, readiness and path."""
+        """What the approver of this wave sees: applications, teams, their controllers (registry names: what
+        stops, starts or rolls each), groups, readiness and path."""
         kind = "canary wave" if self.canary else "wave"
         lines = [f"### Wave {self.number} ({kind}): {len(self.applications)} application(s), "
                  f"{self.group_count} group(s), {self.migration}", ""]
         if self.oversized:
             lines += [f"**Oversized**: application {self.applications[0].app!r} alone has more groups than the "
                       "blast-radius limit; it moves whole, in a wave of its own.", ""]
-        lines += ["| application | team | path | group | type / state | members | readiness |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += ["| application | team | path | controller | group | type / state | members | readiness |",
+                  "|---|---|---|---|---|---|---|---|"]
         for a in self.applications:
+            controller = _md(a.app_controller or "-") + (f" {_md(str(dict(a.app_controller_args)))}"
+                                                         if a.app_controller_args else "")
             for g in a.pending:
-                lines.append(f"| {_md(a.app)} | {_md(a.team)} | {a.path} | `{g.group_id}` | {g.type} / {g.state} "
-                             f"| {'-' if g.member_count is None else g.member_count} | {g.readiness} |")
+                lines.append(f"| {_md(a.app)} | {_md(a.team)} | {a.path} | {controller} | `{g.group_id}` | "
+                             f"{g.type} / {g.state} | {'-' if g.member_count is None else g.member_count} | "
+                             f"{g.readiness} |")
         notes = [f"- **{_md(a.app)}**: {_md(a.reason)}" for a in self.applications if a.path == OFFLINE]
         notes += [f"- **{_md(a.app)}**: already migrated: "
                   + ", ".join(f"`{g.group_id}`" for g in a.groups if g.status == MIGRATED)

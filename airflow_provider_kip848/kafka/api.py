@@ -415,4 +415,7 @@ def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupConditi
         desc = admin.describe_group(group_id)
     except E.GroupNotFound:
         desc = None
+    if condition.kind == "migrated" and condition.liveness_s > 0 and desc is not None and desc.members:
+        # a member's liveness shows as progress: its partitions' committed offsets advancing
+        return judge(condition, description=desc, offsets=admin.group_offsets(group_id))
     return judge(condition, description=desc)

@@ -4,21 +4,31 @@ A flag such as ``dry_run`` decides whether a cluster is changed, so it is
 parsed strictly: ``True``/``False`` and the usual spellings of them, anything
 else an :class:`~airflow_provider_kip848.kafka.errors.InvalidArgument`. A
 typo must never be read as "apply". One parser serves the whole package
-(operators, sensors, hooks, change control, the connection form).
+(operators, sensors, hooks, change control, the connection form). Structured
+text a deployment gives (an ownership map, a controller registry) is read with
+:func:`load_strict`, which refuses a key given twice.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import unicodedata
 from collections.abc import Iterable
+from typing import Any
+
+import yaml
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 
 #: A JSON-schema ``pattern`` for group-id form fields: what :func:`require_group_id` accepts (no
 #: blanks around the id, no control or invisible characters), so a trigger form refuses it first.
 GROUP_ID_PATTERN = r"^(?!.*[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff])\S(.*\S)?$"
+
+#: What the name of an application controller in a deployment's registry looks like (never a module path:
+#: no ':' or '/'); the ownership map, the registry and the DAGs' forms check names with it.
+CONTROLLER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
 
 #: Spellings of true and false a flag accepts (compared case-insensitively, surrounding blanks ignored).
 TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -170,3 +180,47 @@ def topic_list(value: object, name: str = "topics") -> list[str] | None:
                                   remedy="List topic names, e.g. ['orders', 'payments'].")
         topics.append(item.strip())
     return topics
+
+
+# -- structured text (ownership maps, controller registries) -------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # an unhashable key: the base constructor reports it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
+                                                    key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is repeated")
+        out[key] = value
+    return out
+
+
+def load_strict(text: str, *, json_only: bool = False) -> Any:
+    """JSON or YAML text (a deployment's file, an Airflow Variable) parsed safely and strictly: a key repeated
+    in one mapping is an error in both formats (neither silently keeps the last). Raises ValueError (JSON)
+    or ``yaml.YAMLError`` (YAML)."""
+    if json_only or text.lstrip().startswith(("{", "[")):
+        return json.loads(text, object_pairs_hook=_no_duplicate_pairs)
+    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+

@@ -1,35 +1,47 @@
-"""``KafkaApplicationStopOperator`` / ``KafkaApplicationStartOperator``: the downtime's two hands.
+"""The application's side of a migration: its controller checked, the downtime's two hands, the rolling restart.
 
-An offline migration stops every instance of the application, waits for its
-group to be Empty, and starts it again on another protocol. The provider does
-not own deployments: both operators call the application controller named in
-the DAG's Params (:mod:`airflow_provider_kip848.controllers`).
+The provider does not own deployments. Every operator here names the
+application's controller from the deployment's registry
+(:mod:`airflow_provider_kip848.controllers.registry`): a run's Params select a
+*name* (and the arguments that controller declares for a run), never code.
 
-The start operator takes one last look at the group before it starts anything:
-a member that appeared since the Empty wait means an instance of the old
-application is still running, and a member of another protocol would be
-refused (or, worse, the group would not convert). Declared source topics are
-checked to exist too: a streams group whose source topic is missing sits in
-NOT_READY with empty assignments, which would only surface as a timeout.
+* :class:`KafkaApplicationControllerOperator` runs first in every DAG that
+  touches an application, before the change lock: it refuses a name or an
+  argument the registry does not know (nothing is executed), and reads what the
+  approval shows: the controller, its target, the exact action of each step,
+  the instances the platform reports now, and the client configuration the
+  application will run with (the lint's input).
+* :class:`KafkaApplicationStopOperator` stops every instance and waits until the
+  platform shows none (``instances_gone``: the confirmation the empty wait acts
+  on; None when the platform cannot tell).
+* :class:`KafkaApplicationStartOperator` takes one last look at the group (a
+  member that appeared since the Empty wait means an instance of the old
+  application still runs; a missing source topic would leave a streams group
+  NOT_READY), then starts the application; nothing is started twice, and the
+  platform's status right after the start is the baseline a later crash or
+  restart is measured against.
+* :class:`KafkaApplicationRollOperator`: the platform's rolling restart.
 
-Both take ``when_failed``: the way back of a DAG runs only when one of the
+Each takes ``when_failed``: the way back of a DAG runs only when one of the
 named tasks failed (its wait for the new protocol ran out), and is skipped
 otherwise; give such a task ``trigger_rule="all_done"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.report import task_states
-from airflow_provider_kip848.controllers import load_controller
+from airflow_provider_kip848.controllers import GROUP_PROTOCOLS, ControllerError, NamedController
+from airflow_provider_kip848.controllers.named import STOP_CONFIRM_SECONDS
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.kafka.arguments import topic_list
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
+from airflow_provider_kip848.hooks.instances import named_controller, task_error
+from airflow_provider_kip848.kafka.arguments import is_template, parse_number, topic_list
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.rules.offsets import require_empty
 
 
@@ -37,7 +49,7 @@ def last_look(hook: KafkaGroupAdminHook, group_ids: Sequence[str], protocol: str
               source_topics: str | Sequence[str] | None = None) -> None:
     """Before an application starts on ``protocol``: each of its groups is still Empty (or gone) and every
     declared source topic exists; otherwise :class:`AirflowFailException` says what is in the way."""
-    if protocol not in ("classic", "consumer", "streams"):
+    if protocol not in GROUP_PROTOCOLS:
         raise AirflowFailException(f"group_protocol must be classic, consumer or streams, not {protocol!r}")
     topics = topic_list(source_topics, "source_topics") or []
     for group_id in group_ids:
@@ -55,15 +67,33 @@ def last_look(hook: KafkaGroupAdminHook, group_ids: Sequence[str], protocol: str
             "Create them (or correct source_topics), then rerun.")
 
 
+def resolve(controller: object, controller_args: object) -> NamedController:
+    """The registry's controller for a task: a refused name or argument fails the task at once (bad input)."""
+    try:
+        named = named_controller(controller, controller_args)
+    except Kip848Error as exc:
+        raise AirflowFailException(str(exc)) from exc
+    if named is None:
+        raise AirflowFailException("No application controller was named: set the DAG's app_controller Param to a "
+                                   "controller of the deployment's registry (docs/controllers.md).")
+    return named
+
+
 class _ApplicationOperator(BaseOperator):
     template_fields: tuple[str, ...] = ("controller", "controller_args")
     ui_color = "#fdf1e6"
 
-    def __init__(self, *, controller: str, controller_args: dict[str, Any] | str | None = None,
-                 when_failed: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(self, *, controller: str | None, controller_args: dict[str, Any] | str | None = None,
+                 when_failed: Sequence[str] = (), required: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.controller, self.controller_args = controller, controller_args
         self.when_failed = tuple(when_failed)
+        #: False: no controller named is allowed (the task then does nothing and says so)
+        self.required = required
+
+    def _unnamed(self) -> bool:
+        """No controller named, and none required: the task has nothing to do."""
+        return not self.required and self.controller in (None, "", "None")
 
     def _skip_unless_failed(self, context: Any) -> None:
         if not self.when_failed:
@@ -72,31 +102,93 @@ class _ApplicationOperator(BaseOperator):
         if not any(states.get(task) == "failed" for task in self.when_failed):
             raise AirflowSkipException(f"none of {', '.join(self.when_failed)} failed: nothing to go back from")
 
-    def _controller(self):  # noqa: ANN202 - an ApplicationController
-        args = self.controller_args or {}
-        if not isinstance(args, dict):
-            raise AirflowFailException(f"controller_args must be a mapping, not {type(args).__name__}")
-        return load_controller(self.controller, args)
+    def _named(self) -> NamedController:
+        return resolve(self.controller, self.controller_args)
+
+
+class KafkaApplicationControllerOperator(_ApplicationOperator):
+    """Check the run's controller against the deployment's registry and read what the approval shows.
+
+    :param group_protocol: the protocol the application will be started or rolled with (templated): its
+        actions are rendered for it, and its client configuration is read for it.
+    :param way_back_protocol: the protocol of the DAG's way back, if any (its actions are shown too).
+    :returns: ``{controller: {name, kind, description, args, target, actions, can_roll, way_back}, status,
+        config}``; ``status`` is the platform's status now (``known`` false when it cannot tell), ``config`` the
+        client configuration for ``group_protocol`` (None: the controller does not report it). With
+        ``required=False`` and no controller named: None.
+    """
+
+    template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "way_back_protocol")
+    ui_color = "#f3e8fd"
+
+    def __init__(self, *, group_protocol: str, way_back_protocol: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_protocol, self.way_back_protocol = group_protocol, way_back_protocol
+
+    def execute(self, context: Any) -> dict[str, Any] | None:
+        if self._unnamed():
+            self.log.info("No application controller named: the application is not acted on or checked by this run.")
+            return None
+        named = self._named()  # refused here, before anything of the controller runs
+        protocol = str(self.group_protocol)
+        if protocol not in GROUP_PROTOCOLS:
+            raise AirflowFailException(f"group_protocol must be classic, consumer or streams, not {protocol!r}")
+        try:
+            plan = named.plan(protocol)
+            if self.way_back_protocol not in (None, "", "None"):
+                plan["way_back"] = named.plan(str(self.way_back_protocol))["actions"]
+            status = named.status()
+            config = named.config(protocol)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        self.log.info("Controller %s: %s", named.label, status.summary())
+        return {"controller": plan, "status": status.to_dict(),
+                "config": config.to_dict() if config is not None else None}
 
 
 def instances_gone(stop_task_id: str) -> str:
     """The template that tells a :class:`~airflow_provider_kip848.sensors.group.KafkaGroupEmptySensor` whether
-    the stop task's controller confirmed every instance gone (``instances_gone`` in its result; False when the
-    task did not run or its controller cannot confirm)."""
-    return f"{{{{ (ti.xcom_pull(task_ids='{stop_task_id}') or {{}}).get('instances_gone', False) }}}}"
+    the stop task's controller confirmed every instance gone (``instances_gone`` true in its result; False
+    when the task did not run, or the platform could not tell)."""
+    return f"{{{{ (ti.xcom_pull(task_ids='{stop_task_id}') or {{}}).get('instances_gone') == True }}}}"
+
+
+def start_baseline(start_task_id: str) -> str:
+    """The template handing a :class:`~airflow_provider_kip848.sensors.group.KafkaGroupMigratedSensor` the
+    platform's status right after the start (or roll) task: the baseline of its restart check."""
+    return f"{{{{ (ti.xcom_pull(task_ids='{start_task_id}') or {{}}).get('status') }}}}"
 
 
 class KafkaApplicationStopOperator(_ApplicationOperator):
-    """Stop every instance of the application through its controller; returns what the controller stopped
-    (with ``instances_gone`` when the controller confirmed that no instance is left: see
-    :func:`instances_gone`)."""
+    """Stop every instance through the controller and wait until the platform shows none; returns what was
+    done, the platform's status after it, and ``instances_gone`` (True: confirmed; None: it cannot tell). A
+    stop after which instances still run fails, naming them: never reported as stopped.
+
+    :param confirm_seconds: how long the platform may take to show every instance gone (templated).
+    """
+
+    template_fields = (*_ApplicationOperator.template_fields, "confirm_seconds")
+
+    def __init__(self, *, confirm_seconds: float | str = STOP_CONFIRM_SECONDS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.confirm_seconds = confirm_seconds
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._skip_unless_failed(context)
-        result = self._controller().stop()
-        self.log.info("Stopped: %s", result)
-        if result.get("instances_gone") is True:
-            self.log.info("The controller confirmed every instance gone: the group is emptied at once.")
+        named = self._named()
+        try:
+            seconds = parse_number(self.confirm_seconds, "confirm_seconds") or 0.0
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
+        try:
+            result = named.stop(confirm_seconds=seconds)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        self.log.info("Stopped through %s: %s", named.label, result["status"]["summary"])
+        if result["instances_gone"] is True:
+            self.log.info("The platform confirms every instance gone: the group is emptied at once.")
+        elif result["instances_gone"] is None:
+            self.log.info("The platform cannot tell whether instances remain: their members are left to expire.")
         return result
 
 
@@ -108,22 +200,97 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
     :param group_id: the application's group (a Streams ``application.id``).
     :param group_protocol: ``classic``, ``consumer`` or ``streams`` (templated).
     :param source_topics: comma-separated or a list; None or empty: not checked.
+    :param expected_instances: with this many instances already running, nothing is started (templated).
     """
 
     template_fields = (*_ApplicationOperator.template_fields, "kafka_conn_id", "group_id", "group_protocol",
-                       "source_topics")
+                       "source_topics", "expected_instances")
 
     def __init__(self, *, kafka_conn_id: str, group_id: str, group_protocol: str,
-                 source_topics: str | Sequence[str] | None = None, **kwargs: Any) -> None:
+                 source_topics: str | Sequence[str] | None = None, expected_instances: int | str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.kafka_conn_id, self.group_id, self.group_protocol = kafka_conn_id, group_id, group_protocol
-        self.source_topics = source_topics
+        self.source_topics, self.expected_instances = source_topics, expected_instances
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._skip_unless_failed(context)
+        named = self._named()
         protocol = str(self.group_protocol)
+        try:
+            expected = parse_number(self.expected_instances, "expected_instances", minimum=1, integer=True,
+                                    optional=True)
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             last_look(hook, [self.group_id], protocol, self.source_topics)
-        result = self._controller().start(protocol)
-        self.log.info("Started on %s: %s", protocol, result)
+        try:
+            result = named.start(protocol, expected=int(expected) if expected is not None else None)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        self.log.info("Started through %s on %s: %s", named.label, protocol, result["status"]["summary"])
         return result
+
+
+class KafkaApplicationRollOperator(_ApplicationOperator):
+    """Restart the instances one at a time with ``group.protocol=<group_protocol>`` through the controller (the
+    platform's rolling restart); returns what was done and the platform's status after it (the baseline of
+    the migrated wait's restart check).
+
+    :param group_protocol: ``consumer`` (the upgrade) or ``classic`` (its way back) (templated).
+
+    With ``required=False`` and no controller named, nothing is rolled: the result says the application team
+    rolls it (the migrated wait then judges from the broker alone).
+    """
+
+    template_fields = (*_ApplicationOperator.template_fields, "group_protocol")
+
+    def __init__(self, *, group_protocol: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group_protocol = group_protocol
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        self._skip_unless_failed(context)
+        if self._unnamed():
+            return {"controller": None, "action": "roll", "group_protocol": str(self.group_protocol),
+                    "platform": {"rolled_by": "the application team (no controller named)"}, "status": None}
+        named = self._named()
+        try:
+            result = named.roll(str(self.group_protocol))
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        self.log.info("Rolled through %s to %s: %s", named.label, self.group_protocol, result["status"]["summary"])
+        return result
+
+
+def controller_is_named(value: object) -> bool:
+    """A controller Param that names one (null and empty mean none: e.g. the rolling upgrade rolled by a team)."""
+    return value not in (None, "", "None") and not is_template(value)
+
+
+def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:
+    """The approval's lines about the controller: which one, where, the exact action of each step, and what the
+    platform shows now (the DAGs' plans add them to their notes)."""
+    if not controller_result:
+        return ["application controller: none (the application is not stopped, started or checked by this run)"]
+    plan = controller_result["controller"]
+    lines = [f"application controller: {plan['name']} (kind {plan['kind']})"
+             + (f": {plan['description']}" if plan.get("description") else "")]
+    if plan.get("args"):
+        lines.append(f"controller arguments of this run: {plan['args']}")
+    target = {k: v for k, v in (plan.get("target") or {}).items() if v not in (None, [], {})}
+    if target:
+        lines.append("controller target: " + ", ".join(f"{k}={v}" for k, v in sorted(target.items())))
+    for step, action in (plan.get("actions") or {}).items():
+        lines.append(f"controller {step}: `{action}`")
+    for step, action in (plan.get("way_back") or {}).items():
+        if step in ("start", "roll"):
+            lines.append(f"controller {step} (way back): `{action}`")
+    status = controller_result.get("status") or {}
+    lines.append(f"instances now (the platform): {status.get('summary', 'unknown')}")
+    return lines
+
+
+__all__ = ["KafkaApplicationControllerOperator", "KafkaApplicationRollOperator", "KafkaApplicationStartOperator",
+           "KafkaApplicationStopOperator", "controller_is_named", "instances_gone", "last_look", "plan_lines",
+           "resolve", "start_baseline"]

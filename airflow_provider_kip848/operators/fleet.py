@@ -51,9 +51,10 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
 from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
 from airflow_provider_kip848.changecontrol.downtime import downtime_summary
-from airflow_provider_kip848.controllers import ApplicationController, RollingApplicationController, load_controller
+from airflow_provider_kip848.controllers import ApplicationStatus, NamedController
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, ApplicationResult, GroupOutcome, StepRecord
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.instances import instances_verdict, liveness_window, named_controller
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import parse_number, require_group_id
@@ -148,11 +149,15 @@ class KafkaApplicationMigrationOperator(BaseOperator):
     def _snapshot_path(self, unit: dict[str, Any], group_id: str) -> str:
         return f"{str(self.snapshot_dir).rstrip('/')}/{unit['app']}/{group_id}.json"
 
-    def _controller(self, unit: dict[str, Any]) -> ApplicationController:
-        args = unit.get("app_controller_args") or {}
-        if not isinstance(args, dict):
-            raise _StepFailed("app_controller_args must be a mapping")
-        return load_controller(unit["app_controller"], args)
+    def _controller(self, unit: dict[str, Any]) -> NamedController:
+        """The application's controller from the deployment's registry (the ownership map names it)."""
+        try:
+            named = named_controller(unit["app_controller"], unit.get("app_controller_args") or {})
+        except Kip848Error as exc:
+            raise _StepFailed(str(exc)) from exc
+        if named is None:
+            raise _StepFailed("no app_controller in the ownership map")
+        return named
 
     # -- the state machine --------------------------------------------------------------------------
 
@@ -174,20 +179,54 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         group_id = unit["groups"][state["group"]]["group_id"]
         status = event.get("status")
         if status == "met":
-            self._record(state, name, group_id, state["wait_started"], ok=True, detail=str(event.get("summary")))
+            try:
+                checked = self._platform_check(unit, state, name)
+            except (_StepFailed, Kip848Error) as exc:
+                return self._fail(context, unit, state, name, group_id, state["wait_started"], str(exc))
+            summary = str(event.get("summary")) + (f"; {checked}" if checked else "")
+            self._record(state, name, group_id, state["wait_started"], ok=True, detail=summary)
             self._next_group(state, unit)
             return self._run(context, unit, state)
         if status == "remove_members_due":
             try:
-                removed = force_out_members(context, self.task_id, self.kafka_conn_id, group_id, self.audit_log,
-                                            self.remove_members_after, state["notes"], self.log)
+                status_now = self._controller(unit).status()
+                if status_now.gone is False:
+                    raise _StepFailed(f"not forcing out the members of {group_id}: the platform still shows "
+                                      f"{status_now.summary()}")
+                if status_now.gone is True:
+                    state["removed"] += force_out_members(context, self.task_id, self.kafka_conn_id, group_id,
+                                                          self.audit_log, self.remove_members_after, state["notes"],
+                                                          self.log)
+                else:
+                    state["notes"].append(f"{group_id}: members not forced out: the controller cannot tell whether "
+                                          f"instances exist ({status_now.reason}); they leave at their session "
+                                          "timeout")
             except Exception as exc:  # noqa: BLE001 - the move fails, recorded
                 return self._fail(context, unit, state, name, group_id, state["wait_started"], str(exc))
-            state["removed"] += removed
             return self._wait(unit, state, name, group_id, remove=False)
         detail = (f"{name} of {group_id}: did not hold within its timeout (last seen: {event.get('summary')})"
                   if status == "timeout" else f"{name} of {group_id}: {event.get('message', event)}")
         return self._fail(context, unit, state, name, group_id, state["wait_started"], detail)
+
+    def _platform_check(self, unit: dict[str, Any], state: dict[str, Any], name: str) -> str:
+        """Once a wait holds on the broker: the platform's word. Empty needs no instance running (one that runs
+        rejoins); migrated and back need every instance of the start running, none restarted since."""
+        if name not in ("wait_empty", "wait_migrated", "wait_back"):
+            return ""
+        controller = self._controller(unit)
+        if name == "wait_empty":
+            status = controller.status()
+            if status.gone is False:
+                raise _StepFailed(f"the group is empty, but the platform shows {status.summary()}: such an instance "
+                                  "rejoins at its next heartbeat or poll")
+            return "" if status.gone else f"the controller cannot tell whether instances exist ({status.reason})"
+        baseline = ApplicationStatus.from_dict(state.get("baseline"))
+        expected = len(baseline.running) if baseline is not None and baseline.known else int(
+            unit.get("expected_instances") or 1)
+        verdict = instances_verdict(controller, expected=expected, baseline=state.get("baseline"))
+        if verdict.outcome in ("failed", "pending"):  # pending: not ready after the group is migrated
+            raise _StepFailed(verdict.message)
+        return verdict.message
 
     def _next_group(self, state: dict[str, Any], unit: dict[str, Any]) -> None:
         state["group"] += 1
@@ -203,7 +242,12 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             if name in WAITS:
                 group_id = unit["groups"][state["group"]]["group_id"]
                 state["wait_started"] = time.time()
-                met = self._met_now(unit, state, name, group_id)
+                try:
+                    met = self._met_now(unit, state, name, group_id)
+                    if met is None:
+                        self._condition(unit, state, name)  # anything it must read, read here (not in a resume)
+                except (_StepFailed, Kip848Error) as exc:
+                    return self._fail(context, unit, state, name, group_id, state["wait_started"], str(exc))
                 if met is not None:  # already holds: no deferral (and no resume round trip) for it
                     self._record(state, name, group_id, state["wait_started"], ok=True, detail=met)
                     self._next_group(state, unit)
@@ -211,7 +255,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 self._wait(unit, state, name, group_id, remove=name == "wait_empty")
             started = time.time()
             try:
-                detail = self._step_with_retries(context, unit, name)
+                detail = self._step_with_retries(context, unit, name, state)
             except _StepFailed as exc:
                 return self._fail(context, unit, state, name, None, started, str(exc))
             except (Kip848Error, AirflowFailException, OSError, ValueError) as exc:
@@ -222,20 +266,30 @@ class KafkaApplicationMigrationOperator(BaseOperator):
 
     def _condition(self, unit: dict[str, Any], state: dict[str, Any], name: str) -> GroupCondition:
         group = unit["groups"][state["group"]]
-        if name == "wait_empty":
-            return GroupCondition("empty", settle_s=self._number(self.empty_settle_seconds, "empty_settle_seconds"))
+        if name == "wait_empty":  # confirmed gone by the platform: nothing can rejoin, no settle window
+            settle = 0.0 if state.get("gone") is True else self._number(self.empty_settle_seconds,
+                                                                         "empty_settle_seconds")
+            return GroupCondition("empty", settle_s=settle)
         if name == "wait_lag":
             return GroupCondition("lag", max_lag=int(self._number(self.max_lag, "max_lag", integer=True)))
         protocol = self.target_protocol if name == "wait_migrated" else self.source_protocol
-        return GroupCondition("migrated", group_type=protocol, min_members=self._expected(unit, group))
+        window = state.get("liveness", {}).get(f"{group['group_id']}:{protocol}")
+        if window is None:  # read once in a worker, then carried with the state
+            controller = self._controller(unit)
+            config = controller.config(protocol) if protocol == "classic" else None
+            with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+                window, _ = liveness_window(hook, group["group_id"], protocol, config)
+            state.setdefault("liveness", {})[f"{group['group_id']}:{protocol}"] = window
+        return GroupCondition("migrated", group_type=protocol, min_members=self._expected(unit, group),
+                              liveness_s=float(window))
 
     def _met_now(self, unit: dict[str, Any], state: dict[str, Any], name: str, group_id: str) -> str | None:
         """One look in the worker before deferring: the condition's summary when it already holds (a group whose
         lag is already drained, a settle window of 0), else None. Any doubt (an error, a coordinator that
         does not answer) is None: the deferred wait decides, with its own failover handling."""
         condition = self._condition(unit, state, name)
-        if condition.kind == "empty" and condition.settle_s > 0:
-            return None  # a settle window cannot hold at the first look
+        if (condition.kind == "empty" and condition.settle_s > 0) or condition.liveness_s > 0:
+            return None  # a settle or liveness window cannot hold at the first look
         try:
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 result = follow(condition, evaluate_condition(hook.get_conn(), group_id, condition), WaitState(),
@@ -243,7 +297,10 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         except Exception as exc:  # noqa: BLE001 - not established here: the trigger waits for it
             self.log.info("%s: %s not established in the worker (%s); deferring.", unit["app"], name, exc)
             return None
-        return str(result.summary) if result.met else None
+        if not result.met:
+            return None
+        checked = self._platform_check(unit, state, name)
+        return str(result.summary) + (f"; {checked}" if checked else "")
 
     def _wait(self, unit: dict[str, Any], state: dict[str, Any], name: str, group_id: str, *,
               remove: bool) -> dict[str, Any]:
@@ -254,6 +311,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         started = float(state["wait_started"])
         remove_after = (None if self.remove_members_after in (None, "", "None")
                         else self._number(self.remove_members_after, "remove_members_after"))
+        if remove_after is not None and state.get("gone") is True:
+            remove_after = 0.0  # the platform confirmed every instance gone: force out the leftovers at once
         self.log.info("%s: waiting (deferred) for %s: %s", unit["app"], group_id, condition.describe())
         self.defer(
             trigger=KafkaGroupConditionTrigger(
@@ -266,13 +325,13 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         )
         raise AssertionError("unreachable: defer() raises")  # pragma: no cover
 
-    def _step_with_retries(self, context: Any, unit: dict[str, Any], name: str) -> str:
+    def _step_with_retries(self, context: Any, unit: dict[str, Any], name: str, state: dict[str, Any]) -> str:
         """A step again after a retriable error (a coordinator moving, a broker not answering): every step is
         idempotent (a snapshot already taken is kept, a running application is not started twice, a restore
         puts back only what is lost, a lock is re-entered), so a failover costs a retry, not the application."""
         for attempt in range(1, STEP_ATTEMPTS + 1):
             try:
-                return self._step(context, unit, name)
+                return self._step(context, unit, name, state)
             except Kip848Error as exc:
                 if not exc.retriable or attempt == STEP_ATTEMPTS:
                     raise
@@ -281,7 +340,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 time.sleep(min(2.0 * attempt, 10.0))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _step(self, context: Any, unit: dict[str, Any], name: str) -> str:
+    def _step(self, context: Any, unit: dict[str, Any], name: str, state: dict[str, Any]) -> str:
         """One step over the whole application (every group in turn); returns what it did."""
         group_ids = [g["group_id"] for g in unit["groups"]]
         if name == "lock":
@@ -293,18 +352,24 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                              f"{t['total_lag']}" + (" (kept the earlier snapshot)" if t["reused"] else "")
                              for t in taken)
         if name == "stop":
-            return f"stopped: {self._controller(unit).stop()}"
+            stopped = self._controller(unit).stop()
+            state["gone"] = stopped["instances_gone"]
+            return f"stopped: {stopped['status']['summary']} (instances gone: {stopped['instances_gone']})"
         if name == "roll":
             controller = self._controller(unit)
-            if not isinstance(controller, RollingApplicationController):
-                raise _StepFailed(f"the controller {unit['app_controller']} has no roll(group_protocol): the online "
-                                  "path needs a rolling restart; give the application migration: offline")
-            return f"rolled: {controller.roll(self.target_protocol)}"
+            if not controller.can_roll():
+                raise _StepFailed(f"the controller {unit['app_controller']} cannot roll: the online path needs a "
+                                  "rolling restart; give the application migration: offline")
+            rolled = controller.roll(self.target_protocol)
+            state["baseline"] = rolled["status"]
+            return f"rolled: {rolled['status']['summary']}"
         if name in ("start", "start_back"):
             protocol = self.target_protocol if name == "start" else self.source_protocol
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 last_look(hook, group_ids, protocol)
-            return f"started on {protocol}: {self._controller(unit).start(protocol)}"
+            started = self._controller(unit).start(protocol)
+            state["baseline"] = started["status"]
+            return f"started on {protocol}: {started['status']['summary']}"
         if name == "restore":
             return self._restore(context, unit, group_ids)
         if name == "compare":

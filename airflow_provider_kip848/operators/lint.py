@@ -14,6 +14,7 @@ from airflow_provider_kip848.kafka.model import ConsumerGroupDescription, GroupT
 from airflow_provider_kip848.kafka.rules.lint import (
     ERROR,
     WARN,
+    LintFinding,
     lint_client_config,
     load_properties,
     server_assignor_names,
@@ -40,16 +41,25 @@ class ClientConfigLintOperator(BaseOperator):
     :param kafka_conn_id: optional connection to read the brokers' assignors (and the group's).
     :param group_id: optional group whose current assignor is mapped.
     :param fail_on: ``error`` (default), ``warn`` or ``never``.
-    :returns: ``{target, errors, warnings, findings: [{key, severity, message, fix}]}``
+    :param controller_result: the application controller's check (templated: the ``controller`` task's XCom).
+        Its ``config`` (the client properties the application will run with on ``target``, as the platform holds
+        them) is what is linted, with ``properties`` (typed into the form) on top and ``group.protocol`` set to
+        ``target``; the client library and release come from it when it says. A controller that does not report
+        its config makes a finding "not checked"; so does a DAG run without a controller.
+    :param use_controller: whether this lint takes the controller's word at all (False: ``properties`` alone
+        is the config, as a caller of this operator outside a migration DAG gives it).
+    :returns: ``{target, errors, warnings, findings: [{key, severity, message, fix}], source, checked,
+        linted: {key: {value, from}}}``
     """
 
     template_fields = ("properties", "target", "client", "client_version", "subscription_pattern",
-                       "kafka_conn_id", "group_id")
+                       "kafka_conn_id", "group_id", "controller_result")
     ui_color = "#fff4e5"
 
     def __init__(self, *, properties: dict | str, target: str = "consumer", client: str = "java",
                  client_version: str | None = None, subscription_pattern: str | None = None,
                  kafka_conn_id: str | None = None, group_id: str | None = None, fail_on: str = "error",
+                 controller_result: dict | str | None = None, use_controller: bool = False,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if fail_on not in SEVERITY_ORDER:
@@ -59,6 +69,37 @@ class ClientConfigLintOperator(BaseOperator):
         self.properties, self.target, self.client, self.client_version = properties, target, client, client_version
         self.subscription_pattern, self.fail_on = subscription_pattern, fail_on
         self.kafka_conn_id, self.group_id = kafka_conn_id, group_id
+        self.controller_result, self.use_controller = controller_result, use_controller
+
+    def _config(self, form: dict[str, str]) -> tuple[dict[str, str], dict[str, Any], list[LintFinding]]:
+        """The properties to lint, each key's origin, and a finding when the deployed config was not read."""
+        origin = {k: {"value": v, "from": "form"} for k, v in form.items()}
+        if not self.use_controller:
+            return form, {"source": "the properties given to the lint", "checked": True, "linted": origin}, []
+        result = self.controller_result if isinstance(self.controller_result, dict) else None
+        config = (result or {}).get("config")
+        if not config:
+            why = ("the controller does not report the config" if result else
+                   "no application controller reports the deployed config")
+            finding = LintFinding("(deployed config)", WARN, f"not checked: {why}; only the properties typed into "
+                                                             "the form were linted",
+                                  "Configure the controller's config step (docs/controllers.md), or type the "
+                                  "application's properties into the form.")
+            return form, {"source": f"the form only ({why})", "checked": False, "linted": origin}, [finding]
+        props = {str(k): str(v) for k, v in (config.get("properties") or {}).items()}
+        linted = {k: {"value": v, "from": "controller"} for k, v in props.items()}
+        props["group.protocol"] = self.target
+        linted["group.protocol"] = {"value": self.target, "from": "the start (group.protocol it sets)"}
+        for key, value in form.items():
+            props[key] = value
+            linted[key] = {"value": value, "from": "form (overrides the controller's)" if key in linted else "form"}
+        name = (result or {}).get("controller", {}).get("name")
+        if config.get("client") in ("java", "librdkafka"):
+            self.client = config["client"]
+        if config.get("client_version"):
+            self.client_version = config["client_version"]
+        return props, {"source": f"controller {name!r}: {config.get('source')}", "checked": True,
+                       "linted": linted}, []
 
     def _cluster_facts(self) -> tuple[list[str] | None, str | None]:
         """The brokers' group.consumer.assignors and the group's classic assignor (None: not read)."""
@@ -85,7 +126,8 @@ class ClientConfigLintOperator(BaseOperator):
         if assignors:
             self.log.info("The brokers' group.consumer.assignors: %s", ", ".join(assignors))
         try:
-            findings = lint_client_config(load_properties(source), self.target, client=self.client,
+            properties, origin, extra = self._config(load_properties(source))
+            findings = extra + lint_client_config(properties, self.target, client=self.client,
                                           subscription_pattern=self.subscription_pattern or None,
                                           client_version=None if self.client_version in (None, "", "None")
                                           else str(self.client_version),
@@ -97,7 +139,9 @@ class ClientConfigLintOperator(BaseOperator):
         if not findings:
             self.log.info("Nothing in this config breaks under group.protocol=%s.", self.target)
         result = {"target": self.target, "errors": sum(f.severity == ERROR for f in findings),
-                  "warnings": sum(f.severity == WARN for f in findings), "findings": [f.to_dict() for f in findings]}
+                  "warnings": sum(f.severity == WARN for f in findings), "findings": [f.to_dict() for f in findings],
+                  "client": self.client, "client_version": self.client_version, **origin}
+        self.log.info("Linted the config from %s", origin["source"])
         worst = max((SEVERITY_ORDER[f.severity] for f in findings), default=-1)
         if worst >= SEVERITY_ORDER[self.fail_on]:
             raise AirflowFailException(
@@ -106,3 +150,26 @@ class ClientConfigLintOperator(BaseOperator):
                             if SEVERITY_ORDER[f.severity] >= SEVERITY_ORDER[self.fail_on])
             )
         return result
+
+
+#: the client properties an approval shows from the linted config (what the group protocols depend on)
+SHOWN_KEYS = ("group.protocol", "partition.assignment.strategy", "group.remote.assignor", "session.timeout.ms",
+              "heartbeat.interval.ms", "max.poll.interval.ms", "group.instance.id", "num.standby.replicas",
+              "processing.guarantee")
+
+
+def lint_lines(lint_result: dict | None) -> list[str]:
+    """The approval's lines about the lint: which config was linted and from where, the group-protocol keys
+    as linted (each with its origin), and every warning and error."""
+    if not lint_result:
+        return []
+    lines = [f"client config linted: {lint_result.get('source', 'the properties given')}"
+             + ("" if lint_result.get("checked", True) else " (the deployed config was NOT checked)")]
+    linted = lint_result.get("linted") or {}
+    shown = [f"{k}={linted[k]['value']} ({linted[k]['from']})" for k in SHOWN_KEYS if k in linted]
+    if shown:
+        lines.append("linted: " + ", ".join(shown))
+    for finding in lint_result.get("findings", []):
+        if finding["severity"] in ("warn", "error"):
+            lines.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+    return lines

@@ -12,6 +12,8 @@ from typing import Any
 
 from airflow.sdk import Param
 
+from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN
+
 
 def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, Any]:
     """The maintenance window (``MaintenanceWindowGuardOperator``)."""
@@ -23,19 +25,36 @@ def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", t
     }
 
 
-def downtime_params(controller: str) -> dict[str, Any]:
-    """Stopping the application and emptying its group: the controller (``module:Class`` + arguments,
-    see ``controllers``), when members left behind are forced out, how long Empty must last."""
+def controller_params(description: str = "") -> dict[str, Any]:
+    """The application's controller: a *name* from the deployment's registry (``[kip848] controllers``, see
+    ``controllers.registry``) and the arguments it declares for a run. Never code: a module path, an unknown
+    name or an undeclared argument is refused by the first task, before the lock and before anything runs."""
     return {
-        "app_controller": Param(controller, type="string", title="Application controller (module:Class)"),
-        "app_controller_args": Param({}, type="object", title="Controller arguments"),
+        "app_controller": Param(None, type=["null", "string"], pattern=f"^{CONTROLLER_NAME_PATTERN}$",
+                                title="Application controller (a name from the deployment's registry)",
+                                description=description or "How the application is stopped, started and "
+                                "checked: the name of its entry in the deployment's controller registry "
+                                "(docs/controllers.md)."),
+        "app_controller_args": Param({}, type="object", title="Controller arguments",
+                                     description="Only the arguments that controller declares for a run (e.g. a "
+                                                 "stop mode); anything else is refused."),
+    }
+
+
+def downtime_params() -> dict[str, Any]:
+    """Stopping the application and emptying its group: the controller (a registry name, see
+    :func:`controller_params`), when members left behind are forced out, how long Empty must last."""
+    return {
+        **controller_params(),
         "remove_members_after": Param(30, type=["number", "null"], minimum=0,
                                       title="Force out members left behind after (s)",
-                                      description="Empty: never force them out; wait for their session timeout."),
+                                      description="Only once the controller confirmed that no instance exists; "
+                                                  "without that confirmation members are never forced out (they "
+                                                  "leave when their session times out). Empty: never."),
         "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
-                                      description="A member still running rejoins within a heartbeat or two of "
-                                                  "leaving or being forced out: the group must stay empty this "
-                                                  "long before the migration goes on."),
+                                      description="When the controller cannot confirm the instances gone: how "
+                                                  "long the group must stay empty before the migration goes on "
+                                                  "(a member seen after it was empty fails the run, named)."),
         "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
     }
 

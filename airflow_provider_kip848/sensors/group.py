@@ -22,8 +22,16 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
+from airflow_provider_kip848.hooks.instances import (
+    gone_confirmation,
+    instances_verdict,
+    liveness_window,
+    named_controller,
+    task_error,
+)
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number, require_group_id
@@ -169,8 +177,13 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         notes = list(carry.get("notes") or [])
         if status == "met":
             self.log.info("Group %s: %s after %s poll(s).", self.group_id, event.get("summary"), event.get("polls"))
-            return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred", wait,
-                                notes)
+            again = self._on_met(context, event.get("detail") or {}, wait, notes)
+            if again is None:
+                return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred",
+                                    wait, notes)
+            self.log.info("Group %s: %s; waiting on.", self.group_id, again)
+            self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
+                        notes=notes)
         if status == "remove_members_due":
             wait.removed += self._remove_members(context, notes)
             self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
@@ -204,8 +217,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             raise AirflowFailException(str(exc)) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
         if result.met:
-            return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke", self._wait,
-                                                      self._notes))
+            again = self._on_met(context, result.detail, self._wait, self._notes)
+            if again is None:
+                return PokeReturnValue(True, self._result(result.summary, result.detail, self._polls, "poke",
+                                                          self._wait, self._notes))
+            self.log.info("Group %s: %s; waiting on.", self.group_id, again)
+            return PokeReturnValue(is_done=False)
         if (self.remove_members_after is not None and not self._removal_done
                 and time.time() - self._started >= float(self.remove_members_after)):
             self._wait.removed += self._remove_members(context, self._notes)
@@ -213,6 +230,11 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=False)
 
     # -- shared --------------------------------------------------------------
+
+    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+        """A check in the worker once the broker side holds (a controller's word): None to finish, a reason to
+        keep waiting; raises to fail the wait."""
+        return None
 
     def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
         return force_out_members(context, self.task_id, self.kafka_conn_id, self.group_id, self.audit_log,
@@ -242,32 +264,115 @@ class KafkaGroupTypeSensor(KafkaGroupConditionSensor):
         super().__init__(condition=GroupCondition("type", group_type=group_type), **kwargs)
 
 
-class KafkaGroupMigratedSensor(KafkaGroupConditionSensor):
-    """Wait until the group is ``group_type``, has ``expected_members`` live members and none of them
-    speaks the classic protocol any more (the end of a rolling KIP-848 upgrade).
+class _ControllerAware:
+    """A wait that takes the application's controller (a registry name and a run's arguments) for the
+    platform's word on its instances."""
+
+    controller: Any
+    controller_args: Any
+
+    def _named(self) -> NamedController | None:
+        try:
+            return named_controller(self.controller, self.controller_args)
+        except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
+            raise AirflowFailException(str(exc)) from exc
+
+
+class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
+    """Wait until the group is ``group_type``, has ``expected_members`` live members, none of them on the other
+    protocol, each *proven* alive, and (with a controller) every expected instance running on the platform.
+
+    The coordinator lists a crashed member (Stable, its epoch unchanged) until its session times out, so
+    presence proves nothing. Each member must make progress (a committed offset of its partitions advances)
+    or stay listed through a liveness window derived from the group's session timeout
+    (:func:`~airflow_provider_kip848.hooks.instances.liveness_window`); then the controller's status must show
+    every expected instance running and ready, none restarted since ``baseline`` (the status the start task
+    recorded). An instance that crashed, restarted or crash-loops fails the wait, named. A controller that
+    cannot tell leaves the verdict to the broker, and the result says so.
 
     :param expected_members: the number of instances the application runs (templated). A member that
         left (a static member that shut down keeps member epoch -2 until its session expires) is not
         counted, so "migrated" is never declared with an instance missing.
+    :param controller, controller_args: the application's controller (a registry name; templated).
+    :param baseline: the controller's status right after the start or roll (templated: the start task's
+        ``status``); None: restarts are not judged.
+    :param expected_instances: the instances the platform must show running (templated; a classic Streams
+        application has a member per thread, so this can differ from ``expected_members``). None: as many
+        as ran right after the start (``baseline``), else ``expected_members``.
+    :param liveness: require each member proven alive (templated flag; default true).
+    :param liveness_seconds: the liveness window; None: derived from the group's session timeout.
     """
 
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type", "expected_members")
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type", "expected_members", "controller",
+                       "controller_args", "baseline", "liveness", "liveness_seconds", "expected_instances")
 
-    def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1, **kwargs: Any) -> None:
+    def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1,
+                 controller: str | None = None, controller_args: dict[str, Any] | str | None = None,
+                 baseline: dict[str, Any] | str | None = None, liveness: bool | str = True,
+                 liveness_seconds: float | str | None = None, expected_instances: int | str | None = None,
+                 **kwargs: Any) -> None:
         self.group_type = group_type
-        self.expected_members = expected_members
+        self.expected_members, self.expected_instances = expected_members, expected_instances
+        self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
+        self.liveness, self.liveness_seconds = liveness, liveness_seconds
+        if not is_template(liveness):
+            parse_flag(liveness, "liveness")
         first = 1 if is_template(expected_members) else int(
             parse_number(expected_members, "expected_members", minimum=1, integer=True) or 1)
         # a templated group type (an offline DAG's target or its way back) is checked once rendered
         super().__init__(condition=self._migrated(first, "consumer" if is_template(group_type) else group_type),
                          **kwargs)
 
-    def _migrated(self, expected: int, group_type: str | None = None) -> GroupCondition:
-        return GroupCondition("migrated", group_type=group_type or self.group_type, min_members=expected)
+    def _migrated(self, expected: int, group_type: str | None = None, liveness_s: float = 0.0) -> GroupCondition:
+        return GroupCondition("migrated", group_type=group_type or self.group_type, min_members=expected,
+                              liveness_s=liveness_s)
+
+    @property
+    def _expected(self) -> int:
+        return int(parse_number(self.expected_members, "expected_members", minimum=1, integer=True) or 1)
 
     def _build_condition(self) -> GroupCondition:
-        return self._migrated(int(parse_number(self.expected_members, "expected_members", minimum=1,
-                                               integer=True) or 1))
+        window = 0.0
+        if parse_flag(self.liveness, "liveness"):
+            given = parse_number(self.liveness_seconds, "liveness_seconds", optional=True)
+            if given is not None:
+                window = float(given)
+            else:
+                named = self._named()
+                try:
+                    config = named.config() if named is not None and self.group_type == "classic" else None
+                except ControllerError as exc:
+                    raise task_error(exc) from exc
+                with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+                    window, how = liveness_window(hook, self.group_id, str(self.group_type), config)
+                self.log.info("Group %s: a member proves it is alive by progress, or listed through %s",
+                              self.group_id, how)
+        return self._migrated(self._expected, liveness_s=window)
+
+    def _instances(self, baseline: dict[str, Any] | None) -> int:
+        given = parse_number(self.expected_instances, "expected_instances", minimum=1, integer=True, optional=True)
+        if given is not None:
+            return int(given)
+        started = ApplicationStatus.from_dict(baseline)
+        if started is not None and started.known and started.running:
+            return len(started.running)
+        return self._expected
+
+    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+        baseline = self.baseline if isinstance(self.baseline, dict) else None
+        try:
+            verdict = instances_verdict(self._named(), expected=self._instances(baseline), baseline=baseline)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        if verdict.outcome == "failed":
+            raise AirflowFailException(f"Group {self.group_id} looks migrated to the coordinator, but the platform "
+                                       f"says otherwise: {verdict.message}. A crashed member stays listed until its "
+                                       "session times out; its partitions are not consumed.")
+        if verdict.outcome == "pending":
+            return verdict.message
+        if verdict.message not in notes:
+            notes.append(verdict.message)
+        return None
 
 
 class KafkaGroupLagSensor(KafkaGroupConditionSensor):
@@ -296,25 +401,34 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
 EMPTY_SETTLE_SECONDS = 10.0
 
 
-class KafkaGroupEmptySensor(KafkaGroupConditionSensor):
-    """Wait until the group has no members, and keeps none for ``settle_seconds``; with
-    ``remove_members_after`` force out those left (a member that comes back then fails the wait).
+class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
+    """Wait until the group has no members, and keeps none for ``settle_seconds``; a member seen after the
+    group was empty fails the wait, named (an instance still runs: a slow consumer's next poll, a process the
+    controller did not stop).
+
+    Members left behind are forced out (after ``remove_members_after``) only once the platform confirmed that
+    no instance exists: the stop task's ``instances_gone``, and, with a controller, its status at that moment.
+    Without that confirmation no member is forced out: they leave when their session times out, and the result
+    says so. With a controller, the wait also ends only when its status shows no instance running.
 
     :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
     :param instances_gone: the application's controller confirmed that no instance is left (its stop
-        returned ``instances_gone``; templated, parsed strictly). Nothing can heartbeat or rejoin then, so
-        the members left behind are forced out at the first poll (when ``remove_members_after`` is set at
-        all) and the group needs no settle time: the wait ends at the first Empty poll.
+        returned ``instances_gone``; templated, parsed strictly). The members left behind are forced out at the
+        first poll then (when ``remove_members_after`` is set at all) and the group needs no settle time.
+    :param controller, controller_args: the application's controller (a registry name; templated).
     """
 
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds", "instances_gone")
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds", "instances_gone", "controller",
+                       "controller_args")
 
     def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, instances_gone: bool | str = False,
+                 controller: str | None = None, controller_args: dict[str, Any] | str | None = None,
                  **kwargs: Any) -> None:
         self.settle_seconds = settle_seconds
         if not is_template(instances_gone):
             parse_flag(instances_gone, "instances_gone")
         self.instances_gone = instances_gone
+        self.controller, self.controller_args = controller, controller_args
         first = EMPTY_SETTLE_SECONDS if is_template(settle_seconds) else parse_number(settle_seconds,
                                                                                         "settle_seconds")
         super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0), **kwargs)
@@ -332,3 +446,39 @@ class KafkaGroupEmptySensor(KafkaGroupConditionSensor):
 
     def _build_condition(self) -> GroupCondition:
         return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)
+
+    def _platform_status(self) -> ApplicationStatus | None:
+        try:
+            return gone_confirmation(self._named())
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+
+    def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
+        """Force out the members left behind, only on the platform's confirmation that no instance exists."""
+        status = self._platform_status()
+        if status is not None and status.gone is False:
+            raise AirflowFailException(
+                f"Group {self.group_id}: not forcing out its members: the platform still shows {status.summary()} "
+                f"({status.source}). Stop those instances, then rerun.")
+        confirmed = status.gone if status is not None else parse_flag(self.instances_gone, "instances_gone")
+        if not confirmed:
+            why = (f"controller {self.controller!r} cannot tell whether instances exist ({status.reason})"
+                   if status is not None else "nothing confirmed that every instance is gone")
+            note = (f"members not forced out: {why}; they leave when their session times out (a member forced out "
+                    "while its process runs comes back)")
+            self.log.warning("Group %s: %s", self.group_id, note)
+            if note not in notes:
+                notes.append(note)
+            return []
+        return super()._remove_members(context, notes)
+
+    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+        status = self._platform_status()
+        if status is not None and status.gone is False:
+            raise AirflowFailException(
+                f"Group {self.group_id} is empty, but the platform shows {status.summary()} ({status.source}): "
+                "such an instance rejoins at its next heartbeat or poll. Stop it, then rerun.")
+        if status is not None and status.gone is None:
+            notes.append(f"controller {self.controller!r} cannot tell whether instances exist ({status.reason}): "
+                         "Empty rests on the group alone")
+        return None

@@ -48,6 +48,7 @@ from airflow_provider_kip848.testing.clients import (
     read_topic,
 )
 from airflow_provider_kip848.testing.dagrun import run_dag, run_state
+from airflow_provider_kip848.testing.registry import REGISTRY_ENV, RegistryFile
 
 CONN_ID = "kafka_admin_default"
 
@@ -67,6 +68,8 @@ def _configure_airflow(home: Path, dags_folder: Path, bootstrap: str) -> None:
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({"conn_type": "kafka_admin", "host": bootstrap}),
     })
+    # the deployment's controller registry ([kip848] controllers): the demo registers its applications there
+    RegistryFile(home / "controllers.json").activate()
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -161,6 +164,10 @@ def kip1071_part(kafka, dags: Path, work: Path) -> bool:
     create_topics(bootstrap, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
     controller = LocalWordCountController(str(kafka.workdir), app_id)
     controller.start("classic")
+    # registered as a deployment would: the run names "wordcount", never code
+    RegistryFile(os.environ[REGISTRY_ENV]).add(app_id, "local-wordcount",
+                                               {"kafka_workdir": str(kafka.workdir), "application_id": app_id},
+                                               description="the demo's WordCountDemo on this machine")
     produce(bootstrap, WORDCOUNT_INPUT_TOPIC, ["kafka streams on the classic protocol", "kafka groups"])
 
     def count(word: str, expected: int) -> int | None:
@@ -178,9 +185,7 @@ def kip1071_part(kafka, dags: Path, work: Path) -> bool:
     try:
         run, _answers, report = run_dag(
             "kip1071_streams_offline_migration",
-            {"application_id": app_id,
-             "app_controller_args": {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
-                                     "stop_mode": "kill"},
+            {"application_id": app_id, "app_controller": app_id, "app_controller_args": {"stop_mode": "kill"},
              "remove_members_after": 3, "poll_seconds": 1, "standby_replicas": 0, "session_timeout_ms": 6000,
              "heartbeat_interval_ms": 500, "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python",
              "window_days": today, "window_start": "00:00", "window_end": "23:59",

@@ -71,11 +71,11 @@ def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, clu
 
 
 def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
-                                                                               unique, tmp_path):
+                                                                               unique, tmp_path, controllers):
     set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
     app_id, word = unique("wc-cluster"), f"w{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
-    controller = classic_wordcount(cluster, admin, app_id, word)
+    controller = classic_wordcount(cluster, admin, app_id, word, controllers)
     killed: list[int] = []
 
     def kill_when_stopped(detail):
@@ -86,7 +86,7 @@ def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(ai
 
     try:
         conf = offline_conf(cluster, app_id, tmp_path, empty_settle_seconds=3, standby_replicas=0)
-        conf["app_controller_args"]["stop_mode"] = "kill"
+        conf["app_controller_args"] = {"stop_mode": "kill"}
         run, _answers, report = run_dag("kip1071_streams_offline_migration", conf, decide=approve,
                                         before_answer=kill_when_stopped)
         assert state(run) == "success", report
@@ -105,13 +105,14 @@ def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(ai
 
 
 def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
-                                                                                unique, tmp_path):
+                                                                                unique, tmp_path, controllers):
     """The cooperative-sticky group moved offline on 3 nodes; the group's coordinator is killed once the
     application is stopped, while the DAG waits for Empty. The verdicts hold after the failover, and so does
     the downtime measured from the group's records (read from the partition's new leader) and the output."""
     set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
     admin = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
-    topic, output, group, args, controller = running_classic(cluster.bootstrap_servers, unique, tmp_path, admin)
+    topic, output, group, args, controller = running_classic(cluster.bootstrap_servers, unique, tmp_path, admin,
+                                                             controllers)
     watcher = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))  # the feeder's own
     killed: list[int] = []
     out_before: dict[int, int] = {}

@@ -41,11 +41,11 @@ def controller_args(tmp_path, bootstrap, group, topic, output, **extra) -> dict:
             "instances": INSTANCES, "classic_assignor": "cooperative-sticky", "output_topic": output, **extra}
 
 
-def conf(tmp_path, group, output, args, **extra) -> dict:
+def conf(tmp_path, group, output, controller, **extra) -> dict:
     today = DAYS[datetime.now(UTC).weekday()]
     return {"group_id": group, "client": "librdkafka", "client_version": "2.12.1",
-            "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
-            "app_controller_args": args, "remove_members_after": 2, "empty_settle_seconds": 2,
+            "client_properties": {"enable.auto.commit": "false"},
+            "app_controller": controller, "remove_members_after": 2, "empty_settle_seconds": 2,
             "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
             "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
             "window_days": today, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC",
@@ -53,7 +53,7 @@ def conf(tmp_path, group, output, args, **extra) -> dict:
             "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 
 
-def running_classic(bootstrap, unique, tmp_path, admin, *, with_user_data=False, **controller_extra):
+def running_classic(bootstrap, unique, tmp_path, admin, controllers, *, with_user_data=False, **controller_extra):
     """A classic cooperative-sticky application of two librdkafka instances, caught up; ``with_user_data``:
     wait until its assignments carry userData (what makes the broker refuse the online upgrade)."""
     topic, output, group = unique("coop-orders"), unique("coop-out"), unique("coop-app")
@@ -62,6 +62,7 @@ def running_classic(bootstrap, unique, tmp_path, admin, *, with_user_data=False,
     args = controller_args(tmp_path, bootstrap, group, topic, output, **controller_extra)
     controller = LocalConsumerAppController(**args)
     controller.start("classic")
+    name = controllers.add(group, "local-consumer-app", args, description="the test's consumer application")
 
     def stable(members: int) -> bool:
         return (d := admin.describe_group(group)).state == "Stable" and len(d.members) == members
@@ -89,7 +90,7 @@ def running_classic(bootstrap, unique, tmp_path, admin, *, with_user_data=False,
                    + (", its assignments carrying userData" if with_user_data else ""))
     except pytest.fail.Exception as exc:
         pytest.fail(f"{exc}; last seen: {seen}")
-    return topic, output, group, args, controller
+    return topic, output, group, name, controller
 
 
 def caught_up(offsets) -> bool:
@@ -102,9 +103,9 @@ def live_protocols(admin, group) -> list[MemberProtocol]:
     return [m.protocol for m in admin.describe_group(group).members if is_live(m)]
 
 
-def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers):
     admin = KafkaAdmin(ClientSettings(bootstrap))
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin)
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers)
     watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
     out_before: dict[int, int] = {}
 
@@ -157,13 +158,14 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
 
 
 def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airflow_db, kafka_conn, bootstrap, unique,
-                                                                           tmp_path):
-    """The consumer-protocol instances are started with a setting that protocol rejects (session.timeout.ms,
-    failure mode 1 of the guides): they exit at once. Past the start deadline the DAG stops them, waits for
+                                                                           tmp_path, controllers):
+    """The consumer-protocol instances are started with a property the client rejects at start (one no lint
+    knows: a setting the protocol rejects, failure mode 1 of the guides, is caught by the lint of the deployed
+    config before the approval): they exit at once. Past the start deadline the DAG stops them, waits for
     Empty, restarts the application on classic and shows the offsets equal to the snapshot."""
     admin = KafkaAdmin(ClientSettings(bootstrap))
     topic, output, group, args, controller = running_classic(
-        bootstrap, unique, tmp_path, admin, properties={"consumer": {"session.timeout.ms": "10000"}})
+        bootstrap, unique, tmp_path, admin, controllers, properties={"consumer": {"no.such.property": "10000"}})
     try:
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, start_timeout_minutes=0.5,
                                                  validate_with_spark=False), decide=approve)
@@ -184,7 +186,7 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
 
 
 def test_the_report_shows_the_brokers_group_metrics_over_the_change(airflow_db, fresh_kafka, monkeypatch, unique,
-                                                                    tmp_path):
+                                                                    tmp_path, controllers):
     """On brokers that serve their metrics (the JMX exporter) and a connection that names them, the DAG samples
     the group metrics before, during and after the change and the report tables and charts them."""
     broker = fresh_kafka(metrics=True)
@@ -192,7 +194,7 @@ def test_the_report_shows_the_brokers_group_metrics_over_the_change(airflow_db, 
     set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap, metrics_url=broker.metrics_url)
     admin = KafkaAdmin(ClientSettings(bootstrap))
     # the metrics are the point here, not the assignor's userData (a fresh broker's group may not have it yet)
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin,
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
                                                              with_user_data=False)
     try:
         run, _answers, report = run_dag(DAG, conf(tmp_path, group, output, args, validate_with_spark=False),
@@ -213,10 +215,10 @@ def test_the_report_shows_the_brokers_group_metrics_over_the_change(airflow_db, 
         admin.close()
 
 
-def test_without_a_metrics_url_the_report_says_so(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+def test_without_a_metrics_url_the_report_says_so(airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers):
     """A dry run on a connection without metrics_url: the DAG runs, the samples say why they are empty."""
     admin = KafkaAdmin(ClientSettings(bootstrap))
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin,
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
                                                              with_user_data=False)
     try:
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True), decide=approve)

@@ -31,7 +31,6 @@ from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
 DAG = "kip848_fleet_migration"
-CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
 #: app -> (number of groups, forced path, planted to fail)
 FLEET = {"a-canary": (1, "offline", False), "b-planted": (2, None, True), "c-good": (1, None, False),
          "d-later": (1, None, False), "e-later": (1, None, False)}
@@ -40,10 +39,12 @@ PLANTED = {"consumer": {"session.timeout.ms": "10000"}}
 
 
 def ownership(prefix: str, args: dict[str, dict], *, planted: bool = True) -> str:
+    """The map names each application's controller from the deployment's registry (the fleet fixture registers
+    ``<prefix><app>``, and ``<prefix><app>-planted`` with the setting that makes it fail)."""
     rules = []
     for app, (_, path, bad) in FLEET.items():
-        rule = {"prefix": f"{prefix}{app}-", "app": app, "team": "payments", "app_controller": CONTROLLER,
-                "app_controller_args": {**args[app], **({"properties": PLANTED} if bad and planted else {})},
+        rule = {"prefix": f"{prefix}{app}-", "app": app, "team": "payments",
+                "app_controller": f"{prefix}{app}" + ("-planted" if bad and planted else ""),
                 "expected_instances": 1}
         if path:
             rule["migration"] = path
@@ -77,10 +78,11 @@ def settled(admin: KafkaAdmin, groups: list[str]) -> bool:
 
 
 @pytest.fixture
-def fleet(bootstrap, unique, tmp_path):
-    """Five running classic applications (one instance per group), caught up; stopped afterwards."""
+def fleet(bootstrap, unique, tmp_path, controllers):
+    """Five running classic applications (one instance per group), caught up, each registered in the deployment's
+    controller registry; stopped afterwards."""
     prefix = unique("fleet") + "-"
-    args, controllers = {}, []
+    args, started = {}, []
     for app in FLEET:
         topics = {g: f"{g}-in" for g in groups_of(prefix, app)}
         create_topics(bootstrap, {t: 2 for t in topics.values()})
@@ -88,14 +90,16 @@ def fleet(bootstrap, unique, tmp_path):
             produce(bootstrap, t, (f"v{i}" for i in range(40)), keys=(str(i) for i in range(40)))
         args[app] = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap,
                      "groups": {g: [t] for g, t in topics.items()}, "instances": 1}
+        controllers.add(f"{prefix}{app}", "local-consumer-fleet-app", args[app])
+        controllers.add(f"{prefix}{app}-planted", "local-consumer-fleet-app", {**args[app], "properties": PLANTED})
         controller = LocalConsumerFleetAppController(**args[app])
         controller.start("classic")
-        controllers.append(controller)
+        started.append(controller)
     admin = KafkaAdmin(ClientSettings(bootstrap))
     every = [g for app in FLEET for g in groups_of(prefix, app)]
     wait_until(lambda: settled(admin, every), timeout=120, what="the fleet's classic groups Stable and caught up")
     yield prefix, args, admin
-    for c in controllers:
+    for c in started:
         c.stop()
     admin.close()
 

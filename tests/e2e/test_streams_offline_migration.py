@@ -45,9 +45,14 @@ def window_now(shift_days: int = 0) -> dict:
     return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
 
 
-def classic_wordcount(kafka, admin, app_id, word):
+def classic_wordcount(kafka, admin, app_id, word, controllers=None, **target):
+    """WordCountDemo on classic, caught up; registered in the deployment's registry under ``app_id`` (the name the
+    runs give as app_controller) with ``target`` added to its controller's target."""
     create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
     controller = LocalWordCountController(str(kafka.workdir), app_id)
+    if controllers is not None:
+        controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
+                                                    **target})
     controller.start("classic")
     produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
     assert count_of(kafka.bootstrap_servers, word, 2) == 2
@@ -57,8 +62,7 @@ def classic_wordcount(kafka, admin, app_id, word):
 
 
 def conf(kafka, app_id, tmp_path, **extra):
-    return {"application_id": app_id, "app_controller_args": {"kafka_workdir": str(kafka.workdir),
-                                                              "application_id": app_id},
+    return {"application_id": app_id, "app_controller": app_id,
             "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
             "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
             "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"),
@@ -66,10 +70,10 @@ def conf(kafka, app_id, tmp_path, **extra):
             **extra}
 
 
-def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path):
+def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word)
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
     bootstrap = kafka.bootstrap_servers
     # the output carries the broker's append time: its gaps are the application's processing gaps
     set_topic_configs(bootstrap, WORDCOUNT_OUTPUT_TOPIC, {"message.timestamp.type": "LogAppendTime"})
@@ -91,7 +95,7 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         # the controller confirms them gone, so the DAG forces the members out at once. The restart's
         # streams.initial.rebalance.delay.ms is set for the restart and put back after.
         killed = conf(kafka, app_id, tmp_path, restart_rebalance_delay_ms=0)
-        killed["app_controller_args"]["stop_mode"] = "kill"
+        killed["app_controller_args"] = {"stop_mode": "kill"}  # the one argument this controller takes from a run
         run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve_and_feed)
         written = feeder.finish()
         assert state(run) == "success", report
@@ -100,7 +104,7 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert "| protocol | `" in answers[0]["body"] and "streams" in answers[0]["body"]
         assert "streams.initial.rebalance.delay.ms" in answers[0]["body"] and "put back" in answers[0]["body"]
         results = report["results"]
-        assert results["stopped"]["stopped_pids"] and results["emptied"]["members_removed"], \
+        assert results["stopped"]["platform"]["stopped_pids"] and results["emptied"]["members_removed"], \
             "the killed classic Streams app left members behind and the DAG forced them out"
         assert results["stopped"]["instances_gone"] and results["emptied"]["condition"]["settle_s"] == 0, \
             "confirmed gone: forced out at once, no settle wait"
@@ -170,10 +174,10 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         admin.close()
 
 
-def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_conn, unique, tmp_path):
+def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     app_id, word = unique("wc-guard"), f"g{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word)
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
     try:
         run, answers, report = run_dag("kip1071_streams_offline_migration",
                                        conf(kafka, app_id, tmp_path, **window_now(shift_days=3)), decide=approve)
@@ -192,13 +196,13 @@ def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_
         admin.close()
 
 
-def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, unique, tmp_path):
+def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     """The application runs with num.standby.replicas=1 (a client setting the streams protocol ignores) and the
     run names no standby value: the DAG carries the application's value over as the group config, shows it in
     the approval, and the streams group ends with one standby replica per task."""
     app_id, word = unique("wc-standby"), f"s{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word)
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
     try:
         run_conf = conf(kafka, app_id, tmp_path, standby_replicas=None, session_timeout_ms=None,
                         application_properties={"num.standby.replicas": "1", "heartbeat.interval.ms": "500",
@@ -225,16 +229,17 @@ def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, 
 
 
 def test_a_streams_application_that_does_not_come_up_is_restarted_on_classic(airflow_db, kafka, kafka_conn, unique,
-                                                                               tmp_path):
-    """Started on the streams protocol with static membership (which streams groups reject before 4.4) the
-    application exits without ever joining. Past the deadline the DAG restarts it on classic, waits for it
-    and shows the offsets equal to the snapshot: the application is not left down."""
+                                                                               tmp_path, controllers):
+    """Started on the streams protocol with a setting Kafka Streams refuses at start (an application.server that is
+    not host:port; static membership, which streams groups reject before 4.4, is caught by the lint of the
+    deployed config before the approval) the application exits without ever joining. Past the deadline the DAG
+    restarts it on classic, waits for it and shows the offsets equal to the snapshot: not left down."""
     app_id, word = unique("wc-fallback"), f"f{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word)
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers,
+                                   protocol_properties={"streams": {"application.server": "no-port-here"}})
     try:
         run_conf = conf(kafka, app_id, tmp_path, stable_timeout_minutes=0.5, validate_with_spark=False)
-        run_conf["app_controller_args"]["protocol_properties"] = {"streams": {"group.instance.id": f"{app_id}-1"}}
         run, answers, report = run_dag("kip1071_streams_offline_migration", run_conf, decide=approve)
         assert state(run) == "failed", "a rolled-back migration marks the run failed"
         assert report["outcome"] == "rolled_back", report

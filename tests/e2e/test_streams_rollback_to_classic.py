@@ -17,12 +17,15 @@ from tests.e2e.test_streams_offline_migration import count_of, window_now
 DAG = "kip1071_streams_rollback_to_classic"
 
 
-def streams_wordcount(kafka, admin, app_id, word, **controller_extra):
+def streams_wordcount(kafka, admin, app_id, word, controllers, **controller_extra):
     """A WordCountDemo application running on a streams group, every input record committed; the group
-    has one standby replica per task as a group config (what a migration carried over)."""
+    has one standby replica per task as a group config (what a migration carried over). Registered in the
+    deployment's registry under ``app_id`` (``controller_extra`` added to its target)."""
     create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
     admin.alter_group_config(app_id, {"streams.num.standby.replicas": "1"}, allow_absent_group=True)
     controller = LocalWordCountController(str(kafka.workdir), app_id, **controller_extra)
+    controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
+                                                **controller_extra})
     controller.start("streams")
     produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
     assert count_of(kafka.bootstrap_servers, word, 2) == 2
@@ -32,22 +35,21 @@ def streams_wordcount(kafka, admin, app_id, word, **controller_extra):
 
 
 def conf(kafka, app_id, tmp_path, **extra):
-    return {"application_id": app_id, "app_controller_args": {"kafka_workdir": str(kafka.workdir),
-                                                              "application_id": app_id},
+    return {"application_id": app_id, "app_controller": app_id,
             "remove_members_after": 2, "empty_settle_seconds": 3, "poll_seconds": 0.5, "empty_timeout_minutes": 3,
             "start_timeout_minutes": 3, "reader": "python", "source_topics": WORDCOUNT_INPUT_TOPIC,
             "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
             "audit_log": str(tmp_path / "audit.jsonl"), **window_now(), **extra}
 
 
-def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path):
+def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     """The way back after a migration: the streams application is stopped, its group empties, and it
     restarts on classic from its committed offsets (equal to the snapshot), processing again. The approval
     showed that its standby replica (a streams group config the application config lacks) goes away; a
     second run finds nothing to do."""
     app_id, word = unique("wc-back"), f"b{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = streams_wordcount(kafka, admin, app_id, word)
+    controller = streams_wordcount(kafka, admin, app_id, word, controllers)
     try:
         run, answers, report = run_dag(DAG, conf(kafka, app_id, tmp_path, client_version="4.3.1"), decide=approve)
         assert state(run) == "success", report
@@ -60,7 +62,7 @@ def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_con
         assert checks["group_type"] == "pass" and checks["source_topics"] == "pass", checks
         standby = {s["config"]: s for s in results["settings_on_classic"]["settings"]}["num.standby.replicas"]
         assert (standby["current"], standby["value"], standby["changes"]) == ("1", "0", True)
-        assert results["stopped"]["stopped_pids"] and results["restored"]["restored"] == {}
+        assert results["stopped"]["platform"]["stopped_pids"] and results["restored"]["restored"] == {}
         assert results["started"]["group_protocol"] == "classic"
         assert results["back"]["summary"].startswith("type classic, 1 of 1 live member(s)"), results["back"]
         comparison = results["offsets_vs_snapshot"]
@@ -80,16 +82,16 @@ def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_con
 
 
 def test_a_classic_application_that_does_not_come_up_is_restarted_on_streams(airflow_db, kafka, kafka_conn, unique,
-                                                                               tmp_path):
+                                                                               tmp_path, controllers):
     """The classic start fails (a bad processing.guarantee in the classic config: the application exits at
     once). Past the deadline the DAG restarts it on streams, where it started, and shows the offsets equal
     to the snapshot: the application is not left down."""
     app_id, word = unique("wc-back-fails"), f"x{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = streams_wordcount(kafka, admin, app_id, word)
+    controller = streams_wordcount(kafka, admin, app_id, word, controllers,
+                                   protocol_properties={"classic": {"processing.guarantee": "bogus"}})
     try:
         run_conf = conf(kafka, app_id, tmp_path, start_timeout_minutes=0.5, validate_with_spark=False)
-        run_conf["app_controller_args"]["protocol_properties"] = {"classic": {"processing.guarantee": "bogus"}}
         run, _answers, report = run_dag(DAG, run_conf, decide=approve)
         assert state(run) == "failed", "a rolled-back change marks the run failed"
         assert report["outcome"] == "rolled_back", report

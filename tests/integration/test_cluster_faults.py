@@ -334,8 +334,9 @@ def test_a_paused_coordinator_never_yields_a_false_description(cluster, unique, 
 # -- forced removal, a member that comes back, streams groups -----------------------------------------------------
 
 def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn, unique, tmp_path, context):
-    """The app was "stopped" but one instance still runs: LeaveGroup removes its member, it rejoins within a
-    heartbeat; the wait must fail naming it, not report Empty (the next step would start the new app)."""
+    """The app was "stopped" but one instance still runs, and the platform wrongly confirmed every instance gone:
+    LeaveGroup removes its member, it rejoins within a heartbeat; the wait must fail naming it, not report Empty
+    (the next step would start the new app)."""
     topic, group = _topic_with_records(cluster, unique), unique("g")
     survivor = ConsumerProcess.start(cluster.bootstrap_servers, group, [topic], protocol="classic",
                                      client_id="still-running", session_timeout_ms=6000,
@@ -343,7 +344,7 @@ def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn,
     try:
         _live_described(cluster, group, 1, GroupType.CLASSIC)
         sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
-                                       remove_members_after=0, settle_seconds=10, timeout=120)
+                                       remove_members_after=0, settle_seconds=10, instances_gone=True, timeout=120)
         with pytest.raises(AirflowFailException, match=r"came back .*still-running on 127\.0\.0\.1.*still running"):
             sensor.execute(context)
         assert survivor.running
@@ -367,7 +368,8 @@ def test_a_streams_group_is_never_sent_leavegroup(cluster, conn, unique, tmp_pat
                        timeout=120, what="a streams member")
         app.kill()  # its member stays until streams.session.timeout.ms (6 s on the test brokers)
         result = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=app_id, poll_interval=0.5,
-                                       remove_members_after=0, settle_seconds=1, timeout=120).execute(context)
+                                       remove_members_after=0, settle_seconds=1, instances_gone=not app.running,
+                                       timeout=120).execute(context)
     finally:
         app.kill()
     assert result["members_removed"] == []

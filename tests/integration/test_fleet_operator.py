@@ -27,7 +27,6 @@ from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 from tests.integration.test_cluster_faults import _first_event, _rebuilt
 
 CONN = "kafka_cluster_fleet"
-CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
 
 
 class FleetTI(RecordingTI):
@@ -49,8 +48,9 @@ def _admin(cluster) -> KafkaAdmin:
     return KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))
 
 
-def _application(cluster, unique, tmp_path, groups: int = 2):
-    """A running classic application of ``groups`` groups (one instance each), caught up."""
+def _application(cluster, unique, tmp_path, controllers, groups: int = 2):
+    """A running classic application of ``groups`` groups (one instance each), caught up, registered in the
+    deployment's controller registry (the unit names it, as the ownership map does)."""
     names = {unique("fleet-g"): unique("fleet-t") for _ in range(groups)}
     create_topics(cluster.bootstrap_servers, {t: 3 for t in names.values()})
     for t in names.values():
@@ -58,6 +58,7 @@ def _application(cluster, unique, tmp_path, groups: int = 2):
     args = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": cluster.bootstrap_servers,
             "groups": {g: [t] for g, t in names.items()}, "instances": 1}
     controller = LocalConsumerFleetAppController(**args)
+    name = controllers.add(unique("fleet-app"), "local-consumer-fleet-app", args)
     controller.start("classic")
     with _admin(cluster) as admin:
         def settled() -> bool:
@@ -69,8 +70,8 @@ def _application(cluster, unique, tmp_path, groups: int = 2):
 
         wait_until(settled, timeout=120, what="the application's classic groups Stable and caught up")
         before = {g: admin.group_offsets(g).committed for g in names}
-    unit = {"app": "orders", "team": "commerce", "wave": 1, "path": "offline", "app_controller": CONTROLLER,
-            "app_controller_args": args, "expected_instances": 1,
+    unit = {"app": "orders", "team": "commerce", "wave": 1, "path": "offline", "app_controller": name,
+            "app_controller_args": {}, "expected_instances": 1,
             "groups": [{"group_id": g, "type": "classic", "live_members": 1} for g in sorted(names)]}
     return unit, controller, before
 
@@ -101,8 +102,8 @@ def _drive(op, context, before_wait=None, deferrals: list | None = None):
             pending = deferred
 
 
-def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, unique, tmp_path):
-    unit, controller, before = _application(cluster, unique, tmp_path)
+def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, unique, tmp_path, controllers):
+    unit, controller, before = _application(cluster, unique, tmp_path, controllers)
     context = {"ti": FleetTI()}
     killed: list[int] = []
 
@@ -136,12 +137,12 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
         controller.stop()
 
 
-def test_with_a_paused_coordinator_the_outcome_is_true_or_unknown(cluster, conn, unique, tmp_path):
+def test_with_a_paused_coordinator_the_outcome_is_true_or_unknown(cluster, conn, unique, tmp_path, controllers):
     """The restarted application joins while the coordinator of its group is paused (a node that stops
     answering without closing its connections). Whether the wait rides out the failover or runs out of
     time, each group's recorded outcome is either what an independent client sees once the node is back
     or "unknown": never a guessed type or member count."""
-    unit, controller, _ = _application(cluster, unique, tmp_path, groups=1)
+    unit, controller, _ = _application(cluster, unique, tmp_path, controllers, groups=1)
     group = unit["groups"][0]["group_id"]
     context = {"ti": FleetTI()}
     paused: list[int] = []

@@ -59,7 +59,7 @@ def test_a_fleet_plan_follows_the_real_verdicts_and_resumes(native, bootstrap, u
 
         ownership = OwnershipMap.from_text(json.dumps({"version": 1, "rules": [
             {"prefix": "billing-", "app": "billing", "team": "finance", "expected_instances": 1},
-            {"prefix": "orders-", "app": "orders", "team": "commerce", "app_controller": "ops.k8s:Deployment",
+            {"prefix": "orders-", "app": "orders", "team": "commerce", "app_controller": "orders-k8s",
              "app_controller_args": {"name": "orders"}},
             {"regex": "coop-.*", "app": "coop", "team": "commerce"},
             {"prefix": "ledger-", "app": "ledger", "team": "finance"},
@@ -93,7 +93,7 @@ def test_a_fleet_plan_follows_the_real_verdicts_and_resumes(native, bootstrap, u
                                                                  real.member_count)
         orders = plan.waves[1].applications[0]
         assert orders.group_ids == tuple(sorted([orders_live, orders_idle]))
-        assert (orders.app_controller, dict(orders.app_controller_args)) == ("ops.k8s:Deployment", {"name": "orders"})
+        assert (orders.app_controller, dict(orders.app_controller_args)) == ("orders-k8s", {"name": "orders"})
         assert plan.waves[2].applications[0].warnings == ()  # billing: 0 members is not a mismatch
         assert plan_waves(select(native.inventory(group_ids=ids), ownership), canary=1, wave_size=2,
                           max_groups_per_wave=3, parallelism=2).plan_hash == plan.plan_hash  # lag etc. aside

@@ -403,27 +403,14 @@ def test_an_old_metadata_version_does_not_block_streams_version(fresh_kafka, mon
         admin.close()
 
 
-class RecordingController:
-    """An application controller that only records what it was asked (the operators' last look is under test)."""
-
-    calls: list[tuple[str, str | None]] = []
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def stop(self) -> dict:
-        RecordingController.calls.append((self.name, None))
-        return {"stopped": self.name}
-
-    def start(self, group_protocol: str) -> dict:
-        RecordingController.calls.append((self.name, group_protocol))
-        return {"started": self.name, "group_protocol": group_protocol}
-
-
 def test_the_application_start_takes_a_last_look_at_the_group_and_the_source_topics(kafka_conn, native, bootstrap,
-                                                                                   unique, tmp_path, context):
+                                                                                   unique, tmp_path, context,
+                                                                                   controllers):
     """A group with a live member (an instance still running) and a missing source topic are refused before the
-    controller is called; an Empty group with its topics gets the start, on the protocol asked."""
+    controller is called; an Empty group with its topics gets the start, on the protocol asked. The controller is
+    a registry entry of kind ``command`` whose commands only append to a file (what it was asked)."""
+    import shlex
+
     from airflow_provider_kip848.operators.application import (
         KafkaApplicationStartOperator,
         KafkaApplicationStopOperator,
@@ -432,13 +419,18 @@ def test_the_application_start_takes_a_last_look_at_the_group_and_the_source_top
     topic, group = unique("app-in"), unique("app")
     create_topics(bootstrap, {topic: 2})
     produce(bootstrap, topic, [b"1", b"2"])
-    spec = f"{__name__}:RecordingController"
-    RecordingController.calls.clear()
+    calls = tmp_path / "calls"
+    name = controllers.add(unique("recording"), "command", {"commands": {
+        "stop": f"echo stop >> {shlex.quote(str(calls))}",
+        "start": f"echo start {{group_protocol}} >> {shlex.quote(str(calls))}"}})
+
+    def asked() -> list[str]:
+        return calls.read_text().splitlines() if calls.exists() else []
 
     def start(task_id: str, topics: str | None = None) -> dict:
         return KafkaApplicationStartOperator(task_id=task_id, kafka_conn_id=kafka_conn, group_id=group,
-                                             group_protocol="streams", source_topics=topics, controller=spec,
-                                             controller_args={"name": task_id}).execute(context)
+                                             group_protocol="streams", source_topics=topics,
+                                             controller=name).execute(context)
 
     member = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="still-running",
                                    log_file=str(tmp_path / "m.log"))
@@ -452,9 +444,10 @@ def test_the_application_start_takes_a_last_look_at_the_group_and_the_source_top
     missing = unique("absent")
     with pytest.raises(AirflowFailException, match=f"source topic\\(s\\) {missing} do not exist"):
         start("missing", f"{topic},{missing}")
-    assert RecordingController.calls == [], "nothing was started while the last look failed"
-    assert start("ok", topic) == {"started": "ok", "group_protocol": "streams"}
-    stopped = KafkaApplicationStopOperator(task_id="stop", controller=spec,
-                                           controller_args={"name": "stop"}).execute(context)
-    assert stopped == {"stopped": "stop"}
-    assert RecordingController.calls == [("ok", "streams"), ("stop", None)]
+    assert asked() == [], "nothing was started while the last look failed"
+    started = start("ok", topic)
+    assert started["group_protocol"] == "streams" and started["platform"]["exit_code"] == 0
+    assert started["status"]["known"] is False, "no status command: the platform cannot tell"
+    stopped = KafkaApplicationStopOperator(task_id="stop", controller=name).execute(context)
+    assert stopped["instances_gone"] is None, "without a status the stop cannot confirm the instances gone"
+    assert asked() == ["start streams", "stop"]

@@ -89,8 +89,9 @@ def test_stopped_classic_streams_app_is_force_emptied_then_converted(kafka, kafk
     classic.kill()  # stopped without leaving: its members stay for the 60 s session
     assert len(native.describe_group(app_id).members) >= 1
 
+    # the caller confirms the instance gone (it killed it): only then are its members forced out
     emptied = KafkaGroupEmptySensor(task_id="empty", group_id=app_id, poll_interval=0.5, remove_members_after=1,
-                                    timeout=30).execute(context)
+                                    instances_gone=not classic.running, timeout=30).execute(context)
     assert emptied["members_removed"], "the sensor forced the leftover classic members out"
     assert native.describe_group(app_id).is_empty
 

@@ -68,6 +68,11 @@ CASES = [
     ("poll-too-fast", "kip1071_streams_offline_migration", {"poll_seconds": 0.1}, "is less than the minimum of 0.2"),
     ("controller-args-not-object", "kip1071_streams_offline_migration", {"app_controller_args": ["--fast"]},
      "is not of type 'object'"),
+    # a run names a controller of the deployment's registry, never code: the form refuses a module path
+    ("controller-as-module-path", "kip1071_streams_offline_migration", {"app_controller": "subprocess:Popen"},
+     "does not match"),
+    ("controller-as-path", "kip848_consumer_offline_migration", {"app_controller": "../../bin/sh"},
+     "does not match"),
     ("remove-after-as-text", "kip1071_streams_offline_migration", {"remove_members_after": "soon"},
      "is not of type 'number'"),
     # kip848_consumer_offline_migration

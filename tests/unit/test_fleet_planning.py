@@ -60,7 +60,7 @@ MAP_YAML = textwrap.dedent("""\
       - prefix: orders-
         app: orders
         team: commerce
-        app_controller: mycompany.k8s:DeploymentController
+        app_controller: orders-deployment
         app_controller_args: {namespace: shop, deployment: orders}
         expected_instances: 2
       - regex: "pay-(eu|us)-.*"
@@ -104,11 +104,15 @@ BAD = {
     "missing app": ('{"rules": [{"prefix": "a", "team": "t"}]}', "rules[0].app: missing"),
     "empty team": ('{"rules": [{"prefix": "a", "app": "a", "team": ""}]}', "rules[0].team: must be a non-empty"),
     "empty prefix": ('{"rules": [{"prefix": "", "app": "a", "team": "t"}]}', "rules[0].prefix: must be a non-empty"),
-    "bad controller": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "app_controller": "no colon"}]}',
-                       "rules[0].app_controller: 'no colon' is not 'package.module:ClassName'"),
+    "a module path as controller": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", '
+                                    '"app_controller": "subprocess:Popen"}]}',
+                                    "rules[0].app_controller: 'subprocess:Popen' is not the name of a controller of "
+                                    "the deployment's registry"),
+    "a blank in the controller": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "app_controller": "no name"}]}',
+                                  "rules[0].app_controller: 'no name' is not the name of a controller"),
     "args without controller": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "app_controller_args": {}}]}',
                                 "rules[0].app_controller_args: given without app_controller"),
-    "args not a mapping": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "app_controller": "m:C", '
+    "args not a mapping": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "app_controller": "mc", '
                            '"app_controller_args": [1]}]}', "rules[0].app_controller_args: must be a mapping"),
     "bad migration": ('{"rules": [{"prefix": "a", "app": "a", "team": "t", "migration": "classic_to_consumer"}]}',
                       "rules[0].migration: must be one of online, offline"),
@@ -162,7 +166,7 @@ def test_a_map_reads_from_yaml_json_and_files(tmp_path):
     assert [r.app for r in m.rules] == ["orders", "payments", "search", "reco", "legacy"]
     orders = m.rules[0]
     assert (orders.app_controller, dict(orders.app_controller_args), orders.expected_instances) == (
-        "mycompany.k8s:DeploymentController", {"namespace": "shop", "deployment": "orders"}, 2)
+        "orders-deployment", {"namespace": "shop", "deployment": "orders"}, 2)
     as_json = json.dumps({"rules": [{k: v for k, v in r.to_dict().items() if k != "index" and v not in (None, {})}
                                     for r in m.rules]})
     assert OwnershipMap.from_text(as_json).rules == m.rules
@@ -229,7 +233,7 @@ def test_select_judges_each_application_whole():
     reco = by["reco"]  # migration: online, but a group is offline only: held back, not taken offline
     assert (reco.status, reco.path) == ("held", None)
     assert "allows only the online path" in reco.reason and "reco-2 is offline_only" in reco.reason
-    assert orders.app_controller == "mycompany.k8s:DeploymentController" and orders.expected_instances == 2
+    assert orders.app_controller == "orders-deployment" and orders.expected_instances == 2
 
 
 @pytest.mark.parametrize("bad", ["blocked", "unknown"])
@@ -403,11 +407,13 @@ def test_the_plan_is_deterministic_and_its_hash_tied_to_the_content():
 def test_the_approver_sees_applications_groups_readiness_and_path():
     plan = plan_waves(select(fleet(), ownership()), canary=1)
     md = plan.waves[0].render_markdown()
-    assert "Wave 1 (canary wave)" in md and "| search | discovery | offline | `search-1` |" in md
+    assert "Wave 1 (canary wave)" in md and "| search | discovery | offline | - | `search-1` |" in md
     assert "**search**: the ownership map asks for the offline path" in md
     full = plan.render_markdown()
-    assert "| payments | commerce | online | `pay-eu-1` | classic / Stable | 2 | ready_online |" in full
-    assert "| orders | commerce | offline | `orders-b` | classic / Stable | 2 | offline_only |" in full
+    assert "| payments | commerce | online | - | `pay-eu-1` | classic / Stable | 2 | ready_online |" in full
+    # the controller the ownership map names (a registry name) and its run arguments: what stops or rolls it
+    assert ("| orders | commerce | offline | orders-deployment {'namespace': 'shop', 'deployment': 'orders'} | "
+            "`orders-b` | classic / Stable | 2 | offline_only |") in full
     assert "orders-b is offline_only (custom_assignor: userData)" in full
     assert "reco" in full and "allows only the online path" in full
     assert "`legacy-x`, `stray`" in full

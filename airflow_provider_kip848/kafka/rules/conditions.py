@@ -36,7 +36,9 @@ class GroupCondition:
     * ``migrated``: the group is of type ``group_type`` (consumer or streams), has at least
       ``min_members`` *live* members (the instances the application should run) and none of them
       still speaks the classic protocol. A member that left (a static member that shut down stays
-      listed with member epoch -2 until its session expires) is not counted;
+      listed with member epoch -2 until its session expires) is not counted. With ``liveness_s`` > 0,
+      every listed member must also *prove* it is alive (see :func:`follow`): a crashed member stays
+      listed, Stable and with its epoch unchanged, until its session times out;
     * ``lag``: the group's total lag is at most ``max_lag`` (and no partition above
       ``max_partition_lag`` when given);
     * ``empty``: the group has no members (a group that does not exist is empty), and has had none
@@ -51,6 +53,7 @@ class GroupCondition:
     max_lag: int | None = None
     max_partition_lag: int | None = None
     settle_s: float = 0.0
+    liveness_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,6 +72,8 @@ class GroupCondition:
                                   f"{self.min_members!r}", remedy="Pass the number of instances the application runs.")
         if isinstance(self.settle_s, bool) or not isinstance(self.settle_s, (int, float)) or self.settle_s < 0:
             raise InvalidArgument(f"settle_s must be a number of seconds >= 0, not {self.settle_s!r}")
+        if isinstance(self.liveness_s, bool) or not isinstance(self.liveness_s, (int, float)) or self.liveness_s < 0:
+            raise InvalidArgument(f"liveness_s must be a number of seconds >= 0, not {self.liveness_s!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "states": [s.value for s in self.states]}
@@ -83,7 +88,10 @@ class GroupCondition:
         if self.kind == "type":
             return f"type {self.group_type}"
         if self.kind == "migrated":
-            return f"type {self.group_type}, {self.min_members}+ live member(s), none on the classic protocol"
+            live = (f", each proven alive (progress, or listed through a {self.liveness_s:g} s liveness window)"
+                    if self.liveness_s else "")
+            return (f"type {self.group_type}, {self.min_members}+ live member(s), none on the "
+                    f"{'consumer' if self.group_type == 'classic' else 'classic'} protocol{live}")
         if self.kind == "lag":
             return f"total lag <= {self.max_lag}"
         return f"no members for {self.settle_s:g} s" if self.settle_s else "no members"
@@ -125,6 +133,8 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
         met = kind == "empty" or (kind == "state" and GroupState.DEAD in condition.states)
         return ConditionResult(met, "the group does not exist", {"exists": False})
     detail = _detail(desc)
+    if offsets is not None:  # a migrated wait's liveness: progress is committed offsets advancing
+        detail["committed"] = {str(tp): offset for tp, offset in offsets.committed.items()}
     if kind == "state":
         return ConditionResult(desc.state in condition.states, f"state {desc.state.value}", detail)
     if kind == "empty":
@@ -155,7 +165,8 @@ def _detail(desc: GroupDescription) -> dict[str, Any]:
     members = [
         {"member_id": m.member_id, "client_id": m.client_id, "host": getattr(m, "host", ""),
          "instance_id": m.instance_id, "member_epoch": m.member_epoch, "protocol": m.protocol.value,
-         "live": is_live(m)}
+         "live": is_live(m),
+         "partitions": [str(tp) for tp in m.assignment] if isinstance(m, ConsumerGroupMember) else []}
         for m in desc.members
     ]
     return {"exists": True, "type": desc.type.value, "state": desc.state.value, "members": members,
@@ -175,13 +186,18 @@ class WaitState:
     """JSON-able memory of one wait (it travels with a deferred trigger and back to the sensor).
 
     ``empty_since``: when the group was first seen empty in the current run of empty polls.
+    ``emptied_at``: when it was first seen empty at all (a member after that is an instance still running).
     ``removed``: the members this wait forced out (member id, client id, host, instance id).
     ``unavailable_since``: when the coordinator first failed in the current run of failures.
+    ``members``: a migrated wait's members, by member id: when each was first seen, and the committed
+    offsets of its partitions then (what its progress is measured from).
     """
 
     empty_since: float | None = None
     removed: list[dict[str, Any]] = field(default_factory=list)
     unavailable_since: float | None = None
+    emptied_at: float | None = None
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,31 +206,47 @@ class WaitState:
     def from_dict(cls, data: dict[str, Any] | None) -> WaitState:
         data = data or {}
         return cls(empty_since=data.get("empty_since"), removed=list(data.get("removed") or []),
-                   unavailable_since=data.get("unavailable_since"))
+                   unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
+                   members={str(k): dict(v) for k, v in (data.get("members") or {}).items()})
+
+
+def member_names(members: list[dict[str, Any]]) -> str:
+    """Members as a person looks for them: client id, host and static id."""
+    return ", ".join(f"{m.get('client_id') or m.get('member_id')} on {m.get('host') or '?'}"
+                     + (f" (group.instance.id {m['instance_id']})" if m.get("instance_id") else "")
+                     + (f" (instance {m['instance']})" if m.get("instance") else "")
+                     for m in members)
 
 
 def follow(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> ConditionResult:
     """The verdict of one poll given what the wait saw before (``state`` is updated in place).
 
-    For ``empty``: met only after ``settle_s`` seconds of consecutive empty polls. A member seen after
-    this wait forced members out means an instance is still running: the wait fails, naming it.
+    For ``empty``: met only after ``settle_s`` seconds of consecutive empty polls. A member seen after the
+    group was empty, or after this wait forced members out, means an instance is still running (a slow
+    consumer's next poll, a process the controller did not stop): the wait fails, naming it.
+
+    For ``migrated`` with ``liveness_s``: :func:`follow_liveness`.
     """
     state.unavailable_since = None
+    if condition.kind == "migrated" and condition.liveness_s > 0:
+        return follow_liveness(condition, result, state, now)
     if condition.kind != "empty":
         return result
     if not result.met:
         state.empty_since = None
         members = result.detail.get("members") or []
-        if state.removed and members:
-            names = ", ".join(f"{m.get('client_id') or m.get('member_id')} on {m.get('host') or '?'}"
-                              + (f" (group.instance.id {m['instance_id']})" if m.get("instance_id") else "")
-                              for m in members)
+        if members and (state.removed or state.emptied_at is not None):
+            why = ("after the members left behind were forced out" if state.removed else
+                   f"{now - (state.emptied_at if state.emptied_at is not None else now):.1f} s after the group "
+                   "was empty")
             raise GroupNotEmpty(
-                f"A member came back after the members left behind were forced out: {names}. An instance of the "
-                "application is still running (a forced-out member rejoins within a heartbeat or two)",
+                f"A member came back {why}: {member_names(members)}. An instance of the application is still "
+                "running (a forced-out or slow member rejoins at its next heartbeat or poll)",
                 remedy="Stop that instance (check the application controller and the host named), then rerun; "
                        "starting the new application now would fail or split the group.")
         return result
+    if state.emptied_at is None:
+        state.emptied_at = now
     if state.empty_since is None:
         state.empty_since = now
     empty_for = now - state.empty_since
@@ -224,6 +256,53 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
     return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
                            {**result.detail, "empty_for_s": round(empty_for, 3)})
+
+
+def follow_liveness(condition: GroupCondition, result: ConditionResult, state: WaitState,
+                    now: float) -> ConditionResult:
+    """A migrated verdict that holds only when every listed live member has proven it is alive.
+
+    The coordinator lists a member until its session times out, whether its process runs or crashed a
+    second after joining. So a member counts once it either *made progress* (a committed offset of one of
+    its partitions advanced since it was first seen: only a live member commits) or stayed listed, under
+    the same member id, for ``liveness_s`` (the group's session timeout plus a heartbeat interval, derived
+    by the caller): a member that stopped heartbeating is removed by then. Members are remembered across
+    polls in ``state.members``; one that left is forgotten (a new incarnation joins with a new member id).
+    """
+    members = [m for m in result.detail.get("members") or [] if m.get("live")]
+    committed = result.detail.get("committed") or {}
+    listed = {m["member_id"] for m in members}
+    for gone in set(state.members) - listed:
+        del state.members[gone]
+    proven_by: dict[str, str] = {}
+    for m in members:
+        record = state.members.setdefault(
+            m["member_id"], {"since": now, "client_id": m.get("client_id"), "host": m.get("host"),
+                             "instance_id": m.get("instance_id"),
+                             "offsets": {tp: committed.get(tp) for tp in m.get("partitions") or []}})
+        held = m.get("partitions") or []
+        # a partition it no longer holds is forgotten: if it comes back, its progress counts from then
+        record["offsets"] = {tp: record["offsets"][tp] if tp in record["offsets"] else committed.get(tp)
+                             for tp in held}
+        starts = record["offsets"]
+        if any(committed.get(tp) is not None and (starts.get(tp) is None or committed[tp] > starts[tp])
+               for tp in m.get("partitions") or []):  # its partitions now: a partition it handed over proves nothing
+            proven_by[m["member_id"]] = "progress"
+        elif now - float(record["since"]) >= condition.liveness_s:
+            proven_by[m["member_id"]] = "window"
+    unproven = [state.members[mid] for mid in listed if mid not in proven_by]
+    detail = {**result.detail, "proven": proven_by,
+              "unproven": [{k: v for k, v in r.items() if k != "offsets"} for r in unproven]}
+    if not result.met:
+        return ConditionResult(False, result.summary, detail)
+    if unproven:
+        waits = ", ".join(f"{r.get('client_id') or '?'} ({now - float(r['since']):.1f} of {condition.liveness_s:g} s)"
+                          for r in unproven)
+        return ConditionResult(False, f"{result.summary}; not yet proven alive: {waits}", detail)
+    by_progress = sum(1 for v in proven_by.values() if v == "progress")
+    return ConditionResult(True, f"{result.summary}; every member proven alive ({by_progress} by progress, "
+                                 f"{len(proven_by) - by_progress} through the {condition.liveness_s:g} s window)",
+                           detail)
 
 
 def follow_failure(exc: BaseException, state: WaitState, now: float, unavailable_limit_s: float) -> None:

@@ -1,0 +1,288 @@
+"""``CommandController``: an application stopped, started, rolled and inspected by the platform's own commands.
+
+Most platforms already have a command for each step: ``systemctl`` for units,
+``supervisorctl`` for programs, ``nomad job``, an Ansible playbook, a team's
+script. The deployment's registry gives the commands as templates, and where
+they run: on the Airflow worker, or on the application's host over SSH through
+an Airflow connection (Airflow's SSH provider)::
+
+    orders:
+      kind: command
+      target:
+        ssh_conn_id: app01                    # absent: run on the worker
+        commands:
+          stop: supervisorctl stop 'orders:*'
+          start: >-
+            printf 'group.protocol=%s\\n' {group_protocol} > /etc/orders/protocol.properties
+            && supervisorctl start 'orders:*'
+          status: supervisorctl status 'orders:*'
+          config: cat /etc/orders/consumer.properties /etc/orders/protocol.properties
+        status_format: supervisorctl          # json | supervisorctl | systemd
+        timeout_seconds: 120
+
+Templates take ``{group_protocol}`` (``start``, ``roll`` and ``config``: the properties the
+application will run with on that protocol) and the run
+parameters the entry declares under ``params`` (name -> type, enum, pattern,
+default); every value is shell-quoted, and a template naming anything else is
+refused when the registry is read. Commands get a clean environment (``env``
+adds to it). Exit codes are checked (``supervisorctl status`` exits 3 when a
+process is not running: accepted for the supervisorctl format), output is
+kept (its tail) and redacted, and each failure names the controller, the
+step, the command and where it ran. Without a ``status`` command the
+controller cannot tell whether instances exist (the DAGs then fall back to the
+broker's session timeout); without ``config`` the lint says the configuration
+was not checked.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_kip848.controllers.errors import PlatformError
+from airflow_provider_kip848.controllers.formats import (
+    CONFIG_FORMATS,
+    STATUS_FORMATS,
+    FormatError,
+    parse_config,
+    parse_status,
+)
+from airflow_provider_kip848.controllers.protocol import (
+    ApplicationController,
+    ApplicationStatus,
+    ClientConfig,
+)
+from airflow_provider_kip848.controllers.runners import CommandOutcome, LocalRunner, Runner, SSHRunner
+from airflow_provider_kip848.controllers.schema import Arg
+
+STEPS = ("stop", "start", "roll", "status", "config")
+#: the steps whose commands take {group_protocol} (config: the properties the application will run with on it)
+PROTOCOL_STEPS = ("start", "roll", "config")
+#: exit codes that are not failures, per status format (supervisorctl exits 3 when a process is not running)
+_STATUS_EXIT_CODES = {"supervisorctl": (0, 3)}
+#: secret-looking assignments in command output (key=value, key: value, "key": "value")
+_SECRET_ASSIGNMENT = re.compile(r"(?i)\b([\w.-]*(?:password|secret|token|jaas\.config|key\.pem|user\.info)[\w.-]*)"
+                                r"(\"?\s*[=:]\s*\"?)([^\s\",}]+)")
+
+
+def redact_output(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Command output with known secrets and secret-looking ``key=value`` assignments replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+class CommandController(ApplicationController):
+    """The platform's own commands, on the worker or over SSH (see the module docstring)."""
+
+    schema: ClassVar[Mapping[str, Arg]] = {
+        "commands": Arg("object", required=True,
+                        description="stop and start (required), roll, status, config: shell command templates"),
+        "ssh_conn_id": Arg("string", description="run the commands on this SSH connection's host (else: the worker)"),
+        "status_format": Arg("string", enum=STATUS_FORMATS, description="what the status command prints"),
+        "config_format": Arg("string", enum=CONFIG_FORMATS, description="what the config command prints"),
+        "client": Arg("string", enum=("java", "librdkafka"), description="the application's client library"),
+        "client_version": Arg("string", pattern=r"\d+\.\d+(\.\d+)?", description="its release"),
+        "timeout_seconds": Arg("number", minimum=1, description="each command's timeout (default 120)"),
+        "connect_timeout_seconds": Arg("number", minimum=1, description="SSH connect timeout (default 10)"),
+        "env": Arg("object", description="environment for the commands (no secrets: they are shown)"),
+        "params": Arg("object", description="run parameters the templates use: name -> {type, enum, pattern, "
+                                            "default, required, description}"),
+    }
+
+    def __init__(self, *, commands: Mapping[str, str], ssh_conn_id: str | None = None,
+                 status_format: str = "json", config_format: str = "properties", client: str | None = None,
+                 client_version: str | None = None, timeout_seconds: float = 120.0,
+                 connect_timeout_seconds: float = 10.0, env: Mapping[str, str] | None = None,
+                 params: Mapping[str, Mapping[str, Any]] | None = None, **run_args: Any) -> None:
+        unknown = sorted(set(commands) - set(STEPS))
+        if unknown:
+            raise ValueError(f"commands: unknown step(s) {', '.join(unknown)} (steps: {', '.join(STEPS)})")
+        missing = [s for s in ("stop", "start") if not commands.get(s)]
+        if missing:
+            raise ValueError(f"commands: {', '.join(missing)} required")
+        if any(not isinstance(v, str) for v in commands.values()):
+            raise ValueError("commands: every command is a string (a shell command template)")
+        if env is not None and any(not isinstance(v, str) for v in env.values()):
+            raise ValueError("env: every value is a string")
+        self.declared = self._declared(params or {})
+        for step, template in commands.items():
+            allowed = set(self.declared) | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
+            try:
+                fields = list(string.Formatter().parse(template))
+            except ValueError as exc:
+                raise ValueError(f"commands.{step}: {exc} (write {{{{ and }}}} for literal braces)") from exc
+            for _, field, spec, conversion in fields:
+                if field is not None and field not in allowed:
+                    raise ValueError(f"commands.{step}: {{{field}}} is not a parameter it can take "
+                                     f"({', '.join(sorted(allowed)) or 'none'}; write {{{{ and }}}} for braces)")
+                if field is not None and (spec or conversion):  # !r or :.3 would undo the shell quoting
+                    raise ValueError(f"commands.{step}: {{{field}}} takes no conversion or format spec "
+                                     "(the value is shell-quoted as it is)")
+        self.commands = dict(commands)
+        self.ssh_conn_id = ssh_conn_id
+        self.status_format, self.config_format = status_format, config_format
+        self.client, self.client_version = client, client_version
+        self.timeout = float(timeout_seconds)
+        self.connect_timeout = float(connect_timeout_seconds)
+        self.env = dict(env or {})
+        self.values = {name: run_args.get(name, arg.default) for name, arg in self.declared.items()}
+        missing = sorted(n for n, v in self.values.items() if v is None)
+        if missing:
+            raise ValueError(f"params {', '.join(missing)}: neither given by the run nor defaulted")
+        self._runner: Runner | None = None
+
+    @classmethod
+    def _declared(cls, params: Mapping[str, Mapping[str, Any]]) -> dict[str, Arg]:
+        out = {}
+        for name, spec in params.items():
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", str(name)) or name == "group_protocol":
+                raise ValueError(f"params.{name}: a parameter name is lower_snake_case (and not group_protocol)")
+            if name in cls.schema:  # a run must never set the target (commands, ssh_conn_id, env ...)
+                raise ValueError(f"params.{name}: the name of one of the controller's own arguments "
+                                 f"({', '.join(sorted(cls.schema))}); choose another")
+            if not isinstance(spec, Mapping):
+                raise ValueError(f"params.{name}: must be a mapping (type, enum, pattern, default ...)")
+            try:
+                out[name] = arg = Arg.from_dict(spec)
+            except ValueError as exc:
+                raise ValueError(f"params.{name}: {exc}") from exc
+            if arg.type not in ("string", "integer", "number", "boolean"):
+                raise ValueError(f"params.{name}: a command parameter is a string, integer, number or boolean")
+            if arg.default is not None and (problem := arg.problem(name, arg.default)) is not None:
+                raise ValueError(f"params.{name}: its default is not valid: {problem}")
+        return out
+
+    @classmethod
+    def run_arguments(cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
+        """The ``params`` the registry's target declares (ValueError: they are not valid)."""
+        params = target.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise ValueError("params must be a mapping of name -> {type, enum, pattern, default ...}")
+        return cls._declared(params)
+
+    # -- running ------------------------------------------------------------------------------------
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._runner = (SSHRunner(self.ssh_conn_id, connect_timeout=self.connect_timeout)
+                            if self.ssh_conn_id else LocalRunner())
+        return self._runner
+
+    def _render(self, step: str, group_protocol: str | None = None) -> str:
+        values = {k: shlex.quote(str(v)) for k, v in self.values.items()}
+        if group_protocol is not None:
+            values["group_protocol"] = shlex.quote(group_protocol)
+        return self.commands[step].format(**values)
+
+    def _secrets(self) -> tuple[str, ...]:
+        if not self.ssh_conn_id:
+            return ()
+        try:
+            conn = BaseHook.get_connection(self.ssh_conn_id)
+        except Exception:  # noqa: BLE001 - nothing to redact from a connection that cannot be read
+            return ()
+        extra = conn.extra_dejson or {}
+        return tuple(s for s in (conn.password, extra.get("private_key"), extra.get("private_key_passphrase")) if s)
+
+    def _run(self, step: str, group_protocol: str | None = None, *, ok_codes: tuple[int, ...] = (0,)) -> CommandOutcome:
+        command = self._render(step, group_protocol)
+        outcome = self.runner.run(command, timeout=self.timeout, env=self.env)
+        if outcome.exit_code not in ok_codes:
+            secrets = self._secrets()
+            err = redact_output(outcome.tail(outcome.stderr).strip(), secrets)
+            out = redact_output(outcome.tail(outcome.stdout).strip(), secrets)
+            shown = err or out or "(no output)"
+            raise PlatformError(f"`{redact_output(command, secrets)}` exited {outcome.exit_code} on {outcome.where}: "
+                                f"{shown}",
+                                retriable=False,
+                                remedy="Fix what the command reports on that host (it ran as the registry gives "
+                                       "it), then rerun the task.")
+        return outcome
+
+    def _report(self, outcome: CommandOutcome) -> dict[str, Any]:
+        secrets = self._secrets()
+        return {"command": redact_output(outcome.command, secrets), "where": outcome.where,
+                "exit_code": outcome.exit_code,
+                "seconds": round(outcome.seconds, 3),
+                "output": redact_output(outcome.tail((outcome.stdout + outcome.stderr).strip()), secrets)}
+
+    # -- the protocol -------------------------------------------------------------------------------
+
+    def stop(self) -> Mapping[str, Any]:
+        return self._report(self._run("stop"))
+
+    def start(self, group_protocol: str) -> Mapping[str, Any]:
+        return self._report(self._run("start", group_protocol))
+
+    def can_roll(self) -> bool:
+        return bool(self.commands.get("roll"))
+
+    def roll(self, group_protocol: str) -> Mapping[str, Any]:
+        if not self.can_roll():
+            raise PlatformError("no roll command is configured")
+        return self._report(self._run("roll", group_protocol))
+
+    def status(self) -> ApplicationStatus:
+        if not self.commands.get("status"):
+            return ApplicationStatus.unknown("no status command is configured for this controller")
+        outcome = self._run("status", ok_codes=_STATUS_EXIT_CODES.get(self.status_format, (0,)))
+        try:
+            instances = parse_status(self.status_format, outcome.stdout)
+        except FormatError as exc:
+            raise PlatformError(f"`{outcome.command}` on {outcome.where}: {exc}",
+                                remedy=f"Make the status command print the {self.status_format} format "
+                                       "(docs/controllers.md).") from exc
+        return ApplicationStatus(known=True, instances=instances, source=f"`{outcome.command}` on {outcome.where}")
+
+    def config(self, group_protocol: str | None = None) -> ClientConfig | None:
+        if not self.commands.get("config"):
+            return None
+        if group_protocol is None and "{group_protocol}" in self.commands["config"]:
+            raise PlatformError("the config command takes {group_protocol}: ask for the config of a protocol")
+        outcome = self._run("config", group_protocol)
+        try:
+            properties = parse_config(self.config_format, outcome.stdout)
+        except FormatError as exc:
+            raise PlatformError(f"`{outcome.command}` on {outcome.where}: {exc}",
+                                remedy=f"Make the config command print {self.config_format}.") from exc
+        return ClientConfig(properties=properties, source=f"`{outcome.command}` on {outcome.where}",
+                            client=self.client, client_version=self.client_version)
+
+    def actions(self, group_protocol: str | None) -> Mapping[str, str]:
+        out = {}
+        for step in STEPS:
+            if not self.commands.get(step):
+                continue
+            if step in PROTOCOL_STEPS and group_protocol is None:
+                out[step] = self.commands[step]
+            else:
+                out[step] = self._render(step, group_protocol)
+        return out
+
+    def describe_target(self) -> Mapping[str, Any]:
+        where = "the Airflow worker"
+        if self.ssh_conn_id:
+            where = f"SSH connection {self.ssh_conn_id!r}"
+            try:
+                conn = BaseHook.get_connection(self.ssh_conn_id)
+                where += f" ({conn.login}@{conn.host}:{conn.port or 22})"
+            except Exception:  # noqa: BLE001 - the approval still shows the connection's name
+                pass
+        return {"runs_on": where, "status_format": self.status_format if self.commands.get("status") else None,
+                "config_format": self.config_format if self.commands.get("config") else None,
+                "timeout_seconds": self.timeout, "env": sorted(self.env)}
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+
+
+__all__ = ["PROTOCOL_STEPS", "STEPS", "CommandController", "redact_output"]

@@ -1,0 +1,147 @@
+"""A controller from the deployment's registry, with the provider's rules around the platform's actions.
+
+:class:`NamedController` is what operators, sensors and the fleet call. It adds,
+whatever the platform:
+
+* names: every failure is a :class:`ControllerError` naming the controller (its
+  registry name) and the step, with ``retriable`` as the platform said;
+* ``stop``: the platform's stop, then the platform's status until no instance
+  exists (``instances_gone=True``, the confirmation the empty wait acts on),
+  the status cannot tell (``instances_gone=None``), or the stop's deadline
+  passes with instances still running (an error naming them: never reported
+  as stopped);
+* ``start``: nothing started twice (an application whose expected instances
+  already run is left alone), and the status right after the start: the
+  baseline a later restart or crash is measured against;
+* ``plan``: what each step will do, for the approval.
+
+Results are small JSON dicts (XCom).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from airflow_provider_kip848.controllers.errors import ControllerError, PlatformError
+from airflow_provider_kip848.controllers.protocol import (
+    GROUP_PROTOCOLS,
+    ApplicationController,
+    ApplicationStatus,
+    ClientConfig,
+)
+
+#: how long a stop may take to show every instance gone, by default (a JVM's shutdown hooks, a pod's grace)
+STOP_CONFIRM_SECONDS = 120.0
+_T = TypeVar("_T")
+
+
+class NamedController:
+    """The controller configured as ``name`` (kind ``kind``) in the deployment's registry."""
+
+    def __init__(self, *, name: str, kind: str, controller: ApplicationController, description: str = "",
+                 args: Mapping[str, Any] | None = None) -> None:
+        self.name, self.kind, self.description = name, kind, description
+        self.controller = controller
+        self.args = dict(args or {})
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"NamedController({self.name!r}, kind={self.kind!r})"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+    def _call(self, step: str, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except ControllerError:
+            raise
+        except PlatformError as exc:
+            raise ControllerError(exc.what, controller=self.name, step=step, retriable=exc.retriable,
+                                  remedy=exc.remedy or None) from exc
+        except Exception as exc:  # noqa: BLE001 - a controller's own failure, named; never retried blindly
+            raise ControllerError(f"{type(exc).__name__}: {exc}", controller=self.name, step=step) from exc
+
+    @staticmethod
+    def _protocol(group_protocol: str) -> str:
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}, not {group_protocol!r}")
+        return group_protocol
+
+    # -- facts --------------------------------------------------------------------------------------
+
+    def status(self) -> ApplicationStatus:
+        """The platform's instances now (unknown when it cannot tell)."""
+        status = self._call("status", self.controller.status)
+        if not isinstance(status, ApplicationStatus):
+            raise ControllerError(f"status() returned {type(status).__name__}, not an ApplicationStatus",
+                                  controller=self.name, step="status")
+        return status
+
+    def config(self, group_protocol: str | None = None) -> ClientConfig | None:
+        """The client configuration the application runs with, or will run with on ``group_protocol`` (None:
+        not reported by the platform)."""
+        protocol = None if group_protocol is None else self._protocol(group_protocol)
+        config = self._call("config", lambda: self.controller.config(protocol))
+        if config is not None and not isinstance(config, ClientConfig):
+            raise ControllerError(f"config() returned {type(config).__name__}, not a ClientConfig",
+                                  controller=self.name, step="config")
+        return config
+
+    def can_roll(self) -> bool:
+        return bool(self.controller.can_roll())
+
+    def plan(self, group_protocol: str | None = None) -> dict[str, Any]:
+        """The controller, its target and the exact actions of each step, for the approval."""
+        actions = self._call("plan", lambda: dict(self.controller.actions(group_protocol)))
+        return {"name": self.name, "kind": self.kind, "description": self.description, "args": dict(self.args),
+                "target": dict(self.controller.describe_target()), "actions": actions, "can_roll": self.can_roll()}
+
+    # -- actions ------------------------------------------------------------------------------------
+
+    def stop(self, *, confirm_seconds: float = STOP_CONFIRM_SECONDS, poll_seconds: float = 0.5) -> dict[str, Any]:
+        """Stop every instance, then wait until the platform shows none (see the module docstring)."""
+        started = time.monotonic()
+        done = self._call("stop", lambda: dict(self.controller.stop()))
+        status = self.status()
+        while status.known and status.running and time.monotonic() - started < confirm_seconds:
+            time.sleep(poll_seconds)
+            status = self.status()
+        if status.known and status.running:
+            raise ControllerError(
+                f"the stop returned, but after {confirm_seconds:g} s the platform still shows "
+                f"{status.summary()}: the application is NOT stopped (nothing further was done)",
+                controller=self.name, step="stop", retriable=True,
+                remedy="Stop those instances (or find why they do not stop), then rerun the task.")
+        return {"controller": self.name, "kind": self.kind, "action": "stop", "platform": done,
+                "status": status.to_dict(), "instances_gone": status.gone,
+                "confirm_s": round(time.monotonic() - started, 3)}
+
+    def start(self, group_protocol: str, *, expected: int | None = None) -> dict[str, Any]:
+        """Start with ``group.protocol``; with ``expected`` instances already running, start nothing."""
+        protocol = self._protocol(group_protocol)
+        before = self.status()
+        if expected is not None and before.known and len(before.running) >= expected:
+            return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
+                    "platform": {"skipped": f"already running: {before.summary()}"}, "status": before.to_dict(),
+                    "already_running": True}
+        done = self._call("start", lambda: dict(self.controller.start(protocol)))
+        return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
+                "platform": done, "status": self.status().to_dict(), "already_running": False}
+
+    def roll(self, group_protocol: str) -> dict[str, Any]:
+        """The platform's rolling restart with ``group.protocol``."""
+        protocol = self._protocol(group_protocol)
+        if not self.can_roll():
+            raise ControllerError("this controller cannot roll an application (no rolling restart configured)",
+                                  controller=self.name, step="roll",
+                                  remedy="Configure a roll for it in the registry, or migrate the application "
+                                         "offline.")
+        done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
+        return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
+                "platform": done, "status": self.status().to_dict()}
+
+
+__all__ = ["STOP_CONFIRM_SECONDS", "NamedController"]

@@ -1,0 +1,221 @@
+"""What an application controller does, and the facts it reports: the platform's word about the instances.
+
+The provider does not own deployments. A migration acts on an application at
+a few points (stop every instance, start it with ``group.protocol=...``, roll
+it one instance at a time) and must *know* things only the platform knows:
+whether an instance still exists, whether it restarted, what client
+configuration it runs with. The group coordinator cannot say: a crashed member
+stays listed until its session times out, and a member forced out of the group
+while its process still runs comes back. An :class:`ApplicationController`
+is the platform's side of that conversation; a deployment configures one per
+application in its registry (:mod:`.registry`), and a run names it.
+
+Every method returns small, JSON-able facts (they travel through XCom into the
+approval, the sensors and the report):
+
+* :class:`Instance` / :class:`ApplicationStatus`: the instances that exist, each
+  with a stable identity (a pod name, a supervisord process, a systemd unit),
+  running and ready, and how often it restarted (or a token that changes when
+  it does). ``known=False`` says the controller cannot tell; then nothing is
+  concluded from it (the DAG falls back to the broker's session timeout).
+* :class:`ClientConfig`: the client properties the application runs with, and
+  where they were read from, for the lint.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from airflow_provider_kip848.controllers.schema import Arg
+
+#: the protocols a controller starts an application with
+GROUP_PROTOCOLS = ("classic", "consumer", "streams")
+#: client properties whose values never leave the controller (XCom, approval, report, log)
+_SECRET_KEY = re.compile(r"(password|secret|token|credential|jaas\.config|\.key$|\.pem$|private|user\.info)",
+                         re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance of the application as its platform shows it.
+
+    ``name`` is its stable identity (a StatefulSet's pod name, ``orders:orders_1`` under supervisord, a systemd
+    unit); ``running`` means it exists and may heartbeat (starting, running, backing off or stopping all count:
+    such a process can still join the group); ``ready`` whether the platform considers it up (None: it does not
+    say); ``restarts`` the platform's restart count (None: not counted); ``incarnation`` a token that changes
+    whenever the process is replaced (a pid, a container id, a start time), so a restart is seen where no count
+    exists. ``host``, ``client_id`` and ``group_instance_id`` let a group member be matched to its instance.
+    """
+
+    name: str
+    running: bool
+    ready: bool | None = None
+    restarts: int | None = None
+    incarnation: str | None = None
+    state: str = ""
+    host: str | None = None
+    client_id: str | None = None
+    group_instance_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Instance:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        bits = [self.state or ("running" if self.running else "not running")]
+        if self.incarnation:
+            bits.append(f"incarnation {self.incarnation}")
+        if self.restarts is not None:
+            bits.append(f"{self.restarts} restart(s)")
+        if self.host:
+            bits.append(f"on {self.host}")
+        return f"{self.name} ({', '.join(bits)})"
+
+
+@dataclass(frozen=True)
+class ApplicationStatus:
+    """The application's instances, as the platform reports them now (``known=False``: it cannot tell, and
+    ``reason`` says why). ``source`` says what was asked (a command and where it ran, an API)."""
+
+    known: bool
+    instances: tuple[Instance, ...] = ()
+    source: str = ""
+    reason: str = ""
+
+    @classmethod
+    def unknown(cls, reason: str, source: str = "") -> ApplicationStatus:
+        return cls(known=False, source=source, reason=reason)
+
+    @property
+    def running(self) -> tuple[Instance, ...]:
+        return tuple(i for i in self.instances if i.running)
+
+    @property
+    def gone(self) -> bool | None:
+        """True: the platform confirms that no instance exists; False: some do; None: it cannot tell."""
+        if not self.known:
+            return None
+        return not self.running
+
+    def summary(self) -> str:
+        if not self.known:
+            return f"unknown ({self.reason})"
+        running = self.running
+        if not running:
+            return "no instance running"
+        return f"{len(running)} instance(s) running: " + ", ".join(i.describe() for i in running)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"known": self.known, "instances": [i.to_dict() for i in self.instances], "source": self.source,
+                "reason": self.reason, "summary": self.summary(), "gone": self.gone}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ApplicationStatus | None:
+        if not data:
+            return None
+        return cls(known=bool(data.get("known")),
+                   instances=tuple(Instance.from_dict(i) for i in data.get("instances") or ()),
+                   source=str(data.get("source") or ""), reason=str(data.get("reason") or ""))
+
+
+def redact_properties(properties: Mapping[str, Any]) -> dict[str, str]:
+    """Client properties with the value of every secret-looking key replaced by ``***``."""
+    return {str(k): ("***" if _SECRET_KEY.search(str(k)) else str(v)) for k, v in properties.items()}
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """The client configuration the application runs with, as the platform holds it (redacted: secret-looking
+    values are ``***``). ``client`` is ``java`` or ``librdkafka`` when known; ``source`` where it was read."""
+
+    properties: Mapping[str, str]
+    source: str
+    client: str | None = None
+    client_version: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", redact_properties(self.properties))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"properties": dict(self.properties), "source": self.source, "client": self.client,
+                "client_version": self.client_version}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ClientConfig | None:
+        if not data:
+            return None
+        return cls(properties=dict(data.get("properties") or {}), source=str(data.get("source") or ""),
+                   client=data.get("client"), client_version=data.get("client_version"))
+
+
+class ApplicationController(ABC):
+    """The platform side of a migration: stop, start and (optionally) roll one application, and report its
+    instances and client configuration.
+
+    A class is registered by entry point (group ``airflow_provider_kip848.controllers``, see
+    :mod:`.registry`) and configured by the deployment's registry: ``schema`` declares every keyword
+    argument the class takes, which are required, and which of them a *run* may set (``Arg(run=True)``);
+    everything else comes from the registry only. The registry builds the class with
+    ``cls(**target, **run_args)`` once both are checked against the schema.
+
+    Implementations must be idempotent: ``start`` of a running application starts nothing twice, ``stop``
+    of a stopped one is a no-op. They report facts, never guesses: a ``status`` the platform cannot
+    establish is ``ApplicationStatus.unknown(...)``, and ``config`` returns None when the platform does not
+    hold the configuration.
+    """
+
+    #: the keyword arguments the class takes (the registry's target, and what a run may set)
+    schema: ClassVar[Mapping[str, Arg]] = {}
+
+    @classmethod
+    def run_arguments(cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
+        """What a run may set, given the registry's target (by default the schema's ``run`` arguments)."""
+        return {name: arg for name, arg in cls.schema.items() if arg.run}
+
+    @abstractmethod
+    def stop(self) -> Mapping[str, Any]:
+        """Stop every instance; return what was done (small JSON). Waiting until the instances are gone is
+        the provider's job (it asks :meth:`status`), unless the platform's own stop already waits."""
+
+    @abstractmethod
+    def start(self, group_protocol: str) -> Mapping[str, Any]:
+        """Start every instance with ``group.protocol=<group_protocol>``; a running instance is not started
+        twice. Return what was done."""
+
+    def can_roll(self) -> bool:
+        """Whether :meth:`roll` is available (the fleet's online path and the rolling upgrade need it)."""
+        return False
+
+    def roll(self, group_protocol: str) -> Mapping[str, Any]:
+        """Restart the instances one at a time with ``group.protocol=<group_protocol>`` while the others keep
+        running (a Kubernetes rolling update, a unit-by-unit restart); return what was done."""
+        raise NotImplementedError(f"{type(self).__name__} cannot roll an application")
+
+    @abstractmethod
+    def status(self) -> ApplicationStatus:
+        """The instances that exist now (``ApplicationStatus.unknown(reason)`` when the platform cannot tell)."""
+
+    def config(self, group_protocol: str | None = None) -> ClientConfig | None:
+        """The client properties the application runs with (None: the platform does not report them); with
+        ``group_protocol``, as it will run once started with that protocol (what the lint checks)."""
+        return None
+
+    @abstractmethod
+    def actions(self, group_protocol: str | None) -> Mapping[str, str]:
+        """What each step will do, in the platform's terms, for the approval: ``{"stop": "...", "start": "...",
+        "status": "...", ...}`` (``group_protocol`` None: the steps that do not depend on it)."""
+
+    def describe_target(self) -> Mapping[str, Any]:
+        """The target as the approval shows it (by default: nothing beyond the actions)."""
+        return {}
+
+
+__all__ = ["GROUP_PROTOCOLS", "ApplicationController", "ApplicationStatus", "ClientConfig",
+           "Instance", "redact_properties"]

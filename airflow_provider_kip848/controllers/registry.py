@@ -1,0 +1,237 @@
+"""The deployment's controllers, by name: a run chooses a name, never code.
+
+Two things make up the registry, and both belong to whoever deploys Airflow:
+
+* **Kinds**: controller classes, registered by entry point in the group
+  ``airflow_provider_kip848.controllers`` (``command = ...:CommandController``
+  ships with the provider; a team's own package adds ``mycompany = ...``). A
+  kind is loaded only when an entry of the registry uses it.
+* **Entries**: one per application, in a YAML or JSON file named by the Airflow
+  configuration option ``[kip848] controllers`` (environment:
+  ``AIRFLOW__KIP848__CONTROLLERS``), read by every worker::
+
+      version: 1
+      controllers:
+        orders:                          # the name a run or an ownership map uses
+          kind: command
+          description: orders consumers under supervisord on app-01
+          target:                        # the kind's arguments (checked against its schema)
+            ssh_conn_id: app01
+            commands: {stop: ..., start: ..., status: ...}
+
+A run's Params (``app_controller``, ``app_controller_args``) and the fleet's
+ownership map name an entry; :meth:`ControllerRegistry.resolve` checks the name
+and the run's arguments (only those the kind declares ``run=True``) and builds
+the controller. Anything else (a module path, an unknown name, an undeclared
+argument) is refused with :class:`ControllerRefused`, listing the names that
+exist, before anything is imported from the run's words or executed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+import yaml
+from airflow.sdk.configuration import conf
+
+from airflow_provider_kip848.controllers.errors import ControllerRefused, ControllerRegistryInvalid
+from airflow_provider_kip848.controllers.named import NamedController
+from airflow_provider_kip848.controllers.protocol import ApplicationController
+from airflow_provider_kip848.controllers.schema import check_arguments, missing_required
+from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN, load_strict
+
+#: the entry-point group through which packages register controller classes (kinds)
+ENTRY_POINT_GROUP = "airflow_provider_kip848.controllers"
+#: the Airflow configuration option naming the registry file
+CONFIG_SECTION, CONFIG_OPTION = "kip848", "controllers"
+#: the registry's format version
+FORMAT_VERSION = 1
+#: what a controller's name may look like (never a module path: no ':' or '/')
+NAME_PATTERN = CONTROLLER_NAME_PATTERN
+_ENTRY_KEYS = ("kind", "description", "target")
+
+
+@dataclass(frozen=True)
+class ControllerEntry:
+    """One application's controller as the deployment configured it."""
+
+    name: str
+    kind: str
+    target: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+def registry_location() -> str | None:
+    """The registry file the deployment names (``[kip848] controllers``), or None."""
+    value = conf.get(CONFIG_SECTION, CONFIG_OPTION, fallback=None)
+    return str(value).strip() or None if value is not None else None
+
+
+def _kinds() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+class ControllerRegistry:
+    """The deployment's controller entries and the installed kinds."""
+
+    def __init__(self, entries: Mapping[str, ControllerEntry], source: str,
+                 kinds: Mapping[str, EntryPoint] | None = None) -> None:
+        self.entries = dict(entries)
+        self.source = source
+        self.kinds = dict(kinds) if kinds is not None else _kinds()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, location: str | None = None) -> ControllerRegistry:
+        """The registry of this deployment (``location``: a file, else ``[kip848] controllers``). No
+        configured registry is an empty one: every name is then refused, saying how to configure one."""
+        location = location or registry_location()
+        if location is None:
+            return cls({}, source="(none: [kip848] controllers is not set)")
+        path = Path(location.removeprefix("file://"))
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ControllerRegistryInvalid(f"cannot read the controller registry {location}: {exc}") from exc
+        return cls.from_text(text, source=str(path))
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "(text)") -> ControllerRegistry:
+        """Parse a registry (YAML or JSON) strictly: every problem, each naming the entry and key."""
+        try:
+            raw = load_strict(text) if text.strip() else {}
+        except (ValueError, yaml.YAMLError) as exc:  # a name given twice is refused, never silently replaced
+            raise ControllerRegistryInvalid(f"the controller registry {source} is not valid YAML/JSON: {exc}") from exc
+        if raw is None:
+            raw = {}
+        problems: list[str] = []
+        if not isinstance(raw, dict):
+            raise ControllerRegistryInvalid(f"the controller registry {source} must be a mapping with 'controllers'")
+        unknown = sorted(set(raw) - {"version", "controllers"})
+        if unknown:
+            problems.append(f"unknown top-level key(s) {', '.join(unknown)} (allowed: version, controllers)")
+        version = raw.get("version", FORMAT_VERSION)
+        if isinstance(version, bool) or version != FORMAT_VERSION:
+            problems.append(f"version {raw.get('version')!r} is not {FORMAT_VERSION}")
+        declared = raw.get("controllers") or {}
+        if not isinstance(declared, dict):
+            problems.append("controllers must be a mapping of name -> entry")
+            declared = {}
+        entries = {}
+        for name, body in declared.items():
+            where = f"controllers.{name}"
+            if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
+                problems.append(f"{where}: the name must match {NAME_PATTERN}")
+                continue
+            if not isinstance(body, dict):
+                problems.append(f"{where}: must be a mapping with kind and target")
+                continue
+            extra = sorted(set(body) - set(_ENTRY_KEYS))
+            if extra:
+                problems.append(f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(_ENTRY_KEYS)})")
+            kind, target = body.get("kind"), body.get("target") or {}
+            if not isinstance(kind, str) or not kind:
+                problems.append(f"{where}.kind: required (a registered controller kind)")
+                continue
+            if not isinstance(target, dict):
+                problems.append(f"{where}.target: must be a mapping")
+                continue
+            entries[name] = ControllerEntry(name=name, kind=kind, target=target,
+                                            description=str(body.get("description") or ""))
+        if problems:
+            raise ControllerRegistryInvalid(f"the controller registry {source} is not valid: " + "; ".join(problems))
+        return cls(entries, source=source)
+
+    # -- resolving ----------------------------------------------------------------------------------
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def _refuse(self, what: str) -> ControllerRefused:
+        names = ", ".join(self.names()) or "none"
+        return ControllerRefused(f"{what} Controllers of this deployment ({self.source}): {names}")
+
+    def entry(self, name: object) -> ControllerEntry:
+        """The entry named ``name``, or :class:`ControllerRefused` (a module path, an unknown name)."""
+        if not isinstance(name, str) or not name:
+            raise self._refuse(f"No application controller named (got {name!r}).")
+        if ":" in name or "/" in name or not re.fullmatch(NAME_PATTERN, name):
+            raise self._refuse(f"{name!r} is not a controller name: a run names a controller of the deployment's "
+                               "registry, never a module or a class.")
+        if name not in self.entries:
+            raise self._refuse(f"No application controller named {name!r}.")
+        return self.entries[name]
+
+    def kind(self, entry: ControllerEntry) -> type[ApplicationController]:
+        """The class registered for the entry's kind (loaded now, only this one)."""
+        point = self.kinds.get(entry.kind)
+        if point is None:
+            kinds = ", ".join(sorted(self.kinds)) or "none"
+            raise ControllerRegistryInvalid(
+                f"controllers.{entry.name}: kind {entry.kind!r} is not installed (entry-point group "
+                f"{ENTRY_POINT_GROUP}: {kinds})")
+        loaded = point.load()
+        if not (isinstance(loaded, type) and issubclass(loaded, ApplicationController)):
+            raise ControllerRegistryInvalid(f"kind {entry.kind!r} ({point.value}) is not an ApplicationController")
+        return loaded
+
+    def resolve(self, name: object, args: object = None) -> NamedController:
+        """The controller named ``name``, built with its registry target and the run's ``args`` (only those
+        its kind declares for a run). Nothing of the run's words is imported or executed."""
+        entry = self.entry(name)
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            raise self._refuse(f"The arguments of controller {entry.name!r} must be a mapping, not "
+                               f"{type(args).__name__}.")
+        cls = self.kind(entry)
+        target_problems = check_arguments(cls.schema, entry.target, what=f"controllers.{entry.name}.target")
+        if target_problems:
+            raise ControllerRegistryInvalid("; ".join(target_problems))
+        try:
+            run_schema = cls.run_arguments(entry.target)
+        except ValueError as exc:
+            raise ControllerRegistryInvalid(f"controllers.{entry.name} (kind {entry.kind}): {exc}") from exc
+        problems = check_arguments(run_schema, args, what=f"arguments of controller {entry.name!r}")
+        if problems:
+            raise ControllerRefused("; ".join(problems) + ".")
+        missing = missing_required({**cls.schema, **run_schema}, entry.target, args)
+        if missing:
+            raise ControllerRegistryInvalid(f"controllers.{entry.name}: required argument(s) {', '.join(missing)} "
+                                            "are given neither by the target nor by the run")
+        run_args = dict(args)
+        try:
+            controller = cls(**{**entry.target, **run_args})
+        except (TypeError, ValueError) as exc:
+            raise ControllerRegistryInvalid(f"controllers.{entry.name} (kind {entry.kind}): {exc}") from exc
+        return NamedController(name=entry.name, kind=entry.kind, description=entry.description,
+                               controller=controller, args=run_args)
+
+
+def resolve_controller(name: object, args: object = None, *, location: str | None = None) -> NamedController:
+    """:meth:`ControllerRegistry.resolve` on the deployment's registry."""
+    return ControllerRegistry.load(location).resolve(name, args)
+
+
+def registry_summary(location: str | None = None) -> dict[str, Any]:
+    """The names of the deployment's controllers and where they are configured (for messages and docs)."""
+    registry = ControllerRegistry.load(location)
+    return {"source": registry.source, "controllers": {n: {"kind": e.kind, "description": e.description}
+                                                       for n, e in sorted(registry.entries.items())}}
+
+
+def dumps(entries: Mapping[str, Mapping[str, Any]]) -> str:
+    """A registry's text for ``entries`` (name -> {kind, target, description}): what the harness and the docs'
+    examples write."""
+    return json.dumps({"version": FORMAT_VERSION, "controllers": dict(entries)}, indent=2, sort_keys=True)
+
+
+__all__ = ["CONFIG_OPTION", "CONFIG_SECTION", "ENTRY_POINT_GROUP", "NAME_PATTERN", "ControllerEntry",
+           "ControllerRegistry", "dumps", "registry_location", "registry_summary", "resolve_controller"]

@@ -1,0 +1,115 @@
+"""The arguments a controller class declares, and the one strict check of what a registry or a run gives it.
+
+A controller is configured in two places: the deployment's registry holds its
+*target* (hosts, commands, a namespace), and a run may set the few arguments
+the class marks ``run=True`` (a stop mode, a region of a templated command).
+Both go through :func:`check_arguments` before anything is built or executed:
+an unknown key, a wrong type (a bool is not a number), a value outside an
+enum or a pattern, a missing required argument: each is refused, all of them
+at once, with what the class does declare.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
+    "array": (list, tuple),
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One keyword argument of a controller class.
+
+    ``type`` is a JSON type (``string``, ``integer``, ``number``, ``boolean``, ``object``, ``array``);
+    ``run``: a run may set it (otherwise only the registry's target may); ``required``: it must be given
+    by one of them; ``enum`` / ``pattern`` (a full match) / ``minimum`` bound the value; ``default`` is used
+    when nobody gives it; ``description`` is shown where the argument is listed.
+    """
+
+    type: str
+    required: bool = False
+    run: bool = False
+    enum: tuple[Any, ...] = ()
+    pattern: str | None = None
+    minimum: float | None = None
+    default: Any = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.type not in _TYPES:
+            raise ValueError(f"Arg type {self.type!r} is not one of {', '.join(_TYPES)}")
+
+    def problem(self, name: str, value: Any) -> str | None:
+        """Why ``value`` is not valid for this argument (None: it is)."""
+        if value is None:
+            return f"{name} is null" if self.required else None
+        wanted = _TYPES[self.type]
+        if isinstance(value, bool) and bool not in wanted:
+            return f"{name} must be of type {self.type}, not a boolean"
+        if not isinstance(value, wanted):
+            return f"{name} must be of type {self.type}, not {type(value).__name__} ({value!r})"
+        if self.enum and value not in self.enum:
+            return f"{name} must be one of {', '.join(map(repr, self.enum))}, not {value!r}"
+        if self.pattern is not None and not re.fullmatch(self.pattern, str(value)):
+            return f"{name} {value!r} does not match {self.pattern}"
+        if self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
+            return f"{name} must be at least {self.minimum:g}, not {value!r}"
+        return None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Arg:
+        """An argument declared in a registry (the ``params`` of a command controller)."""
+        known = {"type", "required", "enum", "pattern", "minimum", "default", "description"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(known))})")
+        return cls(type=str(data.get("type", "string")), required=bool(data.get("required", False)), run=True,
+                   enum=tuple(data.get("enum") or ()), pattern=data.get("pattern"), minimum=data.get("minimum"),
+                   default=data.get("default"), description=str(data.get("description") or ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        for key in ("required", "run"):
+            if getattr(self, key):
+                out[key] = True
+        if self.enum:
+            out["enum"] = list(self.enum)
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.default is not None:
+            out["default"] = self.default
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def check_arguments(schema: Mapping[str, Arg], given: Mapping[str, Any], *, what: str,
+                    allowed: Mapping[str, Arg] | None = None) -> list[str]:
+    """Every problem of ``given`` against ``schema`` (empty: valid). ``allowed`` restricts which keys may be
+    given at all (a run may give only the run arguments); ``what`` names the source in each message."""
+    keys = allowed if allowed is not None else schema
+    problems = []
+    unknown = sorted(set(given) - set(keys))
+    if unknown:
+        declared = ", ".join(sorted(keys)) or "none"
+        problems.append(f"{what}: undeclared argument(s) {', '.join(unknown)} (declared: {declared})")
+    for name, value in sorted(given.items()):
+        if name in keys and (problem := keys[name].problem(name, value)) is not None:
+            problems.append(f"{what}: {problem}")
+    return problems
+
+
+def missing_required(schema: Mapping[str, Arg], *givens: Mapping[str, Any]) -> list[str]:
+    """The required arguments that none of ``givens`` sets."""
+    return sorted(n for n, a in schema.items() if a.required and all(g.get(n) is None for g in givens))
+
+
+__all__ = ["Arg", "check_arguments", "missing_required"]

@@ -1,0 +1,79 @@
+"""Judging an application's instances from its controller's status: pure rules, no I/O.
+
+The group coordinator lags the platform: a crashed member stays listed (Stable,
+its epoch unchanged) until its session times out, and a member forced out of the
+group while its process runs comes back. So the verdicts about *instances* rest
+on the platform's word:
+
+* :func:`instance_problems`: after a start or a roll, every expected instance
+  runs (and is ready when the platform says), none is gone, and none restarted
+  since the baseline taken right after the start (its restart count grew, or its
+  incarnation changed: a crash the platform healed, a crash loop).
+* :func:`member_instance`: which instance a group member is, by
+  ``group.instance.id``, ``client.id`` or host, so a member that comes back can
+  be named by its instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from airflow_provider_kip848.controllers.protocol import ApplicationStatus, Instance
+
+
+def restarted(before: Instance, now: Instance) -> str | None:
+    """How ``now`` differs from ``before`` by a restart (None: it did not restart, as far as the platform
+    tells)."""
+    if before.restarts is not None and now.restarts is not None and now.restarts > before.restarts:
+        return f"restarted {now.restarts - before.restarts} time(s) since the start"
+    if before.incarnation and now.incarnation and before.incarnation != now.incarnation:
+        return f"was replaced since the start (incarnation {before.incarnation} -> {now.incarnation})"
+    return None
+
+
+def instance_problems(status: ApplicationStatus, *, expected: int,
+                      baseline: ApplicationStatus | None = None) -> list[str]:
+    """Why the application's instances do not hold (empty: they do). ``status`` must be known (an unknown
+    status is not judged here: the caller says so)."""
+    if not status.known:
+        raise ValueError("an unknown status cannot be judged")
+    problems = []
+    running = {i.name: i for i in status.running}
+    for instance in status.instances:
+        if not instance.running:
+            problems.append(f"{instance.describe()} is not running")
+        elif instance.ready is False:
+            problems.append(f"{instance.describe()} is not ready")
+    if baseline is not None and baseline.known:
+        for before in baseline.running:
+            now = running.get(before.name)
+            if now is None:
+                if before.name not in {i.name for i in status.instances}:
+                    problems.append(f"{before.describe()} is gone")
+                continue
+            if (why := restarted(before, now)) is not None:
+                problems.append(f"{now.describe()} {why}")
+    if len(running) < expected:
+        problems.append(f"{len(running)} of {expected} expected instance(s) running")
+    return problems
+
+
+def member_instance(member: dict, instances: Iterable[Instance]) -> Instance | None:
+    """The instance a group member (``{client_id, host, instance_id}`` as the sensors record it) is, when the
+    platform's identities say so: ``group.instance.id`` first, then ``client.id``, then a unique host."""
+    pool = list(instances)
+    for key, attr in (("instance_id", "group_instance_id"), ("client_id", "client_id")):
+        value = member.get(key)
+        if value:
+            found = [i for i in pool if getattr(i, attr) == value]
+            if len(found) == 1:
+                return found[0]
+    host = str(member.get("host") or "").lstrip("/")
+    if host:
+        found = [i for i in pool if i.host and i.host == host]
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+__all__ = ["instance_problems", "member_instance", "restarted"]
