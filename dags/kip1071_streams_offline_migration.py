@@ -274,7 +274,8 @@ def kip1071_streams_offline_migration():
             raise AirflowSkipException("fallback_to_classic is off: the application is left as it is")
         diagnosis = _diagnose(params)  # before the stop: what the failed streams application looked like
         try:
-            stopped = resolve(params["app_controller"], params["app_controller_args"]).stop()
+            with resolve(params["app_controller"], params["app_controller_args"]) as controller:
+                stopped = controller.stop()
         except Exception as exc:
             from airflow_provider_kip848.controllers import ControllerError
 

@@ -260,7 +260,8 @@ def kip848_consumer_rolling_upgrade():
         if not controller_is_named(params["app_controller"]):
             return "rollout not finished in time: the team rolls the instances back to group.protocol=classic"
         try:  # the way back by the same road: the platform's rolling restart, on classic
-            return resolve(params["app_controller"], params["app_controller_args"]).roll("classic")
+            with resolve(params["app_controller"], params["app_controller_args"]) as controller:
+                return controller.roll("classic")
         except ControllerError as exc:
             raise task_error(exc) from exc
 

@@ -49,6 +49,18 @@ class NamedController:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"NamedController({self.name!r}, kind={self.kind!r})"
 
+    def close(self) -> None:
+        """Release what the controller holds (an SSH session): every user closes it, or uses ``with``."""
+        close = getattr(self.controller, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> NamedController:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     @property
     def label(self) -> str:
         return f"{self.name} ({self.kind})"
@@ -105,10 +117,15 @@ class NamedController:
         """Stop every instance, then wait until the platform shows none (see the module docstring)."""
         started = time.monotonic()
         done = self._call("stop", lambda: dict(self.controller.stop()))
-        status = self.status()
-        while status.known and status.running and time.monotonic() - started < confirm_seconds:
-            time.sleep(poll_seconds)
+        try:
             status = self.status()
+            while status.known and status.running and time.monotonic() - started < confirm_seconds:
+                time.sleep(poll_seconds)
+                status = self.status()
+        except ControllerError as exc:  # the stop ran: what is unknown is whether it worked
+            raise ControllerError(
+                f"the stop ran ({_summary(done)}), but whether the instances are gone is unknown: {exc.what}",
+                controller=self.name, step="stop", retriable=exc.retriable, remedy=exc.remedy) from exc
         if status.known and status.running:
             raise ControllerError(
                 f"the stop returned, but after {confirm_seconds:g} s the platform still shows "
@@ -123,7 +140,8 @@ class NamedController:
         """Start with ``group.protocol``; with ``expected`` instances already running, start nothing."""
         protocol = self._protocol(group_protocol)
         before = self.status()
-        if expected is not None and before.known and len(before.running) >= expected:
+        ready = [i for i in before.running if i.ready is not False]  # a stopping or backing-off one is not up
+        if expected is not None and before.known and len(ready) >= expected:
             return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                     "platform": {"skipped": f"already running: {before.summary()}"}, "status": before.to_dict(),
                     "already_running": True}
@@ -142,6 +160,13 @@ class NamedController:
         done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
                 "platform": done, "status": self.status().to_dict()}
+
+
+def _summary(done: Mapping[str, Any]) -> str:
+    """A platform's report of a step, short (a command's own line when it has one)."""
+    if "command" in done:
+        return f"`{done['command']}` exited {done.get('exit_code')}"
+    return ", ".join(f"{k}={v}" for k, v in list(done.items())[:4])
 
 
 __all__ = ["STOP_CONFIRM_SECONDS", "NamedController"]

@@ -216,6 +216,9 @@ class ApplicationController(ABC):
         """The target as the approval shows it (by default: nothing beyond the actions)."""
         return {}
 
+    def close(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Release what the controller holds (a session to the platform); called once it is no longer needed."""
+
 
 __all__ = ["GROUP_PROTOCOLS", "ApplicationController", "ApplicationStatus", "ClientConfig",
            "Instance", "redact_properties"]

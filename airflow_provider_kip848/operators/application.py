@@ -141,6 +141,8 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
             config = named.config(protocol)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            named.close()
         self.log.info("Controller %s: %s", named.label, status.summary())
         return {"controller": plan, "status": status.to_dict(),
                 "config": config.to_dict() if config is not None else None}
@@ -184,6 +186,8 @@ class KafkaApplicationStopOperator(_ApplicationOperator):
             result = named.stop(confirm_seconds=seconds)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            named.close()
         self.log.info("Stopped through %s: %s", named.label, result["status"]["summary"])
         if result["instances_gone"] is True:
             self.log.info("The platform confirms every instance gone: the group is emptied at once.")
@@ -228,6 +232,8 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
             result = named.start(protocol, expected=int(expected) if expected is not None else None)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            named.close()
         self.log.info("Started through %s on %s: %s", named.label, protocol, result["status"]["summary"])
         return result
 
@@ -259,6 +265,8 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
             result = named.roll(str(self.group_protocol))
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            named.close()
         self.log.info("Rolled through %s to %s: %s", named.label, self.group_protocol, result["status"]["summary"])
         return result
 

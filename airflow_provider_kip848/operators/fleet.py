@@ -189,7 +189,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             return self._run(context, unit, state)
         if status == "remove_members_due":
             try:
-                status_now = self._controller(unit).status()
+                with self._controller(unit) as controller:
+                    status_now = controller.status()
                 if status_now.gone is False:
                     raise _StepFailed(f"not forcing out the members of {group_id}: the platform still shows "
                                       f"{status_now.summary()}")
@@ -213,17 +214,17 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         rejoins); migrated and back need every instance of the start running, none restarted since."""
         if name not in ("wait_empty", "wait_migrated", "wait_back"):
             return ""
-        controller = self._controller(unit)
-        if name == "wait_empty":
-            status = controller.status()
-            if status.gone is False:
-                raise _StepFailed(f"the group is empty, but the platform shows {status.summary()}: such an instance "
-                                  "rejoins at its next heartbeat or poll")
-            return "" if status.gone else f"the controller cannot tell whether instances exist ({status.reason})"
-        baseline = ApplicationStatus.from_dict(state.get("baseline"))
-        expected = len(baseline.running) if baseline is not None and baseline.known else int(
-            unit.get("expected_instances") or 1)
-        verdict = instances_verdict(controller, expected=expected, baseline=state.get("baseline"))
+        with self._controller(unit) as controller:
+            if name == "wait_empty":
+                status = controller.status()
+                if status.gone is False:
+                    raise _StepFailed(f"the group is empty, but the platform shows {status.summary()}: such an "
+                                      "instance rejoins at its next heartbeat or poll")
+                return "" if status.gone else f"the controller cannot tell whether instances exist ({status.reason})"
+            baseline = ApplicationStatus.from_dict(state.get("baseline"))
+            expected = len(baseline.running) if baseline is not None and baseline.known else int(
+                unit.get("expected_instances") or 1)
+            verdict = instances_verdict(controller, expected=expected, baseline=state.get("baseline"))
         if verdict.outcome in ("failed", "pending"):  # pending: not ready after the group is migrated
             raise _StepFailed(verdict.message)
         return verdict.message
@@ -275,8 +276,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         protocol = self.target_protocol if name == "wait_migrated" else self.source_protocol
         window = state.get("liveness", {}).get(f"{group['group_id']}:{protocol}")
         if window is None:  # read once in a worker, then carried with the state
-            controller = self._controller(unit)
-            config = controller.config(protocol) if protocol == "classic" else None
+            with self._controller(unit) as controller:
+                config = controller.config(protocol) if protocol == "classic" else None
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 window, _ = liveness_window(hook, group["group_id"], protocol, config)
             state.setdefault("liveness", {})[f"{group['group_id']}:{protocol}"] = window
@@ -352,22 +353,24 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                              f"{t['total_lag']}" + (" (kept the earlier snapshot)" if t["reused"] else "")
                              for t in taken)
         if name == "stop":
-            stopped = self._controller(unit).stop()
+            with self._controller(unit) as controller:
+                stopped = controller.stop()
             state["gone"] = stopped["instances_gone"]
             return f"stopped: {stopped['status']['summary']} (instances gone: {stopped['instances_gone']})"
         if name == "roll":
-            controller = self._controller(unit)
-            if not controller.can_roll():
-                raise _StepFailed(f"the controller {unit['app_controller']} cannot roll: the online path needs a "
-                                  "rolling restart; give the application migration: offline")
-            rolled = controller.roll(self.target_protocol)
+            with self._controller(unit) as controller:
+                if not controller.can_roll():
+                    raise _StepFailed(f"the controller {unit['app_controller']} cannot roll: the online path needs "
+                                      "a rolling restart; give the application migration: offline")
+                rolled = controller.roll(self.target_protocol)
             state["baseline"] = rolled["status"]
             return f"rolled: {rolled['status']['summary']}"
         if name in ("start", "start_back"):
             protocol = self.target_protocol if name == "start" else self.source_protocol
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 last_look(hook, group_ids, protocol)
-            started = self._controller(unit).start(protocol)
+            with self._controller(unit) as controller:
+                started = controller.start(protocol)
             state["baseline"] = started["status"]
             return f"started on {protocol}: {started['status']['summary']}"
         if name == "restore":

@@ -22,7 +22,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
-from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
+from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController, member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.hooks.instances import (
@@ -193,7 +193,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
                 f"(last seen: {event.get('summary')})."
             )
-        raise AirflowFailException(f"Waiting for group {self.group_id} failed: {event.get('message', event)}")
+        message = str(event.get("message", event)) + self._who(event.get("members"))
+        raise AirflowFailException(f"Waiting for group {self.group_id} failed: {message}")
 
     # -- poking --------------------------------------------------------------
 
@@ -214,7 +215,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         try:
             result = follow(self.condition, raw, self._wait, time.time())
         except Kip848Error as exc:
-            raise AirflowFailException(str(exc)) from exc
+            raise AirflowFailException(str(exc) + self._who(getattr(exc, "members", None))) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
         if result.met:
             again = self._on_met(context, result.detail, self._wait, self._notes)
@@ -235,6 +236,10 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         """A check in the worker once the broker side holds (a controller's word): None to finish, a reason to
         keep waiting; raises to fail the wait."""
         return None
+
+    def _who(self, members: list[dict[str, Any]] | None) -> str:
+        """What the platform knows of the members a failure names (nothing by default; see the Empty wait)."""
+        return ""
 
     def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
         return force_out_members(context, self.task_id, self.kafka_conn_id, self.group_id, self.audit_log,
@@ -340,9 +345,12 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
             else:
                 named = self._named()
                 try:
-                    config = named.config() if named is not None and self.group_type == "classic" else None
+                    config = named.config("classic") if named is not None and self.group_type == "classic" else None
                 except ControllerError as exc:
                     raise task_error(exc) from exc
+                finally:
+                    if named is not None:
+                        named.close()
                 with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                     window, how = liveness_window(hook, self.group_id, str(self.group_type), config)
                 self.log.info("Group %s: a member proves it is alive by progress, or listed through %s",
@@ -360,10 +368,14 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
 
     def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None
+        named = self._named()
         try:
-            verdict = instances_verdict(self._named(), expected=self._instances(baseline), baseline=baseline)
+            verdict = instances_verdict(named, expected=self._instances(baseline), baseline=baseline)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            if named is not None:
+                named.close()
         if verdict.outcome == "failed":
             raise AirflowFailException(f"Group {self.group_id} looks migrated to the coordinator, but the platform "
                                        f"says otherwise: {verdict.message}. A crashed member stays listed until its "
@@ -448,10 +460,14 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
         return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)
 
     def _platform_status(self) -> ApplicationStatus | None:
+        named = self._named()
         try:
-            return gone_confirmation(self._named())
+            return gone_confirmation(named)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        finally:
+            if named is not None:
+                named.close()
 
     def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
         """Force out the members left behind, only on the platform's confirmation that no instance exists."""
@@ -471,6 +487,21 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
                 notes.append(note)
             return []
         return super()._remove_members(context, notes)
+
+    def _who(self, members: list[dict[str, Any]] | None) -> str:
+        """The members a failure names, as the platform knows them (the instance each one is), when it can tell."""
+        if not members:
+            return ""
+        try:
+            status = self._platform_status()
+        except Exception as exc:  # noqa: BLE001 - the failure is reported anyway; this only adds names
+            return f" (the controller could not be asked which instances they are: {exc})"
+        if status is None or not status.known:
+            return ""
+        named = [f"{m.get('client_id') or m.get('member_id')} is {inst.describe()}" for m in members
+                 if (inst := member_instance(m, status.instances)) is not None]
+        running = status.summary()
+        return (f" The platform ({status.source}): " + ("; ".join(named) + "; " if named else "") + running + ".")
 
     def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
         status = self._platform_status()

@@ -174,13 +174,16 @@ class LocalConsumerAppController(ApplicationController):
         "properties": Arg("object", description="extra client properties per group.protocol"),
         "static": Arg("boolean", description="static members (group.instance.id per instance)"),
         "reports_status": _REPORTS_STATUS,
+        "instance_args": Arg("object", description="extra consumer_app arguments per instance index ('1': "
+                                                   "['--exit-after-s', '2'] crashes instance 1 two seconds after "
+                                                   "each start)"),
     }
 
     def __init__(self, workdir: str, bootstrap_servers: str, group_id: str, topics: list[str], instances: int = 2,
                  classic_assignor: str | None = None, remote_assignor: str | None = None,
                  output_topic: str | None = None, stop_mode: str = "graceful",
                  properties: dict[str, dict[str, str]] | None = None, static: bool = False,
-                 reports_status: bool = True) -> None:
+                 reports_status: bool = True, instance_args: dict[str, list[str]] | None = None) -> None:
         if stop_mode not in ("graceful", "kill"):
             raise ValueError(f"stop_mode must be 'graceful' or 'kill', not {stop_mode!r}")
         self.workdir = Path(workdir)
@@ -189,6 +192,7 @@ class LocalConsumerAppController(ApplicationController):
         self.classic_assignor, self.remote_assignor, self.output_topic = classic_assignor, remote_assignor, output_topic
         self.properties = {k: dict(v) for k, v in (properties or {}).items()}
         self.static, self.reports_status = static, reports_status
+        self.instance_args = {str(k): [str(a) for a in v] for k, v in (instance_args or {}).items()}
 
     def _processes(self) -> list[tuple[int, list[bytes]]]:
         app, group = self.APP.encode(), self.group_id.encode()
@@ -214,7 +218,8 @@ class LocalConsumerAppController(ApplicationController):
             instance_id=f"{self.group_id}-{i}" if self.static else None,
             assignor=self.classic_assignor if group_protocol == "classic" else self.remote_assignor,
             output_topic=self.output_topic, properties=self.properties.get(group_protocol),
-            log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"))
+            log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"),
+            extra_args=self.instance_args.get(str(i)))
         return app.process.pid
 
     def start(self, group_protocol: str) -> dict[str, Any]:

@@ -230,7 +230,10 @@ class ConsumerProcess:
         log_file: str,
         properties: dict[str, str] | None = None,
         output_topic: str | None = None,
+        extra_args: list[str] | None = None,
     ) -> ConsumerProcess:
+        """Start one instance; ``extra_args`` go to the app as they are (e.g. its faults: ``--poll-pause-s``,
+        ``--exit-after-s``)."""
         cmd = [sys.executable, "-m", "airflow_provider_kip848.testing.consumer_app",
                "--bootstrap-servers", bootstrap_servers, "--group", group_id, "--topics", ",".join(topics),
                "--protocol", protocol, "--client-id", client_id]
@@ -246,6 +249,7 @@ class ConsumerProcess:
             cmd += ["--output-topic", output_topic]
         for k, v in (properties or {}).items():
             cmd += ["--property", f"{k}={v}"]
+        cmd += list(extra_args or ())
         log = open(log_file, "ab")
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

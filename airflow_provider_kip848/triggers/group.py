@@ -105,6 +105,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                         follow_failure(exc, wait, time.time(), self.unavailable_limit_s)
                     except Exception as fatal:  # noqa: BLE001 - ends the wait with the reason
                         yield TriggerEvent({"status": "error", "message": str(fatal), "polls": polls,
+                                            "members": getattr(fatal, "members", None),
                                             "carry": {**carry, "wait": wait.to_dict()}})
                         return
                     self.log.warning("Group %s: %s Polling again in %g s with a new client.", self.group_id, exc,

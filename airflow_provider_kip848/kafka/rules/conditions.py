@@ -239,11 +239,13 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
             why = ("after the members left behind were forced out" if state.removed else
                    f"{now - (state.emptied_at if state.emptied_at is not None else now):.1f} s after the group "
                    "was empty")
-            raise GroupNotEmpty(
+            error = GroupNotEmpty(
                 f"A member came back {why}: {member_names(members)}. An instance of the application is still "
                 "running (a forced-out or slow member rejoins at its next heartbeat or poll)",
                 remedy="Stop that instance (check the application controller and the host named), then rerun; "
                        "starting the new application now would fail or split the group.")
+            error.members = members  # type: ignore[attr-defined]  # who: the caller may name their instances
+            raise error
         return result
     if state.emptied_at is None:
         state.emptied_at = now

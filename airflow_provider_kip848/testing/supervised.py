@@ -1,0 +1,394 @@
+"""Real applications under the session's supervisord, and the ``command`` controller targets that drive them.
+
+An operator who runs consumers under supervisord keeps their configuration in
+files and changes ``group.protocol`` by editing one of them, then restarts the
+program: that is the recipe these classes install, with absolute paths only, so
+the same commands work on the worker and over SSH (a login shell of the same
+user on this machine)::
+
+    app = SupervisedConsumerApp(supervisor, "orders", tmp / "orders", bootstrap_servers=b, group_id="orders",
+                                topics=["orders"], instances=2)
+    app.install("classic")             # files, launcher and the supervisord program (nothing runs yet)
+    controllers.add("orders", "command", app.target())           # or app.target(ssh_conn_id="app01")
+    resolve_controller("orders").start("classic")
+    ...
+    app.remove()                       # stop every process, forget the program
+
+The work directory holds:
+
+* ``app.properties``: the client properties of every protocol (bootstrap, ``group.id``, commits ...);
+* ``<protocol>.properties``: the keys of one protocol (``group.protocol`` and the protocol's own: the classic
+  ``partition.assignment.strategy``, the consumer protocol's ``group.remote.assignor``);
+* ``protocol``: the protocol the next start uses (the start and roll commands write it);
+* ``run.sh``: the launcher supervisord runs (it reads ``protocol`` when a process starts);
+* ``roll.sh``: the rolling restart (writes ``protocol``, then restarts the processes one at a time, each
+  RUNNING again before the next; the first failure ends it with a non-zero exit).
+
+:class:`SupervisedWordCount` does the same for Kafka's ``WordCountDemo`` (a Kafka Streams application): one
+instance, a full properties file per protocol (``classic.properties``, ``streams.properties``).
+
+Nothing in the product imports this module (see ``testing/__init__``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import libversion
+
+from airflow_provider_kip848.testing.apps import WORDCOUNT_MAIN_CLASS, wordcount_properties
+from airflow_provider_kip848.testing.broker import LocalKafka
+from airflow_provider_kip848.testing.supervisor import LocalSupervisor, SupervisorError
+
+#: the consumer application's module (``python -m``)
+CONSUMER_APP_MODULE = "airflow_provider_kip848.testing.consumer_app"
+#: each command's timeout in the targets
+TIMEOUT_SECONDS = 60
+#: how long the roll waits for a restarted process to be RUNNING (supervisorctl restart already waits startsecs)
+ROLL_RUNNING_WAIT_SECONDS = 20
+#: the per-protocol keys of the consumer application, before the caller's. Not librdkafka's cooperative-sticky on
+#: classic: it writes userData into the assignments, and the brokers refuse the online upgrade of such a group
+#: ("userData from a custom assignor would be lost"), so a roll to the consumer protocol would fail
+CLASSIC_DEFAULTS = {"group.protocol": "classic", "partition.assignment.strategy": "range"}
+CONSUMER_DEFAULTS = {"group.protocol": "consumer", "group.remote.assignor": "uniform"}
+_PROPERTIES_HEADER = "# written by airflow_provider_kip848.testing.supervised\n"
+
+
+def _q(path: Path | str) -> str:
+    return shlex.quote(str(path))
+
+
+def _literal(text: str) -> str:
+    """``text`` as a literal part of a controller's command template (braces doubled: ``str.format``)."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _escape_property(text: str, *, key: bool = False) -> str:
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        out = out.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+    elif out.startswith(" "):
+        out = "\\" + out
+    return out
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    """Java properties text of ``properties`` (one ``key=value`` a line, in the order given)."""
+    return _PROPERTIES_HEADER + "".join(f"{_escape_property(str(k), key=True)}={_escape_property(str(v))}\n"
+                                        for k, v in properties.items())
+
+
+def _write_executable(path: Path, text: str) -> None:
+    staged = path.with_name(path.name + ".tmp")
+    staged.write_text(text)
+    staged.chmod(0o755)
+    staged.replace(path)
+
+
+class _Supervised:
+    """What both applications share: a program group of ``instances`` processes under ``supervisor``, its work
+    directory, its launcher and roll scripts, and the command controller target."""
+
+    protocols: tuple[str, ...] = ()
+    instances: int = 1
+    autorestart: bool = False
+    stopwaitsecs: int = 10
+    #: how long a process must stay up to count as started (supervisorctl start and restart wait for it): long
+    #: enough that a consumer refused by its group coordinator (it exits at its first heartbeat) is not RUNNING
+    startsecs: int = 2
+
+    def __init__(self, supervisor: LocalSupervisor, name: str, workdir: Path) -> None:
+        LocalSupervisor._check_name(name)
+        self.supervisor = supervisor
+        self.name = name
+        self.workdir = Path(workdir).absolute()
+
+    # -- where things are -----------------------------------------------------------------------------
+
+    @property
+    def protocol_path(self) -> Path:
+        return self.workdir / "protocol"
+
+    @property
+    def launcher_path(self) -> Path:
+        return self.workdir / "run.sh"
+
+    @property
+    def roll_path(self) -> Path:
+        return self.workdir / "roll.sh"
+
+    def properties_path(self, protocol: str) -> Path:
+        return self.workdir / f"{protocol}.properties"
+
+    @property
+    def process_names(self) -> list[str]:
+        """supervisord's names of the group's processes (``name:name_0`` ...), in roll order."""
+        if self.instances == 1:
+            return [f"{self.name}:{self.name}"]
+        return [f"{self.name}:{self.name}_{i}" for i in range(self.instances)]
+
+    @property
+    def group_pattern(self) -> str:
+        return f"{self.name}:*"
+
+    @property
+    def protocol(self) -> str:
+        """The protocol the next start uses (as the start and roll commands left it)."""
+        return self.protocol_path.read_text().strip()
+
+    # -- installing -----------------------------------------------------------------------------------
+
+    def _check_protocol(self, protocol: str) -> str:
+        if protocol not in self.protocols:
+            raise ValueError(f"protocol must be one of {', '.join(self.protocols)}, not {protocol!r}")
+        return protocol
+
+    def _write_files(self) -> None:
+        raise NotImplementedError
+
+    def _exec_line(self) -> str:
+        """The launcher's last line: ``exec ...`` (``$n``: the process number, ``$protocol``: the protocol)."""
+        raise NotImplementedError
+
+    def install(self, protocol: str = "classic") -> None:
+        """Write the work directory's files and define the supervisord program (autostart off: nothing runs).
+        A program of this name that runs is stopped by the redefinition (supervisord's rule)."""
+        self._check_protocol(protocol)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write_files()
+        self.protocol_path.write_text(protocol)
+        number = "n=0" if self.instances == 1 else f'n="${{SUPERVISOR_PROCESS_NAME#{self.name}_}}"'
+        _write_executable(self.launcher_path, (
+            "#!/bin/sh\n"
+            f"# {self.name}: launcher run by supervisord (written by airflow_provider_kip848.testing.supervised)\n"
+            "set -eu\n"
+            f"cd {_q(self.workdir)}\n"
+            f"protocol=$(cat {_q(self.protocol_path)})\n"
+            f"{number}  # the process number, from supervisord's name for this process\n"
+            f"{self._exec_line()}\n"))
+        _write_executable(self.roll_path, self._roll_script())
+        self.supervisor.add_program(self.name, str(self.launcher_path), numprocs=self.instances,
+                                    autostart=False, autorestart=self.autorestart, stopsignal="TERM",
+                                    startsecs=self.startsecs, stopwaitsecs=self.stopwaitsecs,
+                                    directory=str(self.workdir))
+
+    def _roll_script(self) -> str:
+        ctl = self.supervisor.ctl
+        protocols = " | ".join(self.protocols)
+        return (
+            "#!/bin/sh\n"
+            f"# {self.name}: rolling restart with the protocol given as $1, one process at a time: each is\n"
+            "# RUNNING again before the next one is restarted; the first failure ends the roll (exit 1).\n"
+            "# (written by airflow_provider_kip848.testing.supervised)\n"
+            "set -u\n"
+            'protocol="${1:-}"\n'
+            'case "$protocol" in\n'
+            f"  {protocols}) ;;\n"
+            f'  *) echo "roll: unknown protocol \'$protocol\' (one of: {protocols})" >&2; exit 2 ;;\n'
+            "esac\n"
+            f"printf '%s' \"$protocol\" > {_q(self.protocol_path)} || exit 1\n"
+            f"for proc in {' '.join(_q(p) for p in self.process_names)}; do\n"
+            f"  out=$({ctl} restart \"$proc\" 2>&1); code=$?\n"
+            "  printf '%s\\n' \"$out\"\n"
+            '  case "$out" in *ERROR*) [ "$code" -ne 0 ] || code=1 ;; esac\n'
+            '  if [ "$code" -ne 0 ]; then\n'
+            '    echo "roll: restarting $proc failed (exit $code): $out" >&2; exit 1\n'
+            "  fi\n"
+            f"  deadline=$(( $(date +%s) + {ROLL_RUNNING_WAIT_SECONDS} ))\n"
+            "  while :; do\n"
+            f"    line=$({ctl} status \"$proc\" 2>&1)\n"
+            "    state=$(printf '%s\\n' \"$line\" | awk '{print $2; exit}')\n"
+            '    case "$state" in\n'
+            "      RUNNING) break ;;\n"
+            "      STARTING | BACKOFF) ;;\n"
+            '      *) echo "roll: $proc is $state after its restart: $line" >&2; exit 1 ;;\n'
+            "    esac\n"
+            '    if [ "$(date +%s)" -ge "$deadline" ]; then\n'
+            f'      echo "roll: $proc is not RUNNING {ROLL_RUNNING_WAIT_SECONDS} s after its restart: $line" >&2\n'
+            "      exit 1\n"
+            "    fi\n"
+            "    sleep 0.2\n"
+            "  done\n"
+            "  printf '%s\\n' \"$line\"\n"
+            "done\n")
+
+    # -- the controller's target ----------------------------------------------------------------------
+
+    def _config_command(self) -> str:
+        raise NotImplementedError
+
+    def _client(self) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def commands(self) -> dict[str, str]:
+        """The command templates of the ``command`` controller (absolute paths, shell-quoted)."""
+        ctl = _literal(self.supervisor.ctl)
+        group = shlex.quote(self.group_pattern)
+        return {
+            "stop": f"{ctl} stop {group}",
+            "start": f"printf '%s' {{group_protocol}} > {_literal(_q(self.protocol_path))} && {ctl} start {group}",
+            "roll": f"{_literal(_q(self.roll_path))} {{group_protocol}}",
+            "status": f"{ctl} status {group}",
+            "config": self._config_command(),
+        }
+
+    def target(self, ssh_conn_id: str | None = None) -> dict[str, Any]:
+        """The ``command`` controller target for the registry (``ssh_conn_id``: run the commands over SSH)."""
+        client, version = self._client()
+        target: dict[str, Any] = {
+            "commands": self.commands(), "status_format": "supervisorctl", "config_format": "properties",
+            "client": client, "client_version": version, "timeout_seconds": TIMEOUT_SECONDS,
+        }
+        if ssh_conn_id:
+            target["ssh_conn_id"] = ssh_conn_id
+        return target
+
+    # -- test set-up and tear-down --------------------------------------------------------------------
+
+    def start(self, protocol: str) -> None:
+        """Start every process on ``protocol``, as the start command does (locally)."""
+        self.protocol_path.write_text(self._check_protocol(protocol))
+        self.supervisor.run_ctl("start", self.group_pattern, check=True)
+
+    def stop(self) -> None:
+        """Stop every process (nothing happens for processes already stopped, or a program not installed)."""
+        result = self.supervisor.run_ctl("stop", self.group_pattern)
+        output = result.stdout + result.stderr
+        if result.returncode != 0 and "no such group" not in output:
+            raise SupervisorError(f"supervisorctl stop {self.group_pattern} exited {result.returncode}: "
+                                  f"{output.strip()}")
+
+    def remove(self) -> None:
+        """Stop every process and forget the program."""
+        self.stop()
+        self.supervisor.remove_program(self.name)
+
+    def pids(self) -> dict[str, int]:
+        """Process name (``name_0`` ...) -> pid of the RUNNING processes."""
+        return self.supervisor.pids(self.name)
+
+    def log_path(self, process_num: int = 0) -> Path:
+        """Where process ``process_num`` writes its output."""
+        return self.supervisor.program_log(self.name, process_num)
+
+
+class SupervisedConsumerApp(_Supervised):
+    """``instances`` consumer application processes (:mod:`~airflow_provider_kip848.testing.consumer_app`,
+    real confluent-kafka consumers) of group ``group_id`` under supervisord, configured by files.
+
+    ``classic_properties`` and ``consumer_properties`` add to (or override) the per-protocol defaults
+    (``partition.assignment.strategy=range``; ``group.remote.assignor=uniform``); ``static``
+    gives process ``N`` the ``group.instance.id`` ``<group_id>-N``; every process has ``client.id``
+    ``app-N``; ``extra_args`` go to each process's command line (``--poll-pause-s 1`` ...)."""
+
+    protocols = ("classic", "consumer")
+
+    def __init__(self, supervisor: LocalSupervisor, name: str, workdir: Path, *, bootstrap_servers: str,
+                 group_id: str, topics: list[str], instances: int = 2,
+                 classic_properties: dict[str, str] | None = None,
+                 consumer_properties: dict[str, str] | None = None, output_topic: str | None = None,
+                 static: bool = False, autorestart: bool = False, extra_args: Sequence[str] = ()) -> None:
+        super().__init__(supervisor, name, workdir)
+        if instances < 1:
+            raise ValueError("instances must be at least 1")
+        if not topics:
+            raise ValueError("topics: at least one")
+        self.bootstrap_servers, self.group_id, self.topics = bootstrap_servers, group_id, list(topics)
+        self.instances = int(instances)
+        self.protocol_properties = {"classic": {**CLASSIC_DEFAULTS, **(classic_properties or {})},
+                                    "consumer": {**CONSUMER_DEFAULTS, **(consumer_properties or {})}}
+        self.output_topic, self.static, self.autorestart = output_topic, static, autorestart
+        self.extra_args = list(extra_args)
+
+    @property
+    def app_properties_path(self) -> Path:
+        return self.workdir / "app.properties"
+
+    def app_properties(self) -> dict[str, str]:
+        """The properties every protocol shares (``app.properties``)."""
+        return {"bootstrap.servers": self.bootstrap_servers, "group.id": self.group_id,
+                "enable.auto.commit": "false", "auto.offset.reset": "earliest"}
+
+    def _write_files(self) -> None:
+        self.app_properties_path.write_text(properties_text(self.app_properties()))
+        for protocol, properties in self.protocol_properties.items():
+            self.properties_path(protocol).write_text(properties_text(properties))
+
+    def _exec_line(self) -> str:
+        args = [sys.executable, "-m", CONSUMER_APP_MODULE, "--config-file", str(self.app_properties_path)]
+        line = shlex.join(args) + f' --config-file {_q(self.workdir)}/"$protocol".properties'
+        line += ' --client-id "app-$n"' + f" --topics {_q(','.join(self.topics))}"
+        if self.static:
+            line += f' --instance-id {_q(self.group_id)}-"$n"'
+        if self.output_topic:
+            line += f" --output-topic {_q(self.output_topic)}"
+        if self.extra_args:
+            line += " " + shlex.join(self.extra_args)
+        return "exec " + line
+
+    def _config_command(self) -> str:
+        return (f"cat {_literal(_q(self.app_properties_path))} "
+                f"{_literal(_q(self.workdir))}/{{group_protocol}}.properties")
+
+    def _client(self) -> tuple[str, str]:
+        return "librdkafka", str(libversion()[0])
+
+
+class SupervisedWordCount(_Supervised):
+    """Kafka's ``WordCountDemo`` (a Kafka Streams application) under supervisord: one instance, a full
+    properties file per protocol (``classic.properties``, ``streams.properties``; ``properties`` added to
+    both, ``protocol_properties[protocol]`` to one), state in ``<workdir>/state``."""
+
+    protocols = ("classic", "streams")
+    instances = 1
+    stopwaitsecs = 30  # a clean Streams shutdown (commit, close the state stores) takes a few seconds
+    startsecs = 3  # a JVM's start
+
+    def __init__(self, supervisor: LocalSupervisor, name: str, workdir: Path, *, kafka: LocalKafka,
+                 application_id: str, properties: dict[str, str] | None = None,
+                 protocol_properties: dict[str, dict[str, str]] | None = None) -> None:
+        super().__init__(supervisor, name, workdir)
+        unknown = sorted(set(protocol_properties or {}) - set(self.protocols))
+        if unknown:
+            raise ValueError(f"protocol_properties: unknown protocol(s) {', '.join(unknown)}")
+        self.kafka, self.application_id = kafka, application_id
+        self.properties = dict(properties or {})
+        self.protocol_properties = {p: dict((protocol_properties or {}).get(p) or {}) for p in self.protocols}
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / "state"
+
+    def streams_properties(self, protocol: str) -> dict[str, str]:
+        """The full properties file of ``protocol``."""
+        return wordcount_properties(self.kafka.bootstrap_servers, self.application_id,
+                                    group_protocol=self._check_protocol(protocol), state_dir=self.state_dir,
+                                    extra={**self.properties, **self.protocol_properties[protocol]})
+
+    def _write_files(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        for protocol in self.protocols:
+            self.properties_path(protocol).write_text(properties_text(self.streams_properties(protocol)))
+
+    def _exec_line(self) -> str:
+        placeholder = "KIP848_PROPERTIES_FILE"
+        command = self.kafka.distribution.java_command(
+            WORDCOUNT_MAIN_CLASS, [placeholder], log_config="app",
+            jvm_options=["-Xmx256m", "-XX:+UseSerialGC"])
+        joined = shlex.join(command)
+        if not joined.endswith(" " + placeholder):
+            raise RuntimeError(f"unexpected java command line (the properties file is not last): {joined}")
+        return "exec " + joined[: -len(placeholder)] + f'{_q(self.workdir)}/"$protocol".properties'
+
+    def _config_command(self) -> str:
+        return f"cat {_literal(_q(self.workdir))}/{{group_protocol}}.properties"
+
+    def _client(self) -> tuple[str, str]:
+        return "java", self.kafka.version
+
+
+__all__ = ["CONSUMER_APP_MODULE", "SupervisedConsumerApp", "SupervisedWordCount", "properties_text"]
