@@ -1,11 +1,25 @@
 """Worker slots held by N concurrent migrations waiting on the provider's sensors: deferrable vs poke.
 
 N (default 20) migrations each wait with KafkaGroupMigratedSensor (type consumer,
-no classic member left) on their own real group. The groups start as classic
-groups with one live classic member each (a "fleet" process holding real
-confluent-kafka consumers); at go + base + i*step seconds the fleet rolls group i
-to the consumer protocol (a group.protocol=consumer member joins, the classic one
-leaves), so the waits are staggered and end on their own.
+no classic member left, each member proven alive) on their own real group. The
+groups start as classic groups with one live classic member each (a "fleet"
+process holding real confluent-kafka consumers); at go + base + i*step seconds
+the fleet rolls group i to the consumer protocol (a group.protocol=consumer
+member joins, the classic one leaves), so the waits are staggered and end on
+their own.
+
+The wait is the DAGs' own, with its liveness rule: a member counts once a
+committed offset of its partitions advanced, or once it stayed listed for the
+group's session timeout + heartbeat interval + 1 s (read from the broker when
+the sensor starts and again when it resumes: a few admin requests inside the
+worker-slot time). The fleet's consumer-protocol members read and commit
+nothing, so each wait ends one such window after the sensor first saw the new
+member (7.5 s on the fast-tuned local broker: 6000 + 500 ms + 1 s), at its next
+poll: "fire after its group migrated" includes that window on both sides, and
+the poke side holds its slot through it. No application controller is named:
+the fleet's consumers are no application of a deployment's registry, so there
+is nothing to register, and the wait rests on the broker alone (no platform
+status is asked for, as in a DAG run without a controller).
 
 Two sides run at the same time, each in its own process, each over its own N
 groups rolled on the same schedule:
@@ -15,7 +29,8 @@ groups rolled on the same schedule:
     the triggerer does) and all N triggers run concurrently in ONE asyncio event
     loop (as Airflow's triggerer runs them); when a trigger fires, the sensor's
     execute_complete() is called with the event (as the resumed task does).
-    Worker-slot time = execute() until TaskDeferred + execute_complete().
+    Worker-slot time = execute() until TaskDeferred + execute_complete()
+    (each reads the liveness window from the broker).
   * poke: every sensor's execute() in poke mode runs in its own thread, one
     thread standing for one worker slot held for the whole wait. (In a real
     deployment each slot is a task process, ~100+ MB each; threads here are a

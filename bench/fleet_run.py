@@ -7,9 +7,15 @@ groups, each reading a topic of its own (2 partitions, ``--records`` keyed
 records), with ``--instances`` (default 1) real confluent-kafka consumer
 processes per group (``testing.consumer_app`` under
 ``LocalConsumerFleetAppController``), started on the classic protocol and
-caught up (lag 0) before the run. Every third application (app-00, app-03,
-...) is forced offline in the ownership map (``migration: offline``: stop,
-Empty, start on the consumer protocol); the others go online (a rolling
+caught up (lag 0) before the run. Each application is registered in the
+bench's controller registry (``[kip848] controllers``: a file in the working
+directory, its path in ``AIRFLOW__KIP848__CONTROLLERS`` for every Airflow
+process) as a ``local-consumer-fleet-app`` entry named after the application
+(its workdir, bootstrap servers, groups and instances are the entry's target);
+the ownership map names that entry (``app_controller``) and gives no run
+arguments, as a deployment's map would. Every third application (app-00,
+app-03, ...) is forced offline in the ownership map (``migration: offline``:
+stop, Empty, start on the consumer protocol); the others go online (a rolling
 restart through the controller). The ownership map reaches every Airflow
 process as ``AIRFLOW_VAR_KIP848_OWNERSHIP_MAP``.
 
@@ -31,7 +37,12 @@ Measured in one run and printed:
 * per wave: open -> judge, the approval wait inside it, the sum of the
   applications' own durations (the WaveRecord results the judge returns) and
   their span, applications and groups migrated / failed by path;
-* the longest processing gap (offline applications, results' ``gap_s``);
+* the longest processing gap (offline applications, results' ``gap_s``: from
+  the stop to the end of the last group's migrated wait, which now also needs
+  each member proven alive: the fleet's topics get no records after the
+  catch-up, so no member can prove it by committing, and each stays listed
+  for the group's session timeout + heartbeat + 1 s, 7.5 s on the fast-tuned
+  cluster, before its wait ends; the same holds for every online wait);
 * worker slots held while waiting: the metadata DB sampled every 0.3 s for the
   run's task instances by state (running = in a worker slot, deferred = waiting
   in the triggerer without a slot, queued = task process starting or waiting
@@ -79,7 +90,8 @@ from _airflow_local import AirflowServices, airflow_env, db_migrate, executor_en
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 DAG_ID = "kip848_fleet_migration"
-CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
+#: the controller kind (entry point) each application is registered with in the bench's registry
+CONTROLLER_KIND = "local-consumer-fleet-app"
 STATES = ("running", "deferred", "queued", "scheduled", "awaiting_input", "success", "failed", "skipped",
           "upstream_failed")
 WAITS = ("wait_empty", "wait_migrated", "wait_lag", "wait_back")
@@ -115,17 +127,27 @@ class Fleet:
         return [t for a in self.apps.values() for ts in a["args"]["groups"].values() for t in ts]
 
     def controller(self, app: str) -> Any:
+        """The application's own controller, as its team drives it (the bench starts and stops the fleet with it;
+        the DAG resolves the registry entry :meth:`register` wrote)."""
         from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 
         return LocalConsumerFleetAppController(**self.apps[app]["args"])
+
+    def register(self, registry: Any) -> None:
+        """Add every application to the deployment's controller registry (a ``RegistryFile``), under its name:
+        what the ownership map's ``app_controller`` names."""
+        for app, a in self.apps.items():
+            registry.add(app, CONTROLLER_KIND, a["args"], description=f"fleet_run {app}: consumer_app processes "
+                                                                      "on this machine")
 
     def ownership_yaml(self) -> str:
         import yaml
 
         rules = []
         for app, a in self.apps.items():
-            rule = {"prefix": f"fleet-{app}-", "app": app, "team": a["team"], "app_controller": CONTROLLER,
-                    "app_controller_args": a["args"], "expected_instances": self.instances}
+            # a registry name (see register) and no run arguments: the kind lets a run set only its stop mode
+            rule = {"prefix": f"fleet-{app}-", "app": app, "team": a["team"], "app_controller": app,
+                    "expected_instances": self.instances}
             if a["path"] == "offline":
                 rule["migration"] = "offline"
             rules.append(rule)
@@ -673,6 +695,11 @@ def main() -> None:
         setup["cluster"] = time.monotonic() - t
         bootstrap = cluster.bootstrap_servers
         fleet = Fleet(args.apps, args.groups_per_app, args.instances, str(home / "apps"), bootstrap)
+        # the deployment's controller registry ([kip848] controllers), in the working directory: activated here,
+        # so the environment of every Airflow process below (built from this one's) names it
+        from airflow_provider_kip848.testing.registry import RegistryFile
+
+        fleet.register(RegistryFile(home / "controllers.json").activate())
         setup["fleet"] = start_fleet(fleet, bootstrap, args.records)
         print(f"fleet: {len(fleet.apps)} applications, {len(fleet.groups)} classic groups Stable and caught up, "
               f"{len(fleet.running_pids())} consumer processes, in {setup['fleet']:.1f} s", flush=True)

@@ -14,18 +14,37 @@ answered over the REST API by an automatic responder).
    two consecutive output records of the run (it spans the migration: last
    output ... kill ... group Empty ... restart ... first output). Three
    variants, each with its own application id, the DAG's Params at their
-   defaults but the polls (0.5 s):
+   defaults but the polls (0.5 s). Each application is registered in the
+   bench's controller registry (``[kip848] controllers``, a file in its work
+   directory) as a ``local-wordcount`` entry named after its application id:
+   the run names it (``app_controller``) and sets only what the kind lets a
+   run set (``app_controller_args`` ``{"stop_mode": "kill"}``), as a
+   deployment's run would; everything else is the entry's target.
 
    (a) defaults: the DAG kills the instance (``stop_mode`` kill), the
-       controller confirms it gone (``instances_gone``), so the DAG forces out
-       the member the killed app left behind at once and needs no settle time;
-   (b) session timeout: the same kill by a controller that cannot confirm it
-       (``confirms_gone`` False) and no forced removal
-       (``remove_members_after`` = 600 s): the group empties when the classic
-       member's ``session.timeout.ms`` (10000 ms, set on the app) expires;
+       controller confirms it gone (its status shows no instance:
+       ``instances_gone``), so the DAG forces out the member the killed app
+       left behind at once and needs no settle time;
+   (b) session timeout: the same kill by a controller whose platform cannot
+       say which instances exist (``reports_status`` False in the registry
+       entry: its status is unknown, so the stop confirms nothing). Without
+       that confirmation the empty wait never forces a member out, whatever
+       ``remove_members_after``: the classic member expires when its
+       ``session.timeout.ms`` (10000 ms, set on the app) runs out, and the
+       group must then stay empty for ``empty_settle_seconds`` (10 s, the
+       default). ``remove_members_after`` is 600 s as it always was here: it
+       no longer decides anything, it only keeps the wait from a removal
+       attempt (a note, and a second deferral) while the session runs out;
    (c) as (a), with the Param ``restart_rebalance_delay_ms`` = 0: the group's
        ``streams.initial.rebalance.delay.ms`` is 0 for the restart (put back
        after).
+
+   After the restart the DAG waits for the streams group with each member
+   proven alive (its committed offsets advance while the input still flows;
+   else it must stay listed for the group's session timeout + heartbeat + 1 s,
+   51 s at broker defaults) and, in (a) and (c), the controller's status
+   showing the instance running; that wait follows the first output, so it
+   can lengthen the DAG run, not the gap.
 
    Broker-side minimum, two ways: computed, app restart +
    ``group.streams.initial.rebalance.delay.ms`` (read from the broker's
@@ -46,7 +65,10 @@ answered over the REST API by an automatic responder).
    longest interval between consecutive consumed records (the consumers' own
    processing timestamps) during the roll; max and median across partitions,
    and the same over a steady window before the roll (the consumers poll in
-   batches of up to 0.5 s, so that is the floor).
+   batches of up to 0.5 s, so that is the floor). No controller is named (the
+   team rolls): the DAG checks no instances, and each member proves it is
+   alive by its commits while the producer writes (else through the same
+   liveness window).
 
 The DAGs run with PySpark validation off (``validate_with_spark`` False): it
 runs after the downtime and would only lengthen the bench. Every process
@@ -104,6 +126,7 @@ from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUT
 from airflow_provider_kip848.testing.appcontrol import LocalWordCountController  # noqa: E402
 from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties  # noqa: E402
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics  # noqa: E402
+from airflow_provider_kip848.testing.registry import RegistryFile  # noqa: E402
 from airflow_provider_kip848.testing.waiting import wait_until  # noqa: E402
 
 DELAY_KEY = "streams.initial.rebalance.delay.ms"
@@ -323,6 +346,9 @@ class Bench:
         say(f"broker: {report.summary()}")
         os.environ["AIRFLOW_CONN_KAFKA_ADMIN_DEFAULT"] = json.dumps(
             {"conn_type": "kafka_admin", "host": self.bootstrap, "extra": {}})
+        # the deployment's controller registry ([kip848] controllers; the DAGs run in this process): each
+        # application a variant migrates is added to it, and its run names that entry
+        self.registry = RegistryFile(self.tmp / "controllers.json").activate()
         self.admin = KafkaAdmin(ClientSettings(self.bootstrap))
         self.broker_configs = self._broker_configs()
         # WordCountDemo's fixed topics; the output with the broker's append time on every record
@@ -364,7 +390,8 @@ class Bench:
                 app.kill()
             except Exception:  # noqa: BLE001
                 pass
-        # the instances the DAGs started (not children with die-with-parent): by their pid files
+        # the instances the DAGs started (not children with die-with-parent): by their command line, as the
+        # DAGs' controller finds them
         if self.kafka.state_path.exists():
             for app_id in self.app_ids:
                 try:
@@ -386,7 +413,8 @@ class Bench:
         return self.kafka.workdir / "apps"
 
     def launch(self, app_id: str, protocol: str, extra: dict[str, str] | None = None) -> tuple[StreamsApp, float]:
-        """Start WordCountDemo the way LocalWordCountController does (same pid file and marker), as our child."""
+        """Start WordCountDemo the way LocalWordCountController does (same pid file, and the same marker on its
+        command line, by which the DAG's controller finds it), as our child."""
         props = wordcount_properties(self.bootstrap, app_id, group_protocol=protocol,
                                      state_dir=self.apps_dir / f"{app_id}-state", extra=extra)
         t = time.time()
@@ -461,10 +489,16 @@ class Bench:
 
     # -- 1b: the offline migration through the DAG
 
-    def streams_variant(self, name: str, remove_after: float | None = None, *, confirms_gone: bool = True,
+    def streams_variant(self, name: str, remove_after: float | None = None, *, reports_status: bool = True,
                         delay_ms: int | None = None) -> dict:
         app_id, tag = f"mdt-{name}-{self.stamp}", f"p{name}{self.stamp}"
         self.app_ids.append(app_id)
+        # registered as a deployment would: the run names it and may set only the stop mode; reports_status
+        # False is a platform that cannot tell which instances exist (no confirmation: members expire)
+        self.registry.add(app_id, "local-wordcount",
+                          {"kafka_workdir": str(self.kafka.workdir), "application_id": app_id,
+                           "reports_status": reports_status},
+                          description=f"migration_downtime variant {name}: WordCountDemo on this machine")
         self.ticker.aim(WORDCOUNT_INPUT_TOPIC, tag)
         classic, t_launch_classic = self.launch(
             app_id, "classic", {"session.timeout.ms": str(self.args.session_ms), "auto.offset.reset": "latest"})
@@ -496,9 +530,7 @@ class Bench:
         pauser = threading.Thread(target=pause_when_back, daemon=True)
         pauser.start()
         work = self.tmp / name
-        conf = {"application_id": app_id,
-                "app_controller_args": {"kafka_workdir": str(self.kafka.workdir), "application_id": app_id,
-                                        "stop_mode": "kill", "confirms_gone": confirms_gone},
+        conf = {"application_id": app_id, "app_controller": app_id, "app_controller_args": {"stop_mode": "kill"},
                 **({} if remove_after is None else {"remove_members_after": remove_after}),
                 **({} if delay_ms is None else {"restart_rebalance_delay_ms": delay_ms}),
                 "poll_seconds": 0.5, "empty_timeout_minutes": 3,
@@ -525,7 +557,7 @@ class Bench:
         if t_kill is None or not (last_out <= t_kill <= first_out):
             say(f"warning: the kill ({t_kill}) is not inside the longest gap ({last_out} .. {first_out})")
         emptied = report["results"]["emptied"] or {}
-        # stop the migrated app cleanly (pid files, as the DAG's controller would)
+        # stop the migrated app cleanly (found by its command line, as the DAG's controller finds it)
         LocalWordCountController(str(self.kafka.workdir), app_id).stop()
         phases = app_phases(pid_file.with_suffix(".log"), t_launch)
         downtime = report.get("downtime") or {}
@@ -683,7 +715,7 @@ def main() -> int:
         forced = bench.streams_variant("defaults")
         say(f"variant b: offline migration, a controller that cannot confirm: the DAG waits for the classic "
             f"session timeout ({args.session_ms} ms)")
-        session = bench.streams_variant("session", 600, confirms_gone=False)
+        session = bench.streams_variant("session", 600, reports_status=False)
         say("variant c: as a, with restart_rebalance_delay_ms=0 (the group's delay lowered for the restart)")
         no_delay = bench.streams_variant("delay0", delay_ms=0)
         say(f"rolling KIP-848 upgrade: {args.instances} consumers, {args.partitions} partitions")

@@ -56,6 +56,7 @@ from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
+    approved_fingerprint,
     instances_gone,
     start_baseline,
 )
@@ -98,6 +99,9 @@ BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
+#: edited since is refused
+ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 #: the instances the application runs: the platform's count before the stop (else its classic members)
 EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 #: the group config a run may lower for the restart (restart_rebalance_delay_ms), put back afterwards
@@ -218,7 +222,7 @@ def kip1071_streams_offline_migration():
     )
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
-    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
@@ -232,7 +236,7 @@ def kip1071_streams_offline_migration():
     # would be refused as a streams member), and the source topics exist (else the group sits in NOT_READY)
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                             group_protocol="streams", source_topics="{{ params.source_topics }}",
-                                            expected_instances=EXPECTED, **CONTROLLER)
+                                            expected_instances=EXPECTED, **ACTION)
     # a streams group with every instance in it, each member proven alive, every instance running on the platform
     wait_streams = KafkaGroupMigratedSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
                                             group_type="streams", expected_members=EXPECTED, deferrable=True,
@@ -275,6 +279,8 @@ def kip1071_streams_offline_migration():
         diagnosis = _diagnose(params)  # before the stop: what the failed streams application looked like
         try:
             with resolve(params["app_controller"], params["app_controller_args"]) as controller:
+                approved = (context["ti"].xcom_pull(task_ids="controller") or {}).get("controller") or {}
+                controller.require_fingerprint(approved.get("fingerprint"))
                 stopped = controller.stop()
         except Exception as exc:
             from airflow_provider_kip848.controllers import ControllerError
@@ -293,7 +299,7 @@ def kip1071_streams_offline_migration():
 
     fallback_start = KafkaApplicationStartOperator(task_id="fallback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="classic", expected_instances=EXPECTED,
-                                                   **CONTROLLER)
+                                                   **ACTION)
     fallback_wait_classic = KafkaGroupMigratedSensor(
         task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,

@@ -54,6 +54,7 @@ from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
+    approved_fingerprint,
     instances_gone,
     start_baseline,
 )
@@ -92,6 +93,9 @@ AFTER = "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
+#: edited since is refused
+ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 #: the instances the application runs (the platform's count when the plan is made; else the expected members)
 INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
 
@@ -174,7 +178,7 @@ def kip1071_streams_rollback_to_classic():
         task_id="approval", subject="Downtime: streams application {{ params.application_id }} back to classic",
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}", **APPROVAL_ARGS)
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
-    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
@@ -184,7 +188,7 @@ def kip1071_streams_rollback_to_classic():
                                           snapshot_path=BEFORE, audit_log=AUDIT)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                           group_protocol="classic", source_topics="{{ params.source_topics }}",
-                                          expected_instances=INSTANCES, **CONTROLLER)
+                                          expected_instances=INSTANCES, **ACTION)
     wait_classic = KafkaGroupMigratedSensor(
         task_id="wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic", expected_members=EXPECTED,
         deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
@@ -210,7 +214,7 @@ def kip1071_streams_rollback_to_classic():
 
     # -- back to where the run started: only when the classic application did not come in within its deadline
     rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_classic"],
-                                                 trigger_rule="all_done", **CONTROLLER)
+                                                 trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
@@ -218,7 +222,7 @@ def kip1071_streams_rollback_to_classic():
         timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="streams", expected_instances=INSTANCES,
-                                                   **CONTROLLER)
+                                                   **ACTION)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_streams", kafka_conn_id=CONN, group_id=GROUP, group_type="streams",
         expected_members=INSTANCES, deferrable=True, poll_interval=POLL,

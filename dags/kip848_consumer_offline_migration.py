@@ -53,6 +53,7 @@ from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
     KafkaApplicationStopOperator,
+    approved_fingerprint,
     instances_gone,
     start_baseline,
 )
@@ -93,6 +94,9 @@ POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
+#: edited since is refused
+ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 
 
 @dag(
@@ -184,7 +188,7 @@ def kip848_consumer_offline_migration():
     )
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
-    stop = KafkaApplicationStopOperator(task_id="stop_application", **CONTROLLER)
+    stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
@@ -194,7 +198,7 @@ def kip848_consumer_offline_migration():
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
-                                            group_protocol=TARGET, expected_instances=EXPECTED, **CONTROLLER)
+                                            group_protocol=TARGET, expected_instances=EXPECTED, **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
         deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
@@ -231,7 +235,7 @@ def kip848_consumer_offline_migration():
 
     # -- the way back: only when the restarted application did not come in on the target protocol in time
     rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_migrated"],
-                                                 trigger_rule="all_done", **CONTROLLER)
+                                                 trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
@@ -239,7 +243,7 @@ def kip848_consumer_offline_migration():
         timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
 
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
-                                                   group_protocol=SOURCE, expected_instances=EXPECTED, **CONTROLLER)
+                                                   group_protocol=SOURCE, expected_instances=EXPECTED, **ACTION)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
         expected_members=EXPECTED, deferrable=True, poll_interval=POLL,

@@ -46,6 +46,7 @@ from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationRollOperator,
+    approved_fingerprint,
     start_baseline,
 )
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
@@ -69,6 +70,9 @@ GROUP = "{{ params.group_id }}"
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
+#: edited since is refused
+ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 
 
 @dag(
@@ -204,7 +208,7 @@ def kip848_consumer_rolling_upgrade():
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
     roll = KafkaApplicationRollOperator(task_id="roll_application", group_protocol="consumer", required=False,
-                                        **CONTROLLER)
+                                        **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type="consumer", deferrable=True,
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
@@ -261,6 +265,8 @@ def kip848_consumer_rolling_upgrade():
             return "rollout not finished in time: the team rolls the instances back to group.protocol=classic"
         try:  # the way back by the same road: the platform's rolling restart, on classic
             with resolve(params["app_controller"], params["app_controller_args"]) as controller:
+                approved = (context["ti"].xcom_pull(task_ids="controller") or {}).get("controller") or {}
+                controller.require_fingerprint(approved.get("fingerprint"))
                 return controller.roll("classic")
         except ControllerError as exc:
             raise task_error(exc) from exc

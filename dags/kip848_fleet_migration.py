@@ -271,7 +271,7 @@ def check_controllers(selection: Any) -> None:
         if not app.app_controller:
             continue  # held back by the selection (no controller), said in the plan
         try:
-            registry.resolve(app.app_controller, dict(app.app_controller_args))
+            registry.resolve(app.app_controller, dict(app.app_controller_args)).close()
         except Kip848Error as exc:
             problems.append(f"{app.app}: {exc.what}")
     if problems:

@@ -40,6 +40,7 @@ import re
 import shlex
 import string
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from airflow.sdk import BaseHook
@@ -150,9 +151,12 @@ class CommandController(ApplicationController):
             if not isinstance(spec, Mapping):
                 raise ValueError(f"params.{name}: must be a mapping (type, enum, pattern, default ...)")
             try:
-                out[name] = arg = Arg.from_dict(spec)
+                arg = Arg.from_dict(spec)
             except ValueError as exc:
                 raise ValueError(f"params.{name}: {exc}") from exc
+            if arg.default is None and not arg.required:  # a template needs a value: without a default, the run's
+                arg = replace(arg, required=True)
+            out[name] = arg
             if arg.type not in ("string", "integer", "number", "boolean"):
                 raise ValueError(f"params.{name}: a command parameter is a string, integer, number or boolean")
             if arg.default is not None and (problem := arg.problem(name, arg.default)) is not None:
@@ -177,7 +181,7 @@ class CommandController(ApplicationController):
         return self._runner
 
     def _render(self, step: str, group_protocol: str | None = None) -> str:
-        values = {k: shlex.quote(str(v)) for k, v in self.values.items()}
+        values = {k: shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items()}
         if group_protocol is not None:
             values["group_protocol"] = shlex.quote(group_protocol)
         return self.commands[step].format(**values)
@@ -236,8 +240,10 @@ class CommandController(ApplicationController):
         outcome = self._run("status", ok_codes=_STATUS_EXIT_CODES.get(self.status_format, (0,)))
         try:
             instances = parse_status(self.status_format, outcome.stdout)
-        except FormatError as exc:
-            raise PlatformError(f"`{outcome.command}` on {outcome.where}: {exc}",
+        except FormatError as exc:  # the error quotes the output: redacted like any output
+            secrets = self._secrets()
+            raise PlatformError(f"`{redact_output(outcome.command, secrets)}` on {outcome.where}: "
+                                f"{redact_output(str(exc), secrets)}",
                                 remedy=f"Make the status command print the {self.status_format} format "
                                        "(docs/controllers.md).") from exc
         return ApplicationStatus(known=True, instances=instances, source=f"`{outcome.command}` on {outcome.where}")
@@ -250,8 +256,10 @@ class CommandController(ApplicationController):
         outcome = self._run("config", group_protocol)
         try:
             properties = parse_config(self.config_format, outcome.stdout)
-        except FormatError as exc:
-            raise PlatformError(f"`{outcome.command}` on {outcome.where}: {exc}",
+        except FormatError as exc:  # the error quotes the output: redacted like any output
+            secrets = self._secrets()
+            raise PlatformError(f"`{redact_output(outcome.command, secrets)}` on {outcome.where}: "
+                                f"{redact_output(str(exc), secrets)}",
                                 remedy=f"Make the config command print {self.config_format}.") from exc
         return ClientConfig(properties=properties, source=f"`{outcome.command}` on {outcome.where}",
                             client=self.client, client_version=self.client_version)
@@ -266,6 +274,15 @@ class CommandController(ApplicationController):
             else:
                 out[step] = self._render(step, group_protocol)
         return out
+
+    def check(self) -> str:
+        """Reach the platform now (over SSH: open the session and run ``true``), so a wrong key or a missing
+        ``[ssh]`` extra fails the first task, before the approval, not the stop."""
+        outcome = self.runner.run("true", timeout=self.timeout, env=self.env)
+        if outcome.exit_code != 0:
+            raise PlatformError(f"`true` exited {outcome.exit_code} on {outcome.where}: the shell there does not work",
+                                retriable=False)
+        return outcome.where
 
     def describe_target(self) -> Mapping[str, Any]:
         where = "the Airflow worker"

@@ -88,8 +88,9 @@ def _systemd(stdout: str) -> tuple[Instance, ...]:
         if missing:
             raise FormatError(f"systemctl show output lacks {', '.join(missing)}: pass -p Id,LoadState,ActiveState,"
                               f"SubState,MainPID,NRestarts,ExecMainStartTimestampMonotonic ({_shown(block)})")
-        if props.get("LoadState") == "not-found":
-            continue  # a unit name that matched nothing: no instance
+        if props.get("LoadState") == "not-found":  # a mistyped unit is a broken status command, never "gone"
+            raise FormatError(f"systemd has no unit {props['Id']!r} (LoadState=not-found): the status command names "
+                              "a unit that does not exist; list the application's units by their exact names")
         active, sub = props["ActiveState"], props.get("SubState", "")
         pid = props.get("MainPID", "0")
         restarts = props.get("NRestarts")

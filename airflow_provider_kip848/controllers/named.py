@@ -41,10 +41,12 @@ class NamedController:
     """The controller configured as ``name`` (kind ``kind``) in the deployment's registry."""
 
     def __init__(self, *, name: str, kind: str, controller: ApplicationController, description: str = "",
-                 args: Mapping[str, Any] | None = None) -> None:
+                 args: Mapping[str, Any] | None = None, fingerprint: str = "") -> None:
         self.name, self.kind, self.description = name, kind, description
         self.controller = controller
         self.args = dict(args or {})
+        #: the registry entry and the run's arguments, hashed: what an approval approved (see ``plan``)
+        self.fingerprint = fingerprint
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"NamedController({self.name!r}, kind={self.kind!r})"
@@ -109,7 +111,24 @@ class NamedController:
         """The controller, its target and the exact actions of each step, for the approval."""
         actions = self._call("plan", lambda: dict(self.controller.actions(group_protocol)))
         return {"name": self.name, "kind": self.kind, "description": self.description, "args": dict(self.args),
-                "target": dict(self.controller.describe_target()), "actions": actions, "can_roll": self.can_roll()}
+                "target": dict(self.controller.describe_target()), "actions": actions, "can_roll": self.can_roll(),
+                "fingerprint": self.fingerprint}
+
+    def check(self) -> str:
+        """Reach the platform now (nothing changed): where it was reached."""
+        return str(self._call("check", self.controller.check))
+
+    def require_fingerprint(self, approved: object) -> None:
+        """The registry entry and the run's arguments are still the ones the approval showed; otherwise refuse
+        (an entry edited between the approval and the action would run commands nobody approved)."""
+        if approved in (None, "", "None"):
+            return
+        if approved != self.fingerprint:
+            raise ControllerError(
+                f"the registry entry (or the run's arguments) changed since the plan was approved (approved "
+                f"{str(approved)[:12]}, now {self.fingerprint[:12]}): nothing was done",
+                controller=self.name, step="check",
+                remedy="Trigger the DAG again: the new entry is shown in its approval.")
 
     # -- actions ------------------------------------------------------------------------------------
 

@@ -216,6 +216,12 @@ class ApplicationController(ABC):
         """The target as the approval shows it (by default: nothing beyond the actions)."""
         return {}
 
+    def check(self) -> str:
+        """Reach the platform now, without changing anything; return where it was reached. The first task of a
+        DAG calls it so a platform that cannot be reached (a wrong key, a host down) fails before the approval.
+        By default: nothing to reach."""
+        return "nothing to reach"
+
     def close(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Release what the controller holds (a session to the platform); called once it is no longer needed."""
 

@@ -29,6 +29,7 @@ exist, before anything is imported from the run's words or executed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -202,17 +203,27 @@ class ControllerRegistry:
         problems = check_arguments(run_schema, args, what=f"arguments of controller {entry.name!r}")
         if problems:
             raise ControllerRefused("; ".join(problems) + ".")
-        missing = missing_required({**cls.schema, **run_schema}, entry.target, args)
+        missing = missing_required(cls.schema, entry.target, args)
         if missing:
             raise ControllerRegistryInvalid(f"controllers.{entry.name}: required argument(s) {', '.join(missing)} "
                                             "are given neither by the target nor by the run")
+        missing = missing_required(run_schema, entry.target, args)
+        if missing:  # the run's to give
+            raise self._refuse(f"Controller {entry.name!r} needs the run argument(s) {', '.join(missing)} "
+                               f"(declared: {', '.join(f'{k}: {a.type}' for k, a in sorted(run_schema.items()))}).")
         run_args = dict(args)
         try:
             controller = cls(**{**entry.target, **run_args})
         except (TypeError, ValueError) as exc:
             raise ControllerRegistryInvalid(f"controllers.{entry.name} (kind {entry.kind}): {exc}") from exc
         return NamedController(name=entry.name, kind=entry.kind, description=entry.description,
-                               controller=controller, args=run_args)
+                               controller=controller, args=run_args, fingerprint=fingerprint(entry, run_args))
+
+
+def fingerprint(entry: ControllerEntry, args: Mapping[str, Any]) -> str:
+    """A hash of what the controller does: its registry entry (kind, target) and the run's arguments."""
+    text = json.dumps({"kind": entry.kind, "target": entry.target, "args": dict(args)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def resolve_controller(name: object, args: object = None, *, location: str | None = None) -> NamedController:

@@ -12,9 +12,9 @@ how long) and the same failures as :class:`PlatformError`:
   command line), a refused key or a host key that does not match is not
   retriable, a host that does not answer is.
 
-Commands get a clean environment (``PATH``, ``HOME``, ``LANG`` and the
-controller's declared ``env``), never the worker's: a worker's environment can
-hold Airflow connections and their secrets.
+Commands get a clean environment (``PATH``, ``HOME``, ``LANG``, ``LC_ALL``,
+``USER``, ``LOGNAME``, ``TZ`` and the controller's declared ``env``), never the
+worker's: a worker's environment can hold Airflow connections and their secrets.
 """
 
 from __future__ import annotations
@@ -110,9 +110,15 @@ class SSHRunner:
             transport = self._client.get_transport()
             if transport is not None and transport.is_active():
                 return self._client
-        # optional dependency: apache-airflow-providers-ssh (the provider's [ssh] extra) and paramiko
-        import paramiko  # noqa: PLC0415
-        from airflow.providers.ssh.hooks.ssh import SSHHook  # noqa: PLC0415
+        try:
+            # optional dependency: apache-airflow-providers-ssh (the provider's [ssh] extra) and paramiko
+            import paramiko  # noqa: PLC0415
+            from airflow.providers.ssh.hooks.ssh import SSHHook  # noqa: PLC0415
+        except ImportError as exc:
+            raise PlatformError(f"commands over SSH need Airflow's SSH provider on this worker: {exc}",
+                                retriable=False,
+                                remedy="Install it on every worker: pip install 'airflow-provider-kip848[ssh]'.",
+                                ) from exc
 
         try:
             self._hook = SSHHook(ssh_conn_id=self.ssh_conn_id, conn_timeout=int(self.connect_timeout),

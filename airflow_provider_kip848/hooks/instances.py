@@ -35,6 +35,8 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 
 #: the clients' default session timeout and heartbeat interval of the classic protocol (Java and librdkafka)
 CLASSIC_SESSION_MS, CLASSIC_HEARTBEAT_MS = 45000, 3000
+#: the brokers' default heartbeat interval of consumer and streams groups (group.*.heartbeat.interval.ms)
+GROUP_HEARTBEAT_MS = 5000
 #: margin over session + heartbeat: the coordinator's expiry timer and a poll's own latency
 LIVENESS_MARGIN_S = 1.0
 
@@ -57,7 +59,8 @@ def liveness_window(hook: KafkaGroupAdminHook, group_id: str, group_type: str,
         source = ("the application's session.timeout.ms" if session else
                   f"the classic clients' default session timeout ({CLASSIC_SESSION_MS} ms)")
     session_ms = float(session) if session else float(CLASSIC_SESSION_MS)
-    heartbeat_ms = float(heartbeat) if heartbeat else float(CLASSIC_HEARTBEAT_MS)
+    default_heartbeat = CLASSIC_HEARTBEAT_MS if group_type == "classic" else GROUP_HEARTBEAT_MS
+    heartbeat_ms = float(heartbeat) if heartbeat else float(default_heartbeat)
     window = (session_ms + heartbeat_ms) / 1000 + LIVENESS_MARGIN_S
     return window, f"{window:g} s: {source} ({session_ms:g} ms) + heartbeat ({heartbeat_ms:g} ms) + 1 s"
 

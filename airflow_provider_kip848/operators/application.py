@@ -80,13 +80,17 @@ def resolve(controller: object, controller_args: object) -> NamedController:
 
 
 class _ApplicationOperator(BaseOperator):
-    template_fields: tuple[str, ...] = ("controller", "controller_args")
+    template_fields: tuple[str, ...] = ("controller", "controller_args", "approved_fingerprint")
     ui_color = "#fdf1e6"
 
     def __init__(self, *, controller: str | None, controller_args: dict[str, Any] | str | None = None,
-                 when_failed: Sequence[str] = (), required: bool = True, **kwargs: Any) -> None:
+                 when_failed: Sequence[str] = (), required: bool = True, approved_fingerprint: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.controller, self.controller_args = controller, controller_args
+        #: the controller's fingerprint the approval showed (templated: :func:`approved_fingerprint`); an action
+        #: refuses to run when the registry entry or the run's arguments changed since
+        self.approved_fingerprint = approved_fingerprint
         self.when_failed = tuple(when_failed)
         #: False: no controller named is allowed (the task then does nothing and says so)
         self.required = required
@@ -137,6 +141,7 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
             plan = named.plan(protocol)
             if self.way_back_protocol not in (None, "", "None"):
                 plan["way_back"] = named.plan(str(self.way_back_protocol))["actions"]
+            plan["reached"] = named.check()  # a platform that cannot be reached fails here, before the approval
             status = named.status()
             config = named.config(protocol)
         except ControllerError as exc:
@@ -153,6 +158,12 @@ def instances_gone(stop_task_id: str) -> str:
     the stop task's controller confirmed every instance gone (``instances_gone`` true in its result; False
     when the task did not run, or the platform could not tell)."""
     return f"{{{{ (ti.xcom_pull(task_ids='{stop_task_id}') or {{}}).get('instances_gone') == True }}}}"
+
+
+def approved_fingerprint(controller_task_id: str = "controller") -> str:
+    """The template handing an action the fingerprint of the controller its approval showed (None: none named)."""
+    return (f"{{{{ ((ti.xcom_pull(task_ids='{controller_task_id}') or {{}}).get('controller') or {{}})"
+            ".get('fingerprint') }}")
 
 
 def start_baseline(start_task_id: str) -> str:
@@ -183,6 +194,7 @@ class KafkaApplicationStopOperator(_ApplicationOperator):
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
         try:
+            named.require_fingerprint(self.approved_fingerprint)
             result = named.stop(confirm_seconds=seconds)
         except ControllerError as exc:
             raise task_error(exc) from exc
@@ -229,6 +241,7 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             last_look(hook, [self.group_id], protocol, self.source_topics)
         try:
+            named.require_fingerprint(self.approved_fingerprint)
             result = named.start(protocol, expected=int(expected) if expected is not None else None)
         except ControllerError as exc:
             raise task_error(exc) from exc
@@ -262,6 +275,7 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
                     "platform": {"rolled_by": "the application team (no controller named)"}, "status": None}
         named = self._named()
         try:
+            named.require_fingerprint(self.approved_fingerprint)
             result = named.roll(str(self.group_protocol))
         except ControllerError as exc:
             raise task_error(exc) from exc
@@ -300,5 +314,5 @@ def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:
 
 
 __all__ = ["KafkaApplicationControllerOperator", "KafkaApplicationRollOperator", "KafkaApplicationStartOperator",
-           "KafkaApplicationStopOperator", "controller_is_named", "instances_gone", "last_look", "plan_lines",
-           "resolve", "start_baseline"]
+           "KafkaApplicationStopOperator", "approved_fingerprint", "controller_is_named", "instances_gone",
+           "last_look", "plan_lines", "resolve", "start_baseline"]

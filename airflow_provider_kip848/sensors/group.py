@@ -421,7 +421,8 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
     Members left behind are forced out (after ``remove_members_after``) only once the platform confirmed that
     no instance exists: the stop task's ``instances_gone``, and, with a controller, its status at that moment.
     Without that confirmation no member is forced out: they leave when their session times out, and the result
-    says so. With a controller, the wait also ends only when its status shows no instance running.
+    says so. With a controller, an Empty group whose platform still shows an instance running fails the wait
+    (that instance would rejoin), naming it.
 
     :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
     :param instances_gone: the application's controller confirmed that no instance is left (its stop

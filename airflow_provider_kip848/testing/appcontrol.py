@@ -315,6 +315,10 @@ class LocalConsumerFleetAppController(ApplicationController):
     def roll(self, group_protocol: str) -> dict[str, Any]:
         return {"groups": [part.roll(group_protocol) for part in self.parts]}
 
+    def config(self, group_protocol: str | None = None) -> ClientConfig | None:
+        """Every group's consumers run with the same settings: the first one's."""
+        return self.parts[0].config(group_protocol) if self.parts else None
+
     def status(self) -> ApplicationStatus:
         parts = [part.status() for part in self.parts]
         return ApplicationStatus(known=True, instances=tuple(i for p in parts for i in p.instances),

@@ -9,7 +9,11 @@ It starts a local Kafka and an Airflow api-server (SimpleAuthManager, all
 admins) on a scratch AIRFLOW_HOME, runs each example DAG up to its approval
 (in a child process, with ``dag.test()``), opens the task's "Required
 Actions" page in headless Chromium, saves the screenshot next to this file,
-and rejects the request through the REST API so nothing is changed.
+and rejects the request through the REST API so nothing is changed. The
+WordCountDemo it starts is registered, as a deployment registers its
+applications, in a controller registry on the scratch directory (``[kip848]
+controllers``, for the api-server and every DAG run): the offline migration's
+run names it, and its approval shows that controller.
 """
 
 from __future__ import annotations
@@ -54,6 +58,12 @@ def main() -> int:
            "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
            "AIRFLOW_CONN_KAFKA_ADMIN_DEFAULT": json.dumps({"conn_type": "kafka_admin", "host": kafka.bootstrap_servers})}
     os.environ.update(env)
+    # the deployment's controller registry ([kip848] controllers), imported only now: it imports Airflow, whose
+    # configuration must see the scratch AIRFLOW_HOME; prepare() registers the applications it starts there
+    from airflow_provider_kip848.testing.registry import REGISTRY_ENV, RegistryFile
+
+    registry = RegistryFile(work / "controllers.json").activate()
+    env[REGISTRY_ENV] = str(registry.path)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
     server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "--port", str(PORT)], env=env,
                               stdout=open(work / "api-server.log", "w"), stderr=subprocess.STDOUT)
@@ -64,7 +74,7 @@ def main() -> int:
                 break
             except OSError:
                 time.sleep(1)
-        scenarios = prepare(kafka, work)
+        scenarios = prepare(kafka, work, registry)
         for module, conf, image in scenarios:
             if module == "kip1071_streams_offline_migration":  # the first scenario left streams.version at 0
                 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -82,7 +92,7 @@ def main() -> int:
     return 0
 
 
-def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
+def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
     from airflow_provider_kip848.changecontrol.window import DAYS
     from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -100,6 +110,10 @@ def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
         ConsumerProcess.start(bs, "orders-app", ["orders"], protocol="classic", client_id=f"orders-app-{i}",
                               output_topic="orders-processed", log_file=str(work / f"app-{i}.log"))
     LocalWordCountController(str(kafka.workdir), "wordcount").start("classic")
+    # registered as a deployment would: the run names "wordcount", never code
+    wordcount = registry.add("wordcount", "local-wordcount",
+                             {"kafka_workdir": str(kafka.workdir), "application_id": "wordcount"},
+                             description="the demo's WordCountDemo on this machine")
     produce(bs, WORDCOUNT_INPUT_TOPIC, ["kafka streams groups"])
     time.sleep(15)
     today = DAYS[datetime.now(UTC).weekday()]
@@ -115,8 +129,7 @@ def prepare(kafka, work: Path) -> list[tuple[str, dict, str]]:
                                              "snapshot_dir": snapshots, "poll_seconds": 1},
          "rolling_upgrade_approval.png"),
         ("kip1071_streams_offline_migration", {"application_id": "wordcount", "standby_replicas": 1,
-                                               "app_controller_args": {"kafka_workdir": str(kafka.workdir),
-                                                                       "application_id": "wordcount"},
+                                               "app_controller": wordcount,
                                                "window_days": today, "window_start": "00:00", "window_end": "23:59",
                                                "snapshot_dir": snapshots, "poll_seconds": 1},
          "streams_offline_migration_approval.png"),

@@ -122,7 +122,7 @@ class Deployment:
         wheel = next(dist.glob("airflow_provider_kip848-*.whl"))
         subprocess.run([self.python, "-m", "venv", str(self.venv)], check=True)
         subprocess.run([str(self.venv / "bin" / "pip"), "install", "--quiet", "-c", str(CONSTRAINTS),
-                        f"{wheel}[spark]", *DEPLOYMENT_PACKAGES], check=True, cwd=self.root)
+                        f"{wheel}[spark,ssh]", *DEPLOYMENT_PACKAGES], check=True, cwd=self.root)
         self.timings["install"] = time.monotonic() - started
 
     @property
@@ -188,6 +188,9 @@ class Deployment:
             "KIP848_ARTIFACTS_URL": str(self.artifacts),
             # install-time caches only (Kafka CLI jars, Spark's Ivy cache): never artifacts
             "KIP848_CACHE_DIR": os.environ.get("KIP848_CACHE_DIR", str(REPO / ".cache")),
+            # the deployment's application controller registry ([kip848] controllers): the test session's file,
+            # so the applications a test registers are the ones the deployment's workers can name
+            "AIRFLOW__KIP848__CONTROLLERS": os.environ["AIRFLOW__KIP848__CONTROLLERS"],
         }
         if "JAVA_HOME" in os.environ:
             self.common_env["JAVA_HOME"] = os.environ["JAVA_HOME"]

@@ -1,10 +1,15 @@
-"""A fleet migration in the deployment: two applications of real consumers, two waves, each approved by a
-second person through Airflow's HITL; the per-application moves wait Deferred in the real triggerer; the
-fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task instance, and
-is captured for the docs (docs/screenshots/fleet_runs.png)."""
+"""A fleet migration in the deployment: two applications of real consumers under a real supervisord, two waves,
+each approved by a second person through Airflow's HITL; the per-application moves wait Deferred in the real
+triggerer; the fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task
+instance, and is captured for the docs (docs/screenshots/fleet_runs.png).
+
+The applications' controllers are the deployment's: ``command`` entries of its registry, one running
+supervisorctl on the Celery worker, the other over SSH (a real sshd, through an Airflow SSH connection created
+in the deployment)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import yaml
@@ -15,33 +20,42 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 
 DAG_ID = "kip848_fleet_migration"
-CONTROLLER = "airflow_provider_kip848.testing.appcontrol:LocalConsumerFleetAppController"
 #: app -> path forced by the ownership map (None: the verdicts decide)
 APPS = {"deploy-billing": "offline", "deploy-catalog": None}
+#: the applications whose commands run over SSH (the others on the Celery worker)
+SSH = {"deploy-catalog": "deploy_app_hosts"}
 
 
-def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshots, tmp_path):
+def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshots, tmp_path, controllers,
+                                     supervisor, sshd):
     bootstrap = deployment.bootstrap
     admin = KafkaAdmin(ClientSettings(bootstrap))
-    rules, controllers, groups = [], [], []
+    # the application host's SSH connection, as an admin creates it in the deployment (key and host key in it)
+    ssh = json.loads(sshd.connection_uri("deploy_app_hosts"))
+    deployment.api("alice", "POST", "/connections", json={
+        "connection_id": "deploy_app_hosts", "conn_type": "ssh", "host": ssh["host"], "port": ssh["port"],
+        "login": ssh["login"], "extra": json.dumps(ssh["extra"])}).raise_for_status()
+    rules, apps, groups = [], [], []
     for app, path in APPS.items():
         group, topic = f"{app}-g0", f"{app}-in"
         create_topics(bootstrap, {topic: 2})
         produce(bootstrap, topic, (f"v{i}" for i in range(30)), keys=(str(i) for i in range(30)))
-        args = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap, "groups": {group: [topic]},
-                "instances": 1}
-        controller = LocalConsumerFleetAppController(**args)
+        controller = SupervisedConsumerApp(supervisor, group, tmp_path / app, bootstrap_servers=bootstrap,
+                                           group_id=group, topics=[topic], instances=1)
+        controller.install("classic")
+        controllers.add(app, "command", controller.target(ssh_conn_id=SSH.get(app)),
+                        description=f"{app} under supervisord" + (" (over SSH)" if app in SSH else ""))
         controller.start("classic")
-        controllers.append(controller)
+        apps.append(controller)
         groups.append(group)
-        rules.append({"prefix": f"{app}-", "app": app, "team": "commerce", "app_controller": CONTROLLER,
-                      "app_controller_args": args, "expected_instances": 1, **({"migration": path} if path else {})})
+        rules.append({"prefix": f"{app}-", "app": app, "team": "commerce", "app_controller": app,
+                      "expected_instances": 1, **({"migration": path} if path else {})})
     ownership = tmp_path / "ownership.yaml"
     ownership.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
     try:
@@ -66,6 +80,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
             detail = deployment.wait_approval(DAG_ID, run_id, timeout=300)
             assert detail["task_instance"]["task_id"] == f"wave_{wave}.approval", detail
             assert "Wave hash" in detail["body"]
+            assert f"| {list(APPS)[wave - 1]} |" in detail["body"], "the approver sees the application's controller"
             deployment.answer(detail, "bob", "Approve").raise_for_status()
 
             def migrating(w: int = wave) -> list[str] | None:
@@ -104,6 +119,6 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
             runs.locator("tr.app[data-app='deploy-billing'] a.airflow").first.click()
             page.wait_for_url(f"{deployment.base_url}/dags/{DAG_ID}/runs/**/tasks/wave_1.migrate/mapped/0**")
     finally:
-        for c in controllers:
-            c.stop()
+        for c in apps:
+            c.remove()
         admin.close()

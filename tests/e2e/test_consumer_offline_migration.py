@@ -21,6 +21,7 @@ from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import (
     Feeder,
@@ -34,6 +35,9 @@ from tests.e2e.helpers import (
 
 DAG = "kip848_consumer_offline_migration"
 INSTANCES = 2
+#: a classic member's own session on the test broker: the way back's liveness window is this session (45 s by
+#: default) plus a heartbeat, when no progress shows first
+CLASSIC_SESSION = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
 
 
 def controller_args(tmp_path, bootstrap, group, topic, output, **extra) -> dict:
@@ -53,16 +57,29 @@ def conf(tmp_path, group, output, controller, **extra) -> dict:
             "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 
 
-def running_classic(bootstrap, unique, tmp_path, admin, controllers, *, with_user_data=False, **controller_extra):
-    """A classic cooperative-sticky application of two librdkafka instances, caught up; ``with_user_data``:
-    wait until its assignments carry userData (what makes the broker refuse the online upgrade)."""
+def running_classic(bootstrap, unique, tmp_path, admin, controllers, *, with_user_data=False, supervisor=None,
+                    **controller_extra):
+    """A classic cooperative-sticky application of two librdkafka instances, caught up, registered in the
+    deployment's controller registry; ``with_user_data``: wait until its assignments carry userData (what makes
+    the broker refuse the online upgrade). With ``supervisor``: the instances are programs of that real
+    supervisord, driven by the ``command`` controller (supervisorctl on the worker), as an operator's hosts run
+    them; else the demo's ``local-consumer-app`` processes."""
     topic, output, group = unique("coop-orders"), unique("coop-out"), unique("coop-app")
     create_topics(bootstrap, {topic: 4, output: 4})
     produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
-    args = controller_args(tmp_path, bootstrap, group, topic, output, **controller_extra)
-    controller = LocalConsumerAppController(**args)
+    if supervisor is not None:
+        controller = SupervisedConsumerApp(
+            supervisor, group, tmp_path / "app", bootstrap_servers=bootstrap, group_id=group, topics=[topic],
+            instances=INSTANCES, output_topic=output,
+            classic_properties={"partition.assignment.strategy": "cooperative-sticky"})
+        controller.install("classic")
+        name = controllers.add(group, "command", controller.target(),
+                               description="the test's consumer application under supervisord")
+    else:
+        args = controller_args(tmp_path, bootstrap, group, topic, output, **controller_extra)
+        controller = LocalConsumerAppController(**args)
+        name = controllers.add(group, "local-consumer-app", args, description="the test's consumer application")
     controller.start("classic")
-    name = controllers.add(group, "local-consumer-app", args, description="the test's consumer application")
 
     def stable(members: int) -> bool:
         return (d := admin.describe_group(group)).state == "Stable" and len(d.members) == members
@@ -103,9 +120,14 @@ def live_protocols(admin, group) -> list[MemberProtocol]:
     return [m.protocol for m in admin.describe_group(group).members if is_live(m)]
 
 
-def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers):
+def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path,
+                                                           controllers, supervisor):
+    """The application runs under a real supervisord; its controller is the deployment's ``command`` entry
+    (supervisorctl on the worker, its config files read by the config command): what the approval shows and what
+    the lint checked is the configuration the application runs with."""
     admin = KafkaAdmin(ClientSettings(bootstrap))
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers)
+    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
+                                                             supervisor=supervisor)
     watcher = KafkaAdmin(ClientSettings(bootstrap))  # the feeder's own (it runs in another thread)
     out_before: dict[int, int] = {}
 
@@ -123,6 +145,17 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
         assert state(run) == "success", report
         assert report["outcome"] == "migrated", report
         assert [a["option"] for a in answers] == ["Approve"]
+        # the approval named the controller, its exact commands and the instances the platform showed, and the
+        # lint's input was the deployed config read by the controller (its assignor), not what a form said
+        body = answers[0]["body"]
+        assert f"application controller: {group} (kind command)" in body, body
+        assert f"controller stop: `{supervisor.ctl} stop {group}:*`" in body.replace("'", ""), body
+        assert "instances now (the platform): 2 instance(s) running" in body, body
+        assert f"client config linted: controller '{group}': `cat " in body, body
+        assert "group.remote.assignor=uniform (controller)" in body and "enable.auto.commit=false" not in body
+        lint = report["results"]["lint"]
+        assert lint["checked"] and lint["linted"]["enable.auto.commit"] == {"value": "false",
+                                                                             "from": "form (overrides the controller's)"}
         assert report["before"]["group"]["type"] == "classic" and report["before"]["expected_instances"] == INSTANCES
         # the same group, now KIP-848, every expected instance live on the consumer protocol
         assert admin.group_listing(group).type is GroupType.CONSUMER
@@ -153,7 +186,7 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
-        controller.stop()
+        controller.remove()
         admin.close()
 
 
@@ -165,7 +198,8 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
     Empty, restarts the application on classic and shows the offsets equal to the snapshot."""
     admin = KafkaAdmin(ClientSettings(bootstrap))
     topic, output, group, args, controller = running_classic(
-        bootstrap, unique, tmp_path, admin, controllers, properties={"consumer": {"no.such.property": "10000"}})
+        bootstrap, unique, tmp_path, admin, controllers,
+        properties={"consumer": {"no.such.property": "10000"}, "classic": CLASSIC_SESSION})
     try:
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, start_timeout_minutes=0.5,
                                                  validate_with_spark=False), decide=approve)

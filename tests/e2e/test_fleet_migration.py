@@ -27,6 +27,7 @@ from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
@@ -36,6 +37,8 @@ FLEET = {"a-canary": (1, "offline", False), "b-planted": (2, None, True), "c-goo
          "d-later": (1, None, False), "e-later": (1, None, False)}
 #: what makes librdkafka refuse to start a consumer-protocol member (a classic-only setting)
 PLANTED = {"consumer": {"session.timeout.ms": "10000"}}
+#: the classic members' own session on the test broker: the way back's liveness window (45 s by default)
+CLASSIC_SESSION = {"classic": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}}
 
 
 def ownership(prefix: str, args: dict[str, dict], *, planted: bool = True) -> str:
@@ -77,10 +80,17 @@ def settled(admin: KafkaAdmin, groups: list[str]) -> bool:
     return True
 
 
+#: the applications that run under a real supervisord, driven by the ``command`` controller: on the worker, and on
+#: an application host reached over a real sshd (the rest are the demo's local processes)
+SUPERVISED = {"a-canary": None, "c-good": "app_hosts"}
+
+
 @pytest.fixture
-def fleet(bootstrap, unique, tmp_path, controllers):
+def fleet(bootstrap, unique, tmp_path, controllers, supervisor, sshd, monkeypatch):
     """Five running classic applications (one instance per group), caught up, each registered in the deployment's
-    controller registry; stopped afterwards."""
+    controller registry; stopped afterwards. a-canary (offline) and c-good (online, rolled) run under supervisord,
+    c-good's commands over SSH."""
+    monkeypatch.setenv("AIRFLOW_CONN_APP_HOSTS", sshd.connection_uri("app_hosts"))
     prefix = unique("fleet") + "-"
     args, started = {}, []
     for app in FLEET:
@@ -90,9 +100,18 @@ def fleet(bootstrap, unique, tmp_path, controllers):
             produce(bootstrap, t, (f"v{i}" for i in range(40)), keys=(str(i) for i in range(40)))
         args[app] = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap,
                      "groups": {g: [t] for g, t in topics.items()}, "instances": 1}
-        controllers.add(f"{prefix}{app}", "local-consumer-fleet-app", args[app])
-        controllers.add(f"{prefix}{app}-planted", "local-consumer-fleet-app", {**args[app], "properties": PLANTED})
-        controller = LocalConsumerFleetAppController(**args[app])
+        if app in SUPERVISED:  # one group: one program of the real supervisord
+            [(group, topic)] = topics.items()
+            controller = SupervisedConsumerApp(supervisor, group, tmp_path / "supervised" / app,
+                                               bootstrap_servers=bootstrap, group_id=group, topics=[topic],
+                                               instances=1, classic_properties=CLASSIC_SESSION["classic"])
+            controller.install("classic")
+            controllers.add(f"{prefix}{app}", "command", controller.target(ssh_conn_id=SUPERVISED[app]))
+        else:
+            controllers.add(f"{prefix}{app}", "local-consumer-fleet-app", args[app])
+            controllers.add(f"{prefix}{app}-planted", "local-consumer-fleet-app",
+                            {**args[app], "properties": {**PLANTED, **CLASSIC_SESSION}})
+            controller = LocalConsumerFleetAppController(**args[app])
         controller.start("classic")
         started.append(controller)
     admin = KafkaAdmin(ClientSettings(bootstrap))
@@ -100,7 +119,7 @@ def fleet(bootstrap, unique, tmp_path, controllers):
     wait_until(lambda: settled(admin, every), timeout=120, what="the fleet's classic groups Stable and caught up")
     yield prefix, args, admin
     for c in started:
-        c.stop()
+        c.remove() if isinstance(c, SupervisedConsumerApp) else c.stop()
     admin.close()
 
 
@@ -117,6 +136,7 @@ def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_co
     # one approval per wave that ran, each showing its own applications and hash
     assert [a["task_id"] for a in answers] == ["wave_1.approval", "wave_2.approval"], answers
     assert "a-canary" in answers[0]["body"] and "b-planted" not in answers[0]["body"]
+    assert f"| offline | {prefix}a-canary |" in answers[0]["body"], "the approver sees the application's controller"
     assert "b-planted" in answers[1]["body"] and "c-good" in answers[1]["body"]
     assert "d-later" not in answers[1]["body"]
     waves = {w["number"]: w for w in report["waves"]}

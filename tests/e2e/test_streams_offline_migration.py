@@ -20,6 +20,7 @@ from airflow_provider_kip848.testing.clients import (
     read_topic,
     set_topic_configs,
 )
+from airflow_provider_kip848.testing.supervised import SupervisedWordCount
 from tests.conftest import wait_until
 from tests.e2e.helpers import (
     Feeder,
@@ -45,14 +46,23 @@ def window_now(shift_days: int = 0) -> dict:
     return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
 
 
-def classic_wordcount(kafka, admin, app_id, word, controllers=None, **target):
+def classic_wordcount(kafka, admin, app_id, word, controllers=None, *, supervisor=None, ssh_conn_id=None, **target):
     """WordCountDemo on classic, caught up; registered in the deployment's registry under ``app_id`` (the name the
-    runs give as app_controller) with ``target`` added to its controller's target."""
+    runs give as app_controller) with ``target`` added to its controller's target. With ``supervisor``: a program
+    of that real supervisord driven by the ``command`` controller (over SSH with ``ssh_conn_id``), as an
+    operator's hosts run it; else the demo's ``local-wordcount`` processes."""
     create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
-    controller = LocalWordCountController(str(kafka.workdir), app_id)
-    if controllers is not None:
-        controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
-                                                    **target})
+    if supervisor is not None:
+        controller = SupervisedWordCount(supervisor, app_id, kafka.workdir / "supervised" / app_id, kafka=kafka,
+                                         application_id=app_id)
+        controller.install("classic")
+        controllers.add(app_id, "command", controller.target(ssh_conn_id=ssh_conn_id),
+                        description="WordCountDemo under supervisord" + (" (over SSH)" if ssh_conn_id else ""))
+    else:
+        controller = LocalWordCountController(str(kafka.workdir), app_id)
+        if controllers is not None:
+            controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
+                                                        **target})
     controller.start("classic")
     produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
     assert count_of(kafka.bootstrap_servers, word, 2) == 2
@@ -70,10 +80,15 @@ def conf(kafka, app_id, tmp_path, **extra):
             **extra}
 
 
-def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
+def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers, supervisor, sshd,
+                                      monkeypatch):
+    """WordCountDemo runs under a real supervisord on an application host reached over SSH (a real sshd): the
+    deployment's ``command`` controller stops, starts and inspects it through Airflow's SSH connection."""
     app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
+    monkeypatch.setenv("AIRFLOW_CONN_APP_HOSTS", sshd.connection_uri("app_hosts"))
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers, supervisor=supervisor,
+                                   ssh_conn_id="app_hosts")
     bootstrap = kafka.bootstrap_servers
     # the output carries the broker's append time: its gaps are the application's processing gaps
     set_topic_configs(bootstrap, WORDCOUNT_OUTPUT_TOPIC, {"message.timestamp.type": "LogAppendTime"})
@@ -91,11 +106,10 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         return "Approve"
 
     try:
-        # the instances are killed (pods evicted, hosts lost): their members stay until the session times out;
-        # the controller confirms them gone, so the DAG forces the members out at once. The restart's
-        # streams.initial.rebalance.delay.ms is set for the restart and put back after.
+        # supervisorctl stop (SIGTERM): a classic Streams app closes without leaving its group, so its members stay
+        # until the session times out; the platform confirms the instance gone, so the DAG forces the members out
+        # at once. The restart's streams.initial.rebalance.delay.ms is set for the restart and put back after.
         killed = conf(kafka, app_id, tmp_path, restart_rebalance_delay_ms=0)
-        killed["app_controller_args"] = {"stop_mode": "kill"}  # the one argument this controller takes from a run
         run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve_and_feed)
         written = feeder.finish()
         assert state(run) == "success", report
@@ -103,9 +117,14 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert len(answers) == 1 and "Downtime" in answers[0]["subject"]
         assert "| protocol | `" in answers[0]["body"] and "streams" in answers[0]["body"]
         assert "streams.initial.rebalance.delay.ms" in answers[0]["body"] and "put back" in answers[0]["body"]
+        body = answers[0]["body"]
+        assert f"runs_on=SSH connection 'app_hosts' ({sshd.user}@127.0.0.1:{sshd.port})" in body, body
+        assert "controller start: `printf " in body and "instances now (the platform): 1 instance(s)" in body, body
+        assert f"client config linted: controller '{app_id}': `cat " in body, body
         results = report["results"]
-        assert results["stopped"]["platform"]["stopped_pids"] and results["emptied"]["members_removed"], \
-            "the killed classic Streams app left members behind and the DAG forced them out"
+        assert results["stopped"]["platform"]["exit_code"] == 0 and results["emptied"]["members_removed"], \
+            "the stopped classic Streams app left members behind and the DAG forced them out"
+        assert f"{sshd.user}@127.0.0.1:{sshd.port}" in results["stopped"]["platform"]["where"]
         assert results["stopped"]["instances_gone"] and results["emptied"]["condition"]["settle_s"] == 0, \
             "confirmed gone: forced out at once, no settle wait"
         assert results["restored"]["restored"] == {}, "no committed offset was lost"
@@ -170,7 +189,7 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
-        controller.stop()
+        controller.remove()
         admin.close()
 
 
@@ -237,7 +256,9 @@ def test_a_streams_application_that_does_not_come_up_is_restarted_on_classic(air
     app_id, word = unique("wc-fallback"), f"f{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
     controller = classic_wordcount(kafka, admin, app_id, word, controllers,
-                                   protocol_properties={"streams": {"application.server": "no-port-here"}})
+                                   protocol_properties={"streams": {"application.server": "no-port-here"},
+                                                        "classic": {"session.timeout.ms": "6000",
+                                                                    "heartbeat.interval.ms": "500"}})
     try:
         run_conf = conf(kafka, app_id, tmp_path, stable_timeout_minutes=0.5, validate_with_spark=False)
         run, answers, report = run_dag("kip1071_streams_offline_migration", run_conf, decide=approve)

@@ -10,6 +10,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
 from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.supervised import SupervisedWordCount
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 from tests.e2e.test_streams_offline_migration import count_of, window_now
@@ -17,15 +18,25 @@ from tests.e2e.test_streams_offline_migration import count_of, window_now
 DAG = "kip1071_streams_rollback_to_classic"
 
 
-def streams_wordcount(kafka, admin, app_id, word, controllers, **controller_extra):
+def streams_wordcount(kafka, admin, app_id, word, controllers, *, supervisor=None, **controller_extra):
     """A WordCountDemo application running on a streams group, every input record committed; the group
     has one standby replica per task as a group config (what a migration carried over). Registered in the
-    deployment's registry under ``app_id`` (``controller_extra`` added to its target)."""
+    deployment's registry under ``app_id`` (``controller_extra`` added to its target). With ``supervisor``: a
+    program of that real supervisord, driven by the ``command`` controller on the worker."""
     create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
     admin.alter_group_config(app_id, {"streams.num.standby.replicas": "1"}, allow_absent_group=True)
-    controller = LocalWordCountController(str(kafka.workdir), app_id, **controller_extra)
-    controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
-                                                **controller_extra})
+    if supervisor is not None:
+        # its classic consumers' own session: the liveness window of the way back (45 s by default)
+        controller = SupervisedWordCount(supervisor, app_id, kafka.workdir / "supervised" / app_id, kafka=kafka,
+                                         application_id=app_id,
+                                         protocol_properties={"classic": {"session.timeout.ms": "6000",
+                                                                          "heartbeat.interval.ms": "500"}})
+        controller.install("streams")
+        controllers.add(app_id, "command", controller.target(), description="WordCountDemo under supervisord")
+    else:
+        controller = LocalWordCountController(str(kafka.workdir), app_id, **controller_extra)
+        controllers.add(app_id, "local-wordcount", {"kafka_workdir": str(kafka.workdir), "application_id": app_id,
+                                                    **controller_extra})
     controller.start("streams")
     produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
     assert count_of(kafka.bootstrap_servers, word, 2) == 2
@@ -42,14 +53,15 @@ def conf(kafka, app_id, tmp_path, **extra):
             "audit_log": str(tmp_path / "audit.jsonl"), **window_now(), **extra}
 
 
-def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
-    """The way back after a migration: the streams application is stopped, its group empties, and it
-    restarts on classic from its committed offsets (equal to the snapshot), processing again. The approval
-    showed that its standby replica (a streams group config the application config lacks) goes away; a
-    second run finds nothing to do."""
+def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers,
+                                                    supervisor):
+    """The way back after a migration: the streams application (under a real supervisord, the deployment's
+    ``command`` controller) is stopped, its group empties, and it restarts on classic from its committed offsets
+    (equal to the snapshot), processing again. The approval showed that its standby replica (a streams group
+    config the application config lacks) goes away; a second run finds nothing to do."""
     app_id, word = unique("wc-back"), f"b{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = streams_wordcount(kafka, admin, app_id, word, controllers)
+    controller = streams_wordcount(kafka, admin, app_id, word, controllers, supervisor=supervisor)
     try:
         run, answers, report = run_dag(DAG, conf(kafka, app_id, tmp_path, client_version="4.3.1"), decide=approve)
         assert state(run) == "success", report
@@ -62,14 +74,15 @@ def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_con
         assert checks["group_type"] == "pass" and checks["source_topics"] == "pass", checks
         standby = {s["config"]: s for s in results["settings_on_classic"]["settings"]}["num.standby.replicas"]
         assert (standby["current"], standby["value"], standby["changes"]) == ("1", "0", True)
-        assert results["stopped"]["platform"]["stopped_pids"] and results["restored"]["restored"] == {}
+        assert results["stopped"]["platform"]["exit_code"] == 0 and results["stopped"]["instances_gone"] is True
+        assert results["restored"]["restored"] == {}
         assert results["started"]["group_protocol"] == "classic"
         assert results["back"]["summary"].startswith("type classic, 1 of 1 live member(s)"), results["back"]
         comparison = results["offsets_vs_snapshot"]
         assert comparison["preserved"] and comparison["counts"]["equal"] == len(comparison["partitions"]) > 0
         assert results["validation"]["passed"]
         assert report["after"]["type"] == "classic"
-        assert admin.describe_group(app_id).type is GroupType.CLASSIC and controller.running_pids()
+        assert admin.describe_group(app_id).type is GroupType.CLASSIC and controller.pids()
         produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         assert count_of(kafka.bootstrap_servers, word, 3) == 3, "the classic app continued from the commits: 2 -> 3"
 
@@ -77,7 +90,7 @@ def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_con
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
-        controller.stop()
+        controller.remove()
         admin.close()
 
 

@@ -199,13 +199,16 @@ def test_run_arguments_are_checked_against_what_the_entry_declares():
         reg.resolve("orders", ["mode=graceful"])
 
 
-def test_a_required_param_neither_given_nor_defaulted_is_a_registry_problem():
+def test_a_param_neither_given_nor_defaulted_is_the_run_s_to_give():
+    """A template needs a value: a param without a default is required of the run, and a run without it is
+    refused (the run's fault, not the registry's), naming what the controller declares."""
     reg = ControllerRegistry.from_text(REGISTRY_YAML, SOURCE)
-    with pytest.raises(ControllerRegistryInvalid, match="params region: neither given by the run nor defaulted"):
+    with pytest.raises(ControllerRefused, match=r"Controller 'stock' needs the run argument\(s\) region \(declared: "
+                                                r"mode: string, region: string\)"):
         reg.resolve("stock", {"mode": "graceful"})
     reg = registry(app=command_entry({"stop": "s {zone}", "start": "t"},
                                      params={"zone": {"type": "string", "required": True}}))
-    with pytest.raises(ControllerRegistryInvalid, match=r"required argument\(s\) zone are given neither"):
+    with pytest.raises(ControllerRefused, match=r"needs the run argument\(s\) zone"):
         reg.resolve("app")
 
 
@@ -428,16 +431,10 @@ SubState=auto-restart
 MainPID=0
 NRestarts=7
 ExecMainStartTimestampMonotonic=0
-
-Id=orders@9.service
-LoadState=not-found
-ActiveState=inactive
-SubState=dead
-MainPID=0
 """
 
 
-def test_systemctl_show_blocks_are_read_as_instances_and_a_unit_not_found_is_none():
+def test_systemctl_show_blocks_are_read_as_instances():
     got = [(i.name, i.running, i.ready, i.restarts, i.incarnation, i.state) for i in parse_status("systemd", SYSTEMD)]
     assert got == [("orders@0.service", True, True, 2, "1234@987654", "active/running"),
                    ("orders@1.service", False, False, 5, None, "failed/failed"),
@@ -446,6 +443,14 @@ def test_systemctl_show_blocks_are_read_as_instances_and_a_unit_not_found_is_non
     again = parse_status("systemd", "Id=orders@0.service\nActiveState=active\nSubState=running\nMainPID=1300\n"
                                     "NRestarts=[not set]\nExecMainStartTimestampMonotonic=999999\n")
     assert (again[0].restarts, again[0].incarnation) == (None, "1300@999999")
+
+
+def test_a_unit_systemd_does_not_know_is_an_error_never_an_instance_gone():
+    """A mistyped unit name in the status command (LoadState=not-found) must not read as "that instance is gone":
+    the empty wait would force members out on it."""
+    with pytest.raises(FormatError, match="systemd has no unit 'orders@9.service' \\(LoadState=not-found\\)"):
+        parse_status("systemd", SYSTEMD + "\nId=orders@9.service\nLoadState=not-found\nActiveState=inactive\n"
+                                          "SubState=dead\nMainPID=0\n")
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -846,3 +851,32 @@ def test_a_roll_needs_a_roll_command(tmp_path):
     rolled = app.resolve({**app.commands, "roll": f"echo roll {{group_protocol}} >> {q(app.start_log)}"})
     assert rolled.roll("streams")["group_protocol"] == "streams"
     assert app.start_log.read_text() == "roll streams\n"
+
+
+# -- what the approval approved ---------------------------------------------------------------------------------
+
+
+def test_an_action_refuses_a_registry_entry_changed_since_the_approval():
+    """The approval shows the controller's fingerprint (its entry and the run's arguments, hashed); the stop, start
+    and roll refuse to act when the entry read then is not the one approved (commands nobody approved)."""
+    approved = registry(app=command_entry({"stop": "echo stop", "start": "echo start"}))
+    plan = approved.resolve("app").plan("consumer")
+    assert plan["fingerprint"] == approved.resolve("app").fingerprint, "the same entry: the same fingerprint"
+    same = registry(app=command_entry({"stop": "echo stop", "start": "echo start"}))
+    same.resolve("app").require_fingerprint(plan["fingerprint"])  # nothing changed: allowed
+    edited = registry(app=command_entry({"stop": "rm -rf /srv/orders", "start": "echo start"}))
+    with pytest.raises(ControllerError, match="changed since the plan was approved .*nothing was done") as err:
+        edited.resolve("app").require_fingerprint(plan["fingerprint"])
+    assert (err.value.controller, err.value.step, err.value.retriable) == ("app", "check", False)
+    with_args = registry(app=command_entry({"stop": "stop {zone}", "start": "t"}, params={"zone": {"type": "string"}}))
+    assert with_args.resolve("app", {"zone": "eu"}).fingerprint != with_args.resolve("app", {"zone": "us"}).fingerprint
+
+
+def test_the_controller_check_reaches_the_platform_without_changing_it(tmp_path):
+    """``check`` runs nothing of the application's commands (only ``true`` where they would run)."""
+    marker = tmp_path / "ran"
+    reg = registry(app=command_entry({"stop": f"touch {marker}", "start": f"touch {marker}",
+                                      "status": f"touch {marker}; echo '[]'"}))
+    with reg.resolve("app") as controller:
+        assert controller.check().startswith("the Airflow worker")
+    assert not marker.exists()

@@ -309,7 +309,6 @@ def test_the_time_since_empty_is_right_when_the_group_was_empty_at_time_zero():
 
 
 def test_member_names_are_what_a_person_looks_for():
-    assert member_names([{"member_id": "m1", "client_id": "orders-1", "host": "/10.0.0.1", "instance_id": "s1",
-                          "instance": "orders:orders_1"},
+    assert member_names([{"member_id": "m1", "client_id": "orders-1", "host": "/10.0.0.1", "instance_id": "s1"},
                          {"member_id": "m2", "client_id": "", "host": ""}]) == (
-        "orders-1 on /10.0.0.1 (group.instance.id s1) (instance orders:orders_1), m2 on ?")
+        "orders-1 on /10.0.0.1 (group.instance.id s1), m2 on ?")

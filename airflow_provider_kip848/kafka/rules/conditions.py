@@ -214,7 +214,6 @@ def member_names(members: list[dict[str, Any]]) -> str:
     """Members as a person looks for them: client id, host and static id."""
     return ", ".join(f"{m.get('client_id') or m.get('member_id')} on {m.get('host') or '?'}"
                      + (f" (group.instance.id {m['instance_id']})" if m.get("instance_id") else "")
-                     + (f" (instance {m['instance']})" if m.get("instance") else "")
                      for m in members)
 
 

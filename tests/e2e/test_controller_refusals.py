@@ -1,0 +1,67 @@
+"""A run chooses a controller by name, never code: anything else is refused before the change lock, and nothing runs.
+
+The deployment's registry holds a controller whose every command (stop, start, status, config) would plant a
+marker file. Runs of the offline consumer migration that name a module path, an unknown controller, or an
+argument that controller does not declare are refused: the trigger form refuses the module path (the Param's
+pattern) before a run exists; the others fail the ``controller`` task, which runs before ``lock``. The lock is
+never taken, the marker never appears (no command of the controller ran), and the group is untouched.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from airflow.sdk.exceptions import ParamValidationError
+
+from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.test_consumer_offline_migration import DAG, conf
+
+
+@pytest.fixture
+def marked(controllers, unique, tmp_path):
+    """A registered controller whose every command plants ``marker`` (and that declares one run parameter)."""
+    marker = tmp_path / "marker"
+    plant = f"touch {shlex.quote(str(marker))}"
+    name = controllers.add(unique("marked"), "command", {
+        "commands": {"stop": plant, "start": f"{plant} {{region}}", "status": f"{plant}; echo '[]'",
+                     "config": f"{plant}; echo group.protocol=consumer"},
+        "params": {"region": {"type": "string", "enum": ["eu", "us"], "default": "eu"}}})
+    return name, marker
+
+
+def test_a_run_naming_code_or_an_undeclared_argument_is_refused_before_the_lock_and_nothing_runs(
+        airflow_db, kafka_conn, native, bootstrap, unique, tmp_path, marked, capfd):
+    name, marker = marked
+    topic, group = unique("refused-in"), unique("refused")
+    create_topics(bootstrap, {topic: 2})
+    produce(bootstrap, topic, [b"1", b"2"])
+    member = ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id="app-0",
+                                   log_file=str(tmp_path / "app.log"))
+    try:
+        wait_until(lambda: native.describe_group(group).state == "Stable", timeout=60, what="the application runs")
+        # a module path: the trigger form's pattern refuses it, no run is created
+        with pytest.raises(ParamValidationError, match="app_controller"):
+            run_dag(DAG, conf(tmp_path, group, None, "subprocess:Popen"), decide=approve)
+
+        # an argument the controller does not declare (one run: an unknown name and a value outside the declared
+        # enum take the same path, their messages are unit-tested in tests/unit/test_controllers.py)
+        run_conf = conf(tmp_path, group, None, name, app_controller_args={"shell": "rm -rf /"})
+        capfd.readouterr()
+        run, answers, report = run_dag(DAG, run_conf, decide=approve)
+        out, err = capfd.readouterr()  # the task log, as dag.test prints it: the refusal's own words
+        assert f"arguments of controller {name!r}: undeclared argument(s) shell (declared: region)" in out + err
+        assert state(run) == "failed" and answers == [], report
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert states["controller"] == "failed", states
+        assert states["lock"] == "upstream_failed", states  # the change lock was never taken
+        assert not any(states[t] == "success" for t in ("stop_application", "start_application")), states
+        assert report["outcome"] == "failed" and report["failed_tasks"] == ["controller"], report
+        assert not marker.exists(), "no command of the controller ran"
+        assert native.group_listing(group).type is GroupType.CLASSIC
+        assert [m.client_id for m in native.describe_group(group).members] == ["app-0"], "the application is untouched"
+    finally:
+        member.stop()
