@@ -30,7 +30,7 @@ def get_provider_info() -> dict:
             {
                 "integration-name": INTEGRATION,
                 "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli",
-                                   "airflow_provider_kip848.hooks.members"],
+                                   "airflow_provider_kip848.hooks.members", "airflow_provider_kip848.hooks.instances"],
             }
         ],
         "operators": [
@@ -61,6 +61,24 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group",
                                                                    "airflow_provider_kip848.triggers.spark"]}
         ],
+        # the deployment's application controllers (docs/controllers.md): a run names one, never code
+        "config": {
+            "kip848": {
+                "description": "airflow-provider-kip848: settings of the deployment (not of a run).",
+                "options": {
+                    "controllers": {
+                        "description": "The application controller registry: a YAML or JSON file every worker "
+                                       "reads, naming each application's controller (kind and target). DAG runs "
+                                       "and the fleet's ownership map choose a controller by its name here; "
+                                       "unset, every name is refused. See docs/controllers.md.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/etc/airflow/kip848-controllers.yaml",
+                        "default": None,
+                    },
+                },
+            },
+        },
         "connection-types": [
             {
                 "connection-type": CONN_TYPE,

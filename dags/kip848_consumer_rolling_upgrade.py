@@ -257,10 +257,11 @@ def kip848_consumer_rolling_upgrade():
         from airflow_provider_kip848.hooks.instances import task_error
         from airflow_provider_kip848.operators.application import controller_is_named, resolve
 
-        # only the rollout's own deadline (or a crash the platform saw) leads here: a refused preflight or a
-        # rejected plan never started a rollout (upstream_failed / skipped), so there is nothing to roll back
-        if R.task_states(context).get("wait_migrated") != "failed":
-            raise AirflowSkipException("the rollout did not finish: no rollback")
+        # only a rollout that started and failed leads here (its deadline, a crash the platform saw, a roll that
+        # failed half-way): a refused preflight or a rejected plan never started one (upstream_failed / skipped)
+        states = R.task_states(context)
+        if "failed" not in (states.get("wait_migrated"), states.get("roll_application")):
+            raise AirflowSkipException("the rollout did not fail: no rollback")
         if not controller_is_named(params["app_controller"]):
             return "rollout not finished in time: the team rolls the instances back to group.protocol=classic"
         try:  # the way back by the same road: the platform's rolling restart, on classic

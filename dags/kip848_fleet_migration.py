@@ -272,8 +272,8 @@ def check_controllers(selection: Any) -> None:
             continue  # held back by the selection (no controller), said in the plan
         try:
             registry.resolve(app.app_controller, dict(app.app_controller_args)).close()
-        except Kip848Error as exc:
-            problems.append(f"{app.app}: {exc.what}")
+        except Kip848Error as exc:  # the list of the deployment's controllers comes once, at the end
+            problems.append(f"{app.app}: {exc.what.split(' Controllers of this deployment (')[0]}")
     if problems:
         raise ControllerRefused("the ownership map names controllers this deployment cannot use: "
                                 + "; ".join(problems) + f". Controllers of this deployment ({registry.source}): "

@@ -297,7 +297,9 @@ def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:
         return ["application controller: none (the application is not stopped, started or checked by this run)"]
     plan = controller_result["controller"]
     lines = [f"application controller: {plan['name']} (kind {plan['kind']})"
-             + (f": {plan['description']}" if plan.get("description") else "")]
+             + (f": {plan['description']}" if plan.get("description") else "")
+             + (f"; entry fingerprint {plan['fingerprint'][:16]} (an action refuses another)"
+                if plan.get("fingerprint") else "")]
     if plan.get("args"):
         lines.append(f"controller arguments of this run: {plan['args']}")
     target = {k: v for k, v in (plan.get("target") or {}).items() if v not in (None, [], {})}

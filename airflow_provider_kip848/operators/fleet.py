@@ -88,6 +88,10 @@ class _StepFailed(Exception):
     """A step did not hold: the application's move ends here, failed, with ``detail``."""
 
 
+class _NotYet(Exception):
+    """A wait's broker side holds but the platform is not there yet (an instance not ready): wait on."""
+
+
 class KafkaApplicationMigrationOperator(BaseOperator):
     """Move one application (all of its groups) to the consumer protocol, or back (``kind="rollback"``).
 
@@ -181,6 +185,9 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         if status == "met":
             try:
                 checked = self._platform_check(unit, state, name)
+            except _NotYet as exc:
+                self.log.info("%s: %s; waiting on.", unit["app"], exc)
+                return self._wait(unit, state, name, group_id, remove=False)
             except (_StepFailed, Kip848Error) as exc:
                 return self._fail(context, unit, state, name, group_id, state["wait_started"], str(exc))
             summary = str(event.get("summary")) + (f"; {checked}" if checked else "")
@@ -225,7 +232,9 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             expected = len(baseline.running) if baseline is not None and baseline.known else int(
                 unit.get("expected_instances") or 1)
             verdict = instances_verdict(controller, expected=expected, baseline=state.get("baseline"))
-        if verdict.outcome in ("failed", "pending"):  # pending: not ready after the group is migrated
+        if verdict.outcome == "pending":  # an instance not ready yet: the wait goes on (as the sensors' does)
+            raise _NotYet(verdict.message)
+        if verdict.outcome == "failed":
             raise _StepFailed(verdict.message)
         return verdict.message
 
@@ -300,7 +309,10 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             return None
         if not result.met:
             return None
-        checked = self._platform_check(unit, state, name)
+        try:
+            checked = self._platform_check(unit, state, name)
+        except _NotYet:
+            return None  # the deferred wait asks again
         return str(result.summary) + (f"; {checked}" if checked else "")
 
     def _wait(self, unit: dict[str, Any], state: dict[str, Any], name: str, group_id: str, *,

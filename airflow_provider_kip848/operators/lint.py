@@ -85,7 +85,10 @@ class ClientConfigLintOperator(BaseOperator):
                                                              "the form were linted",
                                   "Configure the controller's config step (docs/controllers.md), or type the "
                                   "application's properties into the form.")
-            return form, {"source": f"the form only ({why})", "checked": False, "linted": origin}, [finding]
+            props = {"group.protocol": self.target, **form}  # the start sets the protocol; the form's keys on top
+            origin = {"group.protocol": {"value": self.target, "from": "the start (group.protocol it sets)"},
+                      **origin}
+            return props, {"source": f"the form only ({why})", "checked": False, "linted": origin}, [finding]
         props = {str(k): str(v) for k, v in (config.get("properties") or {}).items()}
         linted = {k: {"value": v, "from": "controller"} for k, v in props.items()}
         props["group.protocol"] = self.target

@@ -176,7 +176,7 @@ class LocalConsumerAppController(ApplicationController):
         "reports_status": _REPORTS_STATUS,
         "instance_args": Arg("object", description="extra consumer_app arguments per instance index ('1': "
                                                    "['--exit-after-s', '2'] crashes instance 1 two seconds after "
-                                                   "each start)"),
+                                                   "each start; '1:consumer': only when started on that protocol)"),
     }
 
     def __init__(self, workdir: str, bootstrap_servers: str, group_id: str, topics: list[str], instances: int = 2,
@@ -219,7 +219,7 @@ class LocalConsumerAppController(ApplicationController):
             assignor=self.classic_assignor if group_protocol == "classic" else self.remote_assignor,
             output_topic=self.output_topic, properties=self.properties.get(group_protocol),
             log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"),
-            extra_args=self.instance_args.get(str(i)))
+            extra_args=self.instance_args.get(f"{i}:{group_protocol}", self.instance_args.get(str(i))))
         return app.process.pid
 
     def start(self, group_protocol: str) -> dict[str, Any]:

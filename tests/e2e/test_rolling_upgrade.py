@@ -8,6 +8,7 @@ import time
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import (
@@ -142,27 +143,41 @@ def test_rejected_rollout_keeps_the_group_classic(airflow_db, kafka_conn, bootst
         admin.close()
 
 
-def test_rollout_timeout_takes_the_rollback_branch(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
-    topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path, instances=2)
-
-    def half_roll_then_back(detail):
-        def go():
-            time.sleep(3)
-            app.restart(0, "consumer")  # one instance upgraded, the other never is
-            wait_until(lambda: admin.describe_group(group).is_mixed, timeout=60, what="a mixed group")
-            time.sleep(16)  # past the 0.25 min rollout deadline: the DAG asks for the rollback
-            app.restart(0, "classic")
-        threading.Thread(target=go, daemon=True).start()
-
+def test_a_crash_after_the_restart_is_not_migrated_and_the_controller_rolls_back(airflow_db, kafka_conn, bootstrap,
+                                                                                 unique, tmp_path, controllers,
+                                                                                 capfd):
+    """The deployment's controller rolls the application (two instances) to the consumer protocol; instance 1
+    crashes six seconds after its restart (it exits without closing: its member stays listed, Stable, until its
+    session times out). When the broker side of the wait holds (both members listed through the liveness
+    window), the platform shows instance 1 gone: wait_migrated fails naming it, never "migrated", and the way
+    back rolls the application to classic through the same controller."""
+    topic, output, group = unique("orders"), unique("orders-out"), unique("orders-app")
+    create_topics(bootstrap, {topic: 4, output: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(100)), keys=(str(i) for i in range(100)))
+    target = {"workdir": str(tmp_path / "apps"), "bootstrap_servers": bootstrap, "group_id": group, "topics": [topic],
+              "instances": 2, "output_topic": output, "instance_args": {"1:consumer": ["--exit-after-s", "6"]}}
+    app = LocalConsumerAppController(**target)
+    name = controllers.add(group, "local-consumer-app", target)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    app.start("classic")
     try:
+        wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == 2
+                   and admin.group_offsets(group).total_lag == 0, timeout=90, what="classic app caught up")
+        capfd.readouterr()
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
-                                       conf(group, output, tmp_path, rollout_timeout_minutes=0.25),
-                                       decide=approve, before_answer=half_roll_then_back)
-        assert state(run) == "failed", "a rolled-back rollout marks the run failed (fail_on_rollback)"
-        assert report["outcome"] == "timed_out_rolled_back"
-        assert report["failed_tasks"] == ["report"] or "wait_migrated" in report["failed_tasks"]
-        assert admin.describe_group(group).type is GroupType.CLASSIC
-        assert report["after"]["type"] == "classic"
+                                       conf(group, output, tmp_path, app_controller=name, rollout_timeout_minutes=1,
+                                            validate_with_spark=False), decide=approve)
+        out, err = capfd.readouterr()
+        assert "looks migrated to the coordinator, but the platform says otherwise" in out + err
+        assert f"{group}/app-1" in out + err and "1 of 2 expected instance(s) running" in out + err
+        assert state(run) == "failed" and report["outcome"] == "timed_out_rolled_back", report
+        assert "wait_migrated" in report["failed_tasks"], report["failed_tasks"]
+        assert f"application controller: {name} (kind local-consumer-app)" in answers[0]["body"]
+        rolled, back = report["results"]["rolled"], report["results"]["rolled_back"]
+        assert rolled["group_protocol"] == "consumer" and len(rolled["platform"]["rolled"]) == 2, rolled
+        assert back["group_protocol"] == "classic" and back["controller"] == name, back
+        assert admin.describe_group(group).type is GroupType.CLASSIC and report["after"]["type"] == "classic"
+        assert len(app.running_pids()) == 2, "both instances run again, on classic"
     finally:
         app.stop()
         admin.close()

@@ -54,7 +54,7 @@ def classic_wordcount(kafka, admin, app_id, word, controllers=None, *, superviso
     create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
     if supervisor is not None:
         controller = SupervisedWordCount(supervisor, app_id, kafka.workdir / "supervised" / app_id, kafka=kafka,
-                                         application_id=app_id)
+                                         application_id=app_id, properties=target.get("properties"))
         controller.install("classic")
         controllers.add(app_id, "command", controller.target(ssh_conn_id=ssh_conn_id),
                         description="WordCountDemo under supervisord" + (" (over SSH)" if ssh_conn_id else ""))
@@ -87,8 +87,10 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
     app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
     monkeypatch.setenv("AIRFLOW_CONN_APP_HOSTS", sshd.connection_uri("app_hosts"))
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    # the session settings in the application's own files: the lint reads them through the controller's config
     controller = classic_wordcount(kafka, admin, app_id, word, controllers, supervisor=supervisor,
-                                   ssh_conn_id="app_hosts")
+                                   ssh_conn_id="app_hosts",
+                                   properties={"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"})
     bootstrap = kafka.bootstrap_servers
     # the output carries the broker's append time: its gaps are the application's processing gaps
     set_topic_configs(bootstrap, WORDCOUNT_OUTPUT_TOPIC, {"message.timestamp.type": "LogAppendTime"})
@@ -121,6 +123,8 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert f"runs_on=SSH connection 'app_hosts' ({sshd.user}@127.0.0.1:{sshd.port})" in body, body
         assert "controller start: `printf " in body and "instances now (the platform): 1 instance(s)" in body, body
         assert f"client config linted: controller '{app_id}': `cat " in body, body
+        assert ("linted: group.protocol=streams (the start (group.protocol it sets)), session.timeout.ms=6000 "
+                "(controller), heartbeat.interval.ms=500 (controller)") in body, body
         results = report["results"]
         assert results["stopped"]["platform"]["exit_code"] == 0 and results["emptied"]["members_removed"], \
             "the stopped classic Streams app left members behind and the DAG forced them out"

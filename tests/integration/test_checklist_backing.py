@@ -531,7 +531,7 @@ def test_streams_group_configs_are_held_to_the_brokers_bounds_and_set_by_the_dag
 
 
 def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_on_unsupported_ones(
-        airflow_db, kafka_conn, native, bootstrap, unique, tmp_path, context):
+        airflow_db, kafka_conn, native, bootstrap, unique, tmp_path, context, controllers):
     """G004-12..15: the streams DAG's lint step, on an application's real config: the settings the streams
     protocol ignores are warnings shown in the approval; task.assignor.class stops the run before any change.
     G004-01, G004-04, G004-18, G004-21: the streams lint's other verdicts, through the same operator (the DAG
@@ -541,7 +541,11 @@ def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_
     produce(bootstrap, topic, (f"v{i}" for i in range(10)))
     application = member(bootstrap, app_id, [topic], "classic", "wc-lint-app", tmp_path)
     today = DAYS[datetime.now(UTC).weekday()]
-    base = {"application_id": app_id, "client_version": "4.3.1", "poll_seconds": 0.5, "reader": "python",
+    # a controller that reports no config (no config command): only the form's properties are linted, and the
+    # lint says the deployed config was not checked; the runs never reach a stop or a start
+    controller = controllers.add(app_id, "command", {"commands": {"stop": "true", "start": "true"}})
+    base = {"application_id": app_id, "app_controller": controller, "client_version": "4.3.1", "poll_seconds": 0.5,
+            "reader": "python",
             "window_days": today, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC",
             "snapshot_dir": str(tmp_path / "snapshots"), "audit_log": str(tmp_path / "audit.jsonl")}
     try:
@@ -558,6 +562,7 @@ def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_
         for key in IGNORED_BY_STREAMS:  # the approver sees each of them
             assert f"client config (warn): {key}: " in asked["body"], key
         assert "streams.session.timeout.ms" in asked["body"]  # the ignored client value, carried over as a config
+        assert "(the deployed config was NOT checked)" in asked["body"] and severities["(deployed config)"] == "warn"
 
         run, answers, report = run_dag("kip1071_streams_offline_migration",
                                        {**base, "application_properties": {**IGNORED_BY_STREAMS,

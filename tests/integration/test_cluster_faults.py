@@ -333,18 +333,21 @@ def test_a_paused_coordinator_never_yields_a_false_description(cluster, unique, 
 
 # -- forced removal, a member that comes back, streams groups -----------------------------------------------------
 
-def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn, unique, tmp_path, context):
-    """The app was "stopped" but one instance still runs, and the platform wrongly confirmed every instance gone:
-    LeaveGroup removes its member, it rejoins within a heartbeat; the wait must fail naming it, not report Empty
-    (the next step would start the new app)."""
+def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn, unique, tmp_path, context,
+                                                                  controllers):
+    """The app was "stopped" but one instance still runs, and its platform wrongly says none does (a status that
+    lists nothing): LeaveGroup removes its member, it rejoins within a heartbeat; the wait must fail naming it, not
+    report Empty (the next step would start the new app)."""
     topic, group = _topic_with_records(cluster, unique), unique("g")
     survivor = ConsumerProcess.start(cluster.bootstrap_servers, group, [topic], protocol="classic",
                                      client_id="still-running", session_timeout_ms=6000,
                                      log_file=str(tmp_path / "survivor.log"))
     try:
         _live_described(cluster, group, 1, GroupType.CLASSIC)
+        blind = controllers.add(unique("wrong"), "command", {"commands": {"stop": "true", "start": "true",
+                                                                          "status": "echo '[]'"}})
         sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
-                                       remove_members_after=0, settle_seconds=10, instances_gone=True, timeout=120)
+                                       remove_members_after=0, settle_seconds=10, controller=blind, timeout=120)
         with pytest.raises(AirflowFailException, match=r"came back .*still-running on 127\.0\.0\.1.*still running"):
             sensor.execute(context)
         assert survivor.running

@@ -5,7 +5,7 @@ Layers, lowest first (docs/index.md draws them):
 0. ``kafka/`` the core: imports no Airflow and nothing of the package outside ``kafka/``; inside it,
    ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate``/``inventory``
    < ``api`` < ``native``/``cli``/``lock``.
-1. ``changecontrol/``, ``spark/``, ``controllers.py``, ``fleet/``: import the core only (not each other).
+1. ``changecontrol/``, ``spark/``, ``controllers/``, ``fleet/``: import the core only (not each other).
 2. ``hooks/``  3. ``triggers/``  4. ``operators/`` and ``sensors/`` (not each other)
 5. ``get_provider_info.py`` and ``plugins/`` (the UI's fleet view; not each other).
 
