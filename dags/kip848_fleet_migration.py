@@ -262,7 +262,8 @@ def _select(params: dict, inventory: Any) -> Any:
 def check_controllers(selection: Any) -> None:
     """Every selected application's controller is an entry of the deployment's registry, with only the arguments
     it declares: checked before any wave is planned or any group locked (nothing of a controller runs here)."""
-    from airflow_provider_kip848.controllers import ControllerRefused, ControllerRegistry
+    from airflow_provider_kip848.controllers import ControllerRefused
+    from airflow_provider_kip848.controllers.registry import ControllerRegistry
     from airflow_provider_kip848.kafka.errors import Kip848Error
 
     registry = ControllerRegistry.load()

@@ -6,6 +6,12 @@ file named by ``[kip848] controllers``; classes added by entry point); a run or
 the fleet's ownership map chooses one *by name*. Shipped kinds:
 :class:`~.command.CommandController` (the platform's own commands, on the
 worker or over SSH). See docs/controllers.md.
+
+This package's top level (the protocol, its facts, the schema, the verdicts)
+imports no Airflow, so a process can name it before configuring Airflow (the
+demo does); the registry (:mod:`.registry`, Airflow's configuration) and the
+command controller (:mod:`.command`, Airflow connections) are imported from
+their modules.
 """
 
 from airflow_provider_kip848.controllers.errors import (
@@ -22,31 +28,21 @@ from airflow_provider_kip848.controllers.protocol import (
     ClientConfig,
     Instance,
 )
-from airflow_provider_kip848.controllers.registry import (
-    ENTRY_POINT_GROUP,
-    ControllerEntry,
-    ControllerRegistry,
-    resolve_controller,
-)
 from airflow_provider_kip848.controllers.schema import Arg
 from airflow_provider_kip848.controllers.verdicts import instance_problems, member_instance
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
     "GROUP_PROTOCOLS",
     "ApplicationController",
     "ApplicationStatus",
     "Arg",
     "ClientConfig",
-    "ControllerEntry",
     "ControllerError",
     "ControllerRefused",
-    "ControllerRegistry",
     "ControllerRegistryInvalid",
     "Instance",
     "NamedController",
     "PlatformError",
     "instance_problems",
     "member_instance",
-    "resolve_controller",
 ]

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from airflow.sdk.configuration import conf
 
 from airflow_provider_kip848.controllers.errors import ControllerRefused, ControllerRegistryInvalid
 from airflow_provider_kip848.controllers.named import NamedController
@@ -70,6 +69,10 @@ class ControllerEntry:
 
 def registry_location() -> str | None:
     """The registry file the deployment names (``[kip848] controllers``), or None."""
+    # Importing Airflow's configuration initialises it for the AIRFLOW_HOME of that moment: it is read when asked,
+    # so a process (the demo, the test harness) may import this module before it points Airflow at its home
+    from airflow.sdk.configuration import conf  # noqa: PLC0415 - deferred: its import initialises Airflow's config
+
     value = conf.get(CONFIG_SECTION, CONFIG_OPTION, fallback=None)
     return str(value).strip() or None if value is not None else None
 

@@ -26,8 +26,8 @@ from airflow_provider_kip848.controllers import (
     ApplicationStatus,
     ControllerError,
     NamedController,
-    resolve_controller,
 )
+from airflow_provider_kip848.controllers.registry import resolve_controller
 from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model.groups import ConsumerGroupDescription, GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin

@@ -34,7 +34,6 @@ from airflow_provider_kip848.controllers import (
     ClientConfig,
     ControllerError,
     ControllerRefused,
-    ControllerRegistry,
     ControllerRegistryInvalid,
     Instance,
     NamedController,
@@ -44,7 +43,7 @@ from airflow_provider_kip848.controllers import (
 from airflow_provider_kip848.controllers.command import CommandController, redact_output
 from airflow_provider_kip848.controllers.formats import FormatError, parse_config, parse_status
 from airflow_provider_kip848.controllers.protocol import ApplicationStatus
-from airflow_provider_kip848.controllers.registry import dumps
+from airflow_provider_kip848.controllers.registry import ControllerRegistry, dumps
 from airflow_provider_kip848.controllers.schema import check_arguments
 
 SOURCE = "/etc/airflow/controllers.yaml"
