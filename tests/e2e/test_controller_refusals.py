@@ -12,9 +12,10 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from airflow.sdk.exceptions import ParamValidationError
+from airflow.sdk.exceptions import AirflowFailException, ParamValidationError
 
 from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.operators.application import KafkaApplicationControllerOperator
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
@@ -47,27 +48,25 @@ def test_a_run_naming_code_an_unknown_controller_or_an_undeclared_argument_is_re
         with pytest.raises(ParamValidationError, match="app_controller"):
             run_dag(DAG, conf(tmp_path, group, None, "subprocess:Popen"), decide=approve)
 
-        # an unknown controller, and an argument the one it names does not declare (a value outside the declared
-        # enum takes the same path: its message is unit-tested in tests/unit/test_controllers.py)
+        # an argument the controller does not declare: the run fails at the controller task, before the lock
+        run_conf = conf(tmp_path, group, None, name, app_controller_args={"shell": "rm -rf /"})
+        capfd.readouterr()
+        run, answers, report = run_dag(DAG, run_conf, decide=approve)
+        out, err = capfd.readouterr()  # the task log, as dag.test prints it: the refusal's own words
+        assert f"arguments of controller {name!r}: undeclared argument(s) shell (declared: region)" in out + err
+        assert state(run) == "failed" and answers == [], report
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert states["controller"] == "failed", states
+        assert states["lock"] == "upstream_failed", states  # the change lock was never taken
+        assert not any(states[t] == "success" for t in ("stop_application", "start_application")), states
+        assert report["outcome"] == "failed" and report["failed_tasks"] == ["controller"], report
+        # an unknown controller is refused by the same task (the one the DAG runs before its lock), listing the
+        # controllers that exist; a DAG run of it would end as the one above
         unknown = unique("nope")
-        for label, controller, args, expected in (
-                ("unknown", unknown, {}, f"No application controller named {unknown!r}. Controllers of this "
-                                         "deployment ("),
-                ("undeclared", name, {"shell": "rm -rf /"},
-                 f"arguments of controller {name!r}: undeclared argument(s) shell (declared: region)")):
-            run_conf = conf(tmp_path, group, None, controller, app_controller_args=args,
-                            report_dir=str(tmp_path / "report" / label))
-            capfd.readouterr()
-            run, answers, report = run_dag(DAG, run_conf, decide=approve)
-            out, err = capfd.readouterr()  # the task log, as dag.test prints it: the refusal's own words
-            assert expected in out + err, (label, expected)
-            assert label != "unknown" or name in out + err, "the refusal lists the controllers that exist"
-            assert state(run) == "failed" and answers == [], (label, report)
-            states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-            assert states["controller"] == "failed", (label, states)
-            assert states["lock"] == "upstream_failed", (label, states)  # the change lock was never taken
-            assert not any(states[t] == "success" for t in ("stop_application", "start_application")), states
-            assert report["outcome"] == "failed" and report["failed_tasks"] == ["controller"], report
+        with pytest.raises(AirflowFailException, match=f"No application controller named {unknown!r}") as err:
+            KafkaApplicationControllerOperator(task_id="controller", controller=unknown,
+                                               group_protocol="consumer").execute({})
+        assert "Controllers of this deployment (" in str(err.value) and name in str(err.value)
         assert not marker.exists(), "no command of the controller ran"
         assert native.group_listing(group).type is GroupType.CLASSIC
         assert [m.client_id for m in native.describe_group(group).members] == ["app-0"], "the application is untouched"
