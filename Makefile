@@ -34,8 +34,11 @@ check: $(STAMP)
 system-deps:
 	scripts/system-deps.sh
 
+# Parallel workers (pytest-xdist): each worker a session of its own (broker, Airflow home); a work unit is a file, the
+# deploy tier or the Spark files, longest first (tests/conftest.py). PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 4
 test: check system-deps
-	$(PY) -m pytest -v $(PYTEST_ARGS)
+	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)

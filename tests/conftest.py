@@ -26,7 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 # Environment for everything below, set before Airflow is first imported.
 os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
 # A test that starts a second "worker" process (tests/e2e/test_concurrent_runs.py) shares this home and DB.
-_AIRFLOW_HOME = Path(os.environ.get("KIP848_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="kip848-airflow-"))
+# Each pytest-xdist worker (``make test`` runs several) is a session of its own: its own home and SQLite DB, never
+# the one its parent process chose (workers inherit the parent's environment).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_AIRFLOW_HOME = Path(
+    (None if _WORKER else os.environ.get("KIP848_TEST_AIRFLOW_HOME"))
+    or tempfile.mkdtemp(prefix=f"kip848-airflow-{_WORKER or 'main'}-"))
 os.environ["KIP848_TEST_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 # the deployment's artifact location (snapshots, reports, audit) for runs that do not name their own
@@ -52,9 +57,59 @@ os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
 from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
 
+# Files in the order their work should start when the suite runs on parallel workers (longest first, measured in a
+# clean-clone run: docs/development.md "Test run time"); files not listed follow, end-to-end before integration
+# before unit, so the short unit files fill the workers at the end.
+_LONGEST_FIRST = (
+    "tests/deploy/",
+    "tests/integration/test_spark",  # test_spark.py and test_spark_cluster.py: one work unit (see _work_unit)
+    "tests/e2e/test_fleet_migration.py",
+    "tests/e2e/test_cluster_dags.py",
+    "tests/e2e/test_streams_offline_migration.py",
+    "tests/e2e/test_consumer_offline_migration.py",
+    "tests/integration/test_cluster_faults.py",
+    "tests/e2e/test_rolling_upgrade.py",
+    "tests/e2e/test_change_control.py",
+    "tests/e2e/test_streams_rollback_to_classic.py",
+    "tests/integration/test_parity.py",
+    "tests/e2e/test_enable_streams_protocol.py",
+    "tests/integration/test_metrics.py",
+    "tests/integration/test_checklist_backing.py",
+    "tests/integration/test_operators.py",
+    "tests/integration/test_coordinator_load.py",
+    "tests/integration/test_bad_input.py",
+    "tests/integration/test_fleet_operator.py",
+)
+_TIERS = ("tests/e2e/", "tests/integration/", "tests/unit/")
 
+
+def _relative(item: pytest.Item) -> str:
+    return Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+
+
+def _start_rank(path: str) -> tuple[int, int]:
+    for rank, prefix in enumerate(_LONGEST_FIRST):
+        if path.startswith(prefix):
+            return (0, rank)
+    return (1, next((i for i, tier in enumerate(_TIERS) if path.startswith(tier)), len(_TIERS)))
+
+
+def _work_unit(path: str) -> str:
+    """The tests one parallel worker runs together: a file (its module fixtures start once), the whole deploy tier (one
+    Airflow deployment), and the Spark files (one Spark cluster, and one Ivy cache resolving the connector at a time)."""
+    if path.startswith("tests/deploy/"):
+        return "deploy"
+    if path.startswith("tests/integration/test_spark"):
+        return "spark"
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # a stable sort: within a file, tests keep their order
+    items.sort(key=lambda item: _start_rank(_relative(item)))
     for item in items:
+        item.add_marker(pytest.mark.xdist_group(_work_unit(_relative(item))))
         if "/integration/" in str(item.fspath) or "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
         if "/e2e/" in str(item.fspath) or "/deploy/" in str(item.fspath):
@@ -66,6 +121,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _reporter(config: pytest.Config):
     return config.pluginmanager.get_plugin("terminalreporter")
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line in the run's log, outside output capture (start-up times, tier timings). A parallel worker's terminal
+    goes nowhere, so a worker writes to the stderr it shares with the run, prefixed with its name."""
+    if _WORKER:
+        print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
+        return
+    reporter = _reporter(config)
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if reporter is not None and capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -97,10 +165,7 @@ def start_or_fail(broker: LocalKafka, config: pytest.Config) -> None:
     if reason is not None:
         pytest.fail(f"cannot start the real Kafka broker the tests need: {reason}", pytrace=False)
     # Shown in the run's log (outside output capture): version, port and start-to-ready time.
-    reporter = _reporter(config)
-    capman = config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        reporter.write_line(f"[kafka] {report.summary()}")
+    say(config, f"[kafka] {report.summary()}")
 
 
 @pytest.fixture(scope="session")
@@ -135,9 +200,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
         report = cluster.start()
     except Kip848Error as exc:
         pytest.fail(f"cannot start the Spark standalone cluster the tests need: {exc}", pytrace=False)
-    capman = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        _reporter(pytestconfig).write_line(f"[spark] {report.summary()}")
+    say(pytestconfig, f"[spark] {report.summary()}")
     yield cluster
     cluster.stop()
 
@@ -291,9 +354,7 @@ def _platform_or_fail(platform, what: str, config: pytest.Config) -> None:
     if reason is not None:
         platform.stop()
         pytest.fail(f"cannot start the {what} the tests need: {reason}", pytrace=False)
-    capman = config.pluginmanager.getplugin("capturemanager")
-    with capman.global_and_fixture_disabled():
-        _reporter(config).write_line(f"[{what}] ready in {platform.ready_seconds:.2f} s ({platform.workdir})")
+    say(config, f"[{what}] ready in {platform.ready_seconds:.2f} s ({platform.workdir})")
 
 
 @pytest.fixture(scope="session")

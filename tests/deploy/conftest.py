@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import say
 from tests.deploy.browser import chromium
 from tests.deploy.deployment import Deployment
 
@@ -48,11 +49,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) ->
 
 def _report(config: pytest.Config, line: str) -> None:
     """A line in the run's log, outside output capture (the tier's timings)."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if reporter is not None:
-        with capman.global_and_fixture_disabled():
-            reporter.write_line(line)
+    say(config, line)
 
 
 @pytest.fixture(scope="session")
