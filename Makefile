@@ -11,7 +11,7 @@ export KIP848_CACHE_DIR ?= $(CURDIR)/.cache
 export PYTHONDONTWRITEBYTECODE := 1
 
 
-.PHONY: demo test check system-deps venv kafka-fetch kafka-start kafka-stop lock clean
+.PHONY: demo test test-fast check system-deps venv kafka-fetch kafka-start kafka-stop lock clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
@@ -36,9 +36,15 @@ system-deps:
 
 # Parallel workers (pytest-xdist): each worker a session of its own (broker, Airflow home); a work unit is a file, the
 # deploy tier or the Spark files, longest first (tests/conftest.py). PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 3
 test: check system-deps
-	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
+
+# A developer's quick answer (not CI's): static checks, unit tests and the single-broker integration tests (no
+# end-to-end DAG runs, no 3-node cluster, no Spark, no deployment).
+test-fast: check
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+	  -m "not slow and not cluster and not spark" $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)

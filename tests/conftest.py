@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -104,12 +105,26 @@ def _work_unit(path: str) -> str:
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+class WorkUnitScheduling(LoadScopeScheduling):
+    """pytest-xdist's scope scheduling with :func:`_work_unit` as the scope: a worker takes a whole unit, units in
+    collection order (``--no-loadscope-reorder``). (xdist's ``loadgroup`` marks do not group on pytest 9.2, whose node
+    ids no longer come from the attribute xdist rewrites.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _work_unit(nodeid.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> WorkUnitScheduling:
+    return WorkUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # a stable sort: within a file, tests keep their order
     items.sort(key=lambda item: _start_rank(_relative(item)))
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_work_unit(_relative(item))))
+        if _relative(item).startswith("tests/deploy/"):
+            # the tier's first test also installs and starts the deployment (minutes on a busy machine)
+            item.add_marker(pytest.mark.timeout(1800))
         if "/integration/" in str(item.fspath) or "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
         if "/e2e/" in str(item.fspath) or "/deploy/" in str(item.fspath):
@@ -117,6 +132,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "/deploy/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.deploy)
+        if "kafka_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+        if _relative(item).startswith("tests/integration/test_spark"):
+            item.add_marker(pytest.mark.spark)
 
 
 def _reporter(config: pytest.Config):
