@@ -15,6 +15,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 UI_TIMEOUT_MS = 60_000
+# expect() assertions wait as long as actions do (Playwright's default is 5 s, which a page of a deployment that shares
+# a busy machine with the rest of the suite can take to render): each still ends as soon as its condition holds
+expect.set_options(timeout=UI_TIMEOUT_MS)
 
 
 @contextmanager

@@ -183,6 +183,10 @@ class Deployment:
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # the DAG files never change while the deployment runs (a new file is still parsed at the next refresh):
+            # re-parsing all of them every 30 s, Airflow's default, cost most of a core on the 2-core CI machine
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
             # where every worker writes snapshots, reports and audit records (one location per deployment)
             "KIP848_ARTIFACTS_URL": str(self.artifacts),

@@ -211,7 +211,15 @@ def test_each_node_of_a_cluster_has_its_own_exporter(fresh_kafka):
     port = int(urls[1].rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as squatter:
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last scrape may linger in TIME_WAIT
-        squatter.bind(("127.0.0.1", port))
+
+        def squat() -> bool:  # on a busy machine the stopped node's socket can take a moment to be released
+            try:
+                squatter.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+        wait_until(squat, timeout=60, what=f"port {port} free to take")
         squatter.listen(1)
         cluster.start_node(2)
     moved = cluster.metrics_urls
