@@ -215,10 +215,10 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, 
     cluster.stop(timeout=15)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # one file uses it: its master and workers stop when the worker moves on
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
-    """The session's Spark standalone cluster (one master, two workers) from the installed pyspark, started by
-    the first test that needs it and stopped at the end of the session."""
+    """A Spark standalone cluster (one master, two workers) from the installed pyspark, started by the first test of
+    the module that needs it and stopped after its last."""
     from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster
 
     cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)

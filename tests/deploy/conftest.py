@@ -18,7 +18,10 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 CONN_ID = "kafka_admin_default"
 
 
-@pytest.fixture(scope="session")
+# Package scope: the deployment (a dozen processes) and the browser stop when the worker that runs the tier moves on to
+# other tests, and the browser's event loop (Playwright's sync API runs one in this thread) with them: a later test's
+# asyncio.run() in this thread would fail while it runs.
+@pytest.fixture(scope="package")
 def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) -> Iterator[Deployment]:
     started = time.monotonic()
     root = tmp_path_factory.mktemp("deployment")
@@ -58,7 +61,7 @@ def screenshots() -> Path:
     return SCREENSHOTS
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     with chromium() as b:
         yield b
