@@ -176,7 +176,8 @@ class LocalConsumerAppController(ApplicationController):
         "reports_status": _REPORTS_STATUS,
         "instance_args": Arg("object", description="extra consumer_app arguments per instance index ('1': "
                                                    "['--exit-after-s', '2'] crashes instance 1 two seconds after "
-                                                   "each start; '1:consumer': only when started on that protocol)"),
+                                                   "joining, at each start; '1:consumer': only when started on that "
+                                                   "protocol)"),
     }
 
     def __init__(self, workdir: str, bootstrap_servers: str, group_id: str, topics: list[str], instances: int = 2,
