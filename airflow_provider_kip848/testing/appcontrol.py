@@ -176,8 +176,7 @@ class LocalConsumerAppController(ApplicationController):
         "reports_status": _REPORTS_STATUS,
         "instance_args": Arg("object", description="extra consumer_app arguments per instance index ('1': "
                                                    "['--exit-after-s', '2'] crashes instance 1 two seconds after "
-                                                   "joining, at each start; '1:consumer': only when started on that "
-                                                   "protocol)"),
+                                                   "each start; '1:consumer': only when started on that protocol)"),
     }
 
     def __init__(self, workdir: str, bootstrap_servers: str, group_id: str, topics: list[str], instances: int = 2,

@@ -20,7 +20,7 @@ in order after the built-in defaults and ``--property``): then a file's
         --config-file consumer.properties --topics t1 --client-id app-0
 
 Two faults for tests: ``--poll-pause-s`` (a slow consumer: it sleeps after each
-consume call) and ``--exit-after-s`` (a crash: that long after its first assignment the process dies
+consume call) and ``--exit-after-s`` (a crash: after that long the process dies
 with exit status 3 without closing its consumer, so its member stays in the
 group until its session times out).
 """
@@ -63,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-pause-s", type=float, default=0.0, metavar="SECONDS",
                    help="sleep this long after each consume call (a slow consumer)")
     p.add_argument("--exit-after-s", type=float, default=None, metavar="SECONDS",
-                   help="die with exit status 3 this long after the first assignment (the member has joined), "
-                        "without closing the consumer (a crash that leaves its member in the group)")
+                   help="die with exit status 3 after this long, without closing the consumer (a crash that "
+                        "leaves its member in the group)")
     return p
 
 
@@ -239,19 +239,6 @@ def _crash_after(seconds: float) -> threading.Timer:
     return timer
 
 
-def _crash_on_join(seconds: float | None):
-    """The ``on_assign`` callback that starts the crash timer at the first assignment: the crash is timed from
-    joining, not from the process start, so a slow start (a busy machine) cannot make the instance die before it
-    was ever a member."""
-    started: list[threading.Timer] = []
-
-    def on_assign(_consumer: Consumer, _partitions: list) -> None:
-        if seconds is not None and not started:
-            started.append(_crash_after(seconds))
-
-    return on_assign
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -271,13 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     consumer = Consumer(config)
-    consumer.subscribe(args.topics.split(","), on_assign=_crash_on_join(args.exit_after_s))
+    consumer.subscribe(args.topics.split(","))
     producer = None
     if args.output_topic:
         producer = Producer({"bootstrap.servers": config["bootstrap.servers"], "enable.idempotence": True,
                              "linger.ms": 5})
     out = open(args.record_file, "a", buffering=1) if args.record_file else None
     print(f"started group={args.group} protocol={args.protocol} client.id={args.client_id}", flush=True)
+    if args.exit_after_s is not None:
+        _crash_after(args.exit_after_s)
     uncommitted = False  # a commit failed (e.g. in a rebalance): retry it even when no new record comes
     try:
         while not stopping:
