@@ -35,7 +35,7 @@ system-deps:
 	scripts/system-deps.sh
 
 # Parallel workers (pytest-xdist): each worker a session of its own (broker, Airflow home); a work unit is a file, the
-# deploy tier or the Spark files, longest first (tests/conftest.py). PYTEST_WORKERS=0 runs in one process.
+# deploy tier or the Spark files, started in a set order (tests/conftest.py). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 2
 test: check system-deps
 	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)

@@ -58,6 +58,8 @@ os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
 from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
 
+#: test_spark.py and test_spark_cluster.py: one work unit (see _work_unit), marked ``spark``
+_SPARK_FILES = "tests/integration/test_spark"
 # The order work units start in when the suite runs on parallel workers. The machine has 2 cores and the heavy units
 # (the deploy tier, Spark, end-to-end DAG runs with their Spark validation) are CPU-bound: the deploy tier starts first
 # and overlaps the integration files (mostly waiting on brokers and session timeouts), Spark follows, then the
@@ -77,7 +79,7 @@ _START_ORDER = (
     "tests/integration/test_security.py",
 )
 _THEN = (
-    ("tests/integration/test_spark",),  # test_spark.py and test_spark_cluster.py: one work unit (see _work_unit)
+    (_SPARK_FILES,),
     ("tests/integration/",),
     ("tests/e2e/test_fleet_migration.py", "tests/e2e/test_cluster_dags.py", "tests/e2e/test_streams_offline_migration.py",
      "tests/e2e/test_consumer_offline_migration.py", "tests/e2e/test_rolling_upgrade.py",
@@ -107,7 +109,7 @@ def _work_unit(path: str) -> str:
     Airflow deployment), and the Spark files (one Spark cluster, and one Ivy cache resolving the connector at a time)."""
     if path.startswith("tests/deploy/"):
         return "deploy"
-    if path.startswith("tests/integration/test_spark"):
+    if path.startswith(_SPARK_FILES):
         return "spark"
     return path
 
@@ -129,19 +131,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # a stable sort: within a file, tests keep their order
     items.sort(key=lambda item: _start_rank(_relative(item)))
     for item in items:
-        if _relative(item).startswith("tests/deploy/"):
+        path = _relative(item)
+        if path.startswith(("tests/integration/", "tests/e2e/", "tests/deploy/")):
+            item.add_marker(pytest.mark.integration)
+        if path.startswith(("tests/e2e/", "tests/deploy/")):
+            item.add_marker(pytest.mark.slow)
+        if path.startswith("tests/deploy/"):
+            item.add_marker(pytest.mark.deploy)
             # the tier's first test also installs and starts the deployment (minutes on a busy machine)
             item.add_marker(pytest.mark.timeout(1800))
-        if "/integration/" in str(item.fspath) or "/e2e/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-        if "/e2e/" in str(item.fspath) or "/deploy/" in str(item.fspath):
-            item.add_marker(pytest.mark.slow)
-        if "/deploy/" in str(item.fspath):
-            item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.deploy)
         if "kafka_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
-        if _relative(item).startswith("tests/integration/test_spark"):
+        if path.startswith(_SPARK_FILES):
             item.add_marker(pytest.mark.spark)
 
 

@@ -41,18 +41,13 @@ def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) ->
             "extra": json.dumps({"approvers": "alice,bob", "four_eyes": "required"}),
         }).raise_for_status()
         dep.timings["ready"] = time.monotonic() - started
-        _report(pytestconfig, f"[deploy] Airflow deployment at {dep.base_url}: installed in "
+        say(pytestconfig, f"[deploy] Airflow deployment at {dep.base_url}: installed in "
                 f"{dep.timings['install']:.0f} s, components up in {dep.timings['start']:.0f} s")
         yield dep
     finally:
         dep.stop()
-        _report(pytestconfig, f"[deploy] deploy tier wall time {time.monotonic() - started:.0f} s "
+        say(pytestconfig, f"[deploy] deploy tier wall time {time.monotonic() - started:.0f} s "
                 "(install, start, tests, stop)")
-
-
-def _report(config: pytest.Config, line: str) -> None:
-    """A line in the run's log, outside output capture (the tier's timings)."""
-    say(config, line)
 
 
 @pytest.fixture(scope="session")
