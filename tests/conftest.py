@@ -29,11 +29,15 @@ os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
 # A test that starts a second "worker" process (tests/e2e/test_concurrent_runs.py) shares this home and DB.
 # Each pytest-xdist worker (``make test`` runs several) is a session of its own: its own home and SQLite DB, never
 # the one its parent process chose (workers inherit the parent's environment).
+# The home is reused only by a process of the same session (its owner): a worker's child process inherits both the
+# home and PYTEST_XDIST_WORKER, a worker inherits its parent's home under another owner.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_OWNER = _WORKER or "main"
 _AIRFLOW_HOME = Path(
-    (None if _WORKER else os.environ.get("KIP848_TEST_AIRFLOW_HOME"))
-    or tempfile.mkdtemp(prefix=f"kip848-airflow-{_WORKER or 'main'}-"))
+    (os.environ.get("KIP848_TEST_AIRFLOW_HOME") if os.environ.get("KIP848_TEST_AIRFLOW_HOME_OWNER") == _OWNER else None)
+    or tempfile.mkdtemp(prefix=f"kip848-airflow-{_OWNER}-"))
 os.environ["KIP848_TEST_AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ["KIP848_TEST_AIRFLOW_HOME_OWNER"] = _OWNER
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 # the deployment's artifact location (snapshots, reports, audit) for runs that do not name their own
 os.environ["KIP848_ARTIFACTS_URL"] = str(_AIRFLOW_HOME / "artifacts")

@@ -77,7 +77,7 @@ class StreamsApp:
             main_class,
             [str(props_path)],
             log_config="app",
-            jvm_options=["-Xmx256m", "-XX:+UseSerialGC", f"-Dkip848.app={workdir / name}"],
+            jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dkip848.app={workdir / name}"],
         )
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(

@@ -11,7 +11,8 @@ deliberate differences:
 * ports are free ones picked at start (or the ones you give), so several
   brokers and a developer's own Kafka can coexist on one machine;
 * the ``fast`` tuning lowers the group coordinator's session/heartbeat minimums
-  and initial rebalance delays, so tests do not wait on production timeouts.
+  and initial rebalance delays, so tests do not wait on production timeouts,
+  and runs the JVM with the serial collector and C1 only (less CPU per broker).
   The ``production`` tuning keeps every broker default (benchmarks use it).
 
 With ``metrics=True`` each node also serves its group-coordinator metrics in
@@ -110,6 +111,14 @@ FAST_TUNING: dict[str, str] = {
     "group.streams.heartbeat.interval.ms": "500",  # 5000
     "group.streams.initial.rebalance.delay.ms": "0",  # 3000
     "offsets.topic.num.partitions": "10",  # 50: creating 50 partitions costs seconds per fresh broker
+}
+
+#: Garbage collector and JIT per tuning. ``fast`` (tests, the demo) spends the least CPU on a shared machine: the
+#: serial collector (no concurrent GC threads) and C1 only (no C2 compile bursts in each new JVM's first minutes;
+#: a test broker moves kilobytes). ``production`` keeps a broker's own choice (G1, low pauses) for benchmarks.
+BROKER_JVM_OPTIONS: dict[str, tuple[str, ...]] = {
+    "fast": ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+    "production": ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"),
 }
 
 _STARTED_RE = re.compile(r"Kafka Server started")
@@ -883,8 +892,7 @@ class LocalKafka:
             jvm_options=[
                 f"-Xmx{self.heap}",
                 "-Xms128m",
-                "-XX:+UseG1GC",
-                "-XX:MaxGCPauseMillis=20",
+                *BROKER_JVM_OPTIONS[self.tuning],
                 self.node_marker(node.node_id),
                 *self._exporter_options(state, node),
             ],

@@ -378,7 +378,7 @@ class SupervisedWordCount(_Supervised):
         placeholder = "KIP848_PROPERTIES_FILE"
         command = self.kafka.distribution.java_command(
             WORDCOUNT_MAIN_CLASS, [placeholder], log_config="app",
-            jvm_options=["-Xmx256m", "-XX:+UseSerialGC"])
+            jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
         joined = shlex.join(command)
         if not joined.endswith(" " + placeholder):
             raise RuntimeError(f"unexpected java command line (the properties file is not last): {joined}")

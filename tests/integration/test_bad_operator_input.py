@@ -57,11 +57,16 @@ def scene(kafka, tmp_path_factory):
     work = tmp_path_factory.mktemp("bad-op")
     busy = ConsumerProcess.start(bootstrap, BUSY, [TOPIC], protocol="consumer", client_id="busy",
                                  log_file=str(work / "busy.log"))
+    # the streams group gets a commit: an Empty group without committed offsets is deleted by the coordinator's
+    # periodic cleanup (offsets.retention.check.interval.ms, 10 min), and this module may outlast that on a busy run
+    produce(bootstrap, WORDCOUNT_INPUT_TOPIC, ["a b", "b c", "c d"], keys=["1", "2", "3"])
     app = kafka.start_wordcount(STREAMS)
     try:
         with KafkaAdmin(ClientSettings(bootstrap)) as admin:
             wait_until(lambda: admin.describe_group(STREAMS).state == "Stable", what="streams group")
-            app.stop()  # the streams group stays, Empty, with its type
+            wait_until(lambda: any(tp.topic == WORDCOUNT_INPUT_TOPIC for tp in admin.group_offsets(STREAMS).committed),
+                       what="streams commit")
+            app.stop()  # the streams group stays, Empty, with its type and its commit
             wait_until(lambda: len(admin.describe_group(BUSY).members) == 1, what="busy member")
             snapshots = _snapshots(admin, work)
         yield {"bootstrap": bootstrap, "work": work, **snapshots}
