@@ -29,7 +29,7 @@ from airflow_provider_kip848.controllers.protocol import (
     Instance,
 )
 from airflow_provider_kip848.controllers.schema import Arg
-from airflow_provider_kip848.controllers.verdicts import instance_problems, member_instance
+from airflow_provider_kip848.controllers.verdicts import instance_problems, lost_instances, member_instance
 
 __all__ = [
     "GROUP_PROTOCOLS",
@@ -44,5 +44,6 @@ __all__ = [
     "NamedController",
     "PlatformError",
     "instance_problems",
+    "lost_instances",
     "member_instance",
 ]

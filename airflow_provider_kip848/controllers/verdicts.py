@@ -9,6 +9,9 @@ on the platform's word:
   runs (and is ready when the platform says), none is gone, and none restarted
   since the baseline taken right after the start (its restart count grew, or its
   incarnation changed: a crash the platform healed, a crash loop).
+* :func:`lost_instances`: the baseline's instances that died since (gone, not
+  running, restarted): a fact at any moment of a wait, not only once the
+  coordinator's side holds.
 * :func:`member_instance`: which instance a group member is, by
   ``group.instance.id``, ``client.id`` or host, so a member that comes back can
   be named by its instance.
@@ -44,18 +47,31 @@ def instance_problems(status: ApplicationStatus, *, expected: int,
             problems.append(f"{instance.describe()} is not running")
         elif instance.ready is False:
             problems.append(f"{instance.describe()} is not ready")
-    if baseline is not None and baseline.known:
-        for before in baseline.running:
-            now = running.get(before.name)
-            if now is None:
-                if before.name not in {i.name for i in status.instances}:
-                    problems.append(f"{before.describe()} is gone")
-                continue
-            if (why := restarted(before, now)) is not None:
-                problems.append(f"{now.describe()} {why}")
+    problems += [p for p in lost_instances(status, baseline) if not p.endswith("is not running")]
     if len(running) < expected:
         problems.append(f"{len(running)} of {expected} expected instance(s) running")
     return problems
+
+
+def lost_instances(status: ApplicationStatus, baseline: ApplicationStatus | None) -> list[str]:
+    """The instances that ran at the baseline and have since died: gone, no longer running, or restarted
+    (empty without a known baseline). Unlike a missing or unready instance, which a start may still be
+    bringing up, a lost one is a fact at any moment of a wait: a wait can fail on it at once."""
+    if not status.known:
+        raise ValueError("an unknown status cannot be judged")
+    if baseline is None or not baseline.known:
+        return []
+    lost = []
+    listed = {i.name: i for i in status.instances}
+    for before in baseline.running:
+        now = listed.get(before.name)
+        if now is None:
+            lost.append(f"{before.describe()} is gone")
+        elif not now.running:
+            lost.append(f"{now.describe()} is not running")
+        elif (why := restarted(before, now)) is not None:
+            lost.append(f"{now.describe()} {why}")
+    return lost
 
 
 def member_instance(member: dict, instances: Iterable[Instance]) -> Instance | None:
@@ -76,4 +92,4 @@ def member_instance(member: dict, instances: Iterable[Instance]) -> Instance | N
     return None
 
 
-__all__ = ["instance_problems", "member_instance", "restarted"]
+__all__ = ["instance_problems", "lost_instances", "member_instance", "restarted"]

@@ -29,6 +29,7 @@ from airflow_provider_kip848.controllers import (
     ControllerError,
     NamedController,
     instance_problems,
+    lost_instances,
 )
 from airflow_provider_kip848.controllers.registry import resolve_controller
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -118,5 +119,18 @@ def instances_verdict(controller: NamedController | None, *, expected: int,
                             status.to_dict())
 
 
+def lost_instances_message(controller: NamedController | None, baseline: Mapping[str, Any] | None) -> str | None:
+    """The platform's word, at any moment of a wait, on the instances that ran at ``baseline`` and died since
+    (None: none did, or the controller cannot tell, or there is no baseline to compare with)."""
+    started = ApplicationStatus.from_dict(baseline)
+    if controller is None or started is None or not started.known:
+        return None
+    status = controller.status()
+    if not status.known:
+        return None
+    lost = lost_instances(status, started)
+    return f"controller {controller.name!r} ({status.source}): " + "; ".join(lost) if lost else None
+
+
 __all__ = ["CLASSIC_HEARTBEAT_MS", "CLASSIC_SESSION_MS", "InstancesVerdict", "gone_confirmation",
-           "instances_verdict", "liveness_window", "named_controller", "task_error"]
+           "instances_verdict", "liveness_window", "lost_instances_message", "named_controller", "task_error"]

@@ -29,6 +29,7 @@ from airflow_provider_kip848.hooks.instances import (
     gone_confirmation,
     instances_verdict,
     liveness_window,
+    lost_instances_message,
     named_controller,
     task_error,
 )
@@ -44,6 +45,10 @@ from airflow_provider_kip848.kafka.rules.conditions import (
     follow_failure,
 )
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
+
+#: How often a poking Migrated wait asks the platform for instances that died while the broker side does not hold
+#: yet (a controller's status may be an API call: not every poke).
+INSTANCE_CHECK_SECONDS = 5.0
 
 #: How long a coordinator may stay unavailable before a wait gives up on it (default).
 COORDINATOR_UNAVAILABLE_MINUTES = 5.0
@@ -224,6 +229,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                                           self._wait, self._notes))
             self.log.info("Group %s: %s; waiting on.", self.group_id, again)
             return PokeReturnValue(is_done=False)
+        self._on_unmet(context)
         if (self.remove_members_after is not None and not self._removal_done
                 and time.time() - self._started >= float(self.remove_members_after)):
             self._wait.removed += self._remove_members(context, self._notes)
@@ -236,6 +242,9 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         """A check in the worker once the broker side holds (a controller's word): None to finish, a reason to
         keep waiting; raises to fail the wait."""
         return None
+
+    def _on_unmet(self, context: Any) -> None:
+        """A check in the worker while the broker side does not hold (poking only): raises to fail the wait."""
 
     def _who(self, members: list[dict[str, Any]] | None) -> str:
         """What the platform knows of the members a failure names (nothing by default; see the Empty wait)."""
@@ -320,6 +329,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         self.expected_members, self.expected_instances = expected_members, expected_instances
         self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
         self.liveness, self.liveness_seconds = liveness, liveness_seconds
+        self._instances_checked = 0.0
         if not is_template(liveness):
             parse_flag(liveness, "liveness")
         first = 1 if is_template(expected_members) else int(
@@ -365,6 +375,28 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         if started is not None and started.known and started.running:
             return len(started.running)
         return self._expected
+
+    def _on_unmet(self, context: Any) -> None:
+        """Poking: an instance that ran at the baseline and died since fails the wait at once, whatever the
+        coordinator still lists (its member may expire first, and the wait would only time out). Asked at most
+        every :data:`INSTANCE_CHECK_SECONDS`; a deferred wait asks once the broker side holds."""
+        baseline = self.baseline if isinstance(self.baseline, dict) else None
+        now = time.time()
+        if self.controller is None or baseline is None or now - self._instances_checked < INSTANCE_CHECK_SECONDS:
+            return
+        self._instances_checked = now
+        named = self._named()
+        try:
+            lost = lost_instances_message(named, baseline)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        finally:
+            if named is not None:
+                named.close()
+        if lost is not None:
+            raise AirflowFailException(f"Group {self.group_id} is not migrated and will not be: an instance started "
+                                       f"for it has died, as the platform says: {lost}. A crashed member stays "
+                                       "listed until its session times out; its partitions are not consumed.")
 
     def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None

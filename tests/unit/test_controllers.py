@@ -38,6 +38,7 @@ from airflow_provider_kip848.controllers import (
     Instance,
     NamedController,
     instance_problems,
+    lost_instances,
     member_instance,
 )
 from airflow_provider_kip848.controllers.command import CommandController, redact_output
@@ -638,6 +639,19 @@ def test_an_instance_gone_since_the_baseline_and_too_few_instances_are_named():
     assert problems == ["c (not running) is not running", "b (running, on app-02) is gone",
                         "1 of 3 expected instance(s) running"]
     assert instance_problems(status(instance("a")), expected=2) == ["1 of 2 expected instance(s) running"]
+
+
+def test_lost_instances_are_only_those_of_the_baseline_that_died_not_those_still_coming_up():
+    """What a wait may fail on before the coordinator's side holds: an instance of the baseline gone, stopped or
+    restarted; not one that is unready or missing from a start still in progress."""
+    baseline = status(instance("a", restarts=0), instance("b", host="app-02"), instance("c"), instance("d"))
+    now = status(instance("a", restarts=1), instance("c", running=False), instance("d", ready=False),
+                 instance("e", ready=False))
+    assert lost_instances(now, baseline) == ["a (running, 1 restart(s)) restarted 1 time(s) since the start",
+                                             "b (running, on app-02) is gone", "c (not running) is not running"]
+    assert lost_instances(now, None) == [] and lost_instances(now, ApplicationStatus.unknown("no status")) == []
+    with pytest.raises(ValueError, match="an unknown status cannot be judged"):
+        lost_instances(ApplicationStatus.unknown("no status command"), baseline)
 
 
 def test_an_unknown_status_is_not_judged_and_an_unknown_baseline_is_ignored():
