@@ -167,6 +167,65 @@ def say(config: pytest.Config, line: str) -> None:
             reporter.write_line(line)
 
 
+#: Tiers of the per-tier totals, in the order printed: the first whose rule matches a test's marks and path.
+TIERS = ("deploy", "spark", "3-node", "e2e", "integration", "unit")
+#: Where the run's test times are written (``build/``: never committed), for docs/development.md's table.
+DURATIONS_FILE = REPO / "build" / "test-durations.json"
+_TIMES: dict[str, dict] = {}
+
+
+def _tier(nodeid: str, keywords) -> str:
+    if "deploy" in keywords:
+        return "deploy"
+    if "spark" in keywords:
+        return "spark"
+    if "cluster" in keywords:
+        return "3-node"
+    for tier in ("e2e", "integration", "unit"):
+        if nodeid.startswith(f"tests/{tier}/"):
+            return tier
+    return "unit"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each test's setup + call + teardown time, by tier (on the run's main process: xdist forwards the reports)."""
+    if _WORKER:
+        return
+    entry = _TIMES.setdefault(report.nodeid, {"tier": _tier(report.nodeid, report.keywords), "seconds": 0.0,
+                                              "outcome": "passed"})
+    entry["seconds"] += report.duration
+    entry["start"] = min(entry.get("start", report.start), report.start)
+    entry["stop"] = max(entry.get("stop", report.stop), report.stop)
+    if report.failed:
+        entry["outcome"] = "failed"
+
+
+def tier_totals(times: dict[str, dict]) -> dict[str, tuple[int, float, float]]:
+    """tier -> (tests, seconds of test time, wall span from its first test's start to its last test's end). Test
+    time is worker-seconds: on parallel workers the tiers add up to more than the run's wall time."""
+    totals = {}
+    for tier in TIERS:
+        entries = [e for e in times.values() if e["tier"] == tier]
+        span = max((e["stop"] for e in entries), default=0.0) - min((e["start"] for e in entries), default=0.0)
+        totals[tier] = (len(entries), sum(e["seconds"] for e in entries), span)
+    return totals
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _WORKER or not _TIMES:
+        return
+    terminalreporter.section("test time by tier")
+    for tier, (count, seconds, span) in tier_totals(_TIMES).items():
+        if count:
+            terminalreporter.write_line(f"{tier:<12} {count:5d} tests {seconds / 60:6.1f} min of test time, "
+                                        f"{span / 60:6.1f} min from its first start to its last end")
+    DURATIONS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    partial = DURATIONS_FILE.with_suffix(".json.partial")
+    partial.write_text(json.dumps(_TIMES, indent=1, sort_keys=True))
+    partial.replace(DURATIONS_FILE)
+    terminalreporter.write_line(f"each test's time: {DURATIONS_FILE.relative_to(REPO)}")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     reporter = _reporter(session.config)
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
