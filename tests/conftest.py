@@ -157,11 +157,15 @@ def _reporter(config: pytest.Config):
 def say(config: pytest.Config, line: str) -> None:
     """A line in the run's log, outside output capture (start-up times, tier timings). A parallel worker's terminal
     goes nowhere, so a worker writes to the stderr it shares with the run, prefixed with its name."""
-    if _WORKER:
-        print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if _WORKER:  # fd-level capture holds the worker's fd 2 too: released while the line is written
+        if capman is None:
+            print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
+            return
+        with capman.global_and_fixture_disabled():
+            print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
         return
     reporter = _reporter(config)
-    capman = config.pluginmanager.getplugin("capturemanager")
     if reporter is not None and capman is not None:
         with capman.global_and_fixture_disabled():
             reporter.write_line(line)
