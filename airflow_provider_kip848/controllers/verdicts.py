@@ -47,7 +47,7 @@ def instance_problems(status: ApplicationStatus, *, expected: int,
             problems.append(f"{instance.describe()} is not running")
         elif instance.ready is False:
             problems.append(f"{instance.describe()} is not ready")
-    problems += [p for p in lost_instances(status, baseline) if not p.endswith("is not running")]
+    problems += [p for p in lost_instances(status, baseline) if p not in problems]  # not running: named above
     if len(running) < expected:
         problems.append(f"{len(running)} of {expected} expected instance(s) running")
     return problems

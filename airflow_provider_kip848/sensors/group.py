@@ -16,8 +16,9 @@ unavailable (a partition that never loads) fails the wait after
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
@@ -45,6 +46,8 @@ from airflow_provider_kip848.kafka.rules.conditions import (
     follow_failure,
 )
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
+
+T = TypeVar("T")
 
 #: How often a poking Migrated wait asks the platform for instances that died while the broker side does not hold
 #: yet (a controller's status may be an API call: not every poke).
@@ -291,6 +294,18 @@ class _ControllerAware:
         except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
             raise AirflowFailException(str(exc)) from exc
 
+    def _ask(self, question: Callable[[NamedController | None], T]) -> T:
+        """``question`` asked of the named controller (None when the wait names none), which is closed after; a
+        controller's failure fails the task with its retriable flag."""
+        named = self._named()
+        try:
+            return question(named)
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        finally:
+            if named is not None:
+                named.close()
+
 
 class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
     """Wait until the group is ``group_type``, has ``expected_members`` live members, none of them on the other
@@ -353,14 +368,8 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
             if given is not None:
                 window = float(given)
             else:
-                named = self._named()
-                try:
-                    config = named.config("classic") if named is not None and self.group_type == "classic" else None
-                except ControllerError as exc:
-                    raise task_error(exc) from exc
-                finally:
-                    if named is not None:
-                        named.close()
+                config = self._ask(lambda named: named.config("classic")
+                                   if named is not None and self.group_type == "classic" else None)
                 with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                     window, how = liveness_window(hook, self.group_id, str(self.group_type), config)
                 self.log.info("Group %s: a member proves it is alive by progress, or listed through %s",
@@ -385,14 +394,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         if self.controller is None or baseline is None or now - self._instances_checked < INSTANCE_CHECK_SECONDS:
             return
         self._instances_checked = now
-        named = self._named()
-        try:
-            lost = lost_instances_message(named, baseline)
-        except ControllerError as exc:
-            raise task_error(exc) from exc
-        finally:
-            if named is not None:
-                named.close()
+        lost = self._ask(lambda named: lost_instances_message(named, baseline))
         if lost is not None:
             raise AirflowFailException(f"Group {self.group_id} is not migrated and will not be: an instance started "
                                        f"for it has died, as the platform says: {lost}. A crashed member stays "
@@ -400,14 +402,8 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
 
     def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None
-        named = self._named()
-        try:
-            verdict = instances_verdict(named, expected=self._instances(baseline), baseline=baseline)
-        except ControllerError as exc:
-            raise task_error(exc) from exc
-        finally:
-            if named is not None:
-                named.close()
+        verdict = self._ask(lambda named: instances_verdict(named, expected=self._instances(baseline),
+                                                            baseline=baseline))
         if verdict.outcome == "failed":
             raise AirflowFailException(f"Group {self.group_id} looks migrated to the coordinator, but the platform "
                                        f"says otherwise: {verdict.message}. A crashed member stays listed until its "
@@ -493,14 +489,7 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
         return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)
 
     def _platform_status(self) -> ApplicationStatus | None:
-        named = self._named()
-        try:
-            return gone_confirmation(named)
-        except ControllerError as exc:
-            raise task_error(exc) from exc
-        finally:
-            if named is not None:
-                named.close()
+        return self._ask(gone_confirmation)
 
     def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
         """Force out the members left behind, only on the platform's confirmation that no instance exists."""
