@@ -11,6 +11,7 @@ Rules this file enforces (see README "Testing"):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -159,10 +160,7 @@ def say(config: pytest.Config, line: str) -> None:
     goes nowhere, so a worker writes to the stderr it shares with the run, prefixed with its name."""
     capman = config.pluginmanager.getplugin("capturemanager")
     if _WORKER:  # fd-level capture holds the worker's fd 2 too: released while the line is written
-        if capman is None:
-            print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
-            return
-        with capman.global_and_fixture_disabled():
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
             print(f"[{_WORKER}] {line}", file=sys.__stderr__, flush=True)
         return
     reporter = _reporter(config)
