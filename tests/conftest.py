@@ -53,6 +53,10 @@ os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
      "kwargs": {"path": str(REPO / "tests" / "e2e" / "dags")}},
 ])
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+# Spark JVMs of test jobs: C1 only and the serial collector (tests/spark-conf/spark-defaults.conf says why); the
+# launcher JVM spark-submit starts before the driver too. The test Spark cluster sets its daemons' own.
+os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "tests" / "spark-conf"))
+os.environ.setdefault("SPARK_LAUNCHER_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # The deployment's application controller registry ([kip848] controllers): a test adds an entry per application it
 # starts (the ``controllers`` fixture) and its runs name that entry, as a production deployment's would.
 os.environ["AIRFLOW__KIP848__CONTROLLERS"] = str(_AIRFLOW_HOME / "controllers.json")

@@ -110,6 +110,19 @@ def _refused(name: str, description: str, text: str, retriable: bool, settings: 
 
 
 
+def confluent_retriable(err: KafkaError) -> bool:
+    """Whether asking again can help: librdkafka's flag, or the Kafka protocol's for a broker error code.
+
+    librdkafka leaves the flag unset on per-partition errors it hands back in a result (a ListOffsets
+    answer of NOT_LEADER_OR_FOLLOWER for a partition whose leader just moved), which the protocol marks
+    retriable: the same request asked again of the new leader succeeds.
+    """
+    if err.retriable():
+        return True
+    code = err.code()
+    return code > 0 and bool(getattr(kerr.for_code(code), "retriable", False))
+
+
 def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
     """confluent-kafka KafkaException / KafkaError -> this provider's error (:class:`BrokerRefused` as fallback)."""
     err = exc if isinstance(exc, KafkaError) else next((a for a in exc.args[:1] if isinstance(a, KafkaError)), None)
@@ -149,4 +162,4 @@ def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Err
         return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {text}.")
     if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
         return E.GroupNotEmpty(f"The group has active members: {text}.")
-    return _refused(err.name(), "", text, bool(err.retriable()), settings)
+    return _refused(err.name(), "", text, confluent_retriable(err), settings)

@@ -9,6 +9,7 @@ the task.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -24,22 +25,41 @@ def prepare_in_main_thread() -> None:
     sqlalchemy.orm.configure_mappers()
 
 
+_APPS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_APPS_LOCK = threading.Lock()
+
+
+def _app(kind: str) -> Any:
+    """Airflow's FastAPI app ``kind`` ("core", "all"), made once per process and auth set-up.
+
+    Making it costs about 3 CPU-seconds (it loads every provider's configuration and mounts every route),
+    which each DAG run of the end-to-end tests paid again; the app holds no state of a run. A test that
+    changes the auth manager's users or all-admins mode (``AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_*``) gets an
+    app of its own set-up.
+    """
+    from airflow.api_fastapi.app import create_app  # noqa: PLC0415 - Airflow reads its config at first import
+
+    auth = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER")))
+    with _APPS_LOCK:
+        if (kind, auth) not in _APPS:
+            _APPS[(kind, auth)] = create_app(kind)
+        return _APPS[(kind, auth)]
+
+
 class HitlClient:
     """REST calls on the core API: list pending requests, answer one."""
 
     def __init__(self, token: str | None = None) -> None:
-        from airflow.api_fastapi.app import create_app  # noqa: PLC0415 - Airflow reads its config at first import
         from fastapi.testclient import TestClient  # noqa: PLC0415 - Airflow reads its config at first import
 
-        self.client = TestClient(create_app("core"))
+        self.client = TestClient(_app("core"))
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     @staticmethod
     def token_for(username: str, password: str) -> str:
-        from airflow.api_fastapi.app import create_app  # noqa: PLC0415 - Airflow reads its config at first import
         from fastapi.testclient import TestClient  # noqa: PLC0415 - Airflow reads its config at first import
 
-        response = TestClient(create_app("all")).post("/auth/token", json={"username": username, "password": password})
+        response = TestClient(_app("all")).post("/auth/token", json={"username": username, "password": password})
         response.raise_for_status()
         return response.json()["access_token"]
 

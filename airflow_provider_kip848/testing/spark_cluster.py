@@ -296,7 +296,9 @@ class LocalSparkCluster:
         env.update({
             "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOG_DIR": str(self.log_dir),
             "SPARK_LOCAL_IP": self.host, "SPARK_LOCAL_DIRS": str(local), "SPARK_DAEMON_MEMORY": self.daemon_memory,
-            "SPARK_DAEMON_JAVA_OPTS": self.marker, "JAVA_HOME": str(Path(java).resolve().parent.parent),
+            # the master and workers: C1 and the serial collector, as the test brokers (short-lived, small)
+            "SPARK_DAEMON_JAVA_OPTS": f"{self.marker} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+            "JAVA_HOME": str(Path(java).resolve().parent.parent),
             # executors (and cluster-mode drivers) run Python with this interpreter: the one with pyspark
             "PYSPARK_PYTHON": env.get("PYSPARK_PYTHON") or sys.executable,
         })

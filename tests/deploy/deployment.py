@@ -196,8 +196,10 @@ class Deployment:
             # so the applications a test registers are the ones the deployment's workers can name
             "AIRFLOW__KIP848__CONTROLLERS": os.environ["AIRFLOW__KIP848__CONTROLLERS"],
         }
-        if "JAVA_HOME" in os.environ:
-            self.common_env["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        # the machine's Java, and the test session's Spark JVM tuning (tests/spark-conf/spark-defaults.conf)
+        for key in ("JAVA_HOME", "SPARK_CONF_DIR", "SPARK_LAUNCHER_OPTS"):
+            if key in os.environ:
+                self.common_env[key] = os.environ[key]
 
     def component_env(self, name: str) -> dict[str, str]:
         """A component's own AIRFLOW_HOME, HOME, TMPDIR and copy of the DAGs (a machine of its own)."""

@@ -5,6 +5,7 @@ and tests/integration/test_admin_hook.py::test_unreachable_cluster_is_a_clear_er
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from kafka import errors as kerr
 
 from airflow_provider_kip848.kafka.errors import (
@@ -15,6 +16,7 @@ from airflow_provider_kip848.kafka.errors import (
 )
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.kafka.translate import confluent_retriable, translate_confluent
 
 
 class FlakyClient:
@@ -73,3 +75,16 @@ def test_connection_timeout_is_a_connection_error():
     client = FlakyClient([kerr.KafkaTimeoutError("bootstrap")] * 1000, [])
     with pytest.raises(KafkaConnectionError, match="No broker answered at 127.0.0.1:1 in time"):
         admin_with(client, timeout_ms=1000).list_groups()
+
+
+def test_a_partition_error_the_protocol_marks_retriable_is_retriable():
+    """librdkafka leaves its retriable flag unset on a per-partition answer (NOT_LEADER_OR_FOLLOWER in a
+    ListOffsets future while a leader moves); the protocol marks it retriable, and so does the provider."""
+    settings = ClientSettings("127.0.0.1:1")
+    not_leader = KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)
+    assert not not_leader.retriable()  # the client's own flag: why the provider asks the protocol
+    assert confluent_retriable(not_leader)
+    assert translate_confluent(KafkaException(not_leader), settings).retriable
+    invalid = KafkaError(KafkaError.POLICY_VIOLATION)
+    assert not confluent_retriable(invalid)
+    assert not translate_confluent(KafkaException(invalid), settings).retriable

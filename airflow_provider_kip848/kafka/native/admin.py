@@ -673,12 +673,14 @@ class KafkaAdmin(ClusterAdmin):
             for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
                 request = {ConfluentTopicPartition(tp.topic, tp.partition): spec for tp in tps}
 
-                def list_offsets(request: dict[Any, Any] = request) -> dict[Any, Any]:
-                    return self._t.confluent.list_offsets(request, request_timeout=timeout)
+                # the request and its per-partition answers are retried as one: a partition whose leader
+                # moved answers NOT_LEADER_OR_FOLLOWER in its future, and only a new request reaches the new leader
+                def list_offsets(request: dict[Any, Any] = request) -> dict[TopicPartition, int]:
+                    futures = self._t.confluent.list_offsets(request, request_timeout=timeout)
+                    return {TopicPartition(ctp.topic, ctp.partition): fut.result(timeout + 5).offset
+                            for ctp, fut in futures.items()}
 
-                futures = self._t.retrying(list_offsets)
-                out.append({TopicPartition(ctp.topic, ctp.partition): self._t.result(fut).offset
-                            for ctp, fut in futures.items()})
+                out.append(self._t.retrying(list_offsets))
             return out[0], out[1]
 
     def topic_offsets(self, topics: Iterable[str]) -> dict[TopicPartition, tuple[int, int]]:

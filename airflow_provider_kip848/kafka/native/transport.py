@@ -44,7 +44,12 @@ from kafka.errors import KafkaError as KafkaPythonError
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.model import coordinator_partition
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.kafka.translate import redact, translate_confluent, translate_kafka_python
+from airflow_provider_kip848.kafka.translate import (
+    confluent_retriable,
+    redact,
+    translate_confluent,
+    translate_kafka_python,
+)
 
 T = TypeVar("T")
 
@@ -219,7 +224,7 @@ class Transport:
                 err = exc.args[0] if exc.args else None
                 if (auth := self.auth_error()) is not None:
                     raise auth from exc
-                if err is not None and err.retriable() and time.monotonic() + backoff < deadline:
+                if err is not None and confluent_retriable(err) and time.monotonic() + backoff < deadline:
                     time.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)
                     continue
@@ -301,8 +306,19 @@ class Transport:
             return None
 
     def result(self, future: Any) -> Any:
-        """The result of a confluent-kafka future, retried and translated."""
-        return self.retrying(lambda: future.result(self.timeout_s + 5))
+        """The result of a confluent-kafka future, translated.
+
+        Not retried: a future's answer is final (asking it again returns the same error), and sending the
+        request again is the caller's choice, since some are not idempotent (a second CreateTopics after a
+        lost answer reads as "already exists", which the change lock must not take for another run's lock).
+        A retriable error leaves with ``retriable=True``, so the task is retried.
+        """
+        try:
+            return future.result(self.timeout_s + 5)
+        except KafkaException as exc:
+            if (auth := self.auth_error()) is not None:
+                raise auth from exc
+            raise translate_confluent(exc, self.settings) from exc
 
 
 def raise_retriable(errors: Iterable[tuple[int, str | None]]) -> None:
