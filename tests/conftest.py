@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -299,6 +300,21 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     say(pytestconfig, f"[spark] {report.summary()}")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_session(pytestconfig):
+    """One local SparkSession (with the Kafka connector) for the test session: the validation jobs of DAG runs in this
+    process run on it (``spark.session.job_session``) instead of starting and stopping a JVM each (10-20 s and as many
+    CPU-seconds a run); the Spark tests read with it. Started by the first test that needs it."""
+    from airflow_provider_kip848.spark.session import local_session
+
+    started = time.monotonic()
+    session = local_session("kip848-tests")
+    say(pytestconfig, f"[spark] local session {session.sparkContext.applicationId} ready in "
+                      f"{time.monotonic() - started:.1f} s")
+    yield session
+    session.stop()
 
 
 @pytest.fixture

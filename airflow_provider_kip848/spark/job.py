@@ -37,7 +37,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.checks import Verdict
 from airflow_provider_kip848.spark.report import report_dict, write_report
-from airflow_provider_kip848.spark.session import local_session, spark_versions
+from airflow_provider_kip848.spark.session import job_session, spark_versions
 
 
 def parse_ranges(cfg: dict[str, Any]) -> dict[TopicPartition, tuple[int, int]]:
@@ -112,19 +112,15 @@ def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
 
 def run(spec: dict[str, Any], spark=None) -> dict[str, Any]:
     """Run the spec's checks, write the report (when ``output_dir`` is set) and return it."""
-    own = spark is None
-    if own:
-        spark = local_session(kafka_connector=spec.get("reader", "connector") == "connector")
-    try:
-        verdicts = run_spec(spark, spec)
-        context = {"reader": spec.get("reader", "connector"), **spark_versions(spark)}
-        report = report_dict(spec.get("title", "Kafka migration validation"), verdicts, context)
-        if spec.get("output_dir"):
-            report["files"] = write_report(spec["output_dir"], report)
-        return report
-    finally:
-        if own:
-            spark.stop()
+    if spark is None:
+        with job_session("kip848-validation", kafka_connector=spec.get("reader", "connector") == "connector") as own:
+            return run(spec, own)
+    verdicts = run_spec(spark, spec)
+    context = {"reader": spec.get("reader", "connector"), **spark_versions(spark)}
+    report = report_dict(spec.get("title", "Kafka migration validation"), verdicts, context)
+    if spec.get("output_dir"):
+        report["files"] = write_report(spec["output_dir"], report)
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.spark.jvm_output import forward_jvm_output
@@ -46,6 +49,29 @@ def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool 
     spark = forward_jvm_output(builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def job_session(app_name: str, *, kafka_connector: bool = True) -> Iterator[Any]:
+    """The SparkSession a validation job runs on: the one this process already runs, if any, else a local one.
+
+    A task process starts a local session and stops it when the job ends. A process that keeps a session
+    (a notebook, a long-lived worker, a test session running many DAG runs) has its job run on that session,
+    which the job leaves running: it is not the job's. Starting one costs 10-20 s of JVM start, connector
+    resolution and first-job warm-up, several times a validation of a small migration. Such a session must
+    have the Kafka connector when the job reads with it.
+    """
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        yield running
+        return
+    spark = local_session(app_name, kafka_connector=kafka_connector)
+    try:
+        yield spark
+    finally:
+        spark.stop()
 
 
 def ivy_settings(ivy_dir: Path) -> Path:

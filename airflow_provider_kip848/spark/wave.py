@@ -62,7 +62,7 @@ from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.checks import GROUP_OFFSET_SCHEMA, MAX_LISTED, Verdict
 from airflow_provider_kip848.spark.job import parse_ranges
 from airflow_provider_kip848.spark.report import wave_report_dict, write_report
-from airflow_provider_kip848.spark.session import local_session, spark_versions
+from airflow_provider_kip848.spark.session import job_session, spark_versions
 
 WAVE_FORMAT = "kip848-wave-validation"
 WAVE_VERSION = 1
@@ -601,21 +601,17 @@ def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[
         ) -> dict[str, Any]:
     """Judge the wave, write the report (when ``output_dir`` is set) and return it."""
     wave = spec if isinstance(spec, WaveSpec) else WaveSpec.from_dict(spec)
-    own = spark is None
-    if own:
-        spark = local_session("kip848-wave-validation", kafka_connector=wave.needs_records
-                              and wave.reader == "connector")
-    try:
-        groups = run_wave(spark, wave, read_text)
-        context = {"reader": wave.reader, "groups": len(groups), "master": spark.sparkContext.master,
-                   "application_id": spark.sparkContext.applicationId, **spark_versions(spark)}
-        report = wave_report_dict(wave.title, overall_verdict(groups), [g.to_dict() for g in groups], context)
-        if wave.output_dir:
-            report["files"] = write_report(wave.output_dir, report)
-        return report
-    finally:
-        if own:
-            spark.stop()
+    if spark is None:
+        with job_session("kip848-wave-validation",
+                         kafka_connector=wave.needs_records and wave.reader == "connector") as own:
+            return run(wave, own, read_text=read_text)
+    groups = run_wave(spark, wave, read_text)
+    context = {"reader": wave.reader, "groups": len(groups), "master": spark.sparkContext.master,
+               "application_id": spark.sparkContext.applicationId, **spark_versions(spark)}
+    report = wave_report_dict(wave.title, overall_verdict(groups), [g.to_dict() for g in groups], context)
+    if wave.output_dir:
+        report["files"] = write_report(wave.output_dir, report)
+    return report
 
 
 def summary_line(report: Mapping[str, Any]) -> str:

@@ -28,12 +28,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from airflow_provider_kip848.spark.session import local_session
-
-    session = local_session("kip848-tests")
-    yield session
-    session.stop()
+def spark(spark_session):
+    return spark_session
 
 
 def test_python_package_and_jvm_are_the_same_spark(spark):

@@ -27,12 +27,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from airflow_provider_kip848.spark.session import local_session
-
-    session = local_session("kip848-wave-tests")
-    yield session
-    session.stop()
+def spark(spark_session):
+    return spark_session
 
 
 def test_the_standalone_cluster_runs_the_drivers_spark_with_two_workers(spark_cluster):
