@@ -40,11 +40,11 @@ PYTEST_WORKERS ?= 2
 test: check system-deps
 	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
-# A developer's quick answer (not CI's): static checks, unit tests and the single-broker integration tests (no
-# end-to-end DAG runs, no 3-node cluster, no Spark, no deployment).
+# A developer's quick answer (not CI's): static checks, unit tests and the single-broker integration tests of under
+# 10 s (no end-to-end DAG runs, no 3-node cluster, no Spark, no deployment, none of tests/long_tests.txt).
 test-fast: check
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
-	  -m "not slow and not cluster and not spark" $(PYTEST_ARGS)
+	  -m "not slow and not cluster and not spark and not long" $(PYTEST_ARGS)
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)

@@ -99,6 +99,11 @@ _THEN = (
 )
 
 
+#: integration tests that take more than 10 s (tests/long_tests.txt, from a measured run): ``make test-fast`` leaves them out
+_LONG_TESTS = frozenset(line.strip() for line in (REPO / "tests" / "long_tests.txt").read_text().splitlines()
+                        if line.strip() and not line.startswith("#"))
+
+
 def _relative(item: pytest.Item) -> str:
     return Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
 
@@ -154,6 +159,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
         if path.startswith(_SPARK_FILES):
             item.add_marker(pytest.mark.spark)
+        if f"{path}::{item.nodeid.split('::', 1)[1]}" in _LONG_TESTS:
+            item.add_marker(pytest.mark.long)
 
 
 def _reporter(config: pytest.Config):
