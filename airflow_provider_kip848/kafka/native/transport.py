@@ -228,10 +228,15 @@ class Transport:
                     time.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)
                     continue
-                error = translate_confluent(exc, self.settings)
-                if isinstance(error, E.OperationTimedOut):
-                    error = self.reported_connection_error() or error
-                raise error from exc
+                raise self._confluent_failure(exc) from exc
+
+    def _confluent_failure(self, exc: KafkaException) -> E.Kip848Error:
+        """A confluent-kafka failure as the provider's error: a timeout is named by what librdkafka reported out of
+        band (credentials refused, no broker reachable) when it did."""
+        error = translate_confluent(exc, self.settings)
+        if isinstance(error, E.OperationTimedOut):
+            error = self.reported_connection_error() or error
+        return error
 
     def kafka_python_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a kafka-python admin method, retried and translated."""
@@ -316,9 +321,7 @@ class Transport:
         try:
             return future.result(self.timeout_s + 5)
         except KafkaException as exc:
-            if (auth := self.auth_error()) is not None:
-                raise auth from exc
-            raise translate_confluent(exc, self.settings) from exc
+            raise (self.auth_error() or self._confluent_failure(exc)) from exc
 
 
 def raise_retriable(errors: Iterable[tuple[int, str | None]]) -> None:
