@@ -428,6 +428,14 @@ def process_cmdlines() -> Iterator[tuple[Path, bytes]]:
             continue
 
 
+def is_child_of(proc: Path, pid: int) -> bool:
+    """Whether the process at ``/proc/<n>`` is a child of ``pid`` (this session's, not another run's); False when gone."""
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def set_kafka_connection(monkeypatch, conn_id: str, bootstrap: str, **extra) -> str:
     """Register a ``kafka_admin`` connection the way deployments do: an AIRFLOW_CONN_* variable."""
     import json

@@ -18,7 +18,7 @@ from airflow_provider_kip848.kafka.errors import AuthenticationFailed, Authoriza
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing import LocalKafka
-from tests.conftest import process_cmdlines, start_or_fail
+from tests.conftest import is_child_of, process_cmdlines, start_or_fail
 
 PASSWORD = 'kip848-S3cr3t"pw\\with=special #chars'
 
@@ -83,11 +83,13 @@ class ArgvWatcher(threading.Thread):
         self.command_config_paths: set[str] = set()
 
     def run(self) -> None:
+        me = os.getpid()
         while not self.stop_flag.is_set():
-            for _, argv in process_cmdlines():
+            for proc, argv in process_cmdlines():
                 if self.secret in argv:
                     self.leaks.append(argv.decode(errors="replace"))
-                if b"org.apache.kafka.tools.FeatureCommand" in argv or b"kafka.admin.ConfigCommand" in argv:
+                if (b"org.apache.kafka.tools.FeatureCommand" in argv or b"kafka.admin.ConfigCommand" in argv) \
+                        and is_child_of(proc, me):  # not another session's tools (a parallel worker's, another run's)
                     self.kafka_tool_runs += 1
                     args = argv.split(b"\0")
                     if b"--command-config" in args:

@@ -47,7 +47,7 @@ from airflow_provider_kip848.operators.offsets import (
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.testing import LocalKafka
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
-from tests.conftest import RecordingTI, process_cmdlines, start_or_fail, wait_until
+from tests.conftest import RecordingTI, is_child_of, process_cmdlines, start_or_fail, wait_until
 
 #: quotes, backslash, '=', ':', '#', a space and non-ASCII: everything a JAAS string or a properties file can trip on
 ADMIN_PASSWORD = 'adm1n-S3cret:"q" \\b=s #h ünï'
@@ -228,11 +228,11 @@ class ProcessWatcher(threading.Thread):
                     self.argv_leaks.append(argv.decode(errors="replace"))
                 if not any(m in argv for m in self.TOOL_MARKERS):
                     continue
+                if not is_child_of(proc, me):
+                    continue  # another session's tools
                 try:
-                    if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != me:
-                        continue  # another session's tools
                     environ = (proc / "environ").read_bytes()
-                except (OSError, ValueError, IndexError):
+                except OSError:
                     continue
                 self.tool_pids.add(int(proc.name))
                 if self.secret in environ or b"AIRFLOW_CONN_" in environ:
