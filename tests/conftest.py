@@ -66,32 +66,46 @@ os.environ["AIRFLOW__KIP848__CONTROLLERS"] = str(_AIRFLOW_HOME / "controllers.js
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
+from airflow_provider_kip848.testing import schema_checks  # noqa: E402
+
+# dag.test() serializes every DAG several times and each time checks every Param's schema against its meta-schema:
+# a quarter of an end-to-end worker's CPU. The test process checks each schema once (testing/schema_checks.py says
+# why this keeps every validation of a value).
+schema_checks.install()
 from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
 
 #: test_spark.py and test_spark_cluster.py: one work unit (see _work_unit), marked ``spark``
 _SPARK_FILES = "tests/integration/test_spark"
+#: The files with tests on the 3-node cluster (``kafka_cluster``): one work unit, so one worker starts the cluster
+#: once and stops it after the unit's last test (``pytest_runtest_teardown``) instead of each worker keeping one of
+#: its own, three idle JVMs, until the run ends. A test elsewhere that asks for the cluster fails the collection.
+CLUSTER_FILES = (
+    "tests/integration/test_cluster_faults.py",
+    "tests/e2e/test_cluster_dags.py",
+    "tests/integration/test_fleet_operator.py",
+    "tests/integration/test_instance_verdicts.py",
+    "tests/integration/test_inventory.py",
+)
 # The order work units start in when the suite runs on parallel workers. The machine has 2 cores and the heavy units
 # (the deploy tier, Spark, end-to-end DAG runs with their Spark validation) are CPU-bound: the deploy tier starts first
 # and overlaps the integration files (mostly waiting on brokers and session timeouts), Spark follows, then the
 # end-to-end files longest first, and the short unit files fill the workers at the end.
 _START_ORDER = (
     "tests/deploy/",
-    "tests/integration/test_cluster_faults.py",
+    *CLUSTER_FILES,
     "tests/integration/test_parity.py",
     "tests/integration/test_metrics.py",
     "tests/integration/test_checklist_backing.py",
     "tests/integration/test_operators.py",
     "tests/integration/test_coordinator_load.py",
     "tests/integration/test_bad_input.py",
-    "tests/integration/test_fleet_operator.py",
     "tests/integration/test_faults.py",
-    "tests/integration/test_instance_verdicts.py",
     "tests/integration/test_security.py",
 )
 _THEN = (
     (_SPARK_FILES,),
     ("tests/integration/",),
-    ("tests/e2e/test_fleet_migration.py", "tests/e2e/test_cluster_dags.py", "tests/e2e/test_streams_offline_migration.py",
+    ("tests/e2e/test_fleet_migration.py", "tests/e2e/test_streams_offline_migration.py",
      "tests/e2e/test_consumer_offline_migration.py", "tests/e2e/test_rolling_upgrade.py",
      "tests/e2e/test_change_control.py", "tests/e2e/test_streams_rollback_to_classic.py"),
     ("tests/e2e/",),
@@ -121,11 +135,14 @@ def _start_rank(path: str) -> tuple[int, int]:
 
 def _work_unit(path: str) -> str:
     """The tests one parallel worker runs together: a file (its module fixtures start once), the whole deploy tier (one
-    Airflow deployment), and the Spark files (one Spark cluster, and one Ivy cache resolving the connector at a time)."""
+    Airflow deployment), the Spark files (one Spark cluster, and one Ivy cache resolving the connector at a time) and
+    the 3-node cluster's files (one cluster)."""
     if path.startswith("tests/deploy/"):
         return "deploy"
     if path.startswith(_SPARK_FILES):
         return "spark"
+    if path in CLUSTER_FILES:
+        return "cluster"
     return path
 
 
@@ -157,6 +174,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(1800))
         if "kafka_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+            if path not in CLUSTER_FILES:
+                raise pytest.UsageError(f"{item.nodeid} uses the 3-node cluster: add {path} to CLUSTER_FILES in "
+                                        "tests/conftest.py (the cluster's work unit)")
         if path.startswith(_SPARK_FILES):
             item.add_marker(pytest.mark.spark)
         if f"{path}::{item.nodeid.split('::', 1)[1]}" in _LONG_TESTS:
@@ -281,16 +301,48 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestco
     broker.stop()
 
 
-@pytest.fixture(scope="session")
-def kafka_cluster(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestconfig) -> Iterator[LocalKafka]:
+class _OnDemandCluster:
+    """The session's 3-node cluster, started when a test first asks for it and stopped when the worker moves past the
+    cluster's work unit (started again, fresh, should a later test ask: a run of chosen tests in another order)."""
+
+    def __init__(self) -> None:
+        self.broker: LocalKafka | None = None
+
+    def get(self, tmp_path_factory: pytest.TempPathFactory, version: str, config: pytest.Config) -> LocalKafka:
+        if self.broker is None:
+            broker = LocalKafka(tmp_path_factory.mktemp("kafka-cluster"), version=version, nodes=3, heap="384m",
+                                die_with_parent=True)
+            start_or_fail(broker, config)
+            self.broker = broker
+        return self.broker
+
+    def stop(self) -> None:
+        broker, self.broker = self.broker, None
+        if broker is not None:
+            broker.stop(timeout=15)
+
+
+_CLUSTER = _OnDemandCluster()
+
+
+@pytest.fixture
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory, kafka_version: str, pytestconfig) -> LocalKafka:
     """The session's 3-node cluster (3 combined broker+controller nodes, internal topics on 3 replicas),
     started by the first test that needs it. Tests use unique names and must leave every node running
     (use the ``cluster`` fixture, which restores them)."""
-    cluster = LocalKafka(tmp_path_factory.mktemp("kafka-cluster"), version=kafka_version, nodes=3,
-                         heap="384m", die_with_parent=True)
-    start_or_fail(cluster, pytestconfig)
-    yield cluster
-    cluster.stop(timeout=15)
+    return _CLUSTER.get(tmp_path_factory, kafka_version, pytestconfig)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    yield
+    if _CLUSTER.broker is not None and (nextitem is None or _work_unit(_relative(nextitem)) != "cluster"):
+        _CLUSTER.stop()
+        say(item.config, f"[kafka] 3-node cluster stopped after {item.nodeid}, the last test of its unit here")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _CLUSTER.stop()  # a run stopped early (-x, Ctrl-C) leaves no cluster behind
 
 
 @pytest.fixture(scope="module")  # one file uses it: its master and workers stop when the worker moves on

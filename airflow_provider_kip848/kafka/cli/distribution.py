@@ -24,7 +24,7 @@ from pathlib import Path
 from string import Template
 
 from airflow_provider_kip848.kafka.cache import default_cache_dir
-from airflow_provider_kip848.kafka.cli.java import find_java, find_maven
+from airflow_provider_kip848.kafka.cli.java import JavaRuntime, find_java, find_maven
 from airflow_provider_kip848.kafka.errors import ArtifactResolutionError, ToolchainError, UnsupportedKafkaVersion
 
 DEFAULT_KAFKA_VERSION = "4.3.1"
@@ -54,6 +54,10 @@ CLUSTER_TOOLS = frozenset(KAFKA_TOOLS) - {"kafka-storage"}
 #: Short-lived admin tools: small heap, serial GC and C1 only. A tool call that
 #: lives a second is ~1.2x faster than with JVM defaults (bench/local_broker_start.py).
 TOOL_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+#: The classes Kafka JVMs load (broker, CLI tools, a Streams app), recorded by scripts/kafka-classlist.py: what the
+#: release's class-data archive holds (see :meth:`KafkaDistribution.class_data_archive`).
+CLASS_LIST_RESOURCE = "resources/kafka-classes.txt"
 
 # kafka-streams-examples is not published for every release (no 4.1.x, no
 # 4.2.1/4.2.2). The examples only use the stable Streams DSL, so the nearest
@@ -91,13 +95,16 @@ class ResolveReport:
 class KafkaDistribution:
     """One Kafka release's jars in the cache, and the commands that run them."""
 
-    def __init__(self, version: str = DEFAULT_KAFKA_VERSION, cache_dir: Path | str | None = None) -> None:
+    def __init__(self, version: str = DEFAULT_KAFKA_VERSION, cache_dir: Path | str | None = None, *,
+                 class_data_sharing: bool = True) -> None:
         self.version = validate_version(version)
         self.cache_dir = Path(cache_dir).resolve() if cache_dir else default_cache_dir()
         self.home = self.cache_dir / f"kafka-{self.version}"
         self.libs_dir = self.home / "libs"
         self.config_dir = self.home / "config"
         self._marker = self.home / "resolved.json"
+        #: build and use the release's class-data archive (:meth:`class_data_archive`)
+        self.class_data_sharing = class_data_sharing
 
     def __repr__(self) -> str:
         return f"KafkaDistribution(version={self.version!r}, home={str(self.home)!r})"
@@ -144,6 +151,9 @@ class KafkaDistribution:
                 self._resolve_with_maven()
                 fetched = True
             self._write_config_files()
+            if self.class_data_sharing:
+                with contextlib.suppress(ToolchainError):  # no usable Java: the commands will say so themselves
+                    self._ensure_class_data_archive(find_java())
         jars = len(list(self.libs_dir.glob("*.jar")))
         return ResolveReport(self.version, self.libs_dir, jars, fetched, time.monotonic() - t0)
 
@@ -193,6 +203,58 @@ class KafkaDistribution:
             if not target.is_file() or target.read_text() != text:
                 target.write_text(text)
 
+    # -- class-data sharing ------------------------------------------------
+
+    def class_data_archive(self, java: JavaRuntime) -> Path:
+        """Where this release's class-data archive for ``java`` lives (whether or not it exists yet).
+
+        Why: a JVM spends most of a one-second CLI tool call loading and verifying the same few thousand classes
+        from the jars; mapped from a CDS archive (``-Xshare:dump`` of the classes in ``kafka-classes.txt``) a
+        ``kafka-features describe`` takes half the CPU (2.1 -> 1.0 CPU-s, measured), and a broker or Streams app
+        starts with less. An archive is only valid for the JVM build and classpath it was dumped with, so its
+        name carries both (and the class list's content); a JVM that cannot use it runs without it, as before.
+        """
+        jars = sorted(p.name for p in self.libs_dir.glob("*.jar"))
+        class_list = resources.files(__package__).joinpath(CLASS_LIST_RESOURCE).read_bytes()
+        key = hashlib.sha256("\0".join(
+            [str(Path(java.executable).resolve()), java.version, *jars, hashlib.sha256(class_list).hexdigest()]
+        ).encode()).hexdigest()[:16]
+        return self.home / "cds" / f"kafka-{self.version}-java-{java.version}-{key}.jsa"
+
+    def _ensure_class_data_archive(self, java: JavaRuntime) -> None:
+        """Dump the class-data archive once (under :meth:`ensure`'s lock), written to a temporary name and renamed:
+        a JVM never maps a half-written archive. A failed dump is remembered next to it (with the JVM's output) and
+        not tried again; the commands then run without an archive."""
+        archive = self.class_data_archive(java)
+        failed = archive.with_suffix(".failed")
+        if archive.is_file() or failed.is_file():
+            return
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        partial = archive.with_suffix(".jsa.partial")
+        with resources.as_file(resources.files(__package__).joinpath(CLASS_LIST_RESOURCE)) as class_list:
+            cmd = [java.executable, "-Xshare:dump", f"-XX:SharedClassListFile={class_list}",
+                   f"-XX:SharedArchiveFile={partial}", "-cp", self.classpath]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+                ok = proc.returncode == 0 and partial.is_file()
+                output = proc.stdout + proc.stderr
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                ok, output = False, str(exc)
+        if ok:
+            partial.replace(archive)
+        else:
+            partial.unlink(missing_ok=True)
+            failed.write_text(f"{' '.join(cmd)}\n{output[-4000:]}")
+
+    def class_data_options(self, java: JavaRuntime) -> list[str]:
+        """The JVM options that map this release's archive, or none when it does not exist (not dumped, or disabled).
+        CDS's own messages are switched off: a tool's stdout is parsed, and a JVM that cannot map the archive
+        (another build, a changed classpath) runs without it either way."""
+        if not self.class_data_sharing:
+            return []
+        archive = self.class_data_archive(java)
+        return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off"] if archive.is_file() else []
+
     # -- commands ----------------------------------------------------------
 
     @property
@@ -214,11 +276,12 @@ class KafkaDistribution:
                 remedy="Fetch it first: python -m airflow_provider_kip848.testing kafka fetch "
                        "(or call KafkaDistribution.ensure())",
             )
-        java = find_java().executable
+        java = find_java()
         return [
-            java,
+            java.executable,
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.config_dir / f'{log_config}-log4j2.properties'}",
+            *self.class_data_options(java),
             *jvm_options,
             "-cp",
             self.classpath,
