@@ -54,6 +54,10 @@ os.environ["AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST"] = json.dumps([
      "kwargs": {"path": str(REPO / "tests" / "e2e" / "dags")}},
 ])
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+# No DAG-file import timeout in the test processes: Airflow's sets SIGALRM and clears it on exit, which cancelled
+# pytest-timeout's alarm inside every dag.test(), so a hung end-to-end test (an approval never answered) ran until
+# CI's limit instead of failing after 10 minutes (tests/e2e/test_test_timeouts.py).
+os.environ["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "0"
 # Spark JVMs of test jobs: C1 only and the serial collector (tests/spark-conf/spark-defaults.conf says why); the
 # launcher JVM spark-submit starts before the driver too. The test Spark cluster sets its daemons' own.
 os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "tests" / "spark-conf"))

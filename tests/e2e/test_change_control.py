@@ -52,7 +52,7 @@ class ScriptedApprovers(threading.Thread):
         self.stop_flag = threading.Event()
 
     def run(self) -> None:
-        from airflow_provider_kip848.testing.hitl import HitlClient
+        from airflow_provider_kip848.testing.hitl import PARKED, HitlClient
 
         try:
             clients = {u: HitlClient(t) for u, t in self.tokens.items()}
@@ -60,7 +60,9 @@ class ScriptedApprovers(threading.Thread):
             while not self.stop_flag.is_set():
                 for detail in clients["bob"].pending(self.dag_id):
                     ti = detail["task_instance"]
-                    if ti["id"] in done:
+                    # only a parked task is resumed by an answer (see testing/hitl.py AutoResponder): answered
+                    # while it was still running, the run waited forever for an answer already given
+                    if ti["id"] in done or ti.get("state") not in PARKED:
                         continue
                     done.add(ti["id"])
                     if self.before_answer:
