@@ -15,7 +15,7 @@ loaded, in load order, first seen first. Run it after moving ``DEFAULT_KAFKA_VER
 from __future__ import annotations
 
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -90,7 +90,7 @@ def main() -> int:
     partial.write_text(header + "".join(f"{line}\n" for line in seen))
     partial.replace(TARGET)
     print(f"{len(seen)} entries from {len(list(lists.glob('*.lst')))} JVMs -> {TARGET.relative_to(REPO)}")
-    subprocess.run(["rm", "-rf", str(work)], check=False)
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import re
@@ -20,6 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 
@@ -215,9 +217,8 @@ class KafkaDistribution:
         name carries both (and the class list's content); a JVM that cannot use it runs without it, as before.
         """
         jars = sorted(p.name for p in self.libs_dir.glob("*.jar"))
-        class_list = resources.files(__package__).joinpath(CLASS_LIST_RESOURCE).read_bytes()
         key = hashlib.sha256("\0".join(
-            [str(Path(java.executable).resolve()), java.version, *jars, hashlib.sha256(class_list).hexdigest()]
+            [str(Path(java.executable).resolve()), java.version, *jars, _class_list_digest()]
         ).encode()).hexdigest()[:16]
         return self.home / "cds" / f"kafka-{self.version}-java-{java.version}-{key}.jsa"
 
@@ -231,7 +232,7 @@ class KafkaDistribution:
             return
         archive.parent.mkdir(parents=True, exist_ok=True)
         partial = archive.with_suffix(".jsa.partial")
-        with resources.as_file(resources.files(__package__).joinpath(CLASS_LIST_RESOURCE)) as class_list:
+        with resources.as_file(_class_list()) as class_list:
             cmd = [java.executable, "-Xshare:dump", f"-XX:SharedClassListFile={class_list}",
                    f"-XX:SharedArchiveFile={partial}", "-cp", self.classpath]
             try:
@@ -299,6 +300,17 @@ class KafkaDistribution:
                 f"Unknown Kafka tool {tool!r}.", remedy=f"Use one of: {', '.join(sorted(KAFKA_TOOLS))}."
             ) from None
         return self.java_command(main_class, list(args), jvm_options=TOOL_JVM_OPTIONS)
+
+
+def _class_list() -> Traversable:
+    return resources.files(__package__).joinpath(CLASS_LIST_RESOURCE)
+
+
+@functools.cache
+def _class_list_digest() -> str:
+    """The class list's content hash, part of every archive's name: read once per process, not on each command
+    (a CLI tool call asks for the archive's name)."""
+    return hashlib.sha256(_class_list().read_bytes()).hexdigest()
 
 
 @contextlib.contextmanager
