@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from airflow_provider_kip848.testing.waiting import wait_until
 

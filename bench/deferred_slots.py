@@ -370,7 +370,7 @@ def main() -> None:
 
     import psutil
 
-    from airflow_provider_kip848.testing import LocalKafka
+    from airflow_provider_kip848.testing.broker import LocalKafka
     from airflow_provider_kip848.testing.clients import create_topics
 
     n = args.n

@@ -36,7 +36,7 @@ import airflow_provider_kip848.triggers.group as trigger_module
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics
 from airflow_provider_kip848.testing.faults import coordinator_node, restore
 from airflow_provider_kip848.testing.waiting import wait_until

@@ -676,7 +676,8 @@ def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGINT too: a background job starts ignoring it
         signal.signal(sig, _interrupt)
 
-    from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka
+    from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
+    from airflow_provider_kip848.testing.broker import LocalKafka
 
     home = Path(tempfile.mkdtemp(prefix="kip848-fleet-run-"))
     print(f"working directory: {home}", flush=True)

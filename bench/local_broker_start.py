@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_provider_kip848.kafka.cli.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS
-from airflow_provider_kip848.testing import KafkaDistribution, LocalKafka
+from airflow_provider_kip848.kafka.cli.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS, KafkaDistribution
+from airflow_provider_kip848.testing.broker import LocalKafka
 
 
 def _time(fn) -> float:

@@ -122,9 +122,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin  # noqa: E402
 from airflow_provider_kip848.kafka.settings import ClientSettings  # noqa: E402
-from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka  # noqa: E402
 from airflow_provider_kip848.testing.appcontrol import LocalWordCountController  # noqa: E402
-from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties  # noqa: E402
+from airflow_provider_kip848.testing.apps import (  # noqa: E402  # noqa: E402
+    WORDCOUNT_INPUT_TOPIC,
+    WORDCOUNT_OUTPUT_TOPIC,
+    StreamsApp,
+    wordcount_properties,
+)
+from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics  # noqa: E402
 from airflow_provider_kip848.testing.registry import RegistryFile  # noqa: E402
 from airflow_provider_kip848.testing.waiting import wait_until  # noqa: E402

@@ -76,7 +76,8 @@ from airflow_provider_kip848.testing import schema_checks  # noqa: E402
 # a quarter of an end-to-end worker's CPU. The test process checks each schema once (testing/schema_checks.py says
 # why this keeps every validation of a value).
 schema_checks.install()
-from airflow_provider_kip848.testing import DEFAULT_KAFKA_VERSION, LocalKafka  # noqa: E402
+from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION  # noqa: E402
+from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
 
 #: test_spark.py and test_spark_cluster.py: one work unit (see _work_unit), marked ``spark``
 _SPARK_FILES = "tests/integration/test_spark"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from airflow_provider_kip848.testing import KafkaDistribution
+from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 from tests.conftest import REPO
 
 

@@ -65,7 +65,7 @@ def test_unreachable_cluster_is_a_clear_error(monkeypatch):
 
 def test_cli_hook_with_provider_jars_and_with_a_kafka_home(bootstrap, monkeypatch, unique, kafka_version):
     from airflow_provider_kip848.hooks.cli import KafkaCliHook
-    from airflow_provider_kip848.testing import KafkaDistribution
+    from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 
     group = unique("cli-hook")
     home = KafkaDistribution(kafka_version).home  # a directory with libs/, like an unpacked release

@@ -7,8 +7,8 @@ import re
 import shutil
 import subprocess
 
+from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 from airflow_provider_kip848.kafka.cli.java import find_java
-from airflow_provider_kip848.testing import KafkaDistribution
 
 EPOCH = re.compile(r"Epoch: \d+")
 

@@ -360,7 +360,7 @@ def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn,
 def test_a_streams_group_is_never_sent_leavegroup(cluster, conn, unique, tmp_path, context):
     """remove_members_after on a streams group: no LeaveGroup (the broker rejects it), the wait says it waits for
     streams.session.timeout.ms and ends Empty when the killed instance's member expires."""
-    from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+    from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 
     app_id = unique("wc")
     create_topics(cluster.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})

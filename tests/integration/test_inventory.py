@@ -16,7 +16,7 @@ from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEnt
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from airflow_provider_kip848.testing.faults import coordinator_node
 from tests.conftest import wait_until

@@ -10,10 +10,12 @@ import sys
 
 import pytest
 
+from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import KafkaDistribution, LocalKafka, PortInUseError
+from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from airflow_provider_kip848.testing.errors import PortInUseError
 
 
 def test_session_broker_runs_the_requested_release(kafka, kafka_version):
@@ -130,7 +132,7 @@ def test_fast_tuning_reached_the_broker(kafka):
 
 
 def test_failing_tool_raises_with_the_tools_message(kafka):
-    from airflow_provider_kip848.testing import ToolError
+    from airflow_provider_kip848.testing.errors import ToolError
 
     with pytest.raises(ToolError) as err:
         kafka.run_tool("kafka-features", ["upgrade", "--feature", "no.such.feature=1"])

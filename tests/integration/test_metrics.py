@@ -24,7 +24,8 @@ from airflow_provider_kip848.kafka.errors import InvalidClientSettings, MetricsU
 from airflow_provider_kip848.kafka.metrics import GroupMetricsSample, parse_prometheus_text, read_group_metrics
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC, LocalKafka
+from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import set_kafka_connection, start_or_fail, wait_until
 

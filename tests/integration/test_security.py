@@ -45,7 +45,7 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.testing import LocalKafka
+from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.conftest import RecordingTI, is_child_of, process_cmdlines, start_or_fail, wait_until
 

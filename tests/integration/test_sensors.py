@@ -16,7 +16,7 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupStateSensor,
     KafkaGroupTypeSensor,
 )
-from airflow_provider_kip848.testing import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import (
     ConsumerProcess,
     consume,
