@@ -81,11 +81,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from _airflow_local import AirflowServices, airflow_env, db_migrate, executor_env, free_port, stop_session
+
+from airflow_provider_kip848.testing.windows import open_window
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
@@ -634,11 +636,10 @@ def planned_waves(apps: int, groups_per_app: int) -> int:
 
 
 def run_conf(home: Path) -> dict[str, Any]:
-    today = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")[datetime.now(UTC).weekday()]
     return {"prefixes": ["fleet-app-"], "canary": 2, "wave_size": 10, "max_groups_per_wave": 20,
             "max_failed_apps": 0, "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 5,
-            "start_timeout_minutes": 5, "poll_seconds": 0.5, "window_days": today, "window_start": "00:00",
-            "window_end": "23:59", "window_tz": "UTC", "snapshot_dir": str(home / "snapshots"),
+            "start_timeout_minutes": 5, "poll_seconds": 0.5, **open_window(),
+            "snapshot_dir": str(home / "snapshots"),
             "report_dir": str(home / "report"), "audit_log": str(home / "audit.jsonl")}
 
 

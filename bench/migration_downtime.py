@@ -96,7 +96,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,6 +133,7 @@ from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics  # noqa: E402
 from airflow_provider_kip848.testing.registry import RegistryFile  # noqa: E402
 from airflow_provider_kip848.testing.waiting import wait_until  # noqa: E402
+from airflow_provider_kip848.testing.windows import open_window  # noqa: E402
 
 DELAY_KEY = "streams.initial.rebalance.delay.ms"
 BROKER_DELAY_KEY = "group.streams.initial.rebalance.delay.ms"
@@ -442,10 +443,7 @@ class Bench:
             say(f"warning: {app_id} still has members after a clean stop")
 
     def window(self) -> dict:
-        from airflow_provider_kip848.changecontrol.window import DAYS
-
-        day = DAYS[datetime.now(UTC).weekday()]
-        return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
+        return open_window()
 
     def run_dag(self, module: str, conf: dict, before_answer=None):
         from airflow_provider_kip848.testing.dagrun import run_dag, run_state

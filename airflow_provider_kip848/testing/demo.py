@@ -27,10 +27,8 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -49,6 +47,7 @@ from airflow_provider_kip848.testing.clients import (
 )
 from airflow_provider_kip848.testing.dagrun import run_dag, run_state
 from airflow_provider_kip848.testing.registry import REGISTRY_ENV, RegistryFile
+from airflow_provider_kip848.testing.windows import open_window
 
 CONN_ID = "kafka_admin_default"
 
@@ -180,7 +179,6 @@ def kip1071_part(kafka, dags: Path, work: Path) -> bool:
 
     _say(f"WordCountDemo '{app_id}' on the classic protocol: count(kafka) = {count('kafka', 2)}")
     time.sleep(2)  # its last commit
-    today = DAYS[datetime.now(UTC).weekday()]
     _say("running kip1071_streams_offline_migration (one approval for the downtime, answered automatically)")
     try:
         run, _answers, report = run_dag(
@@ -188,7 +186,7 @@ def kip1071_part(kafka, dags: Path, work: Path) -> bool:
             {"application_id": app_id, "app_controller": app_id, "app_controller_args": {"stop_mode": "kill"},
              "remove_members_after": 3, "poll_seconds": 1, "standby_replicas": 0, "session_timeout_ms": 6000,
              "heartbeat_interval_ms": 500, "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python",
-             "window_days": today, "window_start": "00:00", "window_end": "23:59",
+             **open_window(),
              "snapshot_dir": str(work / "snapshots"), "report_dir": str(work / "kip1071-report")},
             dags_folder=dags, decide=lambda d: "Approve",
         )

@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -93,12 +92,12 @@ def main() -> int:
 
 
 def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
-    from airflow_provider_kip848.changecontrol.window import DAYS
     from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
     from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
     from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
     from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+    from airflow_provider_kip848.testing.windows import open_window
 
     bs = kafka.bootstrap_servers
     with KafkaAdmin(ClientSettings(bs)) as admin:
@@ -116,7 +115,6 @@ def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
                              description="the demo's WordCountDemo on this machine")
     produce(bs, WORDCOUNT_INPUT_TOPIC, ["kafka streams groups"])
     time.sleep(15)
-    today = DAYS[datetime.now(UTC).weekday()]
     snapshots = str(work / "snapshots")
     return [
         ("kafka_enable_streams_protocol", {"feature": "streams.version", "level": 1},
@@ -130,7 +128,7 @@ def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
          "rolling_upgrade_approval.png"),
         ("kip1071_streams_offline_migration", {"application_id": "wordcount", "standby_replicas": 1,
                                                "app_controller": wordcount,
-                                               "window_days": today, "window_start": "00:00", "window_end": "23:59",
+                                               **open_window(),
                                                "snapshot_dir": snapshots, "poll_seconds": 1},
          "streams_offline_migration_approval.png"),
     ]

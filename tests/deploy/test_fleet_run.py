@@ -10,18 +10,17 @@ in the deployment)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 
 import yaml
 from playwright.sync_api import expect
 
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.clients import create_topics, produce
 from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 
@@ -71,8 +70,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
             "ownership_file": str(ownership), "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
             "wave_size": 1, "remove_members_after": 2, "empty_settle_seconds": 2, "poll_seconds": 1,
-            "start_timeout_minutes": 3, "window_days": DAYS[datetime.now(UTC).weekday()], "window_start": "00:00",
-            "window_end": "23:59", "window_tz": "UTC"}})
+            "start_timeout_minutes": 3, **open_window()}})
         response.raise_for_status()
         run_id = response.json()["dag_run_id"]
         deferred_seen = []

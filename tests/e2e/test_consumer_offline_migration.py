@@ -8,13 +8,11 @@ restarted application does not come in, it goes back to classic by the same road
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_kip848.changecontrol.artifacts import run_location
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -22,6 +20,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
 from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import (
     Feeder,
@@ -46,13 +45,12 @@ def controller_args(tmp_path, bootstrap, group, topic, output, **extra) -> dict:
 
 
 def conf(tmp_path, group, output, controller, **extra) -> dict:
-    today = DAYS[datetime.now(UTC).weekday()]
     return {"group_id": group, "client": "librdkafka", "client_version": "2.12.1",
             "client_properties": {"enable.auto.commit": "false"},
             "app_controller": controller, "remove_members_after": 2, "empty_settle_seconds": 2,
             "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
             "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
-            "window_days": today, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC",
+            **open_window(),
             "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
             "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 

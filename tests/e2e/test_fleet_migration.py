@@ -14,13 +14,11 @@ d-later or e-later. The team fixes b-planted's configuration in the ownership ma
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -28,6 +26,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 from airflow_provider_kip848.testing.clients import create_topics, produce
 from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 
@@ -56,11 +55,10 @@ def ownership(prefix: str, args: dict[str, dict], *, planted: bool = True) -> st
 
 
 def conf(tmp_path: Path, prefix: str, **extra) -> dict:
-    today = DAYS[datetime.now(UTC).weekday()]
     return {"prefixes": [prefix], "canary": 1, "wave_size": 2, "max_groups_per_wave": 3, "max_failed_apps": 0,
             "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
-            "start_timeout_minutes": 0.5, "poll_seconds": 0.5, "window_days": today, "window_start": "00:00",
-            "window_end": "23:59", "window_tz": "UTC", "snapshot_dir": str(tmp_path / "snapshots"),
+            "start_timeout_minutes": 0.5, "poll_seconds": 0.5, **open_window(),
+            "snapshot_dir": str(tmp_path / "snapshots"),
             "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 
 

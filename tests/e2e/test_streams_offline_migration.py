@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
 
 from airflow_provider_kip848.changecontrol.audit import read_audit
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -21,6 +19,7 @@ from airflow_provider_kip848.testing.clients import (
     set_topic_configs,
 )
 from airflow_provider_kip848.testing.supervised import SupervisedWordCount
+from airflow_provider_kip848.testing.windows import closed_window, open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import (
     Feeder,
@@ -39,11 +38,6 @@ def count_of(bootstrap, word, expected, timeout=90):
         return decode_long(value) if value is not None else None
 
     return count(read_topic(bootstrap, WORDCOUNT_OUTPUT_TOPIC, timeout=timeout, until=lambda rs: count(rs) == expected))
-
-
-def window_now(shift_days: int = 0) -> dict:
-    day = DAYS[(datetime.now(UTC) + timedelta(days=shift_days)).weekday()]
-    return {"window_days": day, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC"}
 
 
 def classic_wordcount(kafka, admin, app_id, word, controllers=None, *, supervisor=None, ssh_conn_id=None, **target):
@@ -76,7 +70,7 @@ def conf(kafka, app_id, tmp_path, **extra):
             "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
             "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
             "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"),
-            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **window_now(),
+            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **open_window(),
             **extra}
 
 
@@ -203,7 +197,7 @@ def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_
     controller = classic_wordcount(kafka, admin, app_id, word, controllers)
     try:
         run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       conf(kafka, app_id, tmp_path, **window_now(shift_days=3)), decide=approve)
+                                       conf(kafka, app_id, tmp_path, **closed_window()), decide=approve)
         assert state(run) == "failed" and report["failed_tasks"] == ["window_guard"] and answers == []
         run, answers, report = run_dag("kip1071_streams_offline_migration",
                                        conf(kafka, app_id, tmp_path, dry_run=True, report_dir=str(tmp_path / "dry")),

@@ -11,9 +11,10 @@ from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
 from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import create_topics, produce
 from airflow_provider_kip848.testing.supervised import SupervisedWordCount
+from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
-from tests.e2e.test_streams_offline_migration import count_of, window_now
+from tests.e2e.test_streams_offline_migration import count_of
 
 DAG = "kip1071_streams_rollback_to_classic"
 
@@ -50,7 +51,7 @@ def conf(kafka, app_id, tmp_path, **extra):
             "remove_members_after": 2, "empty_settle_seconds": 3, "poll_seconds": 0.5, "empty_timeout_minutes": 3,
             "start_timeout_minutes": 3, "reader": "python", "source_topics": WORDCOUNT_INPUT_TOPIC,
             "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl"), **window_now(), **extra}
+            "audit_log": str(tmp_path / "audit.jsonl"), **open_window(), **extra}
 
 
 def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers,

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from confluent_kafka import Consumer, KafkaException
 
-from airflow_provider_kip848.changecontrol.window import DAYS
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol
@@ -30,6 +28,7 @@ from airflow_provider_kip848.operators.preflight import MigrationPreflightOperat
 from airflow_provider_kip848.testing import dagrun
 from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import REPO, set_kafka_connection, wait_until
 
 #: settings a librdkafka client refuses with group.protocol=consumer (the lint's errors), as an application has them
@@ -541,13 +540,12 @@ def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_
     create_topics(bootstrap, {topic: 2})
     produce(bootstrap, topic, (f"v{i}" for i in range(10)))
     application = member(bootstrap, app_id, [topic], "classic", "wc-lint-app", tmp_path)
-    today = DAYS[datetime.now(UTC).weekday()]
     # a controller that reports no config (no config command): only the form's properties are linted, and the
     # lint says the deployed config was not checked; the runs never reach a stop or a start
     controller = controllers.add(app_id, "command", {"commands": {"stop": "true", "start": "true"}})
     base = {"application_id": app_id, "app_controller": controller, "client_version": "4.3.1", "poll_seconds": 0.5,
             "reader": "python",
-            "window_days": today, "window_start": "00:00", "window_end": "23:59", "window_tz": "UTC",
+            **open_window(),
             "snapshot_dir": str(tmp_path / "snapshots"), "audit_log": str(tmp_path / "audit.jsonl")}
     try:
         wait_until(lambda: stable_members(native, app_id, 1) and native.group_offsets(app_id).total_lag == 0

@@ -156,23 +156,21 @@ def test_the_approval_form_says_who_may_approve_and_why_someone_may_not():
 def test_the_window_guard_operator_fails_outside_its_window_and_on_a_window_it_cannot_read():
     """The first task of every downtime DAG: inside the window it returns the window it checked; outside it,
     or with a window that does not parse (a typo in a form), the task fails without retry, naming why."""
-    from datetime import UTC, datetime, timedelta
-
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_provider_kip848.changecontrol.window import DAYS
     from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+    from airflow_provider_kip848.testing.windows import closed_window, open_window
 
-    today, later = DAYS[datetime.now(UTC).weekday()], DAYS[(datetime.now(UTC) + timedelta(days=3)).weekday()]
+    def guard(window: dict[str, str], **change: str) -> dict:
+        params = {**window, **change}
+        return MaintenanceWindowGuardOperator(task_id="window_guard", window_days=params["window_days"],
+                                              window_start=params["window_start"], window_end=params["window_end"],
+                                              window_tz=params["window_tz"]).execute({})
 
-    def guard(days: str, tz: str = "UTC") -> dict:
-        return MaintenanceWindowGuardOperator(task_id="window_guard", window_days=days, window_start="00:00",
-                                              window_end="23:59", window_tz=tz).execute({})
-
-    assert guard(today)["window"]
+    assert guard(open_window())["window"]
     with pytest.raises(AirflowFailException, match="(?i)window"):
-        guard(later)
+        guard(closed_window())
     with pytest.raises(AirflowFailException, match="window days must be among"):
-        guard("MON,XYZ")
+        guard(open_window(), window_days="MON,XYZ")
     with pytest.raises(AirflowFailException, match="unknown time zone"):
-        guard(today, "Mars/Olympus")
+        guard(open_window(), window_tz="Mars/Olympus")
