@@ -223,7 +223,7 @@ class GroupAdmin(ABC):
         try:
             return self.group_listing(group_id)
         except E.GroupNotFound:
-            near = similar_group_ids(group_id, [g.group_id for g in self.list_groups()])
+            near = similar_group_ids(group_id, self.group_ids())
             raise E.GroupNotFound(
                 f"Group {group_id!r} does not exist on this cluster"
                 + (f"; similar ids: {', '.join(repr(g) for g in near)}" if near else ""),
@@ -235,6 +235,11 @@ class GroupAdmin(ABC):
     @abstractmethod
     def list_groups(self) -> list[GroupListing]:
         """Every group with its type and state, streams and share groups included."""
+
+    def group_ids(self) -> list[str]:
+        """Every group id (all types) the principal may describe, without types or states: what a hint needs.
+        A backend overrides it where listing the ids costs less than :meth:`list_groups`."""
+        return [g.group_id for g in self.list_groups()]
 
     @abstractmethod
     def group_listing(self, group_id: str) -> GroupListing:

@@ -118,6 +118,10 @@ class KafkaCli(GroupAdmin):
             states.update(P.parse_list_states(self._run(tool, "--list", "--state")))
         return P.parse_groups_list(self._run("kafka-groups", "--list"), states)
 
+    def group_ids(self) -> list[str]:
+        """One ``kafka-groups --list`` (one JVM), where :meth:`list_groups` adds a ``--list --state`` per type."""
+        return [g.group_id for g in P.parse_groups_list(self._run("kafka-groups", "--list"))]
+
     def group_listing(self, group_id: str) -> GroupListing:
         require_group_id(group_id)
         for listing in P.parse_groups_list(self._run("kafka-groups", "--list")):
