@@ -12,9 +12,10 @@ from playwright.sync_api import expect
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
-from tests.e2e.test_streams_offline_migration import classic_wordcount, window_now
+from tests.e2e.test_streams_offline_migration import classic_wordcount
 
 DAG_ID = "kip1071_streams_offline_migration"
 APP_ID = "deploy-approval-wordcount"
@@ -29,7 +30,7 @@ def test_the_restart_delay_is_in_the_approval_and_a_rejection_changes_nothing(de
         deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
         response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
             "application_id": APP_ID, "restart_rebalance_delay_ms": 0, "poll_seconds": 0.5,
-            "app_controller": APP_ID, **window_now()}})
+            "app_controller": APP_ID, **open_window()}})
         response.raise_for_status()
         run_id = response.json()["dag_run_id"]
         detail = deployment.wait_approval(DAG_ID, run_id)
