@@ -6,6 +6,7 @@ thread through Airflow's core API, as a person's clicks in the UI would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -51,12 +52,9 @@ def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
         responder = AutoResponder(dag.dag_id, decide, token=token, before_answer=before_answer)
         responder.start()
     try:
-        with _sync_only_the_file_of(dag.fileloc):
-            if triggered_by:
-                with _triggered_by(triggered_by):
-                    run = dag.test(run_conf=conf, use_executor=False)
-            else:
-                run = dag.test(run_conf=conf, use_executor=False)
+        with _sync_only_the_file_of(dag.fileloc), \
+                (_triggered_by(triggered_by) if triggered_by else contextlib.nullcontext()):
+            run = dag.test(run_conf=conf, use_executor=False)
     finally:
         if responder:
             responder.stop()

@@ -12,23 +12,21 @@ from datetime import UTC, datetime, timedelta
 from airflow_provider_kip848.changecontrol.window import DAYS
 
 
-def _hhmm(moment: datetime) -> str:
-    return moment.strftime("%H:%M")
+def _every_day(start: datetime, hours: int) -> dict[str, str]:
+    """Window Params opening at ``start``'s time of day, every day, for ``hours`` (UTC)."""
+    return {"window_days": ",".join(DAYS), "window_start": start.strftime("%H:%M"),
+            "window_end": (start + timedelta(hours=hours)).strftime("%H:%M"), "window_tz": "UTC"}
 
 
 def open_window(now: datetime | None = None, hours: int = 6) -> dict[str, str]:
     """Window Params that contain ``now`` and the next ``hours`` - 1 hours (every day, UTC)."""
-    start = (now or datetime.now(UTC)) - timedelta(hours=1)
-    return {"window_days": ",".join(DAYS), "window_start": _hhmm(start),
-            "window_end": _hhmm(start + timedelta(hours=hours)), "window_tz": "UTC"}
+    return _every_day((now or datetime.now(UTC)) - timedelta(hours=1), hours)
 
 
 def closed_window(now: datetime | None = None) -> dict[str, str]:
     """Window Params that open three hours after ``now`` for an hour (every day, UTC): closed now and for the next
     two hours."""
-    start = (now or datetime.now(UTC)) + timedelta(hours=3)
-    return {"window_days": ",".join(DAYS), "window_start": _hhmm(start),
-            "window_end": _hhmm(start + timedelta(hours=1)), "window_tz": "UTC"}
+    return _every_day((now or datetime.now(UTC)) + timedelta(hours=3), 1)
 
 
 __all__ = ["closed_window", "open_window"]
