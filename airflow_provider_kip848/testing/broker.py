@@ -111,10 +111,10 @@ FAST_TUNING: dict[str, str] = {
     "group.streams.heartbeat.interval.ms": "500",  # 5000
     "group.streams.initial.rebalance.delay.ms": "0",  # 3000
     "offsets.topic.num.partitions": "10",  # 50: creating 50 partitions costs seconds per fresh broker
-    # An idle test broker's CPU (a run keeps a few alive for most of an hour): 3.2% of a core with the three defaults
-    # below, 1.2% without them (measured over 60 s, one node). The controller's no-op record every 500 ms is
-    # replicated and published like any metadata change; eight request handlers and three network threads each
-    # wake several times a second to poll empty queues. A test broker serves a few clients at a time.
+    # An idle test broker's CPU (a run keeps a few alive for most of an hour): 3.9% of a core with Kafka's defaults
+    # for the three below, 2.3% with them (bench/idle_broker.py, one node, 1.7x). The controller's no-op record every
+    # 500 ms is replicated and published like any metadata change; eight request handlers and three network threads
+    # each wake several times a second to poll empty queues. A test broker serves a few clients at a time.
     "metadata.max.idle.interval.ms": "5000",  # 500
     "num.io.threads": "2",  # 8
     "num.network.threads": "2",  # 3
