@@ -202,6 +202,10 @@ class Deployment:
             # the deployment's application controller registry ([kip848] controllers): the test session's file,
             # so the applications a test registers are the ones the deployment's workers can name
             "AIRFLOW__KIP848__CONTROLLERS": os.environ["AIRFLOW__KIP848__CONTROLLERS"],
+            # the fleet DAG's wave slots (default 6), a deployment's setting: the tier's fleet runs have at most two
+            # waves, and each unused slot still runs four task processes one after the other (about 25 s a slot);
+            # three keep an unused slot in every run (the end-to-end tier runs the default six)
+            "KIP848_FLEET_MAX_WAVES": "3",
         }
         # the machine's Java, and the test session's Spark JVM tuning (tests/spark-conf/spark-defaults.conf)
         for key in ("JAVA_HOME", "SPARK_CONF_DIR", "SPARK_LAUNCHER_OPTS"):
