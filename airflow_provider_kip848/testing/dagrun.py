@@ -116,7 +116,7 @@ class _schemas_checked_once:
     _checked: ClassVar[set[tuple[type, str]]] = set()
 
     def __enter__(self) -> None:
-        import jsonschema  # noqa: PLC0415 - only the harness patches it, while a run goes on
+        import jsonschema  # type: ignore[import-untyped]  # noqa: PLC0415 - patched only while a run goes on
 
         self.module, self.original = jsonschema, jsonschema.validate
         checked = self._checked
