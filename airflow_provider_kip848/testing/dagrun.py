@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, given, run_location
 from airflow_provider_kip848.testing.hitl import AutoResponder, prepare_in_main_thread  # noqa: PLC0415 - Airflow reads its config at first import
@@ -52,7 +52,7 @@ def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
         responder = AutoResponder(dag.dag_id, decide, token=token, before_answer=before_answer)
         responder.start()
     try:
-        with _sync_only_the_file_of(dag.fileloc), _schemas_checked_once(), \
+        with _sync_only_the_file_of(dag.fileloc), \
                 (_triggered_by(triggered_by) if triggered_by else contextlib.nullcontext()):
             run = dag.test(run_conf=conf, use_executor=False)
     finally:
@@ -100,41 +100,6 @@ class _sync_only_the_file_of:
 
     def __exit__(self, *exc: object) -> None:
         self.module.BundleDagBag = self.original  # type: ignore[misc]
-
-
-class _schemas_checked_once:
-    """Inside it, a Param's JSON schema is checked against its metaschema once per process, not at every resolve.
-
-    ``Param.resolve()`` calls ``jsonschema.validate``, which checks the schema itself before it validates the value.
-    Serializing a task dumps every DAG param (about 60 here) and each dump resolves it: about 2,200 schema checks
-    and 3.4 of 3.8 CPU-seconds per serialization of the streams migration DAG (cProfile), paid by ``dag.test()`` when
-    it syncs the DAG and again for every task it runs. The value is still validated against its schema on every call
-    and an invalid schema still raises on its first check: only the repeated check of a schema already found valid
-    is skipped (as jsonschema's docs advise for one schema and many instances).
-    """
-
-    _checked: ClassVar[set[tuple[type, str]]] = set()
-
-    def __enter__(self) -> None:
-        import jsonschema  # type: ignore[import-untyped]  # noqa: PLC0415 - patched only while a run goes on
-
-        self.module, self.original = jsonschema, jsonschema.validate
-        checked = self._checked
-
-        def validate(instance: Any, schema: Any, cls: Any = None, *args: Any, **kwargs: Any) -> None:
-            cls = cls or jsonschema.validators.validator_for(schema)
-            key = (cls, json.dumps(schema, sort_keys=True, default=repr))
-            if key not in checked:
-                cls.check_schema(schema)
-                checked.add(key)
-            error = jsonschema.exceptions.best_match(cls(schema, *args, **kwargs).iter_errors(instance))
-            if error is not None:
-                raise error
-
-        jsonschema.validate = validate
-
-    def __exit__(self, *exc: object) -> None:
-        self.module.validate = self.original
 
 
 class _triggered_by:
