@@ -16,6 +16,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from airflow_provider_kip848.testing.errors import PortInUseError
+from tests.conftest import wait_until
 
 
 def test_session_broker_runs_the_requested_release(kafka, kafka_version):
@@ -93,10 +94,12 @@ def test_restart_keeps_cluster_data_and_ports(fresh_kafka, unique):
 
     report = broker.restart()
     assert report.bootstrap_servers == bootstrap
-    assert report.format_seconds < 0.5  # not re-formatted: same cluster
+    assert report.cluster_id == cluster_id  # not re-formatted: a format makes a new cluster id
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
         assert admin.describe_cluster().cluster_id == cluster_id
-        assert {g.group_id for g in admin.list_groups()} >= {group}
+        # ListGroups leaves out the coordinator partitions a broker does not lead yet (right after a restart the
+        # listing can be empty for a moment): the group comes back once its partition is loaded, or it was lost
+        wait_until(lambda: group in {g.group_id for g in admin.list_groups()}, 60, f"{group} listed after the restart")
 
 
 def test_stop_never_signals_a_process_it_did_not_start(fresh_kafka, tmp_path):
