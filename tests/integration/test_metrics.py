@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
 
@@ -171,10 +170,8 @@ def test_hook_with_an_unreachable_metrics_url_raises_the_providers_error(metrics
     dead = f"http://127.0.0.1:{_dead_port()}/metrics"
     conn = set_kafka_connection(monkeypatch, "kafka_dead_metrics", metrics_kafka.bootstrap_servers,
                                 metrics_url=f"{metrics_kafka.metrics_url},{dead}")
-    started = time.monotonic()
     with KafkaGroupAdminHook(conn) as hook, pytest.raises(MetricsUnavailable) as err:
-        hook.group_metrics(timeout=5)
-    assert time.monotonic() - started < 10
+        hook.group_metrics(timeout=5)  # a hang fails at the test's timeout (no wall-clock bound asserted here)
     assert err.value.retriable and err.value.urls == (dead,)
     assert str(err.value).startswith(f"The metrics endpoint {dead} did not answer (")
     assert "the connection's metrics_url extra lists one URL per broker" in str(err.value)
