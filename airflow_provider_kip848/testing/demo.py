@@ -34,6 +34,7 @@ from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing import schema_checks
 from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
 from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.broker import LocalKafka
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {dags} has no example DAGs; run from the checkout or pass --dags-folder", file=sys.stderr)
         return 2
 
+    # the demo's dag.test() runs check each Param schema once, as the test processes do (testing/schema_checks.py)
+    schema_checks.install()
     cache = default_cache_dir()
     work = cache / "demo"
     kafka = LocalKafka(cache / "instances" / "demo", version=args.version, die_with_parent=True)
