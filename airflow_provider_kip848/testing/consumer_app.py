@@ -202,13 +202,14 @@ def _records(batch: list[Any]) -> list[Any]:
     rejoined, which a test of a member coming back then raced against)."""
     processed = []
     for msg in batch:
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
+        error = msg.error()
+        if error:
+            if error.code() == KafkaError._PARTITION_EOF:
                 continue
-            if msg.error().code() == KafkaError._MAX_POLL_EXCEEDED:
-                print(f"rejoining: {msg.error().str()}", flush=True)
+            if error.code() == KafkaError._MAX_POLL_EXCEEDED:
+                print(f"rejoining: {error.str()}", flush=True)
                 continue
-            raise KafkaException(msg.error())
+            raise KafkaException(error)
         processed.append(msg)
     return processed
 
