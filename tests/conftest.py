@@ -25,6 +25,8 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 REPO = Path(__file__).resolve().parents[1]
+#: The pid of this process, which no other live process has: the end of every ``unique`` name (see the fixture).
+RUN_TOKEN = f"p{os.getpid()}"
 
 # Environment for everything below, set before Airflow is first imported.
 os.environ.setdefault("KIP848_CACHE_DIR", str(REPO / ".cache"))
@@ -419,12 +421,14 @@ def fresh_kafka(tmp_path: Path, kafka_version: str, pytestconfig) -> Iterator[Ca
 
 @pytest.fixture
 def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
-    """Names unique to this test (topics and groups on the shared broker)."""
+    """Names unique to this test (topics and groups on the shared broker) and to this run: they end in the pid of
+    the process running the test, which no other live process has, so two copies of the suite on one machine
+    (rule 5) never share a name that a lookup by command line, a marker or a file name could confuse."""
     base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:60]
     counter = iter(range(1000))
 
     def name(prefix: str) -> str:
-        return f"{prefix}-{base}-{next(counter)}"
+        return f"{prefix}-{base}-{next(counter)}-{RUN_TOKEN}"
 
     return name
 

@@ -116,6 +116,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.audit_log = audit_log
         self._started: float | None = None
         self._polls = 0
+        #: the condition a deferred wait carried through the triggerer (resumed: not read from the broker again)
+        self._carried_condition: dict[str, Any] | None = None
         self._removal_done = False
         self._wait = WaitState()
         self._notes: list[str] = []
@@ -134,24 +136,55 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 self.timeout = timeout_minutes * 60
             self.coordinator_unavailable_minutes = parse_number(self.coordinator_unavailable_minutes,
                                                                 "coordinator_unavailable_minutes") or 0.0
-            self.condition = self._build_condition()
         except Kip848Error as exc:  # bad input: fail now, a retry would repeat it
             raise AirflowFailException(str(exc)) from exc
+        if self._carried_condition is not None:
+            self.condition = GroupCondition.from_dict(self._carried_condition)
+        else:
+            self.condition = self._condition_riding_out_failures()
 
     def _build_condition(self) -> GroupCondition:
-        """The condition once templates are rendered (sensors with templated thresholds rebuild it)."""
+        """The condition once templates are rendered (sensors with templated thresholds rebuild it; some read the
+        broker or the platform for it, e.g. the Migrated wait's liveness window from the group's session timeout)."""
         return self.condition
+
+    def _condition_riding_out_failures(self) -> GroupCondition:
+        """:meth:`_build_condition`, asked again while the cluster cannot answer for now.
+
+        Building a condition may read the cluster (a group config), and a wait is often started right when the
+        cluster is failing over: a node killed a moment ago can still be the one the client's metadata names for the
+        request, and the read times out. That is "not known yet", as a failed poll is: retried with the poll's rules
+        (:func:`follow_failure`: a coordinator unavailable for ``coordinator_unavailable_minutes`` in a row, or the
+        wait's own timeout, fails it); an error a retry would repeat (bad input, a refusal) fails at once.
+        """
+        started, failures = time.time(), WaitState()
+        while True:
+            try:
+                return self._build_condition()
+            except Kip848Error as exc:
+                now = time.time()
+                try:
+                    follow_failure(exc, failures, now, self._unavailable_limit_s)
+                except Kip848Error as fatal:
+                    raise AirflowFailException(str(fatal)) from fatal
+                if self.timeout and now - started >= float(self.timeout):
+                    raise AirflowSensorTimeout(
+                        f"Group {self.group_id}: what the wait for {self.condition.describe()} needs could not be "
+                        f"read within {self.timeout} s: {exc}") from exc
+                self.log.warning("Group %s: %s; asking again.", self.group_id, exc)
+                time.sleep(min(max(float(self.poll_interval), 0.5), 5.0))
 
     @property
     def _unavailable_limit_s(self) -> float:
         return float(self.coordinator_unavailable_minutes) * 60
 
     def execute(self, context: Any) -> Any:
+        started = time.time()
         self._apply_templated()
         if not self.deferrable:
             return super().execute(context)
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
-        self._defer(time.time(), remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
+        self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
         return None  # unreachable: defer() raises TaskDeferred
 
     def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> None:
@@ -169,17 +202,19 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 remove_members_at=remove_at,
                 polls_before=polls,
                 unavailable_limit_s=self._unavailable_limit_s,
-                carry={"started": started, "wait": wait.to_dict(), "notes": notes},
+                carry={"started": started, "wait": wait.to_dict(), "notes": notes,
+                       "condition": self.condition.to_dict()},
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
         )
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
-        self._apply_templated()
         event = event or {}
         status = event.get("status")
         carry = event.get("carry") or {}
+        self._carried_condition = carry.get("condition")  # resumed: the condition the triggerer followed
+        self._apply_templated()
         started = carry.get("started")
         wait = WaitState.from_dict(carry.get("wait"))
         notes = list(carry.get("notes") or [])

@@ -195,8 +195,12 @@ class LocalConsumerAppController(ApplicationController):
         self.instance_args = {str(k): [str(a) for a in v] for k, v in (instance_args or {}).items()}
 
     def _processes(self) -> list[tuple[int, list[bytes]]]:
-        app, group = self.APP.encode(), self.group_id.encode()
-        return find_processes(lambda argv: app in argv and _arg(argv, "--group") == group.decode())
+        """This application's instances: the app module with this group *on this cluster*. A group of the same
+        name on another cluster (another copy of the test suite, another demo) is another application; taking
+        its processes for ours would stop them, or find the application already running and start nothing."""
+        app = self.APP.encode()
+        return find_processes(lambda argv: app in argv and _arg(argv, "--group") == self.group_id
+                              and _arg(argv, "--bootstrap-servers") == self.bootstrap_servers)
 
     def running_pids(self) -> list[int]:
         return [pid for pid, _ in self._processes()]
@@ -269,7 +273,8 @@ class LocalConsumerAppController(ApplicationController):
 
     def actions(self, group_protocol: str | None) -> Mapping[str, str]:
         signal_name = "SIGKILL" if self.stop_mode == "kill" else "SIGTERM"
-        return {"stop": f"{signal_name} to every consumer_app process of group {self.group_id} on this machine",
+        return {"stop": f"{signal_name} to every consumer_app process of group {self.group_id} on "
+                         f"{self.bootstrap_servers} on this machine",
                 "start": f"launch {self.instances} consumer_app instance(s) with "
                          f"group.protocol={group_protocol or '<protocol>'}",
                 "roll": f"restart the {self.instances} instance(s) one at a time with "

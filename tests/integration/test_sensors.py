@@ -8,6 +8,9 @@ import threading
 import pytest
 from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
 
+import airflow_provider_kip848.sensors.group as group_sensors
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.instances import liveness_window
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
@@ -26,7 +29,7 @@ from airflow_provider_kip848.testing.clients import (
     produce,
     read_topic,
 )
-from tests.conftest import wait_until
+from tests.conftest import set_kafka_connection, wait_until
 
 
 class Background(threading.Thread):
@@ -196,6 +199,53 @@ def test_deferred_wait_times_out_with_the_last_state(kafka_conn, unique, context
     assert event.payload["status"] == "timeout"
     with pytest.raises(AirflowSensorTimeout, match="did not reach state in \\{Stable\\} within 2"):
         sensor.execute_complete(context, event=event.payload)
+
+
+def test_a_wait_started_while_the_cluster_cannot_answer_asks_again(kafka, monkeypatch, bootstrap, unique, context):
+    """The Migrated wait reads the group's session timeout (its liveness window) before it waits, and a wait is often
+    started while a node fails over. Found on the 3-node cluster under load: that read timed out (librdkafka sent it
+    to the node just killed) and the wait failed at once, sending a rolling upgrade down its way back although the
+    group was migrating. A read that times out is "not known yet": asked again, as a failed poll is. Once the wait
+    has deferred, its resumption takes the condition the trigger carried and reads nothing again."""
+    conn = set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap, request_timeout_ms=1500)
+    group = unique("paused-read")
+    failed: list[BaseException] = []
+
+    def recorded(*args, **kwargs):  # the real read, its failures recorded for the test to act on
+        try:
+            return liveness_window(*args, **kwargs)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+
+    monkeypatch.setattr(group_sensors, "liveness_window", recorded)
+    sensor = KafkaGroupMigratedSensor(task_id="m", kafka_conn_id=conn, group_id=group, deferrable=True,
+                                      poll_interval=0.5, timeout=120)
+    waiting = Background(sensor, context)
+    kafka.pause_node(1)  # the broker keeps its connections open and answers nothing
+    try:
+        waiting.start()
+        wait_until(lambda: failed, timeout=60, what="the wait's first read, failed while the broker was paused")
+    finally:
+        kafka.resume_node(1)
+    waiting.join(60)
+    assert not waiting.is_alive()
+    assert isinstance(waiting.error, TaskDeferred), waiting.error  # went on to wait in the triggerer
+    assert all(getattr(exc, "retriable", False) for exc in failed), failed
+    trigger = waiting.error.trigger
+    with KafkaGroupAdminHook(conn) as hook:
+        window, _ = liveness_window(hook, group, "consumer")
+    assert trigger.condition["liveness_s"] == window > 0
+    assert trigger.carry["condition"] == trigger.condition
+    reads = len(failed)
+    kafka.pause_node(1)  # resumed from the trigger's event: nothing is read again (a read would time out now)
+    try:
+        with pytest.raises(AirflowSensorTimeout, match=r"did not reach type consumer, 1\+ live member.*liveness window"):
+            sensor.execute_complete(context, event={"status": "timeout", "summary": "type consumer",
+                                                    "carry": trigger.carry})
+    finally:
+        kafka.resume_node(1)
+    assert len(failed) == reads
 
 
 async def _first_event(trigger):

@@ -148,13 +148,26 @@ class Transport:
     # -- out-of-band errors ------------------------------------------------
 
     def reported_connection_error(self) -> E.Kip848Error | None:
-        """An authentication failure, or all brokers down, as librdkafka reported it out of band."""
+        """An authentication failure, or all brokers down, as librdkafka reported it out of band since the last call
+        that succeeded. One broker unreachable (a node killed, its connection refused) is not "cannot reach any
+        broker": the others answer, and a request that timed out meanwhile is a timeout, which names it."""
         if (auth := self.auth_error()) is not None:
             return auth
-        if any(e.code() in (ConfluentError._ALL_BROKERS_DOWN, ConfluentError._TRANSPORT, ConfluentError._RESOLVE)
-               for e in self._client_errors):
+        if any(e.code() == ConfluentError._ALL_BROKERS_DOWN for e in self._client_errors):
             return E.KafkaConnectionError(f"Cannot reach any broker at {self.settings.bootstrap_servers}.")
         return None
+
+    def _unreachable_brokers(self) -> list[str]:
+        """What librdkafka reported of single brokers it could not reach since the last call that succeeded."""
+        seen = [redact(e.str(), self.settings) for e in self._client_errors
+                if e.code() in (ConfluentError._TRANSPORT, ConfluentError._RESOLVE)]
+        return list(dict.fromkeys(seen))[-3:]
+
+    def _forget_connection_errors(self) -> None:
+        """A call succeeded: a broker answered, so what was reported of unreachable brokers before is history."""
+        if self._client_errors:
+            self._client_errors[:] = [e for e in self._client_errors if e.code() not in (
+                ConfluentError._ALL_BROKERS_DOWN, ConfluentError._TRANSPORT, ConfluentError._RESOLVE)]
 
     def auth_error(self) -> E.AuthenticationFailed | None:
         if "confluent" in self.__dict__:
@@ -211,7 +224,7 @@ class Transport:
         backoff = 0.1
         while True:
             try:
-                return call()
+                answer = call()
             except KafkaPythonError as exc:
                 if getattr(exc, "retriable", False):
                     self.forget_coordinators()
@@ -229,13 +242,20 @@ class Transport:
                     backoff = min(backoff * 2, 1.0)
                     continue
                 raise self._confluent_failure(exc) from exc
+            self._forget_connection_errors()
+            return answer
 
     def _confluent_failure(self, exc: KafkaException) -> E.Kip848Error:
         """A confluent-kafka failure as the provider's error: a timeout is named by what librdkafka reported out of
         band (credentials refused, no broker reachable) when it did."""
         error = translate_confluent(exc, self.settings)
         if isinstance(error, E.OperationTimedOut):
-            error = self.reported_connection_error() or error
+            reported = self.reported_connection_error()
+            if reported is not None:
+                return reported
+            if unreachable := self._unreachable_brokers():
+                return E.OperationTimedOut(f"{error.what.rstrip('.')} (meanwhile unreachable: "
+                                           f"{'; '.join(unreachable)}).", remedy=error.remedy)
         return error
 
     def kafka_python_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
