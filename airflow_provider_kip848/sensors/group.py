@@ -116,16 +116,15 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.audit_log = audit_log
         self._started: float | None = None
         self._polls = 0
-        #: the condition a deferred wait carried through the triggerer (resumed: not read from the broker again)
-        self._carried_condition: dict[str, Any] | None = None
         self._removal_done = False
         self._wait = WaitState()
         self._notes: list[str] = []
 
     # -- deferrable ----------------------------------------------------------
 
-    def _apply_templated(self) -> None:
-        """Rendered templates arrive as text or numbers: make them the numbers the waits use."""
+    def _apply_templated(self, carried: dict[str, Any] | None = None) -> None:
+        """Rendered templates arrive as text or numbers: make them the numbers the waits use. ``carried``: the
+        condition a deferred wait took through the triggerer (resumed: it is not read from the broker again)."""
         try:
             require_group_id(self.group_id)
             poll_interval = parse_number(self.poll_interval, "poll_interval") or 0.0
@@ -138,8 +137,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                                                 "coordinator_unavailable_minutes") or 0.0
         except Kip848Error as exc:  # bad input: fail now, a retry would repeat it
             raise AirflowFailException(str(exc)) from exc
-        if self._carried_condition is not None:
-            self.condition = GroupCondition.from_dict(self._carried_condition)
+        if carried is not None:
+            self.condition = GroupCondition.from_dict(carried)
         else:
             self.condition = self._condition_riding_out_failures()
 
@@ -213,8 +212,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         event = event or {}
         status = event.get("status")
         carry = event.get("carry") or {}
-        self._carried_condition = carry.get("condition")  # resumed: the condition the triggerer followed
-        self._apply_templated()
+        self._apply_templated(carried=carry.get("condition"))
         started = carry.get("started")
         wait = WaitState.from_dict(carry.get("wait"))
         notes = list(carry.get("notes") or [])
@@ -509,8 +507,8 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
                                                                                         "settle_seconds")
         super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0), **kwargs)
 
-    def _apply_templated(self) -> None:
-        super()._apply_templated()
+    def _apply_templated(self, carried: dict[str, Any] | None = None) -> None:
+        super()._apply_templated(carried)
         try:
             gone = parse_flag(self.instances_gone, "instances_gone")
         except Kip848Error as exc:

@@ -53,6 +53,11 @@ from airflow_provider_kip848.kafka.translate import (
 
 T = TypeVar("T")
 
+#: librdkafka's out-of-band reports that one broker could not be reached (refused, unresolvable)
+_BROKER_UNREACHABLE = (ConfluentError._TRANSPORT, ConfluentError._RESOLVE)
+#: ... and that none could (every broker down); a call that succeeds makes all of them history
+_CONNECTION_ERRORS = (ConfluentError._ALL_BROKERS_DOWN, *_BROKER_UNREACHABLE)
+
 #: kafka-python loggers and the level the provider sets when the user has not configured them.
 #: kafka-python logs every connect/disconnect at INFO and warns about its own event-loop timing; while
 #: a broker restarts it logs each refused reconnect and metadata refresh at ERROR (dozens a minute in
@@ -159,15 +164,13 @@ class Transport:
 
     def _unreachable_brokers(self) -> list[str]:
         """What librdkafka reported of single brokers it could not reach since the last call that succeeded."""
-        seen = [redact(e.str(), self.settings) for e in self._client_errors
-                if e.code() in (ConfluentError._TRANSPORT, ConfluentError._RESOLVE)]
+        seen = [redact(e.str(), self.settings) for e in self._client_errors if e.code() in _BROKER_UNREACHABLE]
         return list(dict.fromkeys(seen))[-3:]
 
     def _forget_connection_errors(self) -> None:
         """A call succeeded: a broker answered, so what was reported of unreachable brokers before is history."""
         if self._client_errors:
-            self._client_errors[:] = [e for e in self._client_errors if e.code() not in (
-                ConfluentError._ALL_BROKERS_DOWN, ConfluentError._TRANSPORT, ConfluentError._RESOLVE)]
+            self._client_errors[:] = [e for e in self._client_errors if e.code() not in _CONNECTION_ERRORS]
 
     def auth_error(self) -> E.AuthenticationFailed | None:
         if "confluent" in self.__dict__:
