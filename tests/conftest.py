@@ -567,3 +567,34 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     _platform_or_fail(server, "sshd", pytestconfig)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
+    """The session's Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager built from their Go
+    modules, cached outside the checkout) and one node whose pods run as local processes (testing.kube_node)."""
+    from airflow_provider_kip848.testing.kube_control_plane import KubeControlPlane
+
+    plane = KubeControlPlane(tmp_path_factory.mktemp("kube"))
+    _platform_or_fail(plane, "kubernetes control plane", pytestconfig)
+    try:
+        node = plane.start_node()
+    except (Kip848Error, OSError, TimeoutError) as exc:
+        plane.stop()
+        pytest.fail(f"cannot start the node agent: {type(exc).__name__}: {exc}", pytrace=False)
+    say(pytestconfig, f"[kubernetes] node {node.name} ready ({node.log_path})")
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture
+def kube_namespace(kube, request: pytest.FixtureRequest):
+    """A fresh namespace of the session's control plane for this test (deleted afterwards: its pods stop)."""
+    import hashlib
+
+    from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
+
+    digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:10]
+    namespace = KubeNamespace(kube, f"t{digest}-{RUN_TOKEN}")
+    yield namespace
+    namespace.delete()

@@ -181,7 +181,12 @@ class ControllerRegistry:
             raise ControllerRegistryInvalid(
                 f"controllers.{entry.name}: kind {entry.kind!r} is not installed (entry-point group "
                 f"{ENTRY_POINT_GROUP}: {kinds})")
-        loaded = point.load()
+        try:
+            loaded = point.load()
+        except ImportError as exc:  # a kind whose optional dependencies are not installed on this worker
+            raise ControllerRegistryInvalid(
+                f"controllers.{entry.name}: kind {entry.kind!r} ({point.value}) cannot be loaded: {exc} (install "
+                f"its extra, e.g. airflow-provider-kip848[{entry.kind}], on every worker)") from exc
         if not (isinstance(loaded, type) and issubclass(loaded, ApplicationController)):
             raise ControllerRegistryInvalid(f"kind {entry.kind!r} ({point.value}) is not an ApplicationController")
         return loaded
