@@ -233,8 +233,11 @@ def kip848_consumer_offline_migration():
         title="Offline move of {{ params.group_id }} to {{ params.target_protocol }}",
     )
 
-    # -- the way back: only when the restarted application did not come in on the target protocol in time
-    rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_migrated"],
+    # -- the way back: only when the restarted application did not come in on the target protocol in time, or its
+    # start failed (a platform whose start waits for its instances, e.g. a Kubernetes rollout that stalls: the
+    # application is stopped and must not be left down)
+    rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop",
+                                                 when_failed=["start_application", "wait_migrated"],
                                                  trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
@@ -266,7 +269,7 @@ def kip848_consumer_offline_migration():
         outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["nothing_to_do"]),
                                      dry_run=params["dry_run"],
                                      done="migrated", way_back_task="rollback_compare_offsets",
-                                     deadline_tasks=("wait_migrated",))
+                                     deadline_tasks=("start_application", "wait_migrated"))
         try:
             with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
                 now = hook.describe_group(params["group_id"]).to_dict()

@@ -67,6 +67,7 @@ from urllib3.exceptions import HTTPError
 from airflow_provider_kip848.controllers.errors import PlatformError
 from airflow_provider_kip848.controllers.formats import FormatError, parse_config
 from airflow_provider_kip848.controllers.protocol import (
+    GROUP_PROTOCOLS,
     ApplicationController,
     ApplicationStatus,
     ClientConfig,
@@ -145,7 +146,8 @@ class KubernetesController(ApplicationController):
                                                          "group.protocol (property: the key is a properties file)"),
         "properties_config_map": Arg("object", description="{name, key}: a ConfigMap key holding the client's "
                                                            "properties file (read for the lint)"),
-        "env_properties": Arg("object", description="env var -> client property, read for the lint"),
+        "env_properties": Arg("object", description="env var -> client property (or {property, protocols}: "
+                                                    "only on those group protocols), read for the lint"),
         "replicas": Arg("integer", minimum=1, description="what start scales to when no stop recorded the replicas"),
         "stop_timeout_seconds": Arg("number", minimum=1, description="how long pods may take to go (default 300)"),
         "rollout_timeout_seconds": Arg("number", minimum=1,
@@ -158,7 +160,7 @@ class KubernetesController(ApplicationController):
                  kubernetes_conn_id: str = "kubernetes_default", container: str | None = None,
                  protocol_env: str | None = None, protocol_config_map: Mapping[str, str] | None = None,
                  properties_config_map: Mapping[str, str] | None = None,
-                 env_properties: Mapping[str, str] | None = None, replicas: int | None = None,
+                 env_properties: Mapping[str, str | Mapping[str, Any]] | None = None, replicas: int | None = None,
                  stop_timeout_seconds: float = 300.0, rollout_timeout_seconds: float = 600.0,
                  client: str | None = None, client_version: str | None = None, poll_seconds: float = 1.0) -> None:
         kind, _, name = workload.partition("/")
@@ -173,17 +175,29 @@ class KubernetesController(ApplicationController):
         self.protocol_config_map = self._config_map_ref(protocol_config_map, "protocol_config_map",
                                                         optional=("property",))
         self.properties_config_map = self._config_map_ref(properties_config_map, "properties_config_map")
-        if env_properties is not None and any(not isinstance(v, str) or not v for v in env_properties.values()):
-            raise ValueError("env_properties: each value is a client property name (a string)")
+        #: env var -> (client property, the group protocols on which the application applies it; None: all)
+        self.env_properties = {str(k): self._env_property(str(k), v) for k, v in (env_properties or {}).items()}
         self.kind, self.name, self.selector = WORKLOAD_KINDS[kind], name or None, selector
         self._namespace, self.conn_id, self.container_name = namespace, kubernetes_conn_id, container
         self.protocol_env = protocol_env
-        self.env_properties = dict(env_properties or {})
         self.replicas = replicas
         self.stop_timeout, self.rollout_timeout = float(stop_timeout_seconds), float(rollout_timeout_seconds)
         self.client, self.client_version = client, client_version
         self.poll_seconds = poll_seconds
         self._hook: KubernetesHook | None = None
+
+    @staticmethod
+    def _env_property(name: str, spec: object) -> tuple[str, tuple[str, ...] | None]:
+        if isinstance(spec, str) and spec:
+            return spec, None
+        if isinstance(spec, Mapping) and not set(spec) - {"property", "protocols"}:
+            prop, protocols = spec.get("property"), spec.get("protocols")
+            if isinstance(prop, str) and prop and isinstance(protocols, list) and protocols and all(
+                    p in GROUP_PROTOCOLS for p in protocols):
+                return prop, tuple(protocols)
+        raise ValueError(f"env_properties.{name}: a client property name, or {{property, protocols}} with "
+                         f"protocols a non-empty list of {', '.join(GROUP_PROTOCOLS)} (the application applies "
+                         "the property only on those), not " + repr(spec))
 
     @staticmethod
     def _config_map_ref(ref: Mapping[str, str] | None, what: str,
@@ -628,7 +642,7 @@ class KubernetesController(ApplicationController):
         container = self._container(workload)
         selector = self._selector(workload)
         pods, _ = self._pods(selector)
-        instance_id_env = next((e for e, p in self.env_properties.items() if p == "group.instance.id"), None)
+        instance_id_env = next((e for e, (p, _) in self.env_properties.items() if p == "group.instance.id"), None)
         from_pod_name = any(v["name"] == instance_id_env and ((v.get("valueFrom") or {}).get("fieldRef") or {})
                             .get("fieldPath") == "metadata.name" for v in container.get("env") or ())
         instances = []
@@ -662,7 +676,10 @@ class KubernetesController(ApplicationController):
                 raise PlatformError(f"configmap/{ref['name']} key {ref['key']}: {exc}") from exc
             sources.append(f"configmap/{ref['name']} key {ref['key']}")
         env = {v["name"]: v for v in container.get("env") or ()}
-        for name, prop in sorted(self.env_properties.items()):
+        protocol = group_protocol or str(self._protocol_now(container) or "classic")
+        for name, (prop, protocols) in sorted(self.env_properties.items()):
+            if protocols is not None and protocol not in protocols:
+                continue  # the application does not apply it on this protocol
             var = env[name]
             source = var.get("valueFrom") or {}
             if "value" in var and not source:
@@ -676,7 +693,7 @@ class KubernetesController(ApplicationController):
                 props[prop] = "***"
         if self.env_properties:
             sources.append(f"env {', '.join(sorted(self.env_properties))} of container {container['name']}")
-        props["group.protocol"] = group_protocol or str(self._protocol_now(container) or "classic")
+        props["group.protocol"] = protocol
         sources.append(f"group.protocol from {self._protocol_source()}")
         return ClientConfig(properties=props, source=f"{self.label}: " + "; ".join(sources),
                             client=self.client, client_version=self.client_version)

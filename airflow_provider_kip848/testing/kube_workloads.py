@@ -37,17 +37,18 @@ def consumer_app(name: str, *, bootstrap: str, group_id: str, topics: list[str],
                  kind: str = "Deployment", protocol: str = "classic", protocol_source: str = "env",
                  config_map: str | None = None, record_dir: str | None = None, extra_args: list[str] | None = None,
                  progress_deadline_seconds: int = 600, min_ready_seconds: int = 0,
-                 termination_grace_seconds: int = 10) -> dict[str, Any]:
+                 termination_grace_seconds: int = 10, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """A Deployment or StatefulSet of ``replicas`` consumer instances of ``group_id``.
 
     ``protocol_source`` ``env``: ``--protocol $(GROUP_PROTOCOL)`` with the env var set to ``protocol``;
     ``configmap``: ``--config-file /etc/app/client.properties`` from ConfigMap ``config_map`` (see
     :func:`consumer_app_config_map`). ``record_dir``: each pod writes the records it processed to
     ``<record_dir>/<pod>.jsonl``. ``extra_args``: more consumer_app arguments (``--exit-after-s 1``: a crash
-    loop)."""
+    loop); ``extra_env``: more env vars (literal values; an argument may name one as ``$(NAME)``)."""
     labels = {"app": name}
     args = [sys.executable, "-m", CONSUMER_APP, "--topics", ",".join(topics), "--client-id", "$(POD_NAME)"]
     env: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env += [{"name": k, "value": v} for k, v in (extra_env or {}).items()]
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     if protocol_source == "env":

@@ -1,0 +1,160 @@
+"""The migration DAGs end to end with applications on Kubernetes: the ``kubernetes`` controller acting on real
+Deployments of the session's control plane (tests/conftest.py ``kube``), whose pods are real consumers.
+
+* kip848_consumer_offline_migration: the approval shows the workload and what each step does in Kubernetes'
+  terms; stop records the replicas and scales to 0 (no pod left, the group emptied at once), start sets the env
+  var and scales back, and the same group ends KIP-848 with the new pods as its members, nothing lost.
+* Its way back: the new pods crash on the consumer protocol, so the start's rollout stalls
+  (ProgressDeadlineExceeded); the DAG stops them, restarts on classic and the Deployment ends on classic with its
+  recorded replicas, its pods the group's members again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_kip848.controllers.kubernetes import REPLICAS_ANNOTATION
+from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_live
+from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
+from airflow_provider_kip848.testing.kube_workloads import PROTOCOL_ENV, consumer_app, controller_target
+from airflow_provider_kip848.testing.windows import open_window
+from tests.conftest import wait_until
+from tests.e2e.helpers import approve, run_dag, state
+
+DAG = "kip848_consumer_offline_migration"
+APP = "orders"
+REPLICAS = 2
+#: a classic member's session (classic only), in the pods' env and read by the controller's config: the way back's
+#: liveness window is this session plus a heartbeat when no progress shows first (45 s by default, more than the
+#: test's start deadline)
+CLASSIC_SESSION_MS = "6000"
+
+
+def conf(tmp_path: Path, group: str, output: str, controller: str, **extra) -> dict:
+    return {"group_id": group, "client": "librdkafka", "client_version": "2.12.1",
+            "client_properties": {"enable.auto.commit": "false"},
+            "app_controller": controller, "remove_members_after": 2, "empty_settle_seconds": 2,
+            "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
+            "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
+            **open_window(),
+            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
+            "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+
+
+def live(admin: KafkaAdmin, group: str) -> list:
+    return [m for m in admin.describe_group(group).members if is_live(m)]
+
+
+def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch: pytest.MonkeyPatch,
+             *, crash_on_consumer: bool = False) -> tuple[str, str, str, str]:
+    """A classic Deployment of two consumers copying a topic to an output topic, caught up, and its registry
+    entry (kind kubernetes, the namespace's admin connection). ``crash_on_consumer``: on the consumer protocol its
+    pods die a second after they start (a crash loop)."""
+    topic, output, group = unique("k8s-orders"), unique("k8s-out"), unique("k8s-app")
+    create_topics(bootstrap, {topic: 4, output: 4})
+    produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
+    # minReadySeconds: a pod that dies a second after its start never counts as available; a short progress
+    # deadline: a start that cannot complete says so within seconds (the Deployment's own verdict)
+    manifest = consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=REPLICAS,
+                            extra_args=["--output-topic", output, "--session-timeout-ms", "$(KAFKA_SESSION_TIMEOUT_MS)"],
+                            extra_env={"KAFKA_SESSION_TIMEOUT_MS": CLASSIC_SESSION_MS},
+                            min_ready_seconds=3, progress_deadline_seconds=10)
+    if crash_on_consumer:
+        container = manifest["spec"]["template"]["spec"]["containers"][0]
+        command = " ".join(json.dumps(a) for a in container["command"])
+        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && sleep 1 && exit 3; exec {command}']
+    ns.create(manifest)
+    conn_id = unique("k8s_conn").replace("-", "_")
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)
+    name = controllers.add(unique("k8s-ctl"), "kubernetes",
+                           controller_target(APP, kind="Deployment", conn_id=conn_id, namespace=ns.name,
+                                             env_properties={"KAFKA_SESSION_TIMEOUT_MS": {
+                                                 "property": "session.timeout.ms", "protocols": ["classic"]}}),
+                           description="the test's consumers, a Deployment on the test control plane")
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        def settled() -> bool:
+            desc, offsets = admin.describe_group(group), admin.group_offsets(group)
+            return (desc.state == "Stable" and len(desc.members) == REPLICAS and offsets.total_lag == 0
+                    and not offsets.uncommitted_with_records)
+
+        wait_until(settled, timeout=120, what="the Deployment's classic group Stable and caught up")
+    finally:
+        admin.close()
+    return topic, output, group, name
+
+
+def pods(ns: KubeNamespace) -> list[str]:
+    return sorted(p.metadata.name for p in ns.core.list_namespaced_pod(ns.name, label_selector=f"app={APP}").items)
+
+
+def protocol_env(ns: KubeNamespace) -> str:
+    container = ns.apps.read_namespaced_deployment(APP, ns.name).spec.template.spec.containers[0]
+    return next(e.value for e in container.env if e.name == PROTOCOL_ENV)
+
+
+def test_a_deployment_moves_offline_to_consumer(airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers,
+                                                kube_namespace: KubeNamespace, monkeypatch) -> None:
+    ns = kube_namespace
+    topic, output, group, name = deployed(ns, bootstrap, unique, controllers, monkeypatch)
+    before = pods(ns)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, name), decide=approve)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated", report
+        body = answers[0]["body"]
+        assert f"application controller: {name} (kind kubernetes)" in body, body
+        assert f"record the replicas of deployment/{APP} in namespace {ns.name}" in body, body
+        assert f"set group.protocol=consumer in env {PROTOCOL_ENV}" in body, body
+        assert "instances now (the platform): 2 instance(s) running" in body, body
+        # Kubernetes' side: the env var changed, the recorded replicas were restored and the record spent, every
+        # pod is new
+        deployment = ns.apps.read_namespaced_deployment(APP, ns.name)
+        assert protocol_env(ns) == "consumer" and deployment.spec.replicas == REPLICAS
+        assert REPLICAS_ANNOTATION not in (deployment.metadata.annotations or {})
+        after = pods(ns)
+        assert len(after) == REPLICAS and not set(after) & set(before)
+        # the broker's side: the same group, KIP-848, the new pods its members; nothing lost
+        assert admin.group_listing(group).type is GroupType.CONSUMER
+        members = live(admin, group)
+        assert sorted(m.client_id for m in members) == after
+        assert {m.protocol for m in members} == {MemberProtocol.CONSUMER}
+        assert report["results"]["emptied"]["summary"].startswith("0 member(s)")
+        assert report["results"]["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0
+        assert report["results"]["validation"]["passed"], report["results"]["validation"]
+    finally:
+        admin.close()
+
+
+def test_pods_crashing_on_consumer_go_back_to_classic(airflow_db, kafka_conn, bootstrap, unique, tmp_path,
+                                                      controllers, kube_namespace: KubeNamespace,
+                                                      monkeypatch) -> None:
+    ns = kube_namespace
+    topic, output, group, name = deployed(ns, bootstrap, unique, controllers, monkeypatch, crash_on_consumer=True)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, name, start_timeout_minutes=0.5,
+                                                 validate_with_spark=False), decide=approve)
+        assert state(run) == "failed", "a rolled-back migration marks the run failed"
+        assert report["outcome"] == "rolled_back", report
+        assert "start_application" in report["failed_tasks"], report["failed_tasks"]
+        rollback = report["results"]["rollback"]
+        assert rollback["stopped"]["platform"]["recorded_replicas"] == REPLICAS
+        assert rollback["restarted"]["group_protocol"] == "classic"
+        assert rollback["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0, rollback
+        deployment = ns.apps.read_namespaced_deployment(APP, ns.name)
+        assert protocol_env(ns) == "classic" and deployment.spec.replicas == REPLICAS
+        assert admin.group_listing(group).type is GroupType.CLASSIC
+        wait_until(lambda: sorted(m.client_id for m in live(admin, group)) == pods(ns), timeout=60,
+                   what="the classic pods as the group's members")
+        assert {m.protocol for m in live(admin, group)} == {MemberProtocol.CLASSIC}
+    finally:
+        admin.close()
