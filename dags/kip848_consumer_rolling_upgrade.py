@@ -290,7 +290,8 @@ def kip848_consumer_rolling_upgrade():
         decision = ti.xcom_pull(task_ids="approval", key="decision")
         failed = R.failed_tasks(context)
         timed_out = states.get("rollback_on_timeout") == "success"
-        unexpected = [t for t in failed if not (timed_out and t == "wait_migrated")]
+        # the way back answers a rollout that did not complete: its deadline, or a roll the platform could not finish
+        unexpected = [t for t in failed if not (timed_out and t in ("wait_migrated", "roll_application"))]
         rolled_back = states.get("wait_classic_again") == "success"
         if R.refused(decision):
             outcome = "refused"

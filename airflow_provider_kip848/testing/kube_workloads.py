@@ -88,6 +88,24 @@ def consumer_app(name: str, *, bootstrap: str, group_id: str, topics: list[str],
     return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
+def wordcount_app(name: str, *, java_command: list[str], config_map: str, replicas: int = 1,
+                  termination_grace_seconds: int = 30) -> dict[str, Any]:
+    """A Deployment of Kafka's WordCountDemo (a real Streams topology), reading its properties (group.protocol
+    among them) from key ``wordcount.properties`` of ConfigMap ``config_map`` mounted at /etc/app.
+    ``java_command`` is the JVM's argument list up to the main class (the cached Kafka release's classpath); its
+    ``state.dir`` may be relative: the pod's directory is its working directory."""
+    labels = {"app": name}
+    container = {"name": "streams", "image": "kip848/wordcount:local",
+                 "command": [*java_command, f"{CONFIG_MOUNT}/wordcount.properties"],
+                 "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT}]}
+    template = {"metadata": {"labels": labels},
+                "spec": {"containers": [container], "volumes": [{"name": "config", "configMap": {"name": config_map}}],
+                         "terminationGracePeriodSeconds": termination_grace_seconds}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template,
+                     "strategy": {"type": "Recreate"}}}
+
+
 def controller_target(name: str, *, kind: str, conn_id: str, namespace: str, protocol_source: str = "env",
                       config_map: str | None = None, **extra: Any) -> dict[str, Any]:
     """The registry target of the ``kubernetes`` controller for :func:`consumer_app` ``name``."""
@@ -106,4 +124,4 @@ def controller_target(name: str, *, kind: str, conn_id: str, namespace: str, pro
 
 
 __all__ = ["CONFIG_MOUNT", "CONTAINER", "PROTOCOL_ENV", "consumer_app", "consumer_app_config_map",
-           "controller_target"]
+           "controller_target", "wordcount_app"]

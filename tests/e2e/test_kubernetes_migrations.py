@@ -12,6 +12,7 @@ Deployments of the session's control plane (tests/conftest.py ``kube``), whose p
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,15 @@ from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics, produce
+from airflow_provider_kip848.testing.apps import (
+    WORDCOUNT_INPUT_TOPIC,
+    WORDCOUNT_MAIN_CLASS,
+    WORDCOUNT_OUTPUT_TOPIC,
+    wordcount_properties,
+)
+from airflow_provider_kip848.testing.clients import create_topics, decode_long, latest_by_key, produce, read_topic
 from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
-from airflow_provider_kip848.testing.kube_workloads import PROTOCOL_ENV, consumer_app, controller_target
+from airflow_provider_kip848.testing.kube_workloads import PROTOCOL_ENV, consumer_app, controller_target, wordcount_app
 from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
@@ -48,15 +55,24 @@ def conf(tmp_path: Path, group: str, output: str, controller: str, **extra) -> d
             "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 
 
+def count_of(bootstrap: str, word: str, expected: int, timeout: float = 90) -> int | None:
+    """WordCountDemo's latest count of ``word``, once it is ``expected`` (else the last seen)."""
+    def count(records) -> int | None:
+        value = latest_by_key(records).get(word.encode())
+        return decode_long(value) if value is not None else None
+
+    return count(read_topic(bootstrap, WORDCOUNT_OUTPUT_TOPIC, timeout=timeout, until=lambda rs: count(rs) == expected))
+
+
 def live(admin: KafkaAdmin, group: str) -> list:
     return [m for m in admin.describe_group(group).members if is_live(m)]
 
 
 def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch: pytest.MonkeyPatch,
-             *, crash_on_consumer: bool = False) -> tuple[str, str, str, str]:
+             *, crash_on_consumer: bool = False, crash_after_s: int = 1) -> tuple[str, str, str, str]:
     """A classic Deployment of two consumers copying a topic to an output topic, caught up, and its registry
     entry (kind kubernetes, the namespace's admin connection). ``crash_on_consumer``: on the consumer protocol its
-    pods die a second after they start (a crash loop)."""
+    pods die ``crash_after_s`` after they start (a crash loop)."""
     topic, output, group = unique("k8s-orders"), unique("k8s-out"), unique("k8s-app")
     create_topics(bootstrap, {topic: 4, output: 4})
     produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
@@ -69,7 +85,8 @@ def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch
     if crash_on_consumer:
         container = manifest["spec"]["template"]["spec"]["containers"][0]
         command = " ".join(json.dumps(a) for a in container["command"])
-        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && sleep 1 && exit 3; exec {command}']
+        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && sleep {crash_after_s} && exit 3; '
+                                            f'exec {command}']
     ns.create(manifest)
     conn_id = unique("k8s_conn").replace("-", "_")
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)
@@ -156,5 +173,101 @@ def test_pods_crashing_on_consumer_go_back_to_classic(airflow_db, kafka_conn, bo
         wait_until(lambda: sorted(m.client_id for m in live(admin, group)) == pods(ns), timeout=60,
                    what="the classic pods as the group's members")
         assert {m.protocol for m in live(admin, group)} == {MemberProtocol.CLASSIC}
+    finally:
+        admin.close()
+
+
+def test_a_rollout_that_cannot_complete_is_rolled_back_to_classic(airflow_db, kafka_conn, bootstrap, unique,
+                                                                   tmp_path, controllers,
+                                                                   kube_namespace: KubeNamespace, monkeypatch,
+                                                                   capfd) -> None:
+    """kip848_consumer_rolling_upgrade on a Deployment whose pods exit at once on the consumer protocol: the roll
+    fails with the rollout's reason (ProgressDeadlineExceeded, the crashing pod and its exit code), the way back
+    rolls group.protocol back to classic through the same controller, and the old pods, which a maxUnavailable 0
+    rollout never stopped, are the group's classic members throughout."""
+    ns = kube_namespace
+    topic, output, group, name = deployed(ns, bootstrap, unique, controllers, monkeypatch, crash_on_consumer=True,
+                                          crash_after_s=0)
+    before = pods(ns)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        capfd.readouterr()
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", {
+            "group_id": group, "output_topic": output, "id_source": "key", "allowed_duplicates": 1000,
+            "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
+            "poll_seconds": 0.5, "rollout_timeout_minutes": 1, "rollback_timeout_minutes": 2, "reader": "python",
+            "validate_with_spark": False, "app_controller": name,
+            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report")}, decide=approve)
+        out, err = capfd.readouterr()
+        assert "ProgressDeadlineExceeded" in out + err and "last exit code 3" in out + err
+        assert state(run) == "failed" and report["outcome"] == "timed_out_rolled_back", report
+        assert "roll_application" in report["failed_tasks"], report["failed_tasks"]
+        assert f"application controller: {name} (kind kubernetes)" in answers[0]["body"]
+        back = report["results"]["rolled_back"]
+        assert back["group_protocol"] == "classic" and back["controller"] == name, back
+        assert protocol_env(ns) == "classic"
+        assert pods(ns) == before, "the old pods are the application, never stopped"
+        assert admin.describe_group(group).type is GroupType.CLASSIC and report["after"]["type"] == "classic"
+        assert sorted(m.client_id for m in live(admin, group)) == before
+    finally:
+        admin.close()
+
+
+def test_a_streams_deployment_moves_offline_to_streams(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers,
+                                                       kube_namespace: KubeNamespace, monkeypatch) -> None:
+    """kip1071_streams_offline_migration on WordCountDemo as a Deployment reading its properties from a mounted
+    ConfigMap: stop scales it to 0 (no pod left: the classic members a Streams app leaves behind are forced out
+    at once), start rewrites the file's group.protocol line to streams and rolls the pods by the template's hash
+    annotation; the same application id is then a streams group, and its counts go on from the committed state."""
+    ns = kube_namespace
+    bootstrap = kafka.bootstrap_servers
+    app_id, word = unique("k8s-wc"), f"w{time.time_ns()}"
+    create_topics(bootstrap, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    props = wordcount_properties(bootstrap, app_id, group_protocol="classic", state_dir=Path("state"),
+                                 extra={"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"})
+    ns.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wordcount"},
+               "data": {"wordcount.properties": "".join(f"{k}={v}\n" for k, v in props.items())}})
+    java = kafka.distribution.java_command(WORDCOUNT_MAIN_CLASS, [], log_config="app",
+                                           jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+    ns.create(wordcount_app("wordcount", java_command=java, config_map="wordcount"))
+    conn_id = unique("k8s_conn").replace("-", "_")
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)
+    ref = {"name": "wordcount", "key": "wordcount.properties"}
+    controllers.add(app_id, "kubernetes", {
+        "kubernetes_conn_id": conn_id, "namespace": ns.name, "workload": "deployment/wordcount",
+        "protocol_config_map": {**ref, "property": "group.protocol"}, "properties_config_map": ref,
+        "client": "java", "client_version": kafka.version}, description="WordCountDemo, a Deployment")
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} a", f"{word} b"])
+        assert count_of(bootstrap, word, 2) == 2
+        wait_until(lambda: (d := admin.describe_group(app_id)).state == "Stable" and d.type is GroupType.CLASSIC
+                   and admin.group_offsets(app_id).total_lag == 0, timeout=120, what="classic app committed all")
+        before = sorted(p.metadata.name for p in ns.core.list_namespaced_pod(ns.name, label_selector="app=wordcount")
+                        .items)
+        run, answers, report = run_dag("kip1071_streams_offline_migration", {
+            "application_id": app_id, "app_controller": app_id, "remove_members_after": 2, "poll_seconds": 0.5,
+            "empty_timeout_minutes": 3, "stable_timeout_minutes": 3, "standby_replicas": 0,
+            "session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "output_topic": WORDCOUNT_OUTPUT_TOPIC,
+            "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
+            "audit_log": str(tmp_path / "audit.jsonl"), **open_window()}, decide=approve)
+        assert state(run) == "success", report
+        assert report["outcome"] == "migrated", report
+        body = answers[0]["body"]
+        assert f"application controller: {app_id} (kind kubernetes)" in body, body
+        assert "linted: group.protocol=streams" in body and "session.timeout.ms=6000 (controller)" in body, body
+        results = report["results"]
+        assert results["stopped"]["instances_gone"] is True
+        assert results["stopped"]["platform"]["recorded_replicas"] == 1
+        assert results["emptied"]["members_removed"], "the classic Streams member left behind was forced out"
+        assert results["restored"]["restored"] == {}, "no committed offset was lost"
+        assert report["after"] == {"type": "streams", "state": "Stable", "members": 1}
+        data = ns.core.read_namespaced_config_map("wordcount", ns.name).data["wordcount.properties"]
+        assert "group.protocol=streams\n" in data and f"application.id={app_id}\n" in data
+        after = sorted(p.metadata.name for p in ns.core.list_namespaced_pod(ns.name, label_selector="app=wordcount")
+                       .items)
+        assert len(after) == 1 and after != before
+        produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
+        assert count_of(bootstrap, word, 3) == 3, "the count goes on from the committed state"
     finally:
         admin.close()
