@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from airflow_provider_kip848.controllers.kubernetes import REPLICAS_ANNOTATION
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
@@ -108,12 +109,12 @@ def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch
     return topic, output, group, name
 
 
-def pods(ns: KubeNamespace) -> list[str]:
-    return sorted(p.metadata.name for p in ns.core.list_namespaced_pod(ns.name, label_selector=f"app={APP}").items)
+def pods(ns: KubeNamespace, app: str = APP) -> list[str]:
+    return sorted(p.metadata.name for p in ns.core.list_namespaced_pod(ns.name, label_selector=f"app={app}").items)
 
 
-def protocol_env(ns: KubeNamespace) -> str:
-    container = ns.apps.read_namespaced_deployment(APP, ns.name).spec.template.spec.containers[0]
+def protocol_env(ns: KubeNamespace, app: str = APP) -> str:
+    container = ns.apps.read_namespaced_deployment(app, ns.name).spec.template.spec.containers[0]
     return next(e.value for e in container.env if e.name == PROTOCOL_ENV)
 
 
@@ -269,5 +270,70 @@ def test_a_streams_deployment_moves_offline_to_streams(airflow_db, kafka, kafka_
         assert len(after) == 1 and after != before
         produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         assert count_of(bootstrap, word, 3) == 3, "the count goes on from the committed state"
+    finally:
+        admin.close()
+
+
+def test_a_fleet_wave_of_a_deployment_and_a_statefulset(airflow_db, kafka_conn, bootstrap, unique, tmp_path,
+                                                        controllers, kube_namespace: KubeNamespace,
+                                                        monkeypatch) -> None:
+    """kip848_fleet_migration, one wave of two applications on Kubernetes, each named in the ownership map by its
+    registry entry: ``orders``, a Deployment moved online (the controller's rolling update), and ``ledger``, a
+    StatefulSet of static members (group.instance.id = pod name) moved offline (scaled to 0, its static members
+    forced out once no pod exists, started on consumer). Both end KIP-848 with their pods as members."""
+    ns = kube_namespace
+    prefix = unique("kfleet") + "-"
+    conn_id = unique("k8s_conn").replace("-", "_")
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)
+    apps = {"orders": ("Deployment", None), "ledger": ("StatefulSet", "offline")}
+    rules, groups = [], {}
+    for app, (kind, path) in apps.items():
+        group, topic = f"{prefix}{app}-g0", f"{prefix}{app}-in"
+        groups[app] = group
+        create_topics(bootstrap, {topic: 2})
+        produce(bootstrap, topic, (f"v{i}" for i in range(40)), keys=(str(i) for i in range(40)))
+        ns.create(consumer_app(app, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=2, kind=kind,
+                               min_ready_seconds=1))
+        controllers.add(f"{prefix}{app}", "kubernetes",
+                        controller_target(app, kind=kind, conn_id=conn_id, namespace=ns.name),
+                        description=f"{app}, a {kind}")
+        rules.append({"prefix": f"{prefix}{app}-", "app": app, "team": "payments",
+                      "app_controller": f"{prefix}{app}", "expected_instances": 2,
+                      **({"migration": path} if path else {})})
+    monkeypatch.setenv("AIRFLOW_VAR_KIP848_OWNERSHIP_MAP", yaml.safe_dump({"version": 1, "rules": rules},
+                                                                          sort_keys=False))
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        def settled() -> bool:
+            for group in groups.values():
+                desc, offsets = admin.describe_group(group), admin.group_offsets(group)
+                if desc.state != "Stable" or len(desc.members) != 2 or offsets.total_lag:
+                    return False
+            return True
+
+        wait_until(settled, timeout=120, what="both applications' classic groups Stable and caught up")
+        static_before = sorted(m.instance_id or "" for m in admin.describe_group(groups["ledger"]).members)
+        assert static_before == ["ledger-0", "ledger-1"]
+        run, answers, report = run_dag("kip848_fleet_migration", {
+            "prefixes": [prefix], "canary": 0, "wave_size": 2, "max_groups_per_wave": 3, "max_failed_apps": 0,
+            "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
+            "start_timeout_minutes": 1.5, "poll_seconds": 0.5, **open_window(),
+            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
+            "audit_log": str(tmp_path / "audit.jsonl")}, decide=approve)
+        assert state(run) == "success", report
+        assert report["outcome"] == "completed", report
+        assert [a["task_id"] for a in answers] == ["wave_1.approval"], answers
+        outcomes = {a["app"]: (a["path"], a["outcome"]) for a in report["applications"]}
+        assert outcomes == {"orders": ("online", "migrated"), "ledger": ("offline", "migrated")}, outcomes
+        for app, group in groups.items():
+            assert admin.group_listing(group).type is GroupType.CONSUMER, group
+            members = live(admin, group)
+            assert sorted(m.client_id for m in members) == pods(ns, app), (group, members)
+            assert {m.protocol for m in members} == {MemberProtocol.CONSUMER}
+        assert sorted(m.instance_id or "" for m in live(admin, groups["ledger"])) == ["ledger-0", "ledger-1"], \
+            "the StatefulSet's pods are the static members again, by name"
+        env = {e.name: e.value for e in
+               ns.apps.read_namespaced_stateful_set("ledger", ns.name).spec.template.spec.containers[0].env}
+        assert env[PROTOCOL_ENV] == "consumer" and protocol_env(ns, "orders") == "consumer"
     finally:
         admin.close()
