@@ -93,6 +93,12 @@ CLUSTER_FILES = (
     "tests/integration/test_instance_verdicts.py",
     "tests/integration/test_inventory.py",
 )
+#: The files with tests on the Kubernetes control plane (``kube``): one work unit, so one worker starts the control
+#: plane and its node once, and stops them after the unit's last test.
+KUBE_FILES = (
+    "tests/e2e/test_kubernetes_migrations.py",
+    "tests/integration/test_kubernetes_controller.py",
+)
 # The order work units start in when the suite runs on parallel workers. The machine has 2 cores and the heavy units
 # (the deploy tier, Spark, end-to-end DAG runs with their Spark validation) are CPU-bound: the deploy tier starts first
 # and overlaps the integration files (mostly waiting on brokers and session timeouts), Spark follows, then the
@@ -112,7 +118,7 @@ _START_ORDER = (
 _THEN = (
     (_SPARK_FILES,),
     ("tests/integration/",),
-    ("tests/e2e/test_fleet_migration.py", "tests/e2e/test_streams_offline_migration.py",
+    (*KUBE_FILES, "tests/e2e/test_fleet_migration.py", "tests/e2e/test_streams_offline_migration.py",
      "tests/e2e/test_consumer_offline_migration.py", "tests/e2e/test_rolling_upgrade.py",
      "tests/e2e/test_change_control.py", "tests/e2e/test_streams_rollback_to_classic.py"),
     ("tests/e2e/",),
@@ -150,6 +156,8 @@ def _work_unit(path: str) -> str:
         return "spark"
     if path in CLUSTER_FILES:
         return "cluster"
+    if path in KUBE_FILES:
+        return "kubernetes"
     return path
 
 
@@ -346,10 +354,14 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     if _CLUSTER.broker is not None and (nextitem is None or _work_unit(_relative(nextitem)) != "cluster"):
         _CLUSTER.stop()
         say(item.config, f"[kafka] 3-node cluster stopped after {item.nodeid}, the last test of its unit here")
+    if _KUBE.plane is not None and (nextitem is None or _work_unit(_relative(nextitem)) != "kubernetes"):
+        _KUBE.stop()
+        say(item.config, f"[kubernetes] control plane stopped after {item.nodeid}, the last test of its unit here")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _CLUSTER.stop()  # a run stopped early (-x, Ctrl-C) leaves no cluster behind
+    _KUBE.stop()
 
 
 @pytest.fixture(scope="module")  # one file uses it: its master and workers stop when the worker moves on
@@ -569,22 +581,42 @@ def sshd(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
-    """The session's Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager built from their Go
-    modules, cached outside the checkout) and one node whose pods run as local processes (testing.kube_node)."""
-    from airflow_provider_kip848.testing.kube_control_plane import KubeControlPlane
+class _OnDemandKube:
+    """The session's Kubernetes control plane and node, started when a test first asks for them and stopped when the
+    worker moves past the Kubernetes work unit (see pytest_runtest_teardown)."""
 
-    plane = KubeControlPlane(tmp_path_factory.mktemp("kube"))
-    _platform_or_fail(plane, "kubernetes control plane", pytestconfig)
-    try:
-        node = plane.start_node()
-    except (Kip848Error, OSError, TimeoutError) as exc:
-        plane.stop()
-        pytest.fail(f"cannot start the node agent: {type(exc).__name__}: {exc}", pytrace=False)
-    say(pytestconfig, f"[kubernetes] node {node.name} ready ({node.log_path})")
-    yield plane
-    plane.stop()
+    def __init__(self) -> None:
+        self.plane = None
+
+    def get(self, tmp_path_factory: pytest.TempPathFactory, config: pytest.Config):
+        from airflow_provider_kip848.testing.kube_control_plane import KubeControlPlane
+
+        if self.plane is None:
+            plane = KubeControlPlane(tmp_path_factory.mktemp("kube"))
+            _platform_or_fail(plane, "kubernetes control plane", config)
+            try:
+                node = plane.start_node()
+            except (Kip848Error, OSError, TimeoutError) as exc:
+                plane.stop()
+                pytest.fail(f"cannot start the node agent: {type(exc).__name__}: {exc}", pytrace=False)
+            say(config, f"[kubernetes] node {node.name} ready ({node.log_path})")
+            self.plane = plane
+        return self.plane
+
+    def stop(self) -> None:
+        plane, self.plane = self.plane, None
+        if plane is not None:
+            plane.stop()
+
+
+_KUBE = _OnDemandKube()
+
+
+@pytest.fixture
+def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
+    """The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager built from their Go modules,
+    cached outside the checkout) and one node whose pods run as local processes (testing.kube_node)."""
+    return _KUBE.get(tmp_path_factory, pytestconfig)
 
 
 @pytest.fixture
