@@ -25,6 +25,7 @@ import os
 import shlex
 import sys
 import time
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ from airflow_provider_kip848.controllers import (
 from airflow_provider_kip848.controllers.command import CommandController, redact_output
 from airflow_provider_kip848.controllers.formats import FormatError, parse_config, parse_status
 from airflow_provider_kip848.controllers.protocol import ApplicationStatus
-from airflow_provider_kip848.controllers.registry import ControllerRegistry, dumps
+from airflow_provider_kip848.controllers.registry import ControllerEntry, ControllerRegistry, dumps
 from airflow_provider_kip848.controllers.schema import check_arguments
 
 SOURCE = "/etc/airflow/controllers.yaml"
@@ -233,11 +234,23 @@ def test_a_bad_target_is_a_registry_problem(target, expected):
 
 
 def test_a_kind_that_is_not_installed_is_a_registry_problem_listing_the_installed_kinds():
-    reg = registry(app={"kind": "kubernetes", "target": {}})
+    reg = registry(app={"kind": "nomad", "target": {}})
     with pytest.raises(ControllerRegistryInvalid) as err:
         reg.resolve("app")
-    assert "controllers.app: kind 'kubernetes' is not installed" in str(err.value)
-    assert "airflow_provider_kip848.controllers: command, " in str(err.value)
+    assert "controllers.app: kind 'nomad' is not installed" in str(err.value)
+    assert "airflow_provider_kip848.controllers: command, kubernetes, " in str(err.value)
+
+
+def test_a_kind_whose_extra_is_missing_says_which_extra_to_install():
+    """A kind registered by entry point whose module cannot be imported on this worker (the kubernetes kind without
+    the cncf-kubernetes provider): a registry problem naming the extra, never an ImportError from deep inside."""
+    point = EntryPoint(name="kubernetes", value="airflow_provider_kip848_no_such_module:KubernetesController",
+                       group="airflow_provider_kip848.controllers")
+    reg = ControllerRegistry({"app": ControllerEntry(name="app", kind="kubernetes")}, SOURCE, kinds={"kubernetes": point})
+    with pytest.raises(ControllerRegistryInvalid) as err:
+        reg.resolve("app")
+    assert "kind 'kubernetes'" in str(err.value) and "cannot be loaded" in str(err.value)
+    assert "install its extra, e.g. airflow-provider-kip848[kubernetes], on every worker" in str(err.value)
 
 
 @pytest.mark.parametrize("param, spec, value", [
