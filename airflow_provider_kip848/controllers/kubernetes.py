@@ -442,9 +442,22 @@ class KubernetesController(ApplicationController):
                                        "identity in this namespace, then rerun the task.")
 
     def _prepare(self, step: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The workload and its container, once the target and the permissions are checked."""
+        """The workload and its container, once the target, the workload's ability to do ``step`` and the
+        permissions are checked."""
         workload = self._read()
         container = self._check_target(workload)
+        spec = workload["spec"]
+        if step in ("start", "roll") and spec.get("paused"):
+            raise PlatformError(f"{self.label} is paused (spec.paused): Kubernetes would not roll out the change, "
+                                "and the wait for its pods would only time out; nothing was changed",
+                                remedy=f"Resume it (kubectl rollout resume {self.kind.lower()}/{self.name}) or have "
+                                       "its owner do so, then rerun the task.")
+        replaced_by_hand = (spec.get("updateStrategy") or {}).get("type") == "OnDelete"
+        if replaced_by_hand and (step == "roll" or (step == "start" and int(spec.get("replicas") or 0) > 0)):
+            raise PlatformError(f"{self.label} has updateStrategy OnDelete: its pods take a new template only when "
+                                "deleted, which this controller never does; nothing was changed",
+                                remedy="Migrate it offline (stop, then start: new pods take the new template), or "
+                                       "switch it to RollingUpdate.")
         self._authorized(step)
         return workload, container
 

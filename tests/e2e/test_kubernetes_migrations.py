@@ -4,6 +4,9 @@ Deployments of the session's control plane (tests/conftest.py ``kube``), whose p
 * kip848_consumer_offline_migration: the approval shows the workload and what each step does in Kubernetes'
   terms; stop records the replicas and scales to 0 (no pod left, the group emptied at once), start sets the env
   var and scales back, and the same group ends KIP-848 with the new pods as its members, nothing lost.
+* The migrated wait's instance verdicts rest on Kubernetes: a new pod deleted by hand after the start, or new pods
+  that crash seconds after a completed rollout, make it fail naming the pod (gone, restarted), and the way back
+  runs.
 * Its way back: the new pods crash on the consumer protocol, so the start's rollout stalls
   (ProgressDeadlineExceeded); the DAG stops them, restarts on classic and the Deployment ends on classic with its
   recorded replicas, its pods the group's members again.
@@ -11,12 +14,18 @@ Deployments of the session's control plane (tests/conftest.py ``kube``), whose p
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from airflow.models import TaskInstance
+from airflow.utils.session import create_session
+from airflow.utils.state import TaskInstanceState
 
 from airflow_provider_kip848.controllers.kubernetes import REPLICAS_ANNOTATION
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
@@ -70,10 +79,12 @@ def live(admin: KafkaAdmin, group: str) -> list:
 
 
 def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch: pytest.MonkeyPatch,
-             *, crash_on_consumer: bool = False, crash_after_s: int = 1) -> tuple[str, str, str, str]:
+             *, crash_on_consumer: bool = False, crash_after_s: int = 1, crash_after_joining: bool = False,
+             min_ready_seconds: int = 3) -> tuple[str, str, str, str]:
     """A classic Deployment of two consumers copying a topic to an output topic, caught up, and its registry
     entry (kind kubernetes, the namespace's admin connection). ``crash_on_consumer``: on the consumer protocol its
-    pods die ``crash_after_s`` after they start (a crash loop)."""
+    pods die ``crash_after_s`` after they start (a crash loop): without joining the group, or, with
+    ``crash_after_joining``, as consumers that die without closing (their members stay listed)."""
     topic, output, group = unique("k8s-orders"), unique("k8s-out"), unique("k8s-app")
     create_topics(bootstrap, {topic: 4, output: 4})
     produce(bootstrap, topic, (f"v{i}" for i in range(200)), keys=(str(i) for i in range(200)))
@@ -82,12 +93,13 @@ def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch
     manifest = consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=REPLICAS,
                             extra_args=["--output-topic", output, "--session-timeout-ms", "$(KAFKA_SESSION_TIMEOUT_MS)"],
                             extra_env={"KAFKA_SESSION_TIMEOUT_MS": CLASSIC_SESSION_MS},
-                            min_ready_seconds=3, progress_deadline_seconds=10)
+                            min_ready_seconds=min_ready_seconds, progress_deadline_seconds=10)
     if crash_on_consumer:
         container = manifest["spec"]["template"]["spec"]["containers"][0]
         command = " ".join(json.dumps(a) for a in container["command"])
-        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && sleep {crash_after_s} && exit 3; '
-                                            f'exec {command}']
+        on_consumer = (f"exec {command} --exit-after-s {crash_after_s}" if crash_after_joining
+                       else f"sleep {crash_after_s} && exit 3")
+        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && {on_consumer}; exec {command}']
     ns.create(manifest)
     conn_id = unique("k8s_conn").replace("-", "_")
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)
@@ -335,5 +347,78 @@ def test_a_fleet_wave_of_a_deployment_and_a_statefulset(airflow_db, kafka_conn, 
         env = {e.name: e.value for e in
                ns.apps.read_namespaced_stateful_set("ledger", ns.name).spec.template.spec.containers[0].env}
         assert env[PROTOCOL_ENV] == "consumer" and protocol_env(ns, "orders") == "consumer"
+    finally:
+        admin.close()
+
+
+# -- the instance verdicts of the migrated wait, with Kubernetes as the source of truth ------------------------------
+
+def started_task_done(since: datetime.datetime) -> bool:
+    """Whether this test's run has finished its start_application task (the baseline of the migrated wait)."""
+    with create_session() as session:
+        return session.query(TaskInstance).filter(
+            TaskInstance.dag_id == DAG, TaskInstance.task_id == "start_application",
+            TaskInstance.state == TaskInstanceState.SUCCESS, TaskInstance.start_date >= since).first() is not None
+
+
+def test_a_pod_deleted_by_hand_during_the_wait_is_not_migrated(airflow_db, kafka_conn, bootstrap, unique, tmp_path,
+                                                               controllers, kube_namespace: KubeNamespace,
+                                                               monkeypatch, capfd) -> None:
+    """Once the start has returned (its status is the wait's baseline), someone deletes one of the new pods. The
+    Deployment replaces it and the broker soon lists a member again, but the instance the start reported is gone:
+    the migrated wait fails naming it, and the way back puts the application on classic."""
+    ns = kube_namespace
+    topic, output, group, name = deployed(ns, bootstrap, unique, controllers, monkeypatch)
+    since = datetime.datetime.now(datetime.UTC)
+    deleted: list[str] = []
+
+    def delete_one() -> None:
+        wait_until(lambda: started_task_done(since), timeout=300, interval=0.1, what="the start task done")
+        victim = pods(ns)[0]
+        ns.core.delete_namespaced_pod(victim, ns.name)
+        deleted.append(victim)
+
+    hand = threading.Thread(target=delete_one, daemon=True)
+    hand.start()
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        capfd.readouterr()
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, name, validate_with_spark=False),
+                                       decide=approve)
+        hand.join(timeout=60)
+        out, err = capfd.readouterr()
+        assert deleted, "the pod was deleted during the run"
+        assert f"{deleted[0]} (" in out + err and "is gone" in out + err, (out + err)[-3000:]
+        assert report["outcome"] == "rolled_back" and "wait_migrated" in report["failed_tasks"], report
+        assert protocol_env(ns) == "classic"
+        assert admin.group_listing(group).type is GroupType.CLASSIC
+    finally:
+        admin.close()
+
+
+def test_a_pod_that_crashes_after_the_start_is_not_migrated(airflow_db, kafka_conn, bootstrap, unique, tmp_path,
+                                                            controllers, kube_namespace: KubeNamespace,
+                                                            monkeypatch, capfd) -> None:
+    """The new pods come up Ready and available (the start's rollout completes) and their consumers join, then die
+    five seconds after their start without closing, and Kubernetes restarts them: the broker still lists their
+    members, but the platform counts the restarts, so the migrated wait fails naming a restarted pod, and the way
+    back puts the application on classic."""
+    ns = kube_namespace
+    topic, output, group, name = deployed(ns, bootstrap, unique, controllers, monkeypatch, crash_on_consumer=True,
+                                          crash_after_s=5, crash_after_joining=True, min_ready_seconds=1)
+    admin = KafkaAdmin(ClientSettings(bootstrap))
+    try:
+        capfd.readouterr()
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, name, validate_with_spark=False),
+                                       decide=approve)
+        out, err = capfd.readouterr()
+        assert re.search(r"orders-\S+ \(.*\) restarted \d+ time\(s\) since the start", out + err), \
+            (out + err)[-3000:]
+        assert report["results"]["started"]["platform"]["replicas"] == REPLICAS, "the start itself completed"
+        assert report["outcome"] == "rolled_back" and "wait_migrated" in report["failed_tasks"], report
+        assert protocol_env(ns) == "classic"
+        assert admin.group_listing(group).type is GroupType.CLASSIC
+        wait_until(lambda: sorted(m.client_id for m in live(admin, group)) == pods(ns), timeout=60,
+                   what="the classic pods as the group's members")
     finally:
         admin.close()

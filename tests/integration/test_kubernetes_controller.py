@@ -368,6 +368,31 @@ def test_a_wrong_target_is_refused_before_anything_is_scaled(
         controller.close()
 
 
+def test_a_paused_deployment_is_not_started_or_rolled(kube_namespace: KubeNamespace, bootstrap: str, topic: str,
+                                                      controllers: RegistryFile, monkeypatch: pytest.MonkeyPatch,
+                                                      unique) -> None:
+    """A Deployment paused by its owner would take no template change: start and roll say so before patching
+    anything (the env var keeps its value), while stop, which only scales, still works."""
+    ns = kube_namespace
+    ns.create(consumer_app(APP, bootstrap=bootstrap, group_id=unique("k8s-group"), topics=[topic], replicas=1))
+    wait_until(lambda: ready_pods(ns, 1), timeout=60, what="1 ready pod")
+    ns.apps.patch_namespaced_deployment(APP, ns.name, {"spec": {"paused": True}})  # kubectl rollout pause
+    conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
+    controller = register(controllers, unique, controller_target(APP, kind="Deployment", conn_id=conn,
+                                                                  namespace=ns.name))
+    try:
+        with pytest.raises(ControllerError) as failed:
+            controller.roll("consumer")
+        assert "is paused (spec.paused)" in str(failed.value) and "rollout resume" in failed.value.remedy
+        assert env_value(ns) == "classic" and len(pod_names(ns)) == 1
+        assert controller.stop()["instances_gone"] is True
+        with pytest.raises(ControllerError) as failed:
+            controller.start("consumer")
+        assert "is paused" in str(failed.value) and env_value(ns) == "classic"
+    finally:
+        controller.close()
+
+
 # -- instance verdicts from Kubernetes -----------------------------------------------------------------------------
 
 def test_a_pod_deleted_by_hand_is_lost_and_a_crash_loop_is_a_restart(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -178,10 +179,31 @@ class KafkaAdmin(ClusterAdmin):
     # -- cluster -----------------------------------------------------------
 
     def describe_cluster(self) -> ClusterInfo:
-        """Cluster id, controller and brokers (``kafka-metadata-quorum``/``DescribeCluster``)."""
-        timeout = self._t.timeout_s
-        return C.cluster_info(self._t.retrying(
-            lambda: self._t.confluent.describe_cluster(request_timeout=timeout).result(timeout + 5)))
+        """Cluster id, controller and brokers (``kafka-metadata-quorum``/``DescribeCluster``).
+
+        librdkafka sends DescribeCluster to the broker its metadata names as the controller, and once that node
+        dies it waits for it until its next metadata refresh (minutes): one attempt of the whole request timeout
+        failed a restore during a failover. So each attempt takes a quarter of the timeout, and after one that
+        timed out, a metadata request (any live broker answers it) names a live controller for the next."""
+        deadline = time.monotonic() + self._t.timeout_s
+        attempt = max(2.0, self._t.timeout_s / 4)
+
+        def ask() -> Any:
+            while True:
+                per = max(0.5, min(attempt, deadline - time.monotonic()))
+                try:
+                    return self._t.confluent.describe_cluster(request_timeout=per).result(per + 5)
+                except KafkaException as exc:
+                    err = exc.args[0] if exc.args else None
+                    timed_out = isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT
+                    if not timed_out or time.monotonic() + 0.5 >= deadline:
+                        raise
+                try:  # refresh the metadata: a live broker names the controller
+                    self._t.confluent.list_topics(timeout=max(0.5, min(attempt, deadline - time.monotonic())))
+                except KafkaException:
+                    pass
+
+        return C.cluster_info(self._t.retrying(ask))
 
     def broker_versions(self) -> list[BrokerVersion]:
         """Each broker's release line, from the ``metadata.version`` range it supports (see :class:`BrokerVersion`)."""
