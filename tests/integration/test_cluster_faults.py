@@ -413,11 +413,13 @@ def test_migrated_is_not_declared_with_a_static_instance_down(cluster, conn, uni
 def test_describe_cluster_rides_out_the_death_of_the_node_librdkafka_calls_controller(cluster) -> None:
     """DescribeCluster goes to the node librdkafka's metadata names as controller; killed, that node was waited for
     past the whole request timeout (a restore failed on it during a coordinator kill, in a clean-clone run). The
-    same client asks again within its timeout, after a metadata refresh names a live node."""
+    same client asks again within its timeout, after a metadata refresh names a live node. (On the old code this
+    waited out the timeout in some runs, 24 s seen once, and passed at once in others: librdkafka's metadata
+    refresh timing decides.)"""
     with _admin(cluster) as admin:
         before = admin.describe_cluster()
         assert before.controller_id is not None
         cluster.kill_node(before.controller_id)
+        # the answer comes from a live node (a live node may still name the dead one until the quorum fences it)
         after = admin.describe_cluster()
         assert after.cluster_id == before.cluster_id
-        assert after.controller_id != before.controller_id
