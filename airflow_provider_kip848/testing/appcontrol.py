@@ -26,7 +26,7 @@ from airflow_provider_kip848.controllers import ApplicationController, Applicati
 from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties
 from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess
-from airflow_provider_kip848.testing.processes import find_processes
+from airflow_provider_kip848.testing.processes import find_processes, wait_visible
 
 _STOP_MODE = Arg("string", run=True, enum=("graceful", "kill"),
                  description="graceful: SIGTERM (a classic Streams app keeps its members until the session times "
@@ -124,6 +124,7 @@ class LocalWordCountController(ApplicationController):
                                      state_dir=self.apps_dir / f"{self.application_id}-state",
                                      extra={**self.properties, **self.protocol_properties.get(group_protocol, {})})
         app = StreamsApp.start(self.kafka.distribution, props, workdir=self.apps_dir, name=name)
+        wait_visible(app.process.pid, b"-Dkip848.app=")  # a status right after the start must list it
         return {"application_id": self.application_id, "pid": app.process.pid, "group_protocol": group_protocol,
                 "log": str(app.log_path)}
 
@@ -224,6 +225,7 @@ class LocalConsumerAppController(ApplicationController):
             output_topic=self.output_topic, properties=self.properties.get(group_protocol),
             log_file=str(self.workdir / f"{self.group_id}.{i}.{group_protocol}.log"),
             extra_args=self.instance_args.get(f"{i}:{group_protocol}", self.instance_args.get(str(i))))
+        wait_visible(app.process.pid, self.APP.encode())  # a status right after the start must list it
         return app.process.pid
 
     def start(self, group_protocol: str) -> dict[str, Any]:

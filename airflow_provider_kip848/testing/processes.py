@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import time
 from collections.abc import Callable
 
 
@@ -42,3 +43,22 @@ def find_processes(matches: Callable[[list[bytes]], bool]) -> list[tuple[int, li
         if state != b"Z" and matches(argv):  # a zombie has exited: it cannot heartbeat
             found.append((int(entry.name), argv))
     return sorted(found)
+
+
+def wait_visible(pid: int, marker: bytes, timeout: float = 10.0) -> bool:
+    """Wait until ``/proc/<pid>/cmdline`` shows ``marker`` (True), or the process is gone (False).
+
+    ``subprocess.Popen`` returns once the child's exec has closed its close-on-exec pipe, but Linux sets the new
+    command line's bounds a moment later: a /proc scan right after a start can read an empty command line and
+    miss the process (a status taken just after a start once listed one instance of two)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if marker in fh.read():
+                    return True
+        except OSError:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
