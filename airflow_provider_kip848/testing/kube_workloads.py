@@ -14,6 +14,7 @@ Nothing in the product imports this module (see ``testing/__init__``).
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -106,6 +107,17 @@ def wordcount_app(name: str, *, java_command: list[str], config_map: str, replic
                      "strategy": {"type": "Recreate"}}}
 
 
+def on_consumer_protocol(manifest: dict[str, Any], then: str) -> dict[str, Any]:
+    """Make the manifest's application do ``then`` (a shell command; ``{command}`` in it is the container's own
+    command) instead of its command when it is started with ``GROUP_PROTOCOL=consumer``: a planted failure of
+    the new protocol (``exit 3``: it never comes up; ``{command} --exit-after-s 5``: it joins, then crashes)."""
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    command = " ".join(json.dumps(a) for a in container["command"])
+    container["command"] = ["sh", "-c", f'[ "${PROTOCOL_ENV}" = consumer ] && {then.replace("{command}", command)}; '
+                                        f"exec {command}"]
+    return manifest
+
+
 def controller_target(name: str, *, kind: str, conn_id: str, namespace: str, protocol_source: str = "env",
                       config_map: str | None = None, **extra: Any) -> dict[str, Any]:
     """The registry target of the ``kubernetes`` controller for :func:`consumer_app` ``name``."""
@@ -124,4 +136,4 @@ def controller_target(name: str, *, kind: str, conn_id: str, namespace: str, pro
 
 
 __all__ = ["CONFIG_MOUNT", "CONTAINER", "PROTOCOL_ENV", "consumer_app", "consumer_app_config_map",
-           "controller_target", "wordcount_app"]
+           "controller_target", "on_consumer_protocol", "wordcount_app"]

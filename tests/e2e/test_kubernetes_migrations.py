@@ -15,7 +15,6 @@ Deployments of the session's control plane (tests/conftest.py ``kube``), whose p
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import threading
 import time
@@ -40,10 +39,17 @@ from airflow_provider_kip848.testing.apps import (
 )
 from airflow_provider_kip848.testing.clients import create_topics, decode_long, latest_by_key, produce, read_topic
 from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
-from airflow_provider_kip848.testing.kube_workloads import PROTOCOL_ENV, consumer_app, controller_target, wordcount_app
+from airflow_provider_kip848.testing.kube_workloads import (
+    PROTOCOL_ENV,
+    consumer_app,
+    controller_target,
+    on_consumer_protocol,
+    wordcount_app,
+)
 from airflow_provider_kip848.testing.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.test_consumer_offline_migration import conf
 
 DAG = "kip848_consumer_offline_migration"
 APP = "orders"
@@ -52,17 +58,6 @@ REPLICAS = 2
 #: liveness window is this session plus a heartbeat when no progress shows first (45 s by default, more than the
 #: test's start deadline)
 CLASSIC_SESSION_MS = "6000"
-
-
-def conf(tmp_path: Path, group: str, output: str, controller: str, **extra) -> dict:
-    return {"group_id": group, "client": "librdkafka", "client_version": "2.12.1",
-            "client_properties": {"enable.auto.commit": "false"},
-            "app_controller": controller, "remove_members_after": 2, "empty_settle_seconds": 2,
-            "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
-            "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
-            **open_window(),
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl"), **extra}
 
 
 def count_of(bootstrap: str, word: str, expected: int, timeout: float = 90) -> int | None:
@@ -95,11 +90,8 @@ def deployed(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch
                             extra_env={"KAFKA_SESSION_TIMEOUT_MS": CLASSIC_SESSION_MS},
                             min_ready_seconds=min_ready_seconds, progress_deadline_seconds=10)
     if crash_on_consumer:
-        container = manifest["spec"]["template"]["spec"]["containers"][0]
-        command = " ".join(json.dumps(a) for a in container["command"])
-        on_consumer = (f"exec {command} --exit-after-s {crash_after_s}" if crash_after_joining
-                       else f"sleep {crash_after_s} && exit 3")
-        container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && {on_consumer}; exec {command}']
+        on_consumer_protocol(manifest, f"exec {{command}} --exit-after-s {crash_after_s}" if crash_after_joining
+                             else f"sleep {crash_after_s} && exit 3")
     ns.create(manifest)
     conn_id = unique("k8s_conn").replace("-", "_")
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)

@@ -21,7 +21,6 @@ and their protocol), not only what the controller says.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -35,7 +34,6 @@ from airflow_provider_kip848.controllers import (
 )
 from airflow_provider_kip848.controllers.kubernetes import REPLICAS_ANNOTATION, ROLE_RULES
 from airflow_provider_kip848.controllers.registry import resolve_controller
-from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model.groups import ConsumerGroupDescription, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -46,9 +44,11 @@ from airflow_provider_kip848.testing.kube_workloads import (
     consumer_app,
     consumer_app_config_map,
     controller_target,
+    on_consumer_protocol,
 )
 from airflow_provider_kip848.testing.registry import RegistryFile
 from tests.conftest import wait_until
+from tests.integration.test_command_controller import group_of
 
 pytestmark = pytest.mark.slow
 APP = "orders"
@@ -78,19 +78,10 @@ def register(controllers: RegistryFile, unique, target: dict) -> NamedController
     return resolve_controller(name)
 
 
-def members(admin: KafkaAdmin, group_id: str) -> ConsumerGroupDescription | None:
-    try:
-        group = admin.describe_group(group_id)
-    except GroupNotFound:
-        return None
-    assert isinstance(group, ConsumerGroupDescription)
-    return group
-
-
 def joined(admin: KafkaAdmin, group_id: str, pods: list[str], protocol: MemberProtocol,
            static: bool = False) -> ConsumerGroupDescription | None:
     """The group once it is Stable with exactly the consumers of ``pods`` (client.id = pod name), on ``protocol``."""
-    group = members(admin, group_id)
+    group = group_of(admin, group_id)
     if group is None or group.state != "Stable":
         return None
     if sorted(m.client_id for m in group.members) != sorted(pods):
@@ -157,7 +148,7 @@ def test_deployment_stop_start_roll(kube_namespace: KubeNamespace, bootstrap: st
         assert deployment.spec.replicas == 0
         assert deployment.metadata.annotations[REPLICAS_ANNOTATION] == "2"
         assert pod_names(ns) == [] and ns.core.list_namespaced_pod(ns.name, label_selector=f"app={APP}").items == []
-        group_now = members(admin, group)
+        group_now = group_of(admin, group)
         assert group_now is not None and group_now.state == "Empty", "the consumers left the group on SIGTERM"
 
         again = controller.stop()
@@ -241,12 +232,8 @@ def test_a_stalled_rollout_fails_with_its_reason_and_rolling_back_restores(
     ns = kube_namespace
     group = unique("k8s-group")
     # minReadySeconds: a pod that crashes right after its start never counts as available (as in production)
-    manifest = consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=2,
-                            progress_deadline_seconds=6, min_ready_seconds=2)
-    container = manifest["spec"]["template"]["spec"]["containers"][0]
-    command = " ".join(json.dumps(a) for a in container["command"])
-    container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && exit 3; exec {command}']
-    ns.create(manifest)
+    ns.create(on_consumer_protocol(consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=2,
+                                                progress_deadline_seconds=6, min_ready_seconds=2), "exit 3"))
     conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
     controller = register(controllers, unique, controller_target(APP, kind="Deployment", conn_id=conn,
                                                                   namespace=ns.name))
@@ -403,12 +390,9 @@ def test_a_pod_deleted_by_hand_is_lost_and_a_crash_loop_is_a_restart(
     still list the old members."""
     ns = kube_namespace
     group = unique("k8s-group")
-    manifest = consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=2)
-    container = manifest["spec"]["template"]["spec"]["containers"][0]
-    command = " ".join(json.dumps(a) for a in container["command"])
     # on the consumer protocol the application dies a second after it starts: a crash loop the platform heals
-    container["command"] = ["sh", "-c", f'[ "$GROUP_PROTOCOL" = consumer ] && sleep 1 && exit 3; exec {command}']
-    ns.create(manifest)
+    ns.create(on_consumer_protocol(consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=2),
+                                   "sleep 1 && exit 3"))
     conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
     controller = register(controllers, unique, controller_target(APP, kind="Deployment", conn_id=conn,
                                                                   namespace=ns.name))
