@@ -59,6 +59,7 @@ def get_provider_info() -> dict:
         ],
         "triggers": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group",
+                                                                   "airflow_provider_kip848.triggers.move",
                                                                    "airflow_provider_kip848.triggers.spark"]}
         ],
         # the deployment's application controllers (docs/controllers.md): a run names one, never code

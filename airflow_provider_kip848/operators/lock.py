@@ -14,19 +14,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from airflow_provider_kip848.engine.lock import ENDED_STATES, holder_run_ended, run_owner
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg
-
-#: Airflow run states in which a holder run can no longer be changing anything.
-ENDED_STATES = ("success", "failed")
-
-
-def run_owner(context: Any) -> str:
-    ti = context["ti"]
-    return f"{ti.dag_id}/{ti.run_id}"
 
 
 class KafkaChangeLockOperator(KafkaAdminBaseOperator):
@@ -70,18 +63,6 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         return holder_run_ended(ti, holder, self.log)
 
 
-def holder_run_ended(ti: Any, holder: LockHolder, log: Any) -> bool:
-    """A holder is stale when Airflow says its run has ended; unknown runs (another Airflow) are not."""
-    if not (holder.dag_id and holder.run_id):
-        return False
-    try:
-        state = ti.get_dagrun_state(holder.dag_id, holder.run_id)
-    except Exception as exc:  # noqa: BLE001 - a run this Airflow does not know: leave its lock alone
-        log.info("Could not read the state of %s/%s (%s): its lock stays.", holder.dag_id, holder.run_id, exc)
-        return False
-    return str(getattr(state, "value", state)) in ENDED_STATES
-
-
 def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:
     """Release the lock ``lock_task_id`` took for this run (no-op when it took none). Returns what
     happened, for the report; never raises (a lock left behind is taken over once this run has ended)."""
@@ -100,3 +81,6 @@ def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, A
         return {**taken, "released": False, "release_error": str(exc)}
     log.info("Change lock on %s released.", taken["resource"])
     return {**taken, "released": released}
+
+
+__all__ = ["ENDED_STATES", "KafkaChangeLockOperator", "holder_run_ended", "release_change_lock", "run_owner"]

@@ -40,19 +40,27 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_provider_kip848.changecontrol.approvals import APPROVING_OPTIONS
+from airflow_provider_kip848.fleet.names import (
+    APPROVAL,
+    DECISION_KEY,
+    FLEET_DAG_ID,
+    JUDGE,
+    MIGRATE_TASK,
+    OPEN,
+    PLAN_TASK,
+    RECHECK,
+    REPORT_TASK,
+    RESULT_KEY,
+    RETURN_KEY,
+    ROLLBACK_TASK,
+    ROLLBACK_UNITS_KEY,
+    WAVE_TASKS,
+    WAVE_XCOMS,
+    wave_group,
+    wave_task,
+)
 from airflow_provider_kip848.fleet.results import ROLLBACK, ApplicationResult, WaveRecord
 from airflow_provider_kip848.kafka.errors import InvalidArgument
-
-#: the fleet migration DAG
-FLEET_DAG_ID = "kip848_fleet_migration"
-PLAN_TASK, REPORT_TASK = "plan", "report"
-WAVE_TASKS = ("open", "approval", "recheck", "migrate", "judge", "to_roll_back", "rollback")
-RESULT_KEY, RETURN_KEY = "fleet_result", "return_value"
-#: the approval's answer (approval task), and the applications the judge sends back (judge task)
-DECISION_KEY, ROLLBACK_UNITS_KEY = "decision", "rollback_units"
-#: (key, task id suffix) of the XComs the view reads besides each mapped task instance's ``fleet_result``
-WAVE_XCOMS = ((RETURN_KEY, ".judge"), (ROLLBACK_UNITS_KEY, ".judge"), (RETURN_KEY, ".recheck"),
-              (DECISION_KEY, ".approval"))
 
 #: a wave's status -> what the page says
 WAVE_STATUSES = {
@@ -338,10 +346,10 @@ class _WaveFacts:
 
 
 def _wave_facts(run: RunFacts, number: int) -> _WaveFacts:
-    prefix = f"wave_{number}."
+    prefix = wave_group(number) + "."
     tis = {task: run.instances(prefix + task) for task in WAVE_TASKS}
     record, record_error = None, None
-    raw = run.xcoms.get((prefix + "judge", -1, RETURN_KEY))
+    raw = run.xcoms.get((prefix + JUDGE, -1, RETURN_KEY))
     if raw is not None:
         try:
             if not isinstance(raw, Mapping):
@@ -350,7 +358,7 @@ def _wave_facts(run: RunFacts, number: int) -> _WaveFacts:
         except (InvalidArgument, KeyError, TypeError, ValueError) as exc:
             record_error = str(exc)
     found: dict[str, tuple[dict[int, ApplicationResult | None], dict[int, str]]] = {}
-    for task, kind in (("migrate", "migrate"), ("rollback", ROLLBACK)):
+    for task, kind in ((MIGRATE_TASK, "migrate"), (ROLLBACK_TASK, ROLLBACK)):
         ok: dict[int, ApplicationResult | None] = {}
         errors: dict[int, str] = {}
         for ti in tis[task]:
@@ -359,10 +367,10 @@ def _wave_facts(run: RunFacts, number: int) -> _WaveFacts:
             if error:
                 errors[ti.map_index] = error
         found[task] = (ok, errors)
-    decision = run.xcoms.get((prefix + "approval", -1, DECISION_KEY))
-    return _WaveFacts(number, tis, record, record_error, *found["migrate"], *found["rollback"],
-                      moved=_apps_of(run.xcoms.get((prefix + "recheck", -1, RETURN_KEY))),
-                      sent_back=_apps_of(run.xcoms.get((prefix + "judge", -1, ROLLBACK_UNITS_KEY))),
+    decision = run.xcoms.get((prefix + APPROVAL, -1, DECISION_KEY))
+    return _WaveFacts(number, tis, record, record_error, *found[MIGRATE_TASK], *found[ROLLBACK_TASK],
+                      moved=_apps_of(run.xcoms.get((prefix + RECHECK, -1, RETURN_KEY))),
+                      sent_back=_apps_of(run.xcoms.get((prefix + JUDGE, -1, ROLLBACK_UNITS_KEY))),
                       decision=decision if isinstance(decision, Mapping) else None)
 
 
@@ -412,26 +420,26 @@ def wave_status(wave: _WaveFacts, stopped_before: str | None = None) -> tuple[st
         return "not_reached", (f"the run has no task of wave_{wave.number}: beyond its wave slots, a later run "
                                "plans what is left")
     if wave.record is not None:
-        status, reason = _verdict_status(wave.record, wave.one("recheck"))
-        if any(t.state in ACTIVE_STATES for t in wave.tis["rollback"]):
+        status, reason = _verdict_status(wave.record, wave.one(RECHECK))
+        if any(t.state in ACTIVE_STATES for t in wave.tis[ROLLBACK_TASK]):
             reason += " (rolling back)"
         return status, reason
     if wave.record_error is not None:
         return "unknown", f"the judge's record could not be read: {wave.record_error}"
-    opener = wave.one("open")
-    approval = wave.one("approval")
+    opener = wave.one(OPEN)
+    approval = wave.one(APPROVAL)
     if opener is not None and opener.state in NOT_RUN_STATES:
-        return "not_reached", stopped_before or f"wave_{wave.number}.open: {opener.state}"
+        return "not_reached", stopped_before or f"{wave_task(wave.number, OPEN)}: {opener.state}"
     if approval is not None and approval.state in ("awaiting_input", "deferred"):
-        return "waiting_for_approval", f"wave_{wave.number}.approval: {approval.state}"
+        return "waiting_for_approval", f"{wave_task(wave.number, APPROVAL)}: {approval.state}"
     if answered := _answer(wave.decision):
         return answered
     if active := _active(wave):
         return "running", ", ".join(active)
-    judge = wave.one("judge")
+    judge = wave.one(JUDGE)
     if judge is not None and judge.state == "success":
         return "unknown", "the judge succeeded but its record is not in XCom"
-    after_approval = wave.tis["recheck"] + wave.tis["migrate"]
+    after_approval = wave.tis[RECHECK] + wave.tis[MIGRATE_TASK]
     if approval is not None and approval.state == "success" and after_approval \
             and all(t.state == "skipped" for t in after_approval):
         return "rejected", "the approval was rejected: the wave's tasks were skipped"
@@ -481,17 +489,17 @@ def _migrate_cell(run: RunFacts, ui_base: str, task_id: str, ti: TaskFact | None
 
 def _applications(run: RunFacts, ui_base: str, plan_wave: _PlanWave, wave: _WaveFacts) -> list[dict[str, Any]]:
     names = plan_wave.apps
-    migrate_task, rollback_task = f"wave_{wave.number}.migrate", f"wave_{wave.number}.rollback"
+    migrate_task, rollback_task = wave_task(wave.number, MIGRATE_TASK), wave_task(wave.number, ROLLBACK_TASK)
     # the moves map over what the recheck let through (the plan's applications if it is not recorded)
-    migrate = _match(names, wave.tis["migrate"], wave.results, names if wave.moved is None else wave.moved)
+    migrate = _match(names, wave.tis[MIGRATE_TASK], wave.results, names if wave.moved is None else wave.moved)
     verdict = wave.record.verdict if wave.record else None
     failed_apps = list(verdict.failed_apps) if verdict else []
     # the way back maps over what the judge sent back (else its failed applications); without either, by name
     sent_back = wave.sent_back if wave.sent_back is not None else (failed_apps if verdict else None)
-    rollback = _match(names, wave.tis["rollback"], wave.rollbacks, sent_back)
+    rollback = _match(names, wave.tis[ROLLBACK_TASK], wave.rollbacks, sent_back)
     judged = {r.app: r for r in wave.record.results} if wave.record else {}
     judged_back = {r.app: r for r in wave.record.rollbacks} if wave.record else {}
-    unexpanded = bool(wave.tis["migrate"]) and all(t.map_index < 0 for t in wave.tis["migrate"])
+    unexpanded = bool(wave.tis[MIGRATE_TASK]) and all(t.map_index < 0 for t in wave.tis[MIGRATE_TASK])
     out = []
     for app in plan_wave.applications:
         name = app["app"]
@@ -506,7 +514,7 @@ def _applications(run: RunFacts, ui_base: str, plan_wave: _PlanWave, wave: _Wave
             "app": name, "team": app.get("team"), "path": app.get("path"),
             # the recheck found it migrated since the plan: nothing to move
             "already_migrated": wave.moved is not None and name not in wave.moved,
-            "migrate": _migrate_cell(run, ui_base, migrate_task, ti, wave.tis["migrate"][0] if unexpanded else None),
+            "migrate": _migrate_cell(run, ui_base, migrate_task, ti, wave.tis[MIGRATE_TASK][0] if unexpanded else None),
             "result": None if result is None else _result_dict(result), "result_source": source,
             "result_error": wave.result_errors.get(ti.map_index) if ti else None,
             "rollback": _rollback_cell(
@@ -534,17 +542,17 @@ def _wave(run: RunFacts, ui_base: str, plan_wave: _PlanWave, stopped_before: str
     tasks = {}
     for task in WAVE_TASKS:
         tis = facts.tis[task]
-        if task in ("migrate", "rollback"):  # mapped: count by state
+        if task in (MIGRATE_TASK, ROLLBACK_TASK):  # mapped: count by state
             tasks[task] = dict(sorted(Counter(t.state or NO_STATUS for t in tis).items()))
         else:
             fact = facts.one(task)
-            tasks[task] = _ti(fact, task_url(ui_base, run.dag_id, run.run_id, f"wave_{k}.{task}") if fact else None)
+            tasks[task] = _ti(fact, task_url(ui_base, run.dag_id, run.run_id, wave_task(k, task)) if fact else None)
     return {
         "number": k, "canary": plan_wave.canary, "oversized": plan_wave.oversized, "apps": plan_wave.apps,
         "app_count": len(plan_wave.applications), "group_count": plan_wave.group_count, "teams": list(plan_wave.teams),
         "wave_hash": plan_wave.wave_hash, "wave_hash_short": plan_wave.wave_hash[:HASH_SHORT],
         "status": status, "status_label": WAVE_STATUSES[status], "status_reason": reason,
-        "url": group_url(ui_base, run.dag_id, run.run_id, f"wave_{k}"), "tasks": tasks,
+        "url": group_url(ui_base, run.dag_id, run.run_id, wave_group(k)), "tasks": tasks,
         "record": _record_dict(facts.record), "record_error": facts.record_error,
         "approval": None if facts.decision is None else {
             "decision": facts.decision.get("decision"), "by": facts.decision.get("by"),

@@ -32,6 +32,7 @@ LAYERS = {
     "kafka": 0,
     "changecontrol": 1, "spark": 1, "controllers": 1, "fleet": 1,
     "hooks": 2,
+    "engine": 3,
     "triggers": 3,
     "operators": 4, "sensors": 4,
     "get_provider_info": 5, "plugins": 5,

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_provider_kip848.fleet.budget import WaveVerdict
 from airflow_provider_kip848.fleet.results import WaveRecord
+from airflow_provider_kip848.operators import fleet_tasks
 from tests.conftest import REPO
 
 
@@ -58,13 +59,13 @@ PLANNED = {"nothing_to_do": False, "plan": {"waves": [{}, {}, {}]}}
     ("recheck failed", ({"dry_run": False}, PLANNED, [_record(1)], {"wave_2.recheck": "failed"}), "failed"),
 ])
 def test_the_fleet_outcome(module, case, args, expected):
-    assert module.fleet_outcome(*args) == expected, case
+    assert fleet_tasks.fleet_outcome(*args) == expected, case
 
 
 def test_a_rejected_wave_is_the_outcome_unless_the_budget_stopped_first(module):
-    assert module.fleet_outcome({"dry_run": False}, PLANNED, [_record(1)], {}, rejected=True) == "rejected"
+    assert fleet_tasks.fleet_outcome({"dry_run": False}, PLANNED, [_record(1)], {}, rejected=True) == "rejected"
     stopped = [_record(1, False, ("a",))]
-    assert module.fleet_outcome({"dry_run": False}, PLANNED, stopped, {}, rejected=True) == "stopped"
+    assert fleet_tasks.fleet_outcome({"dry_run": False}, PLANNED, stopped, {}, rejected=True) == "stopped"
 
 
 def test_each_wave_validates_its_migrated_applications_in_one_spark_application_before_the_judge(module):
@@ -109,7 +110,7 @@ def test_a_group_whose_validation_is_not_a_pass_fails_its_application_for_the_bu
     verdicts = {"verdict": "fail", "summary": "s", "groups": {
         "a-1": {"verdict": "pass"}, "b-1": {"verdict": "pass"}, "b-2": {"verdict": "fail", "detail": "offsets"}}}
     ti = _TI({("wave_1.to_validate", "return_value"): planned, ("wave_1.validate", "wave_verdicts"): verdicts})
-    judged = module.validated_results(1, results, ti, {})
+    judged = fleet_tasks.validated_results(1, results, ti, {})
     assert [r.ok for r in judged] == [True, False, False, False]
     b, c = judged[1], judged[2]
     assert [g.ok for g in b.groups] == [True, False] and "validation fail: offsets" in b.detail
@@ -125,10 +126,10 @@ def test_a_group_whose_validation_is_not_a_pass_fails_its_application_for_the_bu
 def test_no_validation_verdict_at_all_is_unknown_for_every_validated_group(module):
     results = [_app("a", "a-1"), _app("b", "b-1")]
     planned = {"groups": [{"group_id": "a-1"}, {"group_id": "b-1"}], "output_dir": "/x"}
-    judged = module.validated_results(1, results, _TI({("wave_1.to_validate", "return_value"): planned}), {})
+    judged = fleet_tasks.validated_results(1, results, _TI({("wave_1.to_validate", "return_value"): planned}), {})
     assert [r.ok for r in judged] == [False, False]
     # the validation could not even be prepared: every migrated group is unknown
-    judged = module.validated_results(1, results, _TI({}), {"wave_1.to_validate": "failed"})
+    judged = fleet_tasks.validated_results(1, results, _TI({}), {"wave_1.to_validate": "failed"})
     assert [r.ok for r in judged] == [False, False]
     # nothing was migrated (no validation planned, none failed): the moves' results stand
-    assert module.validated_results(1, results, _TI({}), {"wave_1.to_validate": "skipped"}) == results
+    assert fleet_tasks.validated_results(1, results, _TI({}), {"wave_1.to_validate": "skipped"}) == results

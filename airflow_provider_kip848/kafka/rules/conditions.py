@@ -9,6 +9,7 @@ There is one source of truth for "is the group there yet".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -326,3 +327,57 @@ def follow_failure(exc: BaseException, state: WaitState, now: float, unavailable
                 error=exc.error) from exc
     else:
         state.unavailable_since = None
+
+
+# -- several conditions in a row, for several groups (one trigger follows an application's move) ---------
+
+
+def staged_wait(group_id: str, conditions: list[tuple[str, GroupCondition, float]], *, started: float,
+                wait: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One group's entry of the ``waits`` of ``triggers.move.KafkaMoveTrigger``: its ``(step, condition, timeout_s)`` in
+    order, the first starting at ``started`` (epoch s); ``wait`` the first condition's memory so far."""
+    return {"group_id": group_id, "position": 0, "step_started": started, "wait": dict(wait or {}), "met": [],
+            "steps": [{"step": step, "condition": condition.to_dict(), "timeout_s": float(timeout_s)}
+                      for step, condition, timeout_s in conditions]}
+
+
+def pending_condition(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The condition a group's entry waits for now (None: it passed all of them)."""
+    steps = entry["steps"]
+    return steps[entry["position"]] if entry["position"] < len(steps) else None
+
+
+def advance_staged(entry: dict[str, Any], evaluate: Callable[[str, GroupCondition], ConditionResult],
+                   unavailable_limit_s: float, log: Any, now: Callable[[], float]) -> str | Exception:
+    """Poll ``entry``'s group (a :func:`staged_wait`) through as many of its conditions as hold now, with
+    ``evaluate(group_id, condition)`` (the cluster's facts). Each condition that holds is appended to the
+    entry's ``met`` (``{step, started_at, ended_at, summary}``) and the next one starts at once, with a fresh
+    memory. Returns ``"waiting"`` (a condition does not hold yet, or all did), ``"broken"`` (a retriable
+    failure: poll again, with a new client) or the fatal error that ends the wait (not raised)."""
+    while (spec := pending_condition(entry)) is not None:
+        condition = GroupCondition.from_dict(spec["condition"])
+        state = WaitState.from_dict(entry["wait"])
+        try:
+            result = follow(condition, evaluate(entry["group_id"], condition), state, now())
+        except Exception as exc:  # noqa: BLE001 - decided by follow_failure
+            try:
+                follow_failure(exc, state, now(), unavailable_limit_s)
+            except Exception as fatal:  # noqa: BLE001 - handed back: it ends the wait
+                entry["wait"] = state.to_dict()
+                return fatal
+            entry["wait"] = state.to_dict()
+            log.warning("Group %s: %s Polling again with a new client.", entry["group_id"], exc)
+            return "broken"
+        entry["wait"] = state.to_dict()
+        if not result.met:
+            if result.summary != entry.get("last"):
+                log.info("Group %s: %s (waiting for %s: %s)", entry["group_id"], result.summary, spec["step"],
+                         condition.describe())
+            entry["last"] = result.summary
+            return "waiting"
+        at = now()
+        entry["met"].append({"step": spec["step"], "started_at": entry["step_started"], "ended_at": at,
+                             "summary": result.summary})
+        log.info("Group %s: %s holds (%s)", entry["group_id"], spec["step"], result.summary)
+        entry.update(position=entry["position"] + 1, step_started=at, wait={}, last="")
+    return "waiting"
