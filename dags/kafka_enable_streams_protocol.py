@@ -31,8 +31,9 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.report import RunReport, change_rule, report_task
 
 DAG_ID = "kafka_enable_streams_protocol"
 
@@ -125,44 +126,19 @@ def kafka_enable_streams_protocol():
             raise AirflowFailException(f"{params['feature']} reads back at {level}, not {params['level']}.")
         return {"feature": params["feature"], "finalized_level": level}
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-
-        ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="make_plan")
-        failed = R.failed_tasks(context)
-        approval_result = ti.xcom_pull(task_ids="approval", key="decision")
-        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
-        change = ti.xcom_pull(task_ids="apply_change")
-        if R.refused(approval_result, recheck):
-            outcome = "refused"
-        elif failed:
-            outcome = "failed"
-        elif plan and plan["nothing_to_do"]:
-            outcome = "nothing_to_do"
-        elif params["dry_run"]:
-            outcome = "dry_run"
-        elif approval_result and approval_result["decision"] == "Reject":
-            outcome = "rejected"
-        elif recheck and recheck["decision"] == "Reject":
-            outcome = "rejected_after_recheck"
-        else:
-            outcome = "changed" if change and change.get("applied") else "nothing_applied"
-        result = R.build_report(
-            title=f"Enable {params['feature']}={params['level']}", outcome=outcome, context=context,
-            failed_tasks=failed, plan=plan, approvals={"approval": approval_result},
-            before=(plan or {}).get("facts"), after=ti.xcom_pull(task_ids="verify"),
-            results={"preflight": ti.xcom_pull(task_ids="preflight"), "change": change},
-            change_control=R.change_control(context, ("apply_change",)),
-        )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
+    report = RunReport(
+        title=lambda p: f"Enable {p['feature']}={p['level']}",
+        outcome=change_rule(apply_task="apply_change"),
+        group_param=None, metrics=False,
+        results={"preflight": "preflight", "change": "apply_change"}, change_tasks=("apply_change",),
+        after=lambda p, context, plan: context["ti"].xcom_pull(task_ids="verify"),
+    )
 
     features = describe_features()
     plan = make_plan(preflight.output, features, validate.output)
     lock >> preflight >> features >> validate
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     decision >> approval >> recheck >> apply >> verify() >> final
     decision >> final
 

@@ -31,7 +31,8 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.report import RunReport, change_rule, report_task
 
 DAG_ID = "kafka_group_config_change"
 GROUP_CONFIG_KEYS = [
@@ -115,34 +116,18 @@ def kafka_group_config_change():
             raise AirflowFailException(f"{params['key']} reads back as {now.get(params['key'])!r}, not {expected!r}.")
         return {"dynamic": now}
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-
-        ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="make_plan")
-        failed = R.failed_tasks(context)
-        decision = ti.xcom_pull(task_ids="approval", key="decision")
-        recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
-        applied = ti.xcom_pull(task_ids="apply")
-        outcome = ("refused" if R.refused(decision, recheck) else "failed" if failed
-                   else "nothing_to_do" if plan and plan["nothing_to_do"]
-                   else "dry_run" if params["dry_run"] else "rejected" if decision and decision["decision"] == "Reject"
-                   else "rejected_after_recheck" if recheck and recheck["decision"] == "Reject"
-                   else "changed" if applied and applied.get("applied") else "nothing_applied")
-        result = R.build_report(
-            title=f"Group config change on {params['group_id']}", outcome=outcome, context=context,
-            group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            before=(plan or {}).get("facts", {}).get("before"),
-            after=(ti.xcom_pull(task_ids="verify") or {}).get("dynamic"),
-            results={"change": applied}, change_control=R.change_control(context, ("apply",)),
-        )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context))
+    report = RunReport(
+        title=lambda p: f"Group config change on {p['group_id']}",
+        outcome=change_rule(apply_task="apply"),
+        results={"change": "apply"}, change_tasks=("apply",), metrics=False,
+        before=lambda p, context, plan: (plan or {}).get("facts", {}).get("before"),
+        after=lambda p, context, plan: (context["ti"].xcom_pull(task_ids="verify") or {}).get("dynamic"),
+    )
 
     lock >> validate
     plan = make_plan(validate.output)
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     decision >> approval >> recheck >> apply
     verify(apply.output) >> final
     decision >> final

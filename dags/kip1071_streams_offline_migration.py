@@ -69,7 +69,7 @@ from airflow_provider_kip848.operators.approval import (
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
@@ -78,6 +78,13 @@ from airflow_provider_kip848.operators.offsets import (
 )
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.report import (
+    PREFLIGHT,
+    RunReport,
+    downtime_rule,
+    output_written,
+    report_task,
+)
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -334,62 +341,24 @@ def kip1071_streams_offline_migration():
                                               "{{ ti.xcom_pull(task_ids='capture_output_after') }}"]}},
     )
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.operators.downtime import measured_downtime
-
-        ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="make_plan")
-        decision = ti.xcom_pull(task_ids="approval", key="decision")
-        failed = R.failed_tasks(context)
-        # the new application missing its deadline is what the way back is for: not a failure once it is back
-        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["facts"]["group"]["type"] == "streams"),
-                                     dry_run=params["dry_run"],
-                                     done="migrated", way_back_task="fallback_compare_offsets",
-                                     deadline_tasks=("wait_streams_group", "wait_stable"))
-        try:
-            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-                now = hook.describe_group(params["application_id"]).to_dict()
-            after = {"type": now["type"], "state": now["state"], "members": len(now["members"])}
-        except Exception as exc:  # noqa: BLE001 - the report must still be written
-            after = {"error": str(exc)}
-        out_before = ti.xcom_pull(task_ids="capture_output_before")
-        out_after = ti.xcom_pull(task_ids="capture_output_after")
-        written = None
-        if out_before and out_after:
-            written = sum(v["log_end"] - out_before.get(k, {}).get("log_end", 0) for k, v in out_after.items())
-        downtime = measured_downtime(context, params["kafka_conn_id"], params["application_id"], outcome,
-                                     target="streams", facts=(plan or {}).get("facts"))
-        result = R.build_report(
-            title=f"KIP-1071 offline migration of {params['application_id']}", outcome=outcome, context=context,
-            group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            downtime=downtime,
-            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
-            results={"window": ti.xcom_pull(task_ids="window_guard"),
-                     "controller": ti.xcom_pull(task_ids="controller"),
-                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
-                                                                                     key="report"),
-                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
-                     "group_settings": ti.xcom_pull(task_ids="carry_over_settings"),
-                     "stopped": ti.xcom_pull(task_ids="stop_application"),
-                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
-                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
-                     "started": ti.xcom_pull(task_ids="start_application"),
-                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
-                     "restart_rebalance_delay_restored": ti.xcom_pull(task_ids="restore_rebalance_delay"),
-                     "output_records_written_during_run": written,
-                     "validation": ti.xcom_pull(task_ids="validate"),
-                     "fallback": {"stopped": ti.xcom_pull(task_ids="fallback_stop"),
-                                  "restarted": ti.xcom_pull(task_ids="fallback_start"),
-                                  "back": ti.xcom_pull(task_ids="fallback_wait_classic"),
-                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="fallback_compare_offsets")}},
-            change_control=R.change_control(context, ("set_group_configs", "wait_empty", "restore_lost_offsets",
-                                                      "fallback_wait_empty", "restore_rebalance_delay")),
-        )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
-                        fail_outcomes=("failed", "refused", "rolled_back"))
+    report = RunReport(
+        title=lambda p: f"KIP-1071 offline migration of {p['application_id']}",
+        outcome=downtime_rule(done="migrated", way_back_task="fallback_compare_offsets",
+                              deadline_tasks=("wait_streams_group", "wait_stable"),
+                              nothing_to_do=lambda plan: plan["facts"]["group"]["type"] == "streams"),
+        group_param="application_id", target=lambda p: "streams", after_members=False,
+        results={"window": "window_guard", "controller": "controller", "preflight": PREFLIGHT,
+                 "lint": "lint_client_config", "group_settings": "carry_over_settings",
+                 "stopped": "stop_application", "emptied": "wait_empty", "restored": "restore_lost_offsets",
+                 "started": "start_application", "offsets_vs_snapshot": "compare_offsets",
+                 "restart_rebalance_delay_restored": "restore_rebalance_delay", "validation": "validate",
+                 "fallback": {"stopped": "fallback_stop", "restarted": "fallback_start",
+                              "back": "fallback_wait_classic", "offsets_vs_snapshot": "fallback_compare_offsets"}},
+        extra=lambda p, context: {"output_records_written_during_run": output_written(context)},
+        change_tasks=("set_group_configs", "wait_empty", "restore_lost_offsets", "fallback_wait_empty",
+                      "restore_rebalance_delay"),
+        fail_outcomes=lambda p: ("failed", "refused", "rolled_back"),
+    )
 
     out_before = capture_output_before()
     carried = carry_over_settings()
@@ -400,7 +369,7 @@ def kip1071_streams_offline_migration():
     guard >> controller >> lock >> [preflight, lint] >> carried
     carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     (decision >> approval >> recheck >> group_configs >> stop >> wait_empty >> restore
      >> started >> wait_streams >> wait_stable >> compare >> wait_lag >> snapshot_after)
     # the brokers' group metrics before, during and after the change (side branches: they never gate it)

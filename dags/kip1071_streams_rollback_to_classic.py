@@ -66,7 +66,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
@@ -75,6 +75,7 @@ from airflow_provider_kip848.operators.offsets import (
 )
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -231,63 +232,28 @@ def kip1071_streams_rollback_to_classic():
     rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.operators.downtime import measured_downtime
-
-        ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="make_plan")
-        decision = ti.xcom_pull(task_ids="approval", key="decision")
-        failed = R.failed_tasks(context)
-        # the new application missing its deadline is what the way back is for: not a failure once it is back
-        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["nothing_to_do"]),
-                                     dry_run=params["dry_run"],
-                                     done="back_on_classic", way_back_task="rollback_compare_offsets",
-                                     deadline_tasks=("wait_classic",))
-        try:
-            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-                now = hook.describe_group(params["application_id"]).to_dict()
-            after = {"type": now["type"], "state": now["state"],
-                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
-        except Exception as exc:  # noqa: BLE001 - the report must still be written
-            after = {"error": str(exc)}
-        downtime = measured_downtime(context, params["kafka_conn_id"], params["application_id"], outcome,
-                                     target="classic", facts=(plan or {}).get("facts"), validation_task=None)
-        result = R.build_report(
-            title=f"{params['application_id']} back to the classic protocol", outcome=outcome, context=context,
-            group_id=params["application_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            downtime=downtime,
-            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
-            results={"window": ti.xcom_pull(task_ids="window_guard"),
-                     "controller": ti.xcom_pull(task_ids="controller"),
-                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
-                                                                                     key="report"),
-                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
-                     "settings_on_classic": ti.xcom_pull(task_ids="settings_on_classic"),
-                     "stopped": ti.xcom_pull(task_ids="stop_application"),
-                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
-                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
-                     "started": ti.xcom_pull(task_ids="start_application"),
-                     "back": ti.xcom_pull(task_ids="wait_classic"),
-                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
-                     "validation": ti.xcom_pull(task_ids="validate"),
-                     "rollback": {"stopped": ti.xcom_pull(task_ids="rollback_stop"),
-                                  "restarted": ti.xcom_pull(task_ids="rollback_start"),
-                                  "back": ti.xcom_pull(task_ids="rollback_wait_streams"),
-                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="rollback_compare_offsets")}},
-            change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
-        )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
-                        fail_outcomes=("failed", "refused", "rolled_back"))
+    report = RunReport(
+        title=lambda p: f"{p['application_id']} back to the classic protocol",
+        outcome=downtime_rule(done="back_on_classic", way_back_task="rollback_compare_offsets",
+                              deadline_tasks=("wait_classic",)),
+        group_param="application_id", target=lambda p: "classic", validation_task=None,
+        results={"window": "window_guard", "controller": "controller", "preflight": PREFLIGHT,
+                 "lint": "lint_client_config", "settings_on_classic": "settings_on_classic",
+                 "stopped": "stop_application", "emptied": "wait_empty", "restored": "restore_lost_offsets",
+                 "started": "start_application", "back": "wait_classic", "offsets_vs_snapshot": "compare_offsets",
+                 "validation": "validate",
+                 "rollback": {"stopped": "rollback_stop", "restarted": "rollback_start",
+                              "back": "rollback_wait_streams", "offsets_vs_snapshot": "rollback_compare_offsets"}},
+        change_tasks=("wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
+        fail_outcomes=lambda p: ("failed", "refused", "rolled_back"),
+    )
 
     settings = settings_on_classic()
     plan = make_plan(lint.output, preflight.output, settings, snapshot_before.output, controller.output)
     guard >> controller >> lock >> [preflight, lint, settings]
     [preflight, lint, settings] >> snapshot_before >> plan
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     (decision >> approval >> recheck >> stop >> wait_empty >> restore >> start >> wait_classic >> wait_lag
      >> compare >> snapshot_after)
     # the brokers' group metrics before, during and after the change (side branches: they never gate it)

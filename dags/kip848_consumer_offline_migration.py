@@ -65,7 +65,7 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
     CompareGroupOffsetsOperator,
@@ -74,6 +74,7 @@ from airflow_provider_kip848.operators.offsets import (
 )
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -255,62 +256,26 @@ def kip848_consumer_offline_migration():
     rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.operators.downtime import measured_downtime
-
-        ti = context["ti"]
-        plan = ti.xcom_pull(task_ids="make_plan")
-        decision = ti.xcom_pull(task_ids="approval", key="decision")
-        failed = R.failed_tasks(context)
-        # the new application missing its deadline is what the way back is for: not a failure once it is back
-        outcome = R.downtime_outcome(context, nothing_to_do=bool(plan and plan["nothing_to_do"]),
-                                     dry_run=params["dry_run"],
-                                     done="migrated", way_back_task="rollback_compare_offsets",
-                                     deadline_tasks=("start_application", "wait_migrated"))
-        try:
-            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-                now = hook.describe_group(params["group_id"]).to_dict()
-            after = {"type": now["type"], "state": now["state"],
-                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
-        except Exception as exc:  # noqa: BLE001 - the report must still be written
-            after = {"error": str(exc)}
-        downtime = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
-                                     target=params["target_protocol"], facts=(plan or {}).get("facts"))
-        result = R.build_report(
-            title=f"Offline move of {params['group_id']} to the {params['target_protocol']} protocol",
-            outcome=outcome, context=context, group_id=params["group_id"], failed_tasks=failed, plan=plan,
-            downtime=downtime,
-            approvals={"approval": decision}, before=(plan or {}).get("facts"), after=after,
-            metrics=R.group_metrics(context),
-            results={"window": ti.xcom_pull(task_ids="window_guard"),
-                     "controller": ti.xcom_pull(task_ids="controller"),
-                     "preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
-                                                                                     key="report"),
-                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
-                     "stopped": ti.xcom_pull(task_ids="stop_application"),
-                     "emptied": ti.xcom_pull(task_ids="wait_empty"),
-                     "restored": ti.xcom_pull(task_ids="restore_lost_offsets"),
-                     "started": ti.xcom_pull(task_ids="start_application"),
-                     "migration": ti.xcom_pull(task_ids="wait_migrated"),
-                     "offsets_vs_snapshot": ti.xcom_pull(task_ids="compare_offsets"),
-                     "validation": ti.xcom_pull(task_ids="validate"),
-                     "rollback": {"stopped": ti.xcom_pull(task_ids="rollback_stop"),
-                                  "restarted": ti.xcom_pull(task_ids="rollback_start"),
-                                  "back": ti.xcom_pull(task_ids="rollback_wait_back"),
-                                  "offsets_vs_snapshot": ti.xcom_pull(task_ids="rollback_compare_offsets")}},
-            change_control=R.change_control(context, ("wait_empty", "restore_lost_offsets", "rollback_wait_empty")),
-        )
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context),
-                        fail_outcomes=("failed", "refused", "rolled_back"))
+    report = RunReport(
+        title=lambda p: f"Offline move of {p['group_id']} to the {p['target_protocol']} protocol",
+        outcome=downtime_rule(done="migrated", way_back_task="rollback_compare_offsets",
+                              deadline_tasks=("start_application", "wait_migrated")),
+        target=lambda p: p["target_protocol"],
+        results={"window": "window_guard", "controller": "controller", "preflight": PREFLIGHT,
+                 "lint": "lint_client_config", "stopped": "stop_application", "emptied": "wait_empty",
+                 "restored": "restore_lost_offsets", "started": "start_application", "migration": "wait_migrated",
+                 "offsets_vs_snapshot": "compare_offsets", "validation": "validate",
+                 "rollback": {"stopped": "rollback_stop", "restarted": "rollback_start", "back": "rollback_wait_back",
+                              "offsets_vs_snapshot": "rollback_compare_offsets"}},
+        change_tasks=("wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
+        fail_outcomes=lambda p: ("failed", "refused", "rolled_back"),
+    )
 
     out_before = capture_output_before()
     plan = make_plan(lint.output, preflight.output, snapshot_before.output, controller.output)
     guard >> controller >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     out_after = capture_output_after()
     (decision >> approval >> recheck >> stop >> wait_empty >> restore >> started
      >> wait_migrated >> wait_lag >> compare >> snapshot_after >> out_after)

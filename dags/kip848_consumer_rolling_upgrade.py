@@ -51,11 +51,12 @@ from airflow_provider_kip848.operators.application import (
 )
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator, release_change_lock
+from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import artifact_params, controller_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, report_task, rollout_rule
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
@@ -278,71 +279,27 @@ def kip848_consumer_rolling_upgrade():
                                         timeout_minutes="{{ params.rollback_timeout_minutes }}",
                                         trigger_rule="one_success")
 
-    @task(trigger_rule="all_done")
-    def report(params: dict | None = None, **context) -> dict:
-        from airflow_provider_kip848.changecontrol import report as R
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-        from airflow_provider_kip848.operators.downtime import measured_downtime
-
-        ti = context["ti"]
-        states = R.task_states(context)
-        plan = ti.xcom_pull(task_ids="make_plan")
-        decision = ti.xcom_pull(task_ids="approval", key="decision")
-        failed = R.failed_tasks(context)
-        timed_out = states.get("rollback_on_timeout") == "success"
+    report = RunReport(
+        title=lambda p: f"KIP-848 rolling upgrade of {p['group_id']}",
         # the way back answers a rollout that did not complete: its deadline, or a roll the platform could not finish
-        unexpected = [t for t in failed if not (timed_out and t in ("wait_migrated", "roll_application"))]
-        rolled_back = states.get("wait_classic_again") == "success"
-        if R.refused(decision):
-            outcome = "refused"
-        elif unexpected:
-            outcome = "failed"
-        elif plan and plan["nothing_to_do"]:
-            outcome = "nothing_to_do"
-        elif params["dry_run"]:
-            outcome = "dry_run"
-        elif timed_out:
-            outcome = "timed_out_rolled_back" if rolled_back else "failed"
-        elif decision and decision["decision"] == "Reject":
-            outcome = "rejected_rolled_back" if rolled_back else "failed"
-        else:
-            outcome = "migrated"
-        try:
-            with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-                now = hook.describe_group(params["group_id"]).to_dict()
-            after = {"type": now["type"], "state": now["state"],
-                     "members": [(m["client_id"], m["protocol"]) for m in now["members"]]}
-        except Exception as exc:  # noqa: BLE001 - the report must still be written
-            after = {"error": str(exc)}
+        outcome=rollout_rule(done="migrated", way_back_task="rollback_on_timeout", back_task="wait_classic_again",
+                             deadline_tasks=("wait_migrated", "roll_application")),
         # the rollout's worst per-partition gap (commits, or the output records) and the rebalances it caused
-        downtime = measured_downtime(context, params["kafka_conn_id"], params["group_id"], outcome,
-                                     target="consumer", facts=(plan or {}).get("facts"))
-        result = R.build_report(
-            title=f"KIP-848 rolling upgrade of {params['group_id']}", outcome=outcome, context=context,
-            group_id=params["group_id"], failed_tasks=failed, plan=plan, approvals={"approval": decision},
-            downtime=downtime,
-            before=(plan or {}).get("facts"), after=after, metrics=R.group_metrics(context),
-            results={"preflight": ti.xcom_pull(task_ids="preflight") or ti.xcom_pull(task_ids="preflight",
-                                                                                     key="report"),
-                     "controller": ti.xcom_pull(task_ids="controller"),
-                     "lint": ti.xcom_pull(task_ids="lint_client_config"),
-                     "rolled": ti.xcom_pull(task_ids="roll_application"),
-                     "migration": ti.xcom_pull(task_ids="wait_migrated"),
-                     "rolled_back": ti.xcom_pull(task_ids="rollback_on_timeout"),
-                     "lag": ti.xcom_pull(task_ids="wait_lag_drained"),
-                     "validation": ti.xcom_pull(task_ids="validate"),
-                     "rollback": ti.xcom_pull(task_ids="wait_classic_again")},
-            change_control=R.change_control(context, approval_task_ids=("approval",)),
-        )
-        fail = ("failed", "refused", "timed_out_rolled_back") if params["fail_on_rollback"] else ("failed", "refused")
-        return R.finish(context, params["report_dir"], result, lock=release_change_lock(context), fail_outcomes=fail)
+        target=lambda p: "consumer",
+        results={"preflight": PREFLIGHT, "controller": "controller", "lint": "lint_client_config",
+                 "rolled": "roll_application", "migration": "wait_migrated", "rolled_back": "rollback_on_timeout",
+                 "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_classic_again"},
+        approval_task_ids=("approval",),
+        fail_outcomes=lambda p: ("failed", "refused", "timed_out_rolled_back") if p["fail_on_rollback"]
+        else ("failed", "refused"),
+    )
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
     controller >> lock >> [lint, preflight]
     plan = make_plan(lint.output, preflight.output)
     decision = route(plan)
-    final = report()
+    final = report_task(report, task_id="report")
     out_before = capture_output_before()
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]

@@ -84,6 +84,7 @@ from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATIO
 from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 
+DAG_ID = FLEET_DAG_ID
 #: where the wave validation runs unless a run says otherwise (local: a Spark session in the worker)
 VALIDATION_MODE = os.environ.get("KIP848_FLEET_VALIDATION_MODE", "local")
 #: a move's task process lost by the executor or a worker is retried, and the retry takes the move up at its
@@ -101,7 +102,7 @@ STEP_ARGS = {
 
 
 @dag(
-    dag_id=FLEET_DAG_ID,
+    dag_id=DAG_ID,
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,

@@ -233,6 +233,57 @@ def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: b
     return done
 
 
+def rollout_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str, way_back_task: str,
+                    back_task: str, deadline_tasks: tuple[str, ...]) -> str:
+    """The outcome of a rolling change with a way back (the rolling upgrade): ``refused``, ``failed`` (a task
+    failed that the way back does not account for), ``nothing_to_do``, ``dry_run``, ``timed_out_rolled_back``
+    (one of ``deadline_tasks`` failed, ``way_back_task`` ran and ``back_task`` saw the group back),
+    ``rejected_rolled_back`` (the approval was rejected and the group is back), else ``done``; a way back that
+    did not bring the group back is ``failed``."""
+    ti = context["ti"]
+    states = task_states(context)
+    decision = ti.xcom_pull(task_ids="approval", key="decision")
+    failed = sorted(t for t, s in states.items() if s == "failed")
+    timed_out = states.get(way_back_task) == "success"
+    rolled_back = states.get(back_task) == "success"
+    if refused(decision):
+        return "refused"
+    if [t for t in failed if not (timed_out and t in deadline_tasks)]:
+        return "failed"
+    if nothing_to_do:
+        return "nothing_to_do"
+    if dry_run:
+        return "dry_run"
+    if timed_out:
+        return "timed_out_rolled_back" if rolled_back else "failed"
+    if decision and decision["decision"] == "Reject":
+        return "rejected_rolled_back" if rolled_back else "failed"
+    return done
+
+
+def change_outcome(context: dict[str, Any], *, plan: dict[str, Any] | None, dry_run: bool, apply_task: str) -> str:
+    """The outcome of a DAG that applies one change after an approval and its recheck: ``refused``,
+    ``failed``, ``nothing_to_do``, ``dry_run``, ``rejected``, ``rejected_after_recheck``, ``changed`` (the
+    apply task says it applied something) or ``nothing_applied``."""
+    ti = context["ti"]
+    decision = ti.xcom_pull(task_ids="approval", key="decision")
+    recheck = ti.xcom_pull(task_ids="recheck_approval", key="decision")
+    applied = ti.xcom_pull(task_ids=apply_task)
+    if refused(decision, recheck):
+        return "refused"
+    if failed_tasks(context):
+        return "failed"
+    if plan and plan["nothing_to_do"]:
+        return "nothing_to_do"
+    if dry_run:
+        return "dry_run"
+    if decision and decision["decision"] == "Reject":
+        return "rejected"
+    if recheck and recheck["decision"] == "Reject":
+        return "rejected_after_recheck"
+    return "changed" if applied and applied.get("applied") else "nothing_applied"
+
+
 def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
            lock: dict[str, Any] | None = None,
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:

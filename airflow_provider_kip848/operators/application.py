@@ -29,6 +29,7 @@ otherwise; give such a task ``trigger_rule="all_done"``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -152,7 +153,8 @@ def start_baseline(start_task_id: str) -> str:
 
 class KafkaApplicationStopOperator(_ApplicationOperator):
     """Stop every instance through the controller and wait until the platform shows none; returns what was
-    done, the platform's status after it, and ``instances_gone`` (True: confirmed; None: it cannot tell). A
+    done, when the stop was issued (``stop_started_at``, epoch s: the start of the processing gap), the
+    platform's status after it, and ``instances_gone`` (True: confirmed; None: it cannot tell). A
     stop after which instances still run fails, naming them: never reported as stopped.
 
     :param confirm_seconds: how long the platform may take to show every instance gone (templated).
@@ -171,9 +173,10 @@ class KafkaApplicationStopOperator(_ApplicationOperator):
             seconds = parse_number(self.confirm_seconds, "confirm_seconds") or 0.0
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
+        started = time.time()
         try:
             named.require_fingerprint(self.approved_fingerprint)
-            result = named.stop(confirm_seconds=seconds)
+            result = {**named.stop(confirm_seconds=seconds), "stop_started_at": started}
         except ControllerError as exc:
             raise task_error(exc) from exc
         finally:

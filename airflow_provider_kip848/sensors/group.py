@@ -221,7 +221,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             again = self._on_met(context, event.get("detail") or {}, wait, notes)
             if again is None:
                 return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred",
-                                    wait, notes)
+                                    wait, notes, met_at=event.get("met_at"))
             self.log.info("Group %s: %s; waiting on.", self.group_id, again)
             self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
                         notes=notes)
@@ -291,9 +291,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                  self.remove_members_after, notes, self.log)
 
     def _result(self, summary: Any, detail: Any, polls: Any, mode: str, wait: WaitState,
-                notes: list[str]) -> dict[str, Any]:
+                notes: list[str], *, met_at: Any = None) -> dict[str, Any]:
+        """What the wait saw when it held; ``met_at``: when (epoch s; the trigger's moment when deferred, before
+        the task was resumed: the end of a processing gap, not of the task)."""
         return {"group_id": self.group_id, "condition": self.condition.to_dict(), "summary": summary,
                 "detail": detail, "polls": polls, "mode": mode,
+                "met_at": met_at if isinstance(met_at, (int, float)) else time.time(),
                 "members_removed": [m.get("instance_id") or m["member_id"] for m in wait.removed],
                 "removed_members": wait.removed, "notes": notes}
 

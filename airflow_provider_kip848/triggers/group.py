@@ -27,11 +27,11 @@ from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitS
 
 
 class KafkaGroupConditionTrigger(BaseTrigger):
-    """Fires ``{"status": "met"}`` when the condition holds, ``"timeout"`` at ``timeout_at`` (epoch s),
-    ``"remove_members_due"`` at ``remove_members_at`` (so the sensor can force-empty the group in a
-    worker, where the action is logged with the task), or ``"error"`` on a non-retriable failure,
-    a member that came back after being forced out, or a coordinator unavailable for
-    ``unavailable_limit_s`` seconds in a row.
+    """Fires ``{"status": "met"}`` when the condition holds (``met_at``: when it was seen to hold, epoch s),
+    ``"timeout"`` at ``timeout_at`` (epoch s), ``"remove_members_due"`` at ``remove_members_at`` (so the
+    sensor can force-empty the group in a worker, where the action is logged with the task), or ``"error"``
+    on a non-retriable failure, a member that came back after being forced out, or a coordinator
+    unavailable for ``unavailable_limit_s`` seconds in a row.
 
     After a retriable failure the trigger drops its client and builds a new one: a long wait must
     not keep asking a coordinator that moved away, nor a connection to a dead node.
@@ -116,7 +116,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                 if result is not None and result.met:
                     yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),
                                         "summary": result.summary, "detail": result.detail, "polls": polls,
-                                        "carry": carry})
+                                        "met_at": time.time(), "carry": carry})
                     return
                 now = time.time()
                 if self.timeout_at is not None and now >= self.timeout_at:
