@@ -85,6 +85,12 @@ from airflow_provider_kip848.operators.report import (
     output_written,
     report_task,
 )
+from airflow_provider_kip848.operators.runbook_steps import (
+    RESTART_DELAY,
+    capture_output,
+    carried_settings,
+    diagnose_streams,
+)
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -112,7 +118,6 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 #: the instances the application runs: the platform's count before the stop (else its classic members)
 EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 #: the group config a run may lower for the restart (restart_rebalance_delay_ms), put back afterwards
-RESTART_DELAY = "streams.initial.rebalance.delay.ms"
 
 
 @dag(
@@ -208,7 +213,7 @@ def kip1071_streams_offline_migration():
 
     @task
     def capture_output_before(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     @task
     def make_plan(preflight_report: dict, configs: dict, snapshot: dict, carried: dict, lint_result: dict,
@@ -283,7 +288,7 @@ def kip1071_streams_offline_migration():
             raise AirflowSkipException("the streams application came up: no fallback")
         if not params["fallback_to_classic"]:
             raise AirflowSkipException("fallback_to_classic is off: the application is left as it is")
-        diagnosis = _diagnose(params)  # before the stop: what the failed streams application looked like
+        diagnosis = diagnose_streams(params)  # before the stop: what the failed streams application looked like
         try:
             with resolve(params["app_controller"], params["app_controller_args"]) as controller:
                 approved = (context["ti"].xcom_pull(task_ids="controller") or {}).get("controller") or {}
@@ -322,7 +327,7 @@ def kip1071_streams_offline_migration():
 
     @task
     def capture_output_after(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
     def spark_enabled(params: dict | None = None) -> bool:
@@ -381,35 +386,6 @@ def kip1071_streams_offline_migration():
     back >> fallback_wait_empty >> fallback_start >> fallback_wait_classic >> fallback_compare >> final
     [wait_stable, fallback_compare] >> delay_was_lowered() >> restore_delay >> final
     decision >> final
-
-
-def application_properties(params: dict, controller_result: dict | None) -> dict:
-    """The application's client properties: the controller's reading of the platform, the form's on top."""
-    config = (controller_result or {}).get("config") or {}
-    return {**(config.get("properties") or {}), **(params["application_properties"] or {})}
-
-
-def carried_settings(params: dict, controller_result: dict | None = None) -> dict:
-    """The streams group configs this run sets, each with its source (see kafka.rules.streams_settings)."""
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
-
-    requested = {"streams.num.standby.replicas": params["standby_replicas"],
-                 "streams.session.timeout.ms": params["session_timeout_ms"],
-                 "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
-    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        dynamic = hook.describe_group_config(params["application_id"]).dynamic
-        broker = hook.group_coordinator_config().values
-    settings = carry_over(requested, application_properties(params, controller_result), dynamic, broker)
-    out = {"settings": [s.to_dict() for s in settings], "set": to_set(settings), "restart_delay": None}
-    if params.get("restart_rebalance_delay_ms") is not None:  # for the restart only: put back once Stable
-        previous = dynamic.get(RESTART_DELAY)
-        out["set"][RESTART_DELAY] = str(params["restart_rebalance_delay_ms"])
-        out["restart_delay"] = {"value": out["set"][RESTART_DELAY], "previous": previous,
-                                "broker_default": broker.get("group." + RESTART_DELAY),
-                                "restore_set": {RESTART_DELAY: previous} if previous is not None else {},
-                                "restore_delete": [] if previous is not None else [RESTART_DELAY]}
-    return out
 
 
 def build_plan(params: dict, checks: list | None = None, configs: dict | None = None,
@@ -482,42 +458,6 @@ def replan(context) -> dict:
     return build_plan(context["params"], (ti.xcom_pull(task_ids="preflight") or {}).get("checks"), None,
                       ti.xcom_pull(task_ids="snapshot_before"), None, ti.xcom_pull(task_ids="lint_client_config"),
                       ti.xcom_pull(task_ids="controller"))
-
-
-def _missing_source_topics(hook, params: dict) -> list[str]:
-    from airflow_provider_kip848.kafka.arguments import topic_list
-
-    topics = topic_list(params["source_topics"], "source_topics") or []
-    counts = hook.get_conn().topic_partition_counts(topics) if topics else {}
-    return sorted(t for t, n in counts.items() if n is None)
-
-
-def _diagnose(params: dict) -> dict:
-    """Why the streams application did not become Stable, as far as the cluster shows it."""
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-
-    try:
-        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-            desc = hook.describe_group(params["application_id"])
-            missing = _missing_source_topics(hook, params)
-    except Exception as exc:  # noqa: BLE001 - a diagnosis must not hide the fallback
-        return {"error": str(exc)}
-    found = {"type": desc.type.value, "state": desc.state.value, "members": len(desc.members),
-             "missing_source_topics": missing}
-    if desc.state.value == "NotReady":
-        found["reason"] = ("the streams group is NOT_READY: " + (f"source topic(s) {', '.join(missing)} do not exist"
-                           if missing else "a source or internal topic is missing or not co-partitioned"))
-    elif not desc.members:
-        found["reason"] = "no streams member joined: the application did not start (see its log)"
-    return found
-
-
-def _capture(params: dict) -> dict:
-    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-
-    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        return hook.output_range(params["output_topic"])
 
 
 kip1071_streams_offline_migration()

@@ -75,6 +75,7 @@ from airflow_provider_kip848.operators.offsets import (
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
+from airflow_provider_kip848.operators.runbook_steps import capture_output
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -169,7 +170,7 @@ def kip848_consumer_offline_migration():
 
     @task
     def capture_output_before(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     @task
     def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, controller_result: dict,
@@ -214,7 +215,7 @@ def kip848_consumer_offline_migration():
 
     @task
     def capture_output_after(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     @task
     def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
@@ -341,14 +342,6 @@ def replan(context) -> dict:
     return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
                       (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
                       ti.xcom_pull(task_ids="snapshot_before"), ti.xcom_pull(task_ids="controller"))
-
-
-def _capture(params: dict) -> dict:
-    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-
-    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        return hook.output_range(params["output_topic"])
 
 
 kip848_consumer_offline_migration()

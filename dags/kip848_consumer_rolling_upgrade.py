@@ -57,6 +57,7 @@ from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperat
 from airflow_provider_kip848.operators.params import artifact_params, controller_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, report_task, rollout_rule
+from airflow_provider_kip848.operators.runbook_steps import capture_output
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
@@ -204,7 +205,7 @@ def kip848_consumer_rolling_upgrade():
 
     @task
     def capture_output_before(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
@@ -225,7 +226,7 @@ def kip848_consumer_rolling_upgrade():
 
     @task
     def capture_output_after(params: dict | None = None) -> dict:
-        return _capture(params)
+        return capture_output(params)
 
     @task
     def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
@@ -313,14 +314,6 @@ def kip848_consumer_rolling_upgrade():
     wait_migrated >> (timeout_branch := rollback_on_timeout())
     [rollback, timeout_branch] >> wait_classic >> final
     decision >> final
-
-
-def _capture(params: dict) -> dict:
-    """End offsets of the output topic (the fixed range the continuity check reads), or {} without one."""
-    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-
-    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        return hook.output_range(params["output_topic"])
 
 
 kip848_consumer_rolling_upgrade()

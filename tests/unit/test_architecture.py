@@ -6,7 +6,8 @@ Layers, lowest first (docs/index.md draws them):
    ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate``/``inventory``
    < ``api`` < ``native``/``cli``/``lock``.
 1. ``changecontrol/``, ``spark/``, ``controllers/``, ``fleet/``: import the core only (not each other).
-2. ``hooks/``  3. ``triggers/``  4. ``operators/`` and ``sensors/`` (not each other)
+2. ``hooks/``  3. ``triggers/`` and ``engine/`` (the migration engine; not each other)
+4. ``operators/`` and ``sensors/`` (not each other)
 5. ``get_provider_info.py`` and ``plugins/`` (the UI's fleet view; not each other).
 
 ``testing/`` (the embedded broker, demo apps, DAG-run helpers) may import anything; nothing in the

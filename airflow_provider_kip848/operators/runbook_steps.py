@@ -1,0 +1,82 @@
+"""Small steps the single-group DAGs' ``@task`` functions call: the logic lives here, the DAG files wire it.
+
+* :func:`capture_output`: the output topic's end offsets, the fixed range the continuity check reads;
+* :func:`application_properties`, :func:`carried_settings`: the streams migration's group configs, carried
+  over from the application's client properties (``kafka.rules.streams_settings``), with the restart's
+  rebalance delay;
+* :func:`missing_source_topics`, :func:`diagnose_streams`: why a streams application did not become Stable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.kafka.arguments import topic_list
+from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
+
+#: the streams group config the migration lowers for the restart only (put back once the group is Stable)
+RESTART_DELAY = "streams.initial.rebalance.delay.ms"
+
+
+def capture_output(params: dict) -> dict:
+    """End offsets of the run's ``output_topic`` (the fixed range the continuity check reads), or {} without one."""
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        return hook.output_range(params["output_topic"])
+
+
+def application_properties(params: dict, controller_result: dict | None) -> dict:
+    """The application's client properties: the controller's reading of the platform, the form's on top."""
+    config = (controller_result or {}).get("config") or {}
+    return {**(config.get("properties") or {}), **(params["application_properties"] or {})}
+
+
+def carried_settings(params: dict, controller_result: dict | None = None) -> dict:
+    """The streams group configs this run sets, each with its source (see kafka.rules.streams_settings)."""
+    requested = {"streams.num.standby.replicas": params["standby_replicas"],
+                 "streams.session.timeout.ms": params["session_timeout_ms"],
+                 "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        dynamic = hook.describe_group_config(params["application_id"]).dynamic
+        broker = hook.group_coordinator_config().values
+    known = {k: v for k, v in dynamic.items() if v is not None}
+    settings = carry_over(requested, application_properties(params, controller_result), known, broker)
+    to_apply = to_set(settings)
+    out: dict[str, Any] = {"settings": [s.to_dict() for s in settings], "set": to_apply, "restart_delay": None}
+    if params.get("restart_rebalance_delay_ms") is not None:  # for the restart only: put back once Stable
+        previous = dynamic.get(RESTART_DELAY)
+        to_apply[RESTART_DELAY] = str(params["restart_rebalance_delay_ms"])
+        out["restart_delay"] = {"value": to_apply[RESTART_DELAY], "previous": previous,
+                                "broker_default": broker.get("group." + RESTART_DELAY),
+                                "restore_set": {RESTART_DELAY: previous} if previous is not None else {},
+                                "restore_delete": [] if previous is not None else [RESTART_DELAY]}
+    return out
+
+
+def missing_source_topics(hook: KafkaGroupAdminHook, params: dict) -> list[str]:
+    """The run's ``source_topics`` that do not exist."""
+    topics = topic_list(params["source_topics"], "source_topics") or []
+    counts = hook.get_conn().topic_partition_counts(topics) if topics else {}
+    return sorted(t for t, n in counts.items() if n is None)
+
+
+def diagnose_streams(params: dict) -> dict:
+    """Why the streams application did not become Stable, as far as the cluster shows it."""
+    try:
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            desc = hook.describe_group(params["application_id"])
+            missing = missing_source_topics(hook, params)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis must not hide the fallback
+        return {"error": str(exc)}
+    found: dict[str, Any] = {"type": desc.type.value, "state": desc.state.value, "members": len(desc.members),
+             "missing_source_topics": missing}
+    if desc.state.value == "NotReady":
+        found["reason"] = ("the streams group is NOT_READY: " + (f"source topic(s) {', '.join(missing)} do not exist"
+                           if missing else "a source or internal topic is missing or not co-partitioned"))
+    elif not desc.members:
+        found["reason"] = "no streams member joined: the application did not start (see its log)"
+    return found
+
+
+__all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_settings", "diagnose_streams",
+           "missing_source_topics"]
