@@ -75,8 +75,7 @@ from airflow_provider_kip848.operators.offsets import (
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
-from airflow_provider_kip848.operators.runbook_steps import capture_output
-from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
+from airflow_provider_kip848.operators.runbook_steps import capture_output, consumer_validation
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
@@ -217,23 +216,6 @@ def kip848_consumer_offline_migration():
     def capture_output_after(params: dict | None = None) -> dict:
         return capture_output(params)
 
-    @task
-    def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
-                        params: dict | None = None) -> dict:
-        return consumer_migration_checks(before_snap["path"], after_snap["path"], out_before, out_after,
-                                         max_lag=params["max_lag"], output_topic=params["output_topic"],
-                                         id_source=params["id_source"],
-                                         allowed_duplicates=params["allowed_duplicates"])
-
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
-    def spark_enabled(params: dict | None = None) -> bool:
-        return bool(params["validate_with_spark"])
-
-    validate = KafkaValidationOperator(
-        task_id="validate", kafka_conn_id=CONN, checks="{{ ti.xcom_pull(task_ids='validation_spec') }}",
-        output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
-        title="Offline move of {{ params.group_id }} to {{ params.target_protocol }}",
-    )
 
     # -- the way back: only when the restarted application did not come in on the target protocol in time, or its
     # start failed (a platform whose start waits for its instances, e.g. a Kubernetes rollout that stalls: the
@@ -284,8 +266,11 @@ def kip848_consumer_offline_migration():
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
     started >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
     out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
-    spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
-    out_after >> spec >> spark_enabled() >> validate >> final
+    spec, validate = consumer_validation(snapshot_before.output, snapshot_after.output, out_before, out_after,
+                                         kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation",
+                                         title="Offline move of {{ params.group_id }} to {{ params.target_protocol }}")
+    out_after >> spec
+    validate >> final
     wait_migrated >> rollback_stop >> rollback_wait_empty >> rollback_start >> rollback_wait
     rollback_wait >> rollback_compare >> final
     decision >> final

@@ -57,8 +57,7 @@ from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperat
 from airflow_provider_kip848.operators.params import artifact_params, controller_params, validation_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, report_task, rollout_rule
-from airflow_provider_kip848.operators.runbook_steps import capture_output
-from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
+from airflow_provider_kip848.operators.runbook_steps import capture_output, consumer_validation
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
@@ -228,23 +227,6 @@ def kip848_consumer_rolling_upgrade():
     def capture_output_after(params: dict | None = None) -> dict:
         return capture_output(params)
 
-    @task
-    def validation_spec(before_snap: dict, after_snap: dict, out_before: dict, out_after: dict,
-                        params: dict | None = None) -> dict:
-        return consumer_migration_checks(before_snap["path"], after_snap["path"], out_before, out_after,
-                                         max_lag=params["max_lag"], output_topic=params["output_topic"],
-                                         id_source=params["id_source"],
-                                         allowed_duplicates=params["allowed_duplicates"])
-
-    @task.short_circuit(ignore_downstream_trigger_rules=False)
-    def spark_enabled(params: dict | None = None) -> bool:
-        return bool(params["validate_with_spark"])
-
-    validate = KafkaValidationOperator(
-        task_id="validate", kafka_conn_id=CONN, checks="{{ ti.xcom_pull(task_ids='validation_spec') }}",
-        output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
-        title="KIP-848 rolling upgrade of {{ params.group_id }}",
-    )
 
     @task
     def rollback_requested() -> str:
@@ -309,8 +291,11 @@ def kip848_consumer_rolling_upgrade():
     plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
     out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
-    spec = validation_spec(snapshot_before.output, snapshot_after.output, out_before, out_after)
-    out_after >> spec >> spark_enabled() >> validate >> final
+    spec, validate = consumer_validation(snapshot_before.output, snapshot_after.output, out_before, out_after,
+                                         kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation",
+                                         title="KIP-848 rolling upgrade of {{ params.group_id }}")
+    out_after >> spec
+    validate >> final
     wait_migrated >> (timeout_branch := rollback_on_timeout())
     [rollback, timeout_branch] >> wait_classic >> final
     decision >> final

@@ -4,16 +4,21 @@
 * :func:`application_properties`, :func:`carried_settings`: the streams migration's group configs, carried
   over from the application's client properties (``kafka.rules.streams_settings``), with the restart's
   rebalance delay;
-* :func:`missing_source_topics`, :func:`diagnose_streams`: why a streams application did not become Stable.
+* :func:`missing_source_topics`, :func:`diagnose_streams`: why a streams application did not become Stable;
+* :func:`consumer_validation`: the consumer migrations' PySpark validation tasks (the checks' spec, the
+  ``validate_with_spark`` gate, the validation), wired.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import task
+
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import topic_list
 from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
+from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 
 #: the streams group config the migration lowers for the restart only (put back once the group is Stable)
 RESTART_DELAY = "streams.initial.rebalance.delay.ms"
@@ -78,5 +83,31 @@ def diagnose_streams(params: dict) -> dict:
     return found
 
 
-__all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_settings", "diagnose_streams",
-           "missing_source_topics"]
+def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: Any, out_after: Any, *,
+                        kafka_conn_id: str, output_dir: str, title: str) -> tuple[Any, Any]:
+    """``validation_spec`` (offsets preserved, lag, and the output's continuity when there is an output topic)
+    -> ``spark_enabled`` (the ``validate_with_spark`` Param) -> ``validate``; returns (spec task, validate task)
+    for the DAG to wire after its last snapshot and before its report."""
+
+    @task(task_id="validation_spec")
+    def validation_spec(before_snap: dict, after_snap: dict, before_out: dict, after_out: dict,
+                        params: dict | None = None) -> dict:
+        params = params or {}
+        return consumer_migration_checks(before_snap["path"], after_snap["path"], before_out, after_out,
+                                         max_lag=params["max_lag"], output_topic=params["output_topic"],
+                                         id_source=params["id_source"], allowed_duplicates=params["allowed_duplicates"])
+
+    @task.short_circuit(task_id="spark_enabled", ignore_downstream_trigger_rules=False)
+    def spark_enabled(params: dict | None = None) -> bool:
+        return bool((params or {})["validate_with_spark"])
+
+    rendered_spec: Any = "{{ ti.xcom_pull(task_ids='validation_spec') }}"  # templated: rendered to the spec's dict
+    validate = KafkaValidationOperator(task_id="validate", kafka_conn_id=kafka_conn_id, checks=rendered_spec,
+                                       output_dir=output_dir, reader="{{ params.reader }}", title=title)
+    spec = validation_spec(snapshot_before, snapshot_after, out_before, out_after)
+    spec >> spark_enabled() >> validate
+    return spec, validate
+
+
+__all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_settings", "consumer_validation",
+           "diagnose_streams", "missing_source_topics"]
