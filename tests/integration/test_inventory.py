@@ -7,7 +7,9 @@ blocks the online upgrade), and the batching by the number of requests sent.
 
 from __future__ import annotations
 
+import gc
 import math
+import time
 
 import pytest
 
@@ -15,6 +17,8 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.native.admin import _committed
+from airflow_provider_kip848.kafka.native.batch import BatchReader
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
@@ -75,7 +79,9 @@ def test_inventory_of_classic_consumer_and_offset_only_groups(native, bootstrap,
         assert inv.requests["ListGroups"] == 1 and inv.requests["ApiVersions"] == 1
         chunks = math.ceil(len(inv) / 1000)
         assert inv.requests["DescribeGroups"] <= chunks and inv.requests["OffsetFetch"] <= chunks
-        assert inv.requests["FindCoordinator"] == 2  # one for the describes, one for the offsets
+        # one for the describes: the offsets go to the nodes that answered them (see the 3-node test below)
+        assert inv.requests["FindCoordinator"] == 1
+        assert gc.isenabled()  # paused during the inventory only
 
         c = inv.entry(classic)
         assert (c.type, c.state, c.member_count, c.assignor, c.protocol_type) == (
@@ -247,3 +253,34 @@ def test_a_paused_coordinator_leaves_its_groups_unknown_never_wrong(cluster, uni
         finally:
             for m in members:
                 m.stop()
+
+
+def test_offsets_sent_to_a_node_that_does_not_coordinate_the_group_are_read_from_its_coordinator(cluster, unique):
+    """The inventory sends each group's OffsetFetch to the node that answered its describe, without a second
+    FindCoordinator. A node that no longer coordinates the group (here: every group pointed at another live
+    node) answers NOT_COORDINATOR: the group is looked up anew and read from its coordinator, with its true
+    offsets, never failed or left out."""
+    bs = cluster.bootstrap_servers
+    topic = unique("t")
+    create_topics(bs, {topic: 1})
+    produce(bs, topic, (f"v{i}" for i in range(10)), partition=0)
+    groups = [unique("g") for _ in range(8)]
+    with KafkaAdmin(ClientSettings(bs, request_timeout_ms=15000)) as admin:
+        for i, g in enumerate(groups):
+            admin.alter_group_offsets(g, {TopicPartition(topic, 0): i})
+        coordinators = {g: coordinator_node(bs, g) for g in groups}
+        nodes = sorted(b.node_id for b in admin.describe_cluster().brokers)
+        assert len(nodes) == 3
+        reader = BatchReader(admin._t, time.monotonic() + 30)
+        elsewhere = {g: next(n for n in nodes if n != coordinators[g]) for g in groups}
+        reader.answered_by.update(elsewhere)
+        fetched = reader.offsets(groups)
+        assert not fetched.failed and not fetched.gone
+        assert {g: node for g, (_, node, _) in fetched.answers.items()} == coordinators
+        assert {g: {tp: offset for tp, (offset, _) in _committed(raw).items()}
+                for g, (_, _, raw) in fetched.answers.items()} == {g: {TopicPartition(topic, 0): i}
+                                                                    for i, g in enumerate(groups)}
+        assert reader.requests["FindCoordinator"] == 1  # only after the NOT_COORDINATOR answers
+        # asked first of the nodes named, then of the coordinators: one request per node and round
+        assert reader.requests["OffsetFetch"] == len(set(elsewhere.values())) + len(set(coordinators.values()))
+        assert reader.answered_by == coordinators

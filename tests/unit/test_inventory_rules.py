@@ -3,12 +3,15 @@ answers are sorted (the real-broker counterparts are in tests/integration/test_i
 
 from __future__ import annotations
 
+import gc
 import json
+import threading
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
 
+from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, inventory_entry
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
@@ -25,7 +28,8 @@ from airflow_provider_kip848.kafka.model import (
     PartitionOffsets,
     StreamsGroupDescription,
 )
-from airflow_provider_kip848.kafka.native.batch import BatchReader, GroupAnswers, _describe_rows
+from airflow_provider_kip848.kafka.native.admin import _group_offsets
+from airflow_provider_kip848.kafka.native.batch import BatchReader, GroupAnswers, _describe_rows, collector_paused
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.rules.readiness import (
     FleetJudge,
@@ -242,3 +246,88 @@ def test_a_dead_classic_answer_means_not_found():
     alive = SimpleNamespace(group_id="h", error_code=0, error_message=None, group_state="Empty")
     rows = list(_describe_rows("classic", SimpleNamespace(groups=[dead, alive])))
     assert [(g, code) for g, code, _, _ in rows] == [("g", 69), ("h", 0)]
+
+
+# -- what the inventory does per group, made cheap ---------------------------------------------------------------
+
+@pytest.mark.parametrize("text, state", [
+    ("Stable", GroupState.STABLE), ("STABLE", GroupState.STABLE), ("stable", GroupState.STABLE),
+    ("PreparingRebalance", GroupState.PREPARING_REBALANCE), ("preparing_rebalance", GroupState.PREPARING_REBALANCE),
+    ("Preparing Rebalance", GroupState.PREPARING_REBALANCE), ("NOT_READY", GroupState.NOT_READY),
+    (GroupState.RECONCILING, GroupState.RECONCILING), ("Unknown", GroupState.UNKNOWN), ("", GroupState.UNKNOWN),
+    (None, GroupState.UNKNOWN), ("Rebalancing", GroupState.UNKNOWN),
+])
+def test_a_state_is_parsed_from_every_spelling_by_lookup(text, state):
+    assert GroupState.parse(text) is state
+
+
+def test_a_state_that_is_not_kafkas_is_refused_when_strict():
+    with pytest.raises(InvalidArgument, match="'Rebalancing' is not a Kafka group state"):
+        GroupState.parse("Rebalancing", strict=True)
+    assert GroupState.parse("assigning", strict=True) is GroupState.ASSIGNING
+
+
+@pytest.mark.parametrize("text, gtype", [
+    ("classic", GroupType.CLASSIC), ("CONSUMER", GroupType.CONSUMER), (" streams ", GroupType.STREAMS),
+    (GroupType.SHARE, GroupType.SHARE), (None, GroupType.UNKNOWN), ("", GroupType.UNKNOWN), ("kip", GroupType.UNKNOWN),
+])
+def test_a_type_is_parsed_from_every_spelling_by_lookup(text, gtype):
+    assert GroupType.parse(text) is gtype
+
+
+def test_inventory_offsets_rows_are_in_partition_order_with_assigned_partitions_and_unread_log_ends():
+    committed = {("b", 0): (5, 3), ("a", 10): (7, None), ("a", 2): (1, None)}
+    offsets, error = _group_offsets("g", committed, {("a", 3), ("a", 2)}, {("a", 2): 0, ("a", 3): 0, ("b", 0): 2},
+                                    {("a", 2): 4, ("a", 3): 9, ("b", 0): 8}, {("a", 10): "no leader"})
+    assert offsets == GroupOffsets("g", (
+        PartitionOffsets("a", 2, 1, log_start=0, log_end=4), PartitionOffsets("a", 3, None, log_start=0, log_end=9),
+        PartitionOffsets("a", 10, 7), PartitionOffsets("b", 0, 5, log_start=2, log_end=8, leader_epoch=3)))
+    assert error == "log offsets unknown for a:10: no leader"
+    assert _group_offsets("g", {("a", 0): (1, None)}, set(), {("a", 0): 0}, {("a", 0): 1}, {}) == (
+        GroupOffsets("g", (PartitionOffsets("a", 0, 1, log_start=0, log_end=1),)), None)
+
+
+def test_inventory_pauses_the_collector_and_restores_it():
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "an inner pause ended the outer one"
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "a collector the caller had disabled was enabled"
+    finally:
+        gc.enable()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a failed inventory")
+    assert gc.isenabled()
+
+
+def test_inventory_collector_pauses_overlapping_in_threads_end_with_the_last():
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with collector_paused():
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second():
+        first_in.wait(10)
+        with collector_paused():
+            second_in.set()
+            first_out.wait(10)
+            seen["after the first ended"] = gc.isenabled()
+        seen["after both ended"] = gc.isenabled()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen == {"after the first ended": False, "after both ended": True}

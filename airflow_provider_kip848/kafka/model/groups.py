@@ -21,6 +21,11 @@ class GroupType(StrEnum):
     @classmethod
     def parse(cls, value: str | None) -> GroupType:
         """A type name as the brokers or the tools spell it; anything else is ``UNKNOWN``."""
+        if isinstance(value, GroupType):
+            return value
+        exact = _TYPES.get(value or "")
+        if exact is not None:
+            return exact
         try:
             return cls((value or "").strip().lower())
         except ValueError:
@@ -54,14 +59,22 @@ class GroupState(StrEnum):
         cluster (a newer broker may know more states), and an error with
         ``strict`` (a state a user asked to wait for must exist).
         """
+        if isinstance(value, GroupState):
+            return value
         key = (value or "").replace("_", "").replace(" ", "").lower()
-        for state in cls:
-            if state.value.lower() == key:
-                return state
+        state = _STATES.get(key)
+        if state is not None:
+            return state
         if strict:
             known = ", ".join(s.value for s in cls if s is not cls.UNKNOWN)
             raise InvalidArgument(f"{value!r} is not a Kafka group state.", remedy=f"Use one of: {known}.")
         return cls.UNKNOWN
+
+
+#: exact names -> member, and each state's lower-case name without separators -> member: the parses above
+#: run once per group of an inventory (tens of thousands), so they look names up instead of scanning the enum
+_TYPES: dict[str, GroupType] = {t.value: t for t in GroupType}
+_STATES: dict[str, GroupState] = {s.value.lower(): s for s in GroupState}
 
 
 def java_string_hash(text: str) -> int:

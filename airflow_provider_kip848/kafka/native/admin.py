@@ -60,6 +60,7 @@ from airflow_provider_kip848.kafka.native.batch import (
     DESCRIBE_KINDS,
     STREAMS,
     BatchReader,
+    collector_paused,
     offset_fetch_request,
 )
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
@@ -90,6 +91,24 @@ def _committed(group: Any) -> dict[TopicPartition, tuple[int, int | None]]:
             for t in group.topics for p in t.partitions if p.committed_offset is not None and p.committed_offset >= 0}
 
 
+#: a partition as a plain ``(topic, partition)`` pair: the inventory keys its per-partition facts so (tuples hash
+#: and sort in C; a ``TopicPartition`` dataclass hashes in Python, and an inventory of tens of thousands of
+#: groups looks partitions up hundreds of thousands of times)
+_Pair = tuple[str, int]
+
+
+def _committed_pairs(group: Any) -> dict[_Pair, tuple[int, int | None]]:
+    """:func:`_committed` keyed by ``(topic, partition)`` pairs."""
+    out: dict[_Pair, tuple[int, int | None]] = {}
+    for t in group.topics:
+        name = t.name
+        for p in t.partitions:
+            offset = p.committed_offset
+            if offset is not None and offset >= 0:
+                out[(name, p.partition_index)] = (offset, _epoch(p.committed_leader_epoch))
+    return out
+
+
 #: the describes to try for a group listed with each type, in order (a conversion since the listing
 #: answers "not a <type> group" and the next one is tried)
 _DESCRIBE_ORDER = {GroupType.CLASSIC: (CLASSIC, CONSUMER, STREAMS), GroupType.CONSUMER: (CONSUMER, CLASSIC, STREAMS),
@@ -116,19 +135,27 @@ def _descriptions(answers: Mapping[str, tuple[str, int, Any]]) -> tuple[
     return descriptions, user_data, assigned
 
 
-def _group_offsets(group_id: str, committed: Mapping[TopicPartition, tuple[int, int | None]],
-                   assigned: set[TopicPartition], starts: Mapping[TopicPartition, int],
-                   ends: Mapping[TopicPartition, int], log_errors: Mapping[TopicPartition, str]
+def _group_offsets(group_id: str, committed: Mapping[_Pair, tuple[int, int | None]], assigned: set[_Pair],
+                   starts: Mapping[_Pair, int], ends: Mapping[_Pair, int], log_errors: Mapping[_Pair, str]
                    ) -> tuple[GroupOffsets, str | None]:
-    """The rows :meth:`KafkaAdmin.group_offsets` reports (committed and assigned partitions), from batched
-    reads; and why some partition's log offsets are unknown (None: all known)."""
-    tps = sorted(set(committed) | assigned)
-    rows = tuple(PartitionOffsets(topic=tp.topic, partition=tp.partition,
-                                  committed=committed[tp][0] if tp in committed else None,
-                                  leader_epoch=committed[tp][1] if tp in committed else None,
-                                  log_start=starts.get(tp), log_end=ends.get(tp)) for tp in tps)
-    unread = [f"{tp}: {log_errors[tp]}" for tp in tps if tp in log_errors]
-    return GroupOffsets(group_id, rows), ("log offsets unknown for " + "; ".join(unread[:5]) if unread else None)
+    """The rows :meth:`KafkaAdmin.group_offsets` reports (committed and assigned partitions, in partition
+    order), from batched reads keyed by ``(topic, partition)``; and why some partition's log offsets are
+    unknown (None: all known)."""
+    pairs = sorted(committed.keys() | assigned) if assigned else sorted(committed)
+    rows = []
+    for pair in pairs:
+        c = committed.get(pair)
+        rows.append(PartitionOffsets(topic=pair[0], partition=pair[1], committed=None if c is None else c[0],
+                                     leader_epoch=None if c is None else c[1], log_start=starts.get(pair),
+                                     log_end=ends.get(pair)))
+    unread = [f"{TopicPartition(*pair)}: {log_errors[pair]}" for pair in pairs if pair in log_errors] \
+        if log_errors else []
+    return GroupOffsets(group_id, tuple(rows)), ("log offsets unknown for " + "; ".join(unread[:5]) if unread
+                                                 else None)
+
+
+def _by_pair(values: Mapping[TopicPartition, Any]) -> dict[_Pair, Any]:
+    return {(tp.topic, tp.partition): v for tp, v in values.items()}
 
 
 def _offset_fetch_errors(response: Any) -> list[tuple[int, str | None]]:
@@ -379,8 +406,14 @@ class KafkaAdmin(ClusterAdmin):
         unknown then is reported so (an entry's ``error``, UNKNOWN verdicts, ``unanswered_brokers``),
         never guessed. ``group_ids`` names groups to read even when the listing leaves them out (a
         coordinator moving); those no coordinator has are in ``absent``. ``declared_broker_version``
-        is passed to the verdicts' broker check (4.2.0 and 4.2.1 look alike on the wire).
+        is passed to the verdicts' broker check (4.2.0 and 4.2.1 look alike on the wire). Python's cyclic
+        garbage collector is paused during the call (:func:`.batch.collector_paused`).
         """
+        with collector_paused():
+            return self._inventory(group_ids, timeout_s, declared_broker_version)
+
+    def _inventory(self, group_ids: Iterable[str] | None, timeout_s: float | None,
+                   declared_broker_version: str | None) -> GroupInventory:
         started = time.monotonic()
         taken_at = datetime.now(UTC)
         wanted: set[str] | None = None
@@ -397,9 +430,12 @@ class KafkaAdmin(ClusterAdmin):
         ids = sorted(set(listed) | (wanted or set()))
         fetched = reader.offsets([g for g in ids if g not in listed or listed[g].type is not GroupType.SHARE])
         descriptions, user_data, assigned = _descriptions(described.answers)
-        committed = {g: _committed(raw) for g, (_, _, raw) in fetched.answers.items()}
-        starts, ends, log_errors = reader.log_offsets(
-            {tp for tps in committed.values() for tp in tps} | {tp for tps in assigned.values() for tp in tps})
+        committed = {g: _committed_pairs(raw) for g, (_, _, raw) in fetched.answers.items()}
+        assigned_pairs = {g: {(tp.topic, tp.partition) for tp in tps} for g, tps in assigned.items() if tps}
+        every_pair = {pair for pairs in committed.values() for pair in pairs}
+        every_pair.update(pair for pairs in assigned_pairs.values() for pair in pairs)
+        tp_starts, tp_ends, tp_errors = reader.log_offsets(TopicPartition(t, p) for t, p in every_pair)
+        starts, ends, log_errors = _by_pair(tp_starts), _by_pair(tp_ends), _by_pair(tp_errors)
         absent = tuple(sorted(g for g in (wanted or set()) - set(listed) - set(descriptions)
                               if g in described.gone and not committed.get(g)))
         judge = self._fleet_judge(reader, declared_broker_version)
@@ -409,7 +445,7 @@ class KafkaAdmin(ClusterAdmin):
                 continue  # deleted since the listing, or never there (``absent`` when asked for by name)
             offsets, offsets_error = None, fetched.failed.get(g)
             if g in committed:
-                offsets, offsets_error = _group_offsets(g, committed[g], assigned.get(g, set()), starts, ends,
+                offsets, offsets_error = _group_offsets(g, committed[g], assigned_pairs.get(g, set()), starts, ends,
                                                         log_errors)
             listing = listed.get(g)
             error = described.failed.get(g)
