@@ -51,6 +51,20 @@ Measured in one run and printed:
   poking waits would have held (integral of running + deferred), as a ratio;
 * the groups' type and live members' protocol after the run (from the cluster).
 
+The same run also moves one more application, ``solo-app`` (one group, one
+instance, the same controller kind, not in the ownership map so the fleet
+leaves it alone), with the single-group DAG ``kip848_consumer_offline_migration``
+(the same approvals thread, the same Airflow, after the fleet's run), and
+prints its processing gap (the stop task's ``stop_started_at`` to the
+``met_at`` of its migrated wait: the moment the trigger saw the group
+migrated, not the resumed task) against the fleet's offline applications'
+median gap, as a ratio measured side by side.
+
+Airflow's LocalExecutor runs as released. A task process it loses (a resumed
+deferred task failed as "killed externally", apache/airflow#71580) is retried
+and takes its move up at the recorded step; the run prints how many task
+instances needed a retry and how many moves were taken up again.
+
 Note: ``dag.test()``'s own scheduling loop does not apply the DAG's
 ``max_active_tis_per_dagrun`` (``KIP848_FLEET_PARALLELISM``; Airflow's scheduler
 does): every application of a wave is handed to the executor at once and the
@@ -61,7 +75,8 @@ or a failure; the temporary directory is kept after a failure (logs) or with
 ``--keep``.
 
 Usage: KIP848_CACHE_DIR=$PWD/.cache .venv/bin/python bench/fleet_run.py [--apps 30] [--groups-per-app 2]
-       [--instances 1] [--records 300] [--slots 4] [--parallelism 10] [--small] [--keep] [--figures-from DIR]
+       [--instances 1] [--records 300] [--slots 4] [--parallelism 10] [--small] [--keep] [--no-single]
+       [--figures-from DIR]
 (--small: 6 applications, 100 records.) The machine is shared and noisy (2 cores).
 """
 
@@ -92,6 +107,9 @@ from airflow_provider_kip848.testing.windows import open_window
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 DAG_ID = "kip848_fleet_migration"
+#: the single-group DAG the comparison runs on ``solo-app``
+SINGLE_DAG_ID = "kip848_consumer_offline_migration"
+SOLO = "solo-app"
 #: the controller kind (entry point) each application is registered with in the bench's registry
 CONTROLLER_KIND = "local-consumer-fleet-app"
 STATES = ("running", "deferred", "queued", "scheduled", "awaiting_input", "success", "failed", "skipped",
@@ -106,10 +124,16 @@ TEAMS = ("team-a", "team-b", "team-c")
 class Fleet:
     """The applications: names, teams, paths, groups, topics and their controllers."""
 
-    def __init__(self, n: int, groups_per_app: int, instances: int, workdir: str, bootstrap: str) -> None:
+    def __init__(self, n: int, groups_per_app: int, instances: int, workdir: str, bootstrap: str, *,
+                 solo: bool = True) -> None:
         width = max(2, len(str(n - 1)))
         self.instances = instances
         self.apps: dict[str, dict[str, Any]] = {}
+        #: the application the single-group DAG moves (one group; not in the ownership map)
+        self.solo: dict[str, Any] | None = {
+            "team": "solo", "path": "offline",
+            "args": {"workdir": workdir, "bootstrap_servers": bootstrap, "instances": instances,
+                     "groups": {f"{SOLO}-g0": [f"{SOLO}-g0-in"]}}} if solo else None
         for i in range(n):
             app = f"app-{i:0{width}d}"
             groups = {f"fleet-{app}-g{k}": [f"fleet-{app}-g{k}-in"] for k in range(groups_per_app)}
@@ -124,21 +148,29 @@ class Fleet:
     def groups(self) -> list[str]:
         return [g for a in self.apps.values() for g in a["args"]["groups"]]
 
+    def _every(self) -> dict[str, dict[str, Any]]:
+        """The fleet's applications and the solo one."""
+        return {**self.apps, **({SOLO: self.solo} if self.solo else {})}
+
+    @property
+    def every_group(self) -> list[str]:
+        return [g for a in self._every().values() for g in a["args"]["groups"]]
+
     @property
     def topics(self) -> list[str]:
-        return [t for a in self.apps.values() for ts in a["args"]["groups"].values() for t in ts]
+        return [t for a in self._every().values() for ts in a["args"]["groups"].values() for t in ts]
 
     def controller(self, app: str) -> Any:
         """The application's own controller, as its team drives it (the bench starts and stops the fleet with it;
         the DAG resolves the registry entry :meth:`register` wrote)."""
         from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 
-        return LocalConsumerFleetAppController(**self.apps[app]["args"])
+        return LocalConsumerFleetAppController(**self._every()[app]["args"])
 
     def register(self, registry: Any) -> None:
         """Add every application to the deployment's controller registry (a ``RegistryFile``), under its name:
-        what the ownership map's ``app_controller`` names."""
-        for app, a in self.apps.items():
+        what the ownership map's ``app_controller`` (and the single-group DAG's Param) names."""
+        for app, a in self._every().items():
             registry.add(app, CONTROLLER_KIND, a["args"], description=f"fleet_run {app}: consumer_app processes "
                                                                       "on this machine")
 
@@ -156,7 +188,7 @@ class Fleet:
         return yaml.safe_dump({"version": 1, "rules": rules}, sort_keys=False)
 
     def running_pids(self) -> list[int]:
-        return [pid for app in self.apps for pid in self.controller(app).running_pids()]
+        return [pid for app in self._every() for pid in self.controller(app).running_pids()]
 
     def stop_all(self, grace_s: float = 15.0) -> int:
         """SIGTERM every running instance of every application at once, SIGKILL what is left after
@@ -180,9 +212,9 @@ class Fleet:
 
 def caught_up(admin: Any, fleet: Fleet) -> str | None:
     """None when every group is Stable with its instances and lag 0; else what is not yet."""
-    inv = admin.inventory(fleet.groups)
+    inv = admin.inventory(fleet.every_group)
     seen = {e.group_id: e for e in inv.entries}
-    for g in fleet.groups:
+    for g in fleet.every_group:
         e = seen.get(g)
         if e is None or e.error:
             return f"{g}: {'not listed' if e is None else e.error}"
@@ -203,7 +235,7 @@ def start_fleet(fleet: Fleet, bootstrap: str, records: int) -> float:
     create_topics(bootstrap, {t: 2 for t in fleet.topics}, timeout=120)
     for t in fleet.topics:
         produce(bootstrap, t, (f"{t}-v{i}" for i in range(records)), keys=(str(i) for i in range(records)))
-    for app in fleet.apps:
+    for app in [*fleet.apps, *([SOLO] if fleet.solo else [])]:
         fleet.controller(app).start("classic")
     last: list[str | None] = ["not checked"]
     deadline = time.monotonic() + 600
@@ -250,9 +282,9 @@ class Approver(threading.Thread):
     """Approves every open Human-in-the-loop request of the DAG through the api-server's REST API, as soon
     as it sees it (polling every ``poll`` s); records when each was created, seen and answered."""
 
-    def __init__(self, base_url: str, poll: float = 0.3) -> None:
+    def __init__(self, base_url: str, poll: float = 0.3, dag_ids: tuple[str, ...] = (DAG_ID, SINGLE_DAG_ID)) -> None:
         super().__init__(daemon=True, name="approver")
-        self.base_url, self.poll = base_url.rstrip("/"), poll
+        self.base_url, self.poll, self.dag_ids = base_url.rstrip("/"), poll, dag_ids
         self.answered: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.stop_flag = threading.Event()
@@ -268,26 +300,30 @@ class Approver(threading.Thread):
         done: set[tuple] = set()
         while not self.stop_flag.is_set():
             try:
-                pending = self._call("GET", f"/dags/{DAG_ID}/dagRuns/~/hitlDetails?response_received=false")
-                for detail in pending.get("hitl_details", []):
-                    ti = detail["task_instance"]
-                    key = (ti["dag_run_id"], ti["task_id"], ti.get("map_index", -1), ti.get("try_number"))
-                    if key in done:
-                        continue
-                    seen = time.time()
-                    answer = self._call("PATCH", f"/dags/{DAG_ID}/dagRuns/{ti['dag_run_id']}/taskInstances/"
-                                        f"{ti['task_id']}/{ti.get('map_index', -1)}/hitlDetails",
-                                        {"chosen_options": ["Approve"], "params_input": {}})
-                    done.add(key)
-                    self.answered.append({"task_id": ti["task_id"], "subject": detail.get("subject"),
-                                          "created_at": _parse_time(detail.get("created_at")), "seen_at": seen,
-                                          "answered_at": time.time(),
-                                          "responded_at": _parse_time((answer or {}).get("responded_at")),
-                                          "by": ((answer or {}).get("responded_by") or {}).get("name")})
+                for dag_id in self.dag_ids:
+                    self._answer(dag_id, done)
             except (OSError, ValueError, KeyError) as exc:  # the api-server busy or restarting: poll again
                 if not self.errors or self.errors[-1] != str(exc):
                     self.errors.append(f"{type(exc).__name__}: {exc}")
             self.stop_flag.wait(self.poll)
+
+    def _answer(self, dag_id: str, done: set[tuple]) -> None:
+        pending = self._call("GET", f"/dags/{dag_id}/dagRuns/~/hitlDetails?response_received=false")
+        for detail in pending.get("hitl_details", []):
+            ti = detail["task_instance"]
+            key = (dag_id, ti["dag_run_id"], ti["task_id"], ti.get("map_index", -1), ti.get("try_number"))
+            if key in done:
+                continue
+            seen = time.time()
+            answer = self._call("PATCH", f"/dags/{dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/"
+                                f"{ti['task_id']}/{ti.get('map_index', -1)}/hitlDetails",
+                                {"chosen_options": ["Approve"], "params_input": {}})
+            done.add(key)
+            self.answered.append({"dag_id": dag_id, "task_id": ti["task_id"], "subject": detail.get("subject"),
+                                  "created_at": _parse_time(detail.get("created_at")), "seen_at": seen,
+                                  "answered_at": time.time(),
+                                  "responded_at": _parse_time((answer or {}).get("responded_at")),
+                                  "by": ((answer or {}).get("responded_by") or {}).get("name")})
 
     def stop(self) -> None:
         self.stop_flag.set()
@@ -353,44 +389,6 @@ class Sampler(threading.Thread):
 # -- the DAG run (a child process: dag.test() in its main thread) -----------------------------------------
 
 
-def patch_local_executor() -> None:
-    """Let the LocalExecutor know a task from the moment it hands it to a worker until the worker reports its end.
-
-    In Airflow 3.3.2 nothing adds a key to ``BaseExecutor.running`` (Airflow 2's ``trigger_tasks`` did), and
-    ``LocalExecutor._read_results`` hands every worker event to ``change_state``, also the RUNNING event of
-    a workload's start. So ``executor.has_task(ti)`` is False as soon as a task left ``queued_tasks``. A
-    deferrable task that defers and whose trigger fires before the executor has read the worker's "success"
-    of that defer-exit is queued again (same key, same try), and the stale success read next makes
-    ``process_executor_events`` fail the queued or already running resumed task as killed externally ("finished
-    with state success, but the task instance's state attribute is queued/running"; the resumed workload is
-    then refused: "TI was not in a state where it could be marked as running"). The fleet's waits often fire
-    at their first poll (a group already migrated, lag already 0), so a 30-application run hits this on
-    2 cores. Upstream: the same family is open (apache/airflow#71580, #72716).
-
-    Here (this process only): a task's key is in ``running`` from ``_process_workloads`` until its worker's
-    success or failure is read (a RUNNING event keeps it, as ``BaseExecutor.running_state`` does). The
-    run loop then does not queue a resumed task before the stale success was read, and that success finds
-    the task ``scheduled`` with a ``next_method``, which the scheduler's resume-after-defer guard ignores.
-    It also makes the executor's open slots ``parallelism - running`` true again."""
-    from airflow.executors import workloads
-    from airflow.executors.local_executor import LocalExecutor
-    from airflow.utils.state import TaskInstanceState
-
-    process_workloads = LocalExecutor._process_workloads
-
-    def _process_workloads(self: Any, workload_list: Any) -> None:
-        process_workloads(self, workload_list)
-        self.running.update(w.key for w in workload_list if isinstance(w, workloads.ExecuteTask))
-
-    def _read_results(self: Any) -> None:
-        while not self.result_queue.empty():
-            key, state, _exc = self.result_queue.get()
-            self.change_state(key, state, remove_running=state != TaskInstanceState.RUNNING)
-
-    LocalExecutor._process_workloads = _process_workloads  # type: ignore[method-assign]
-    LocalExecutor._read_results = _read_results  # type: ignore[method-assign]
-
-
 def role_dag(args: argparse.Namespace) -> None:
     """dag.test(use_executor=True) of the fleet DAG; writes its result (state, times, task instances, the
     judges' WaveRecords, the report's return value) as JSON to ``--out``."""
@@ -398,8 +396,6 @@ def role_dag(args: argparse.Namespace) -> None:
     from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
 
     prepare_in_main_thread()
-    if not args.unpatched:
-        patch_local_executor()
     dag = load_dag(DAG_ID, REPO / "dags")
     conf = json.loads(Path(args.conf).read_text())
     t0 = time.time()
@@ -429,6 +425,56 @@ def role_dag(args: argparse.Namespace) -> None:
            "report": xcoms.get("report"), "state_mismatches": mismatches, "waves_planned": len(((xcoms.get("plan") or {}).get("plan") or {})
                                                               .get("waves") or [])}
     Path(args.out).write_text(json.dumps(out, default=str))
+
+
+def role_single(args: argparse.Namespace) -> None:
+    """dag.test(use_executor=True) of the single-group offline DAG on ``solo-app``; writes its state, task
+    instances and the stop and migrated results (their ``stop_started_at`` and ``met_at``) to ``--out``."""
+    from airflow_provider_kip848.testing.dagrun import load_dag
+    from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
+
+    prepare_in_main_thread()
+    dag = load_dag(SINGLE_DAG_ID, REPO / "dags")
+    conf = json.loads(Path(args.conf).read_text())
+    t0 = time.time()
+    run = dag.test(run_conf=conf, use_executor=True)
+    t1 = time.time()
+
+    from airflow.models import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = {ti.task_id: {"state": str(ti.state) if ti.state else None, "try_number": ti.try_number,
+                            "start": ti.start_date.timestamp() if ti.start_date else None,
+                            "end": ti.end_date.timestamp() if ti.end_date else None}
+               for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == SINGLE_DAG_ID,
+                                                            TaskInstance.run_id == run.run_id)}
+        xcoms = {row.task_id: XComModel.deserialize_value(row) for row in session.scalars(
+            XComModel.get_many(run_id=run.run_id, dag_ids=SINGLE_DAG_ID, key="return_value"))
+            if row.task_id in ("stop_application", "wait_empty", "start_application", "wait_migrated", "report")}
+    Path(args.out).write_text(json.dumps({"state": str(run.state), "t0": t0, "t1": t1, "tis": tis, "xcoms": xcoms},
+                                         default=str))
+
+
+def single_conf(home: Path) -> dict[str, Any]:
+    """The single-group DAG's conf: the fleet's timings (poll 0.5 s, settle 2 s, members forced out after 2 s),
+    no Spark validation (after the gap, and the fleet's runs validate in the wave's job)."""
+    return {"group_id": f"{SOLO}-g0", "target_protocol": "consumer", "app_controller": SOLO, "expected_instances": 1,
+            "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 5,
+            "start_timeout_minutes": 5, "poll_seconds": 0.5, "validate_with_spark": False, **open_window(),
+            "snapshot_dir": str(home / "snapshots-single"), "report_dir": str(home / "report"),
+            "audit_log": str(home / "audit.jsonl")}
+
+
+def single_gap(single: dict[str, Any]) -> float | None:
+    """The single-group DAG's processing gap: its stop task issuing the stop -> its migrated wait seeing the
+    group migrated (the trigger's moment, before the task is resumed), as the fleet's gap is measured."""
+    stop, migrated = (single.get("xcoms") or {}).get("stop_application"), (single.get("xcoms") or {}).get(
+        "wait_migrated")
+    if not stop or not migrated or stop.get("stop_started_at") is None or migrated.get("met_at") is None:
+        return None
+    return float(migrated["met_at"]) - float(stop["stop_started_at"])
 
 
 # -- figures ------------------------------------------------------------------------------------------------
@@ -478,7 +524,7 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
     def ti(task_id: str) -> dict[str, Any]:
         return tis.get((task_id, -1)) or {}
 
-    approvals = {a["task_id"]: a for a in answered}
+    approvals = {a["task_id"]: a for a in answered if a.get("dag_id", DAG_ID) == DAG_ID}
     records = {int(k.split(".")[0].split("_")[1]): WaveRecord.from_dict(v) for k, v in result["judges"].items() if v}
     total = result["t1"] - result["t0"]
     n_groups = len(fleet.groups)
@@ -517,9 +563,14 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
         slots = slot_figures(samples, [(start, end)]) if start and end else {}
         rows.append((number, rec, wave_s, waited, durations, gaps, resumes, back, slots, ti(f"{prefix}.approval")))
     mismatches = result.get("state_mismatches") or []
-    executor = "as released" if getattr(args, "unpatched", False) else "patched (fleet_run.py patch_local_executor)"
-    print(f"  Airflow LocalExecutor {executor}; task instances failed as 'state mismatch' (killed externally): "
-          f"{len(mismatches)}")
+    retried = sorted(f"{t['task_id']}[{t['map_index']}] try {t['try_number']}" for t in result["tis"]
+                     if (t.get("try_number") or 0) > 1)
+    taken_up = measured.get("taken_up") or []
+    print(f"  Airflow LocalExecutor as released; task instances failed as 'state mismatch' (killed externally): "
+          f"{len(mismatches)}; task instances that ran more than one try: {len(retried)}"
+          + (f" ({', '.join(retried[:10])})" if retried else "")
+          + f"; moves taken up again at their recorded step: {len(taken_up)}"
+          + (f" ({', '.join(taken_up[:10])})" if taken_up else ""))
     print(f"  run {result['state'].rsplit('.', 1)[-1]} (report outcome: {outcome}); total wall time "
           f"{total:.1f} s (dag.test() start to end), {total - approval_total:.1f} s without the "
           f"{approval_total:.1f} s the approval requests were open; {len(records)} of "
@@ -572,6 +623,30 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
         print(f"  processing gap (offline applications, stop -> every group back with its members on the new "
               f"protocol): longest {gaps[0][0]:.1f} s ({gaps[0][1]}), median {statistics.median(g for g, _ in gaps):.1f} s "
               f"over {len(gaps)} applications")
+    single = measured.get("single")
+    if single is not None:
+        gap = single_gap(single)
+        tries = {k: v.get("try_number") for k, v in (single.get("tis") or {}).items() if (v.get("try_number") or 0) > 1}
+        print(f"  single-group DAG {SINGLE_DAG_ID} on {SOLO} (1 group, the same controller kind, after the fleet, "
+              f"same Airflow): run {str(single.get('state')).rsplit('.', 1)[-1]}, processing gap "
+              f"{_fmt(gap)} (stop_application's stop -> wait_migrated's trigger saw the group migrated)"
+              + (f"; retried: {tries}" if tries else ""))
+        if gap and gaps:
+            median = statistics.median(g for g, _ in gaps)
+            print(f"  RATIO fleet offline median gap / single-group DAG gap: {median:.1f} / {gap:.1f} s = "
+                  f"{median / gap:.2f}x (target <= 1.3x)")
+    elif measured.get("single_error"):
+        print(f"  single-group DAG: did not run ({measured['single_error']})")
+    print("  waves: moves' span (first application's lock -> last one's end) and open -> judge (less the approval), "
+          "each over its slowest application (target <= 1.2x):")
+    for number, rec, wave_s, waited, durations_w, _gaps, _r, _b, _slots, _a in rows:
+        slowest = max(durations_w) if durations_w else None
+        if not slowest:
+            continue
+        wall = wave_s - (waited or 0.0) if wave_s is not None else None
+        print(f"    wave {number}: slowest application {slowest:.1f} s; span {_fmt(rec.duration_s)} = "
+              f"{(rec.duration_s or 0) / slowest:.2f}x; open -> judge without the approval {_fmt(wall)} = "
+              f"{(wall or 0) / slowest:.2f}x (it also holds the recheck, the wave's Spark validation and the judge)")
     durations = [r.duration_s for r in every if r.duration_s is not None]
     for path in ("offline", "online"):
         d = [r.duration_s for r in every if r.path == path and r.duration_s is not None]
@@ -655,9 +730,8 @@ def main() -> None:
     parser.add_argument("--version", default=None, help="Kafka version (default: the project's)")
     parser.add_argument("--small", action="store_true", help="quick check: 6 applications, 100 records")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, DB)")
-    parser.add_argument("--unpatched", action="store_true",
-                        help="run Airflow's LocalExecutor as released (see patch_local_executor: a resumed deferred "
-                             "task may be failed as 'killed externally')")
+    parser.add_argument("--no-single", action="store_true",
+                        help="do not run the single-group DAG on solo-app after the fleet (no gap ratio)")
     parser.add_argument("--figures-from", default=None, metavar="DIR",
                         help="print the figures of a run kept with --keep again (its measured.json)")
     parser.add_argument("--role", default="main", help=argparse.SUPPRESS)
@@ -666,10 +740,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.role == "dag":
         return role_dag(args)
+    if args.role == "single":
+        return role_single(args)
     if args.figures_from:  # print a kept run's figures again
         measured = json.loads((Path(args.figures_from) / "measured.json").read_text())
         args = argparse.Namespace(**{**measured["args"], "figures_from": args.figures_from})
-        return figures(args, Fleet(args.apps, args.groups_per_app, args.instances, "", ""), measured)
+        return figures(args, Fleet(args.apps, args.groups_per_app, args.instances, "", "", solo=not args.no_single),
+                       measured)
     if args.small:
         args.apps, args.records = 6, 100
     if not os.environ.get("KIP848_CACHE_DIR"):
@@ -696,7 +773,8 @@ def main() -> None:
         print(f"cluster: {cluster.start().summary()}", flush=True)
         setup["cluster"] = time.monotonic() - t
         bootstrap = cluster.bootstrap_servers
-        fleet = Fleet(args.apps, args.groups_per_app, args.instances, str(home / "apps"), bootstrap)
+        fleet = Fleet(args.apps, args.groups_per_app, args.instances, str(home / "apps"), bootstrap,
+                      solo=not args.no_single)
         # the deployment's controller registry ([kip848] controllers), in the working directory: activated here,
         # so the environment of every Airflow process below (built from this one's) names it
         from airflow_provider_kip848.testing.registry import RegistryFile
@@ -734,7 +812,7 @@ def main() -> None:
         log = open(home / "dag.log", "w")
         try:
             child = subprocess.Popen([sys.executable, str(HERE), "--role", "dag", f"--conf={conf_file}",
-                                      f"--out={out_file}", *(["--unpatched"] if args.unpatched else [])], stdout=log, stderr=subprocess.STDOUT,
+                                      f"--out={out_file}"], stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         finally:
             log.close()
@@ -752,15 +830,39 @@ def main() -> None:
             time.sleep(1)
         if child.returncode or not out_file.exists():
             raise RuntimeError(f"the dag.test() process exited with {child.returncode} (see {home / 'dag.log'})")
-        approver.stop()
         sampler.stop()
         result = json.loads(out_file.read_text())
+        taken_up = []
+        for record in sorted(home.rglob("move-*.json")):
+            moved = json.loads(record.read_text())
+            if moved.get("attempts", 1) > 1:
+                taken_up.append(f"{moved['app']} {moved['kind']} (task processes: {moved['attempts']})")
+        single, single_error = None, None
+        if not args.no_single:  # the single-group DAG on solo-app, in the same Airflow, once the fleet is done
+            single_file = home / "single_result.json"
+            (home / "single_conf.json").write_text(json.dumps(single_conf(home)))
+            with open(home / "single.log", "w") as single_log:
+                child = subprocess.Popen([sys.executable, str(HERE), "--role", "single",
+                                          f"--conf={home / 'single_conf.json'}", f"--out={single_file}"],
+                                         stdout=single_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env, start_new_session=True)
+            print(f"single-group DAG on {SOLO} started (log {home / 'single.log'}) ...", flush=True)
+            while child.poll() is None:
+                services.check()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the runs did not end within {args.timeout:.0f} s")
+                time.sleep(1)
+            if child.returncode == 0 and single_file.exists():
+                single = json.loads(single_file.read_text())
+            else:
+                single_error = f"exit {child.returncode} (see {home / 'single.log'})"
+        approver.stop()
         reports = sorted((home / "report").glob(f"{DAG_ID}/*/report/report.json"))
         if reports:  # the report task writes it before it fails a stopped run (no XCom then)
             result["outcome"] = json.loads(reports[-1].read_text()).get("outcome")
         measured = {"args": vars(args), "result": result, "answered": approver.answered,
                     "samples": sampler.samples, "misses": sampler.misses, "after": groups_after(bootstrap, fleet),
-                    "setup": setup}
+                    "setup": setup, "taken_up": taken_up, "single": single, "single_error": single_error}
         (home / "measured.json").write_text(json.dumps(measured))
         figures(args, fleet, measured)
         if approver.errors:

@@ -33,7 +33,11 @@ def load_dag(module: str, dags_folder: str | Path):
         if isinstance(value, DAG) and value.dag_id == dag_id:
             return value
     factory = getattr(mod, dag_id)
-    return factory()
+    dag = factory()
+    # built here, so its file would read as this module's: a worker that parses the DAG again (an executor's task
+    # process) must find it in its own file
+    dag.fileloc = str(Path(mod.__file__).resolve())
+    return dag
 
 
 def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
