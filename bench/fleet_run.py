@@ -556,7 +556,7 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
         results = rec.results
         durations = [r.duration_s for r in results if r.duration_s is not None]
         gaps = [r.gap_s for r in results if r.gap_s is not None]
-        resumes = sum(1 for r in results for s in r.steps if s.step in WAITS)
+        resumes = sum((measured.get("moves") or {}).get(f"{r.app}:{r.kind}", {}).get("deferrals", 0) for r in results)
         back = [t for (tid, _), t in tis.items() if tid == f"{prefix}.rollback" and t.get("state") != "skipped"]
         if start and end:
             windows.append((start, end))
@@ -582,7 +582,7 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
               f"after the last wave's judge (the way back if any, report) {result['t1'] - last_judge:.1f} s")
     print()
     print("  wave  apps(off/on)  groups  open->judge  approval open  without approval  apps' own: sum / span / "
-          "max   migrated  failed      waits  max gap   busy slots max/mean  running max/mean  deferred max/mean")
+          "max   migrated  failed  deferrals  max gap   busy slots max/mean  running max/mean  deferred max/mean")
     for number, rec, wave_s, waited, durations, gaps, resumes, back, slots, _appr_ti in rows:
         results = rec.results
         off = sum(1 for a in rec.apps if fleet.apps.get(a, {}).get("path") == "offline")
@@ -644,9 +644,14 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
         if not slowest:
             continue
         wall = wave_s - (waited or 0.0) if wave_s is not None else None
+        spans = {}
+        for task in ("recheck", "to_validate", "validate", "judge"):
+            t = ti(f"wave_{number}.{task}")
+            spans[task] = t["end"] - t["start"] if t.get("start") and t.get("end") else None
         print(f"    wave {number}: slowest application {slowest:.1f} s; span {_fmt(rec.duration_s)} = "
               f"{(rec.duration_s or 0) / slowest:.2f}x; open -> judge without the approval {_fmt(wall)} = "
-              f"{(wall or 0) / slowest:.2f}x (it also holds the recheck, the wave's Spark validation and the judge)")
+              f"{(wall or 0) / slowest:.2f}x (it also holds " + ", ".join(f"{k} {_fmt(v)}" for k, v in spans.items())
+              + ")")
     durations = [r.duration_s for r in every if r.duration_s is not None]
     for path in ("offline", "online"):
         d = [r.duration_s for r in every if r.path == path and r.duration_s is not None]
@@ -660,9 +665,10 @@ def figures(args: argparse.Namespace, fleet: Fleet, measured: dict[str, Any]) ->
                 step_time.setdefault(s.step, []).append(s.duration_s)
     print("  steps, median s (count): " + ", ".join(
         f"{k} {statistics.median(v):.1f} ({len(v)})" for k, v in step_time.items()))
-    resumes = sum(1 for r in every for s in r.steps if s.step in WAITS)
-    print(f"  group waits deferred to the triggerer: {resumes} (each resumed in a worker slot; a wait step's time "
-          f"runs from the defer to the resumed task in a slot); sum of the applications' own durations "
+    waits = sum(1 for r in every for s in r.steps if s.step in WAITS)
+    resumes = sum(m.get("deferrals", 0) for k, m in (measured.get("moves") or {}).items() if k.endswith(":migrate"))
+    print(f"  group waits (one record per group and condition): {waits}; deferrals of the moves to the triggerer "
+          f"(each resumed in a worker slot, the moves' records): {resumes}; sum of the applications' own durations "
           f"{sum(durations):.0f} s")
     if samples and windows:
         w = slot_figures(samples, windows)
@@ -832,9 +838,11 @@ def main() -> None:
             raise RuntimeError(f"the dag.test() process exited with {child.returncode} (see {home / 'dag.log'})")
         sampler.stop()
         result = json.loads(out_file.read_text())
-        taken_up = []
+        taken_up, moves = [], {}
         for record in sorted(home.rglob("move-*.json")):
             moved = json.loads(record.read_text())
+            moves[f"{moved['app']}:{moved['kind']}"] = {"attempts": moved.get("attempts", 1),
+                                                        "deferrals": moved.get("deferrals", 0)}
             if moved.get("attempts", 1) > 1:
                 taken_up.append(f"{moved['app']} {moved['kind']} (task processes: {moved['attempts']})")
         single, single_error = None, None
@@ -862,7 +870,8 @@ def main() -> None:
             result["outcome"] = json.loads(reports[-1].read_text()).get("outcome")
         measured = {"args": vars(args), "result": result, "answered": approver.answered,
                     "samples": sampler.samples, "misses": sampler.misses, "after": groups_after(bootstrap, fleet),
-                    "setup": setup, "taken_up": taken_up, "single": single, "single_error": single_error}
+                    "setup": setup, "taken_up": taken_up, "moves": moves, "single": single,
+                    "single_error": single_error}
         (home / "measured.json").write_text(json.dumps(measured))
         figures(args, fleet, measured)
         if approver.errors:

@@ -267,7 +267,8 @@ def kip848_consumer_offline_migration():
     started >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
     out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     spec, validate = consumer_validation(snapshot_before.output, snapshot_after.output, out_before, out_after,
-                                         kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation",
+                                         task_id="validate", kafka_conn_id=CONN,
+                                         output_dir=f"{SNAPSHOTS}/validation",
                                          title="Offline move of {{ params.group_id }} to {{ params.target_protocol }}")
     out_after >> spec
     validate >> final

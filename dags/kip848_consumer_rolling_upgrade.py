@@ -292,7 +292,8 @@ def kip848_consumer_rolling_upgrade():
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
     out_after >> KafkaGroupMetricsOperator(task_id="metrics_after", kafka_conn_id=CONN, point="after") >> final
     spec, validate = consumer_validation(snapshot_before.output, snapshot_after.output, out_before, out_after,
-                                         kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation",
+                                         task_id="validate", kafka_conn_id=CONN,
+                                         output_dir=f"{SNAPSHOTS}/validation",
                                          title="KIP-848 rolling upgrade of {{ params.group_id }}")
     out_after >> spec
     validate >> final

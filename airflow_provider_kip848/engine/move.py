@@ -352,6 +352,7 @@ class ApplicationMove:
             remove_at = started + float(after)
         self.log.info("%s: waiting (deferred) for %s of %s", self.unit.app, ", ".join(stage),
                       ", ".join(e["group_id"] for e in entries if pending_condition(e) is not None))
+        state.deferrals += 1
         self.save(state)
         return Waiting(waits=entries, poll_interval=float(self.settings.poll_interval),
                        timeout_s=sum(self._timeout_s(s) for s in stage) + DEFER_MARGIN_S, state=state,

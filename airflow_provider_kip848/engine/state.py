@@ -109,7 +109,8 @@ class MoveState:
     protocol (``group:protocol`` -> s), read once in a worker. ``waits``: each group's wait memory
     (:class:`~airflow_provider_kip848.kafka.rules.conditions.WaitState` as JSON) in the current wait stage.
     ``wait_started``: when the current stage began. ``removed``: members forced out. ``attempts``: how many
-    times a task process took the move up (more than 1: it was resumed from its record).
+    times a task process took the move up (more than 1: it was resumed from its record). ``deferrals``: how many
+    times the move deferred to the triggerer (each costs a task round trip when it resumes).
     ``result``: the :class:`~airflow_provider_kip848.fleet.results.ApplicationResult` once finished.
     """
 
@@ -127,6 +128,7 @@ class MoveState:
     removed: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     attempts: int = 1
+    deferrals: int = 0
     result: dict[str, Any] | None = None
 
     @property
@@ -158,7 +160,7 @@ class MoveState:
                 "position": self.position, "steps": [s.to_dict() for s in self.steps], "gone": self.gone,
                 "baseline": self.baseline, "liveness": dict(self.liveness), "waits": dict(self.waits),
                 "wait_started": self.wait_started, "removed": list(self.removed), "notes": list(self.notes),
-                "attempts": self.attempts, "result": self.result}
+                "attempts": self.attempts, "deferrals": self.deferrals, "result": self.result}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MoveState:
@@ -183,9 +185,11 @@ class MoveState:
             raise InvalidArgument("move state: baseline must be an object or null")
         if result is not None and not isinstance(result, Mapping):
             raise InvalidArgument("move state: result must be an object or null")
-        attempts = data.get("attempts", 1)
+        attempts, deferrals = data.get("attempts", 1), data.get("deferrals", 0)
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise InvalidArgument(f"move state: attempts must be a whole number >= 1, got {attempts!r}")
+        if isinstance(deferrals, bool) or not isinstance(deferrals, int) or deferrals < 0:
+            raise InvalidArgument(f"move state: deferrals must be a whole number >= 0, got {deferrals!r}")
         return cls(app=str(texts["app"]), kind=str(texts["kind"]), path=str(texts["path"]),
                    started_at=float(_float(data, "started_at", optional=False) or 0.0), position=position,
                    steps=[StepRecord.from_dict(s) for s in data.get("steps") or []], gone=gone,
@@ -193,7 +197,7 @@ class MoveState:
                    liveness={str(k): float(v) for k, v in (data.get("liveness") or {}).items()},
                    waits={str(k): dict(v) for k, v in (data.get("waits") or {}).items()},
                    wait_started=_float(data, "wait_started"), removed=list(data.get("removed") or []),
-                   notes=[str(n) for n in data.get("notes") or []], attempts=attempts,
+                   notes=[str(n) for n in data.get("notes") or []], attempts=attempts, deferrals=deferrals,
                    result=dict(result) if result is not None else None)
 
 

@@ -84,10 +84,10 @@ def diagnose_streams(params: dict) -> dict:
 
 
 def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: Any, out_after: Any, *,
-                        kafka_conn_id: str, output_dir: str, title: str) -> tuple[Any, Any]:
+                        kafka_conn_id: str, output_dir: str, title: str, task_id: str = "validate") -> tuple[Any, Any]:
     """``validation_spec`` (offsets preserved, lag, and the output's continuity when there is an output topic)
-    -> ``spark_enabled`` (the ``validate_with_spark`` Param) -> ``validate``; returns (spec task, validate task)
-    for the DAG to wire after its last snapshot and before its report."""
+    -> ``spark_enabled`` (the ``validate_with_spark`` Param) -> the validation, ``task_id``; returns (spec task,
+    validation task) for the DAG to wire after its last snapshot and before its report."""
 
     @task(task_id="validation_spec")
     def validation_spec(before_snap: dict, after_snap: dict, before_out: dict, after_out: dict,
@@ -102,7 +102,7 @@ def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: A
         return bool((params or {})["validate_with_spark"])
 
     rendered_spec: Any = "{{ ti.xcom_pull(task_ids='validation_spec') }}"  # templated: rendered to the spec's dict
-    validate = KafkaValidationOperator(task_id="validate", kafka_conn_id=kafka_conn_id, checks=rendered_spec,
+    validate = KafkaValidationOperator(task_id=task_id, kafka_conn_id=kafka_conn_id, checks=rendered_spec,
                                        output_dir=output_dir, reader="{{ params.reader }}", title=title)
     spec = validation_spec(snapshot_before, snapshot_after, out_before, out_after)
     spec >> spark_enabled() >> validate

@@ -36,7 +36,7 @@ def load_dag(module: str, dags_folder: str | Path):
     dag = factory()
     # built here, so its file would read as this module's: a worker that parses the DAG again (an executor's task
     # process) must find it in its own file
-    dag.fileloc = str(Path(mod.__file__).resolve())
+    dag.fileloc = str(Path(str(mod.__file__)).resolve())
     return dag
 
 

@@ -204,6 +204,7 @@ def test_a_move_whose_task_is_lost_is_taken_up_at_its_recorded_step(cluster, con
         assert all((tmp_path / "snapshots" / unit["app"] / f"{g}.json").read_text() == snapshots[g] for g in before)
         record = json.loads((tmp_path / "snapshots" / unit["app"] / "move-migrate.json").read_text())
         assert record["attempts"] == 2 and record["result"]["ok"] is True
+        assert record["deferrals"] == 2  # one by the lost process, one by the retry, at the same stage
         assert any("taken up again at step wait_migrated" in n for n in record["notes"]), record["notes"]
         with _admin(cluster) as admin:
             for g in before:

@@ -72,7 +72,7 @@ def test_a_move_state_round_trips_and_refuses_a_record_that_does_not_parse():
     assert again.changed() is True
     good = state.to_dict()
     for bad in ({**good, "kind": "sideways"}, {**good, "position": -1}, {**good, "position": True},
-                {**good, "gone": "yes"}, {**good, "attempts": 0}, {**good, "steps": {"a": 1}},
+                {**good, "gone": "yes"}, {**good, "attempts": 0}, {**good, "deferrals": -1}, {**good, "steps": {"a": 1}},
                 {**good, "app": ""}, {**good, "started_at": "soon"}, {**good, "result": []}):
         with pytest.raises(InvalidArgument):
             MoveState.from_dict(bad)
