@@ -1,24 +1,23 @@
-"""Validation checks as pure DataFrame functions: data in, a :class:`Verdict` out.
+"""Validation checks: figures in, a :class:`Verdict` out.
 
-* :func:`offsets_preserved`: committed offsets after vs before (equal, or only
-  advanced when consumers ran), per partition.
-* :func:`lag_within`: lag per partition and in total against a threshold.
-* :func:`record_continuity`: ids read from an output topic between two
+* ``offsets_preserved``: committed offsets after vs before (equal, or only
+  advanced when consumers ran), per partition (:func:`offsets_rows`, :func:`offsets_verdict`).
+* ``lag``: lag per partition and in total against a threshold (:func:`lag_rows`, :func:`lag_verdict`).
+* ``record_continuity``: ids read from an output topic between two
   snapshots: duplicates (beyond what the application's guarantee allows) and
-  gaps (ids missing from the expected range).
-* :func:`partition_counts`: records per partition between two offsets vs
+  gaps (ids missing from the expected range) (:func:`continuity_verdict`).
+* ``partition_counts``: records per partition between two offsets vs
   ``end - start``; fewer records are explained only by compaction or
-  transaction markers, if the caller says the topic has them.
+  transaction markers, if the caller says the topic has them (:func:`counts_verdict`).
+* ``output_timing``: the longest interval between consecutive output records
+  per partition, and the output rate (:func:`timing_verdict`).
 
-Each check is a Spark part (the frames, one ``collect`` of small rows) and a
-pure verdict builder (``*_verdict``: rows or counts in, :class:`Verdict` out,
-no Spark). The wave job (:mod:`airflow_provider_kip848.spark.wave`) computes
-the same rows for many groups at once (a ``group_id`` column, one pass) and
-hands each group's rows to the same builders, so a group's verdict means the
-same in a wave as alone.
-
-Offsets are tiny; they are DataFrames anyway so that every check composes
-the same way and runs unchanged on a cluster.
+The builders here are pure (no Spark). The offsets and lag checks read two
+snapshots of a few rows per group and are judged in the driver; the record
+checks' figures come from one Spark pass over the records of every group of a
+wave (:func:`airflow_provider_kip848.spark.wave.record_figures`); the
+single-group job is a wave of one, so a group's verdicts mean the same alone
+and in a wave.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OFFSET_SCHEMA = "topic string, partition int, committed long, log_start long, log_end long"
-GROUP_OFFSET_SCHEMA = "group_id string, " + OFFSET_SCHEMA
 MAX_LISTED = 50
 OFFSET_STATUSES = ("equal", "advanced", "regressed", "missing", "new")
 EXPLANATIONS = (None, "compaction", "transactions")
@@ -54,39 +51,19 @@ class Verdict:
 
 # -- committed offsets -----------------------------------------------------------------------------
 
-def offsets_frame(spark, offsets, group_id: str | None = None) -> Any:
-    """A DataFrame of a ``GroupOffsets`` or ``OffsetSnapshot``'s partitions (OFFSET_SCHEMA); with
-    ``group_id``, a first column ``group_id`` (GROUP_OFFSET_SCHEMA)."""
-    rows = [(p.topic, p.partition, p.committed, p.log_start, p.log_end) for p in offsets.partitions]
-    if group_id is None:
-        return spark.createDataFrame(rows, OFFSET_SCHEMA)
-    return spark.createDataFrame([(group_id, *r) for r in rows], GROUP_OFFSET_SCHEMA)
-
-
-def offsets_joined(before, after, keys: Sequence[str] = ()) -> Any:
-    """before and after joined on ``(*keys, topic, partition)`` with a ``status`` column (OFFSET_STATUSES)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-
-    on = [*keys, "topic", "partition"]
-    return (
-        before.select(*on, F.col("committed").alias("before"))
-        .join(after.select(*on, F.col("committed").alias("after")), on, "full")
-        .withColumn(
-            "status",
-            F.when(F.col("before").isNull() & F.col("after").isNotNull(), "new")
-            .when(F.col("before").isNull(), "none")
-            .when(F.col("after").isNull(), "missing")
-            .when(F.col("after") == F.col("before"), "equal")
-            .when(F.col("after") > F.col("before"), "advanced")
-            .otherwise("regressed"),
-        )
-    )
-
-
-def offsets_preserved(before, after, *, allow_advanced: bool = True) -> Verdict:
-    """Per partition: equal / advanced / regressed / missing (committed before, not after) / new."""
-    rows = offsets_joined(before, after).orderBy("topic", "partition").collect()
-    return offsets_verdict([r.asDict() for r in rows], allow_advanced=allow_advanced)
+def offsets_rows(before, after) -> list[dict[str, Any]]:
+    """Each partition of either snapshot (``GroupOffsets`` or ``OffsetSnapshot``), sorted by topic and
+    partition: ``topic, partition, before, after`` (the committed offsets, None where none) and ``status``
+    (OFFSET_STATUSES, or ``none`` when neither has a commit)."""
+    was = {(p.topic, p.partition): p.committed for p in before.partitions}
+    now = {(p.topic, p.partition): p.committed for p in after.partitions}
+    rows = []
+    for topic, partition in sorted(set(was) | set(now)):
+        b, a = was.get((topic, partition)), now.get((topic, partition))
+        status = ("new" if b is None and a is not None else "none" if b is None else "missing" if a is None
+                  else "equal" if a == b else "advanced" if a > b else "regressed")
+        rows.append({"topic": topic, "partition": partition, "before": b, "after": a, "status": status})
+    return rows
 
 
 def offsets_verdict(rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool = True) -> Verdict:
@@ -104,22 +81,17 @@ def offsets_verdict(rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool =
 
 # -- lag ---------------------------------------------------------------------------------------------
 
-def lag_frame(offsets) -> Any:
-    """``offsets`` with a ``lag`` column: log end - committed; a partition without a commit lags by its whole log."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-
-    return offsets.withColumn(
-        "lag",
-        F.when(F.col("committed").isNull(), F.col("log_end") - F.coalesce(F.col("log_start"), F.lit(0)))
-        .otherwise(F.greatest(F.col("log_end") - F.col("committed"), F.lit(0))),
-    )
-
-
-def lag_within(offsets, *, max_total_lag: int, max_partition_lag: int | None = None, label: str = "after") -> Verdict:
-    """Lag (log end - committed) per partition; a partition without a commit lags by its whole log."""
-    rows = lag_frame(offsets).orderBy("topic", "partition").collect()
-    return lag_verdict([r.asDict() for r in rows], max_total_lag=max_total_lag, max_partition_lag=max_partition_lag,
-                       label=label)
+def lag_rows(offsets) -> list[dict[str, Any]]:
+    """``topic, partition, lag`` of a snapshot's partitions, sorted: log end - committed (never below 0); a
+    partition without a commit lags by its whole log; without a log end, 0 (None without either)."""
+    rows = []
+    for p in sorted(offsets.partitions, key=lambda p: (p.topic, p.partition)):
+        if p.committed is None:
+            lag = None if p.log_end is None else p.log_end - (p.log_start or 0)
+        else:
+            lag = 0 if p.log_end is None else max(p.log_end - p.committed, 0)
+        rows.append({"topic": p.topic, "partition": p.partition, "lag": lag})
+    return rows
 
 
 def lag_verdict(rows: Iterable[Mapping[str, Any]], *, max_total_lag: int, max_partition_lag: int | None = None,
@@ -164,38 +136,6 @@ def check_id_source(id_source: object) -> str:
     return id_source
 
 
-def extract_ids(records, id_source: str = "key", id_type: str = "long"):
-    """A one-column DataFrame ``id`` from ``key``, ``value`` or ``json:<field>`` of the value."""
-    return records.select(id_column(id_source, id_type).alias("id"), "topic", "partition", "offset")
-
-
-def record_continuity(ids, *, expected_min: int | None = None, expected_max: int | None = None,
-                      allowed_duplicates: int = 0) -> Verdict:
-    """Duplicated ids and ids missing from ``[expected_min, expected_max]`` (default: the ids' own min..max)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-
-    spark = ids.sparkSession
-    present = ids.where(F.col("id").isNotNull())
-    unparsable = ids.where(F.col("id").isNull()).count()
-    dup = present.groupBy("id").agg(F.count("*").alias("n")).where(F.col("n") > 1)
-    extra = dup.agg(F.sum(F.col("n") - 1)).first()[0] or 0
-    dup_ids = [r.id for r in dup.orderBy("id").limit(MAX_LISTED).collect()]
-    bounds = present.agg(F.min("id"), F.max("id")).first()
-    lo = expected_min if expected_min is not None else bounds[0]
-    hi = expected_max if expected_max is not None else bounds[1]
-    if lo is None or hi is None:
-        missing_count, missing = 0, []
-    else:
-        expected = spark.range(int(lo), int(hi) + 1).withColumnRenamed("id", "id")
-        gaps = expected.join(present.select("id").distinct(), "id", "left_anti")
-        missing_count = gaps.count()
-        missing = [r.id for r in gaps.orderBy("id").limit(MAX_LISTED).collect()]
-    return continuity_verdict(records=present.count(), unparsable=unparsable, duplicates=extra,
-                              duplicated_ids=dup.count(), listed_duplicates=dup_ids, lo=lo, hi=hi,
-                              missing_ids=missing_count, listed_missing=missing,
-                              allowed_duplicates=allowed_duplicates)
-
-
 def continuity_verdict(*, records: int, unparsable: int, duplicates: int, duplicated_ids: int,
                        listed_duplicates: Sequence[int], lo: int | None, hi: int | None, missing_ids: int,
                        listed_missing: Sequence[int], allowed_duplicates: int = 0) -> Verdict:
@@ -213,76 +153,6 @@ def continuity_verdict(*, records: int, unparsable: int, duplicates: int, duplic
                    + [{"missing_id": i} for i in listed_missing[:MAX_LISTED]])
 
 
-def record_continuity_by_group(ids, expected: Mapping[str, tuple[int | None, int | None]],
-                               allowed_duplicates: Mapping[str, int]) -> dict[str, Verdict]:
-    """:func:`record_continuity` for many groups in one pass: ``ids`` has ``group_id, id`` columns;
-    ``expected`` gives each group's ``(expected_min, expected_max)`` (None: the ids' own bound). Every group
-    of ``expected`` gets a verdict, one without any record too.
-
-    Missing ids are counted as ``hi - lo + 1`` minus the distinct ids inside ``[lo, hi]`` (no range is
-    materialised); only for a group with missing ids are the gaps between its sorted ids listed, to
-    name the first MAX_LISTED, as the single-group check does.
-    """
-    from pyspark.sql import Window  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-
-    spark = ids.sparkSession
-    stats = {r.group_id: r for r in ids.groupBy("group_id").agg(
-        F.count("id").alias("records"), F.sum(F.when(F.col("id").isNull(), 1).otherwise(0)).alias("unparsable"),
-        F.min("id").alias("lo"), F.max("id").alias("hi")).collect()}
-    present = ids.where(F.col("id").isNotNull()).select("group_id", "id")
-    dup = present.groupBy("group_id", "id").agg(F.count("*").alias("n")).where(F.col("n") > 1)
-    dup_stats = {r.group_id: (int(r.extra), int(r.ids)) for r in dup.groupBy("group_id").agg(
-        F.sum(F.col("n") - 1).alias("extra"), F.count("*").alias("ids")).collect()}
-    listed_dups: dict[str, list[int]] = {}
-    if dup_stats:
-        first = Window.partitionBy("group_id").orderBy("id")
-        for r in (dup.withColumn("rank", F.row_number().over(first)).where(F.col("rank") <= MAX_LISTED)
-                  .orderBy("group_id", "id").collect()):
-            listed_dups.setdefault(r.group_id, []).append(r.id)
-    bounds: dict[str, tuple[int, int]] = {}
-    for group_id, (exp_min, exp_max) in expected.items():
-        seen = stats.get(group_id)
-        lo = exp_min if exp_min is not None else (seen.lo if seen else None)
-        hi = exp_max if exp_max is not None else (seen.hi if seen else None)
-        if lo is not None and hi is not None:
-            bounds[group_id] = (int(lo), int(hi))
-    missing: dict[str, int] = {}
-    listed_missing: dict[str, list[int]] = {}
-    if bounds:
-        frame = F.broadcast(spark.createDataFrame([(g, lo, hi) for g, (lo, hi) in bounds.items()],
-                                                  "group_id string, lo long, hi long"))
-        inside = (present.distinct().join(frame, "group_id")
-                  .where((F.col("id") >= F.col("lo")) & (F.col("id") <= F.col("hi"))).select("group_id", "id"))
-        found = {r.group_id: r.n for r in inside.groupBy("group_id").agg(F.count("*").alias("n")).collect()}
-        missing = {g: max(0, hi - lo + 1 - int(found.get(g, 0))) for g, (lo, hi) in bounds.items()}
-        short = [g for g, n in missing.items() if n]
-        if short:  # the first gaps of each group short of ids: its sorted ids between two sentinels lo-1, hi+1
-            ends = spark.createDataFrame([(g, b) for g in short for b in (bounds[g][0] - 1, bounds[g][1] + 1)],
-                                         "group_id string, id long")
-            seq = inside.where(F.col("group_id").isin(short)).unionByName(ends)
-            prev = F.lag("id").over(Window.partitionBy("group_id").orderBy("id"))
-            gaps = (seq.withColumn("prev", prev).where(F.col("id") - F.col("prev") > 1)
-                    .select("group_id", (F.col("prev") + 1).alias("first"), (F.col("id") - 1).alias("last")))
-            ranked = gaps.withColumn("rank", F.row_number().over(Window.partitionBy("group_id").orderBy("first")))
-            spans: dict[str, list[tuple[int, int]]] = {}
-            for r in ranked.where(F.col("rank") <= MAX_LISTED).orderBy("group_id", "first").collect():
-                spans.setdefault(r.group_id, []).append((r.first, r.last))
-            listed_missing = {g: missing_from_gaps(s) for g, s in spans.items()}
-    out = {}
-    for group_id, (exp_min, exp_max) in expected.items():
-        seen = stats.get(group_id)
-        extra, dup_ids = dup_stats.get(group_id, (0, 0))
-        lo = exp_min if exp_min is not None else (seen.lo if seen else None)  # as given, printed as alone
-        hi = exp_max if exp_max is not None else (seen.hi if seen else None)
-        out[group_id] = continuity_verdict(
-            records=int(seen.records) if seen else 0, unparsable=int(seen.unparsable or 0) if seen else 0,
-            duplicates=extra, duplicated_ids=dup_ids, listed_duplicates=listed_dups.get(group_id, []), lo=lo, hi=hi,
-            missing_ids=missing.get(group_id, 0), listed_missing=listed_missing.get(group_id, []),
-            allowed_duplicates=int(allowed_duplicates.get(group_id, 0)))
-    return out
-
-
 def missing_from_gaps(gaps: Iterable[tuple[int, int]], limit: int = MAX_LISTED) -> list[int]:
     """The first ``limit`` ids of inclusive ``(first, last)`` gaps, ascending (gaps sorted and disjoint)."""
     out: list[int] = []
@@ -295,22 +165,6 @@ def missing_from_gaps(gaps: Iterable[tuple[int, int]], limit: int = MAX_LISTED) 
 
 
 # -- records per partition ---------------------------------------------------------------------------
-
-def partition_counts(records, ranges, *, explained_by: str | None = None) -> Verdict:
-    """Records per partition vs ``end - start`` of its range.
-
-    ``explained_by`` (``compaction`` or ``transactions``) declares that the
-    topic may legitimately have offsets without records (compacted away, or
-    transaction markers); only then are fewer records a pass. More records
-    than offsets is always a failure.
-    """
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-
-    check_explained_by(explained_by)
-    counted = {(r.topic, r.partition): r.n for r in
-               records.groupBy("topic", "partition").agg(F.count("*").alias("n")).collect()}
-    return counts_verdict(counted, ranges, explained_by=explained_by)
-
 
 def check_explained_by(explained_by: object) -> str | None:
     if explained_by not in EXPLANATIONS:
@@ -347,48 +201,6 @@ def counts_verdict(counted: Mapping[tuple[str, int], int], ranges, *, explained_
 MAX_RATE_BUCKETS = 300
 #: Kafka's record timestamp types (the Spark source's ``timestampType`` column)
 TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
-
-
-def output_timing(records, *, max_gap_seconds: float | None = None) -> Verdict:
-    """The application's processing gap as its output shows it: per partition, the longest interval between
-    two consecutive output records (by timestamp) and when it started and ended; the overall longest; and
-    output records per second over the window. Computed on the executors (one window per partition); only
-    one row per partition and the rate buckets come back to the driver.
-
-    A gap is only as real as the input: a partition whose input paused also shows a gap. And only as real as
-    the timestamps: with ``LogAppendTime`` on the output topic they are the broker's append times; with
-    ``CreateTime`` they are what the application set, which is its processing time for a producer that stamps
-    records as it writes them, but the *input's* time for one that carries it over (Kafka Streams does):
-    the verdict counts records by timestamp type so the report can say which. With ``max_gap_seconds`` the
-    verdict fails when the longest gap is longer; without it the verdict is a measurement and passes."""
-    from pyspark.sql import Window  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
-    # Kafka timestamps are milliseconds: gaps in whole milliseconds compare exactly (no float ties broken by
-    # rounding); the earliest of equal gaps is the one reported
-    ts = records.select("topic", "partition", "offset", "timestampType",
-                        F.unix_millis(F.col("timestamp")).alias("ms"))
-    by_time = Window.partitionBy("topic", "partition").orderBy("ms", "offset")
-    gaps = (ts.withColumn("prev", F.lag("ms").over(by_time)).where(F.col("prev").isNotNull())
-            .withColumn("gap", F.col("ms") - F.col("prev")))
-    longest = (gaps.withColumn("rank", F.row_number().over(
-        Window.partitionBy("topic", "partition").orderBy(F.desc("gap"), "prev")))
-        .where(F.col("rank") == 1).select("topic", "partition", "gap", "prev", "ms"))
-    span = ts.agg(F.min("ms").alias("first"), F.max("ms").alias("last"), F.count("*").alias("n")).collect()[0]
-    kinds = {TIMESTAMP_TYPES.get(int(r.timestampType), str(r.timestampType)): int(r["count"])
-             for r in ts.groupBy("timestampType").count().collect()}
-    rows = [{"partition": f"{r.topic}:{r.partition}", "seconds": int(r.gap) / 1000,
-             "started_at": int(r.prev) / 1000, "ended_at": int(r.ms) / 1000} for r in longest.collect()]
-    rate: list[tuple[float, float]] = []
-    if span.n:
-        width_ms = 1000 * (int((span.last - span.first) / 1000 / MAX_RATE_BUCKETS) + 1)
-        counted = {int(b.b): int(b["count"]) for b in
-                   ts.groupBy(F.floor((F.col("ms") - F.lit(span.first)) / F.lit(width_ms)).alias("b")).count()
-                   .collect()}
-        # every bucket from the first record to the last, 0 where none was written (the gap is in the line)
-        rate = [((span.first + b * width_ms) / 1000, counted.get(b, 0) / (width_ms / 1000))
-                for b in range(max(counted) + 1)]
-    return timing_verdict(rows, rate, records=int(span.n), timestamp_types=kinds, max_gap_seconds=max_gap_seconds)
 
 
 def timing_verdict(partitions: list[dict[str, Any]], rate: Sequence[tuple[float, float]], *, records: int,

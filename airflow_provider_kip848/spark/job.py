@@ -20,6 +20,10 @@ A capture is what :class:`~airflow_provider_kip848.operators.validation.TopicOff
 returns: ``{"topic:partition": {"log_start": n, "log_end": n}}``.
     }
 
+The job is a wave of one (:mod:`airflow_provider_kip848.spark.wave`): the check sections are read as a
+wave group's (strictly: an unknown key or a bad range is refused with the reason) and judged by the same
+code, so a group's verdicts are the same alone and in a wave.
+
 The spec may hold the connection's secrets, so it is passed as a file (mode
 0600), never on a command line: ``spark-submit ... job.py --spec /path``.
 """
@@ -32,91 +36,42 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_kip848.kafka.model import OffsetSnapshot, TopicPartition
-from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.checks import Verdict
 from airflow_provider_kip848.spark.report import report_dict, write_report
 from airflow_provider_kip848.spark.session import job_session, spark_versions
+from airflow_provider_kip848.spark.wave import CHECKS, WaveSpec, parse_ranges, run_wave
+
+__all__ = ["group_spec", "parse_ranges", "run", "run_spec"]
+
+#: the group id the single-group job gives its one group (the report of a single-group job names none)
+GROUP = "validation"
 
 
-def parse_ranges(cfg: dict[str, Any]) -> dict[TopicPartition, tuple[int, int]]:
-    """``ranges`` ({"topic:partition": [start, end]}) or ``between`` (two topic-offsets captures: from the
-    first capture's log end to the second's, i.e. exactly what was written in between)."""
-    out = {}
-    if "ranges" in cfg:
-        for key, (start, end) in cfg["ranges"].items():
-            out[_tp(key)] = (int(start), int(end))
-    elif "between" in cfg:
-        first, second = cfg["between"]
-        for key, later in second.items():
-            start = first.get(key, {}).get("log_end", later.get("log_start", 0))
-            out[_tp(key)] = (int(start), int(later["log_end"]))
-    else:
-        raise ValueError("a continuity/counts check needs 'ranges' or 'between'")
-    return out
-
-
-def _tp(key: str) -> TopicPartition:
-    topic, _, partition = key.rpartition(":")
-    return TopicPartition(topic, int(partition))
-
-
-def _snapshot(path: str) -> OffsetSnapshot:
-    return OffsetSnapshot.from_json(Path(path).read_text(), source=path)
+def group_spec(spec: dict[str, Any]) -> WaveSpec:
+    """The single-group spec as a wave of one group: its check sections, its cluster and reader."""
+    sections = {k: spec[k] for k in CHECKS if k in spec}
+    return WaveSpec.from_dict({"title": spec.get("title") or "Kafka migration validation",
+                               "bootstrap_servers": spec.get("bootstrap_servers"),
+                               "security": spec.get("security") or {},
+                               "reader": spec.get("reader", "connector"),
+                               "groups": [{"group_id": GROUP, **sections}]})
 
 
 def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
-    # optional dependency: the reader module defines a pyspark data source at import (the [spark] extra)
-    from airflow_provider_kip848.spark.reader import read_kafka  # noqa: PLC0415
-
-    verdicts: list[Verdict] = []
-    if "offsets_preserved" in spec:
-        cfg = spec["offsets_preserved"]
-        before = checks.offsets_frame(spark, _snapshot(cfg["before"]))
-        after = checks.offsets_frame(spark, _snapshot(cfg["after"]))
-        verdicts.append(checks.offsets_preserved(before, after, allow_advanced=cfg.get("allow_advanced", True)))
-    if "lag" in spec:
-        cfg = spec["lag"]
-        after = checks.lag_within(checks.offsets_frame(spark, _snapshot(cfg["after"])),
-                                  max_total_lag=int(cfg.get("max_total_lag", 0)),
-                                  max_partition_lag=cfg.get("max_partition_lag"))
-        if cfg.get("before"):
-            before = checks.lag_within(checks.offsets_frame(spark, _snapshot(cfg["before"])),
-                                       max_total_lag=sys.maxsize, label="before")
-            after = checks.with_lag_before(after, before)
-        verdicts.append(after)
-    needs_records = [k for k in ("continuity", "counts", "output_timing") if k in spec]
-    if needs_records:
-        settings = ClientSettings(**{"bootstrap_servers": spec["bootstrap_servers"], **spec.get("security", {})})
-        backend = spec.get("reader", "connector")
-        for key in needs_records:
-            cfg = spec[key]
-            ranges = parse_ranges(cfg)
-            records = read_kafka(spark, settings, ranges, backend=backend).cache()
-            if key == "continuity":
-                ids = checks.extract_ids(records, cfg.get("id_source", "key"), cfg.get("id_type", "long"))
-                verdicts.append(checks.record_continuity(ids, expected_min=cfg.get("expected_min"),
-                                                         expected_max=cfg.get("expected_max"),
-                                                         allowed_duplicates=int(cfg.get("allowed_duplicates", 0))))
-            elif key == "counts":
-                verdicts.append(checks.partition_counts(records, ranges, explained_by=cfg.get("explained_by")))
-            else:
-                limit = cfg.get("max_gap_seconds")
-                verdicts.append(checks.output_timing(records, max_gap_seconds=None if limit is None else float(limit)))
-            records.unpersist()
-    if not verdicts:
-        raise ValueError("the spec asks for no check (offsets_preserved, lag, continuity, counts, output_timing)")
-    return verdicts
+    """The spec's verdicts, in the order offsets_preserved, lag, record_continuity, partition_counts,
+    output_timing."""
+    (group,) = run_wave(spark, group_spec(spec))
+    return list(group.verdicts)
 
 
 def run(spec: dict[str, Any], spark=None) -> dict[str, Any]:
     """Run the spec's checks, write the report (when ``output_dir`` is set) and return it."""
+    wave = group_spec(spec)  # a bad spec is refused before a session starts
     if spark is None:
-        with job_session("kip848-validation", kafka_connector=spec.get("reader", "connector") == "connector") as own:
+        with job_session("kip848-validation", kafka_connector=wave.needs_records and wave.reader == "connector") as own:
             return run(spec, own)
     verdicts = run_spec(spark, spec)
-    context = {"reader": spec.get("reader", "connector"), **spark_versions(spark)}
+    context = {"reader": wave.reader, **spark_versions(spark)}
     report = report_dict(spec.get("title", "Kafka migration validation"), verdicts, context)
     if spec.get("output_dir"):
         report["files"] = write_report(spec["output_dir"], report)

@@ -39,19 +39,26 @@ PYTHON_SOURCE_NAME = "kip848_kafka"
 Ranges = Mapping[TopicPartition, tuple[int, int]]
 
 
-def read_kafka(spark, settings: ClientSettings, ranges: Ranges, *, backend: str = "connector"):
-    """Records of every ``[start, end)`` range, ordered by nothing (sort if you need order)."""
+def read_kafka(spark, settings: ClientSettings, ranges: Ranges, *, backend: str = "connector",
+               headers: bool = True):
+    """Records of every ``[start, end)`` range, ordered by nothing (sort if you need order). ``headers=False``:
+    the ``headers`` column is null (not read, for a caller that does not look at headers: cheaper)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, not {backend!r}")
     ranges = {tp: (int(a), int(b)) for tp, (a, b) in ranges.items() if int(b) > int(a)}
     if not ranges:
         return spark.createDataFrame([], KAFKA_SCHEMA_DDL)
     if backend == "connector":
-        return _read_connector(spark, settings, ranges)
-    return _read_python(spark, settings, ranges)
+        return _read_connector(spark, settings, ranges, headers)
+    return _read_python(spark, settings, ranges, headers)
 
 
-def _read_connector(spark, settings: ClientSettings, ranges: Ranges):
+#: the connector's consumers fetch as the Python reader's do (up to 10 MB per partition and request)
+CONNECTOR_FETCH = {"kafka.max.partition.fetch.bytes": str(10 * 1024 * 1024),
+                   "kafka.fetch.max.bytes": str(50 * 1024 * 1024)}
+
+
+def _read_connector(spark, settings: ClientSettings, ranges: Ranges, headers: bool = True):
     topics = sorted({tp.topic for tp in ranges})
     assign = {t: sorted(tp.partition for tp in ranges if tp.topic == t) for t in topics}
     start = {t: {str(tp.partition): ranges[tp][0] for tp in ranges if tp.topic == t} for t in topics}
@@ -62,18 +69,25 @@ def _read_connector(spark, settings: ClientSettings, ranges: Ranges):
         .option("assign", json.dumps(assign))
         .option("startingOffsets", json.dumps(start))
         .option("endingOffsets", json.dumps(end))
-        .option("includeHeaders", "true")
+        .option("includeHeaders", "true" if headers else "false")
         .option("failOnDataLoss", "true")
+        .options(**CONNECTOR_FETCH)
     )
     for key, value in settings.java_client_properties().items():
         if key not in ("client.id",):
             reader = reader.option(f"kafka.{key}", value)
-    return reader.load().select("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+    columns = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    frame = reader.load()
+    if headers:
+        return frame.select(*columns, "headers")
+    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
+
+    return frame.select(*columns, F.lit(None).cast("array<struct<key: string, value: binary>>").alias("headers"))
 
 
-def _read_python(spark, settings: ClientSettings, ranges: Ranges):
+def _read_python(spark, settings: ClientSettings, ranges: Ranges, headers: bool = True):
     register_python_source(spark)
-    spec = {"config": settings.confluent_config(),
+    spec = {"config": settings.confluent_config(), "headers": headers,
             "ranges": [[tp.topic, tp.partition, a, b] for tp, (a, b) in sorted(ranges.items())]}
     return spark.read.format(PYTHON_SOURCE_NAME).option("spec", json.dumps(spec)).schema(KAFKA_SCHEMA_DDL).load()
 
@@ -117,11 +131,12 @@ class KafkaRangeReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, KafkaRange):
             raise TypeError(f"not a partition of this source: {partition!r}")
-        yield from read_range(self.spec["config"], partition.topic, partition.partition, partition.start, partition.end)
+        yield from read_range(self.spec["config"], partition.topic, partition.partition, partition.start, partition.end,
+                              headers=self.spec.get("headers", True))
 
 
 def read_range(config: dict[str, Any], topic: str, partition: int, start: int, end: int, *,
-               timeout: float = 120.0) -> Iterator[tuple[Any, ...]]:
+               timeout: float = 120.0, headers: bool = True) -> Iterator[tuple[Any, ...]]:
     """Rows of one ``[start, end)`` range; offsets missing inside it (compaction, transaction markers) are skipped."""
     consumer = Consumer({
         **config,
@@ -158,11 +173,10 @@ def read_range(config: dict[str, Any], topic: str, partition: int, start: int, e
                     return
                 ts_type, ts = msg.timestamp()
                 # as Spark's own source: null, not [], when there are no headers
-                raw_headers = msg.headers()
-                headers = list(raw_headers) if isinstance(raw_headers, list) and raw_headers else None
+                raw_headers = msg.headers() if headers else None
                 yield (msg.key(), msg.value(), topic, partition, offset,
                        datetime.fromtimestamp(ts / 1000, tz=UTC), ts_type - 1 if ts_type > 0 else -1,
-                       headers)
+                       list(raw_headers) if isinstance(raw_headers, list) and raw_headers else None)
                 if offset >= end - 1:
                     return
     finally:

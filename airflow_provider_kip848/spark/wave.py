@@ -59,19 +59,20 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.model import OffsetSnapshot, TopicPartition
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import checks
-from airflow_provider_kip848.spark.checks import GROUP_OFFSET_SCHEMA, MAX_LISTED, Verdict
-from airflow_provider_kip848.spark.job import parse_ranges
+from airflow_provider_kip848.spark.checks import MAX_LISTED, Verdict
 from airflow_provider_kip848.spark.report import wave_report_dict, write_report
 from airflow_provider_kip848.spark.session import job_session, spark_versions
 
 WAVE_FORMAT = "kip848-wave-validation"
 WAVE_VERSION = 1
-CHECKS = ("offsets_preserved", "lag", "continuity", "counts")
+CHECKS = ("offsets_preserved", "lag", "continuity", "counts", "output_timing")
 READERS = ("connector", "python")
 ID_TYPES = ("long", "bigint", "int", "integer", "short", "smallint")
-CONTINUITY, COUNTS = "continuity", "counts"
-TAG_SCHEMA = "group_id string, kind string, t_topic string, t_partition int, t_start long, t_end long, id_key int"
-LAG_SCHEMA = "label string, " + GROUP_OFFSET_SCHEMA
+CONTINUITY, COUNTS, TIMING = "continuity", "counts", "output_timing"
+#: a record check's range on one partition of one group: (group index, topic, partition, partition index,
+#: continuity [start, end), counts [start, end), output_timing [start, end), id source index); None: not asked
+TAG_SCHEMA = ("gk int, t_topic string, t_partition int, pk int, c_start long, c_end long, n_start long, n_end long, "
+              "t_start long, t_end long, id_key int")
 
 Ranges = dict[TopicPartition, tuple[int, int]]
 SnapshotRef = str | OffsetSnapshot
@@ -111,6 +112,12 @@ class CountsCheck:
 
 
 @dataclass(frozen=True)
+class TimingCheck:
+    ranges: Ranges
+    max_gap_seconds: float | None = None
+
+
+@dataclass(frozen=True)
 class GroupSpec:
     """One group of the wave and its checks (at least one)."""
 
@@ -120,6 +127,7 @@ class GroupSpec:
     lag: LagCheck | None = None
     continuity: ContinuityCheck | None = None
     counts: CountsCheck | None = None
+    output_timing: TimingCheck | None = None
 
     @property
     def checks(self) -> tuple[str, ...]:
@@ -144,6 +152,7 @@ class GroupSpec:
             lag=_lag(data["lag"], where) if "lag" in data else None,
             continuity=_continuity(data[CONTINUITY], where) if CONTINUITY in data else None,
             counts=_counts(data[COUNTS], where) if COUNTS in data else None,
+            output_timing=_timing(data[TIMING], where) if TIMING in data else None,
         )
         if not spec.checks:
             raise InvalidArgument(f"{where} asks for no check; give at least one of {', '.join(CHECKS)}.")
@@ -168,6 +177,9 @@ class GroupSpec:
                                "allowed_duplicates": c.allowed_duplicates}
         if self.counts:
             out[COUNTS] = {"ranges": _ranges_out(self.counts.ranges), "explained_by": self.counts.explained_by}
+        if self.output_timing:
+            out[TIMING] = {"ranges": _ranges_out(self.output_timing.ranges),
+                           "max_gap_seconds": self.output_timing.max_gap_seconds}
         return out
 
 
@@ -182,11 +194,12 @@ class WaveSpec:
 
     @property
     def needs_records(self) -> bool:
-        return any(g.continuity or g.counts for g in self.groups)
+        return any(g.continuity or g.counts or g.output_timing for g in self.groups)
 
     def settings(self) -> ClientSettings:
         if not self.bootstrap_servers:
-            raise InvalidArgument("the wave reads records (continuity or counts) but names no bootstrap_servers.")
+            raise InvalidArgument("the wave reads records (continuity, counts or output_timing) but names no "
+                                  "bootstrap_servers.")
         return ClientSettings(**{"bootstrap_servers": self.bootstrap_servers, **self.security})
 
     @classmethod
@@ -268,6 +281,28 @@ def _lag(value: object, where: str) -> LagCheck:
                     _int(cfg.get("max_partition_lag"), f"{where}: max_partition_lag", optional=True))
 
 
+def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:
+    """``ranges`` ({"topic:partition": [start, end]}) or ``between`` (two topic-offsets captures: from the
+    first capture's log end to the second's, i.e. exactly what was written in between)."""
+    out = {}
+    if "ranges" in cfg:
+        for key, (start, end) in cfg["ranges"].items():
+            out[_tp(key)] = (int(start), int(end))
+    elif "between" in cfg:
+        first, second = cfg["between"]
+        for key, later in second.items():
+            start = first.get(key, {}).get("log_end", later.get("log_start", 0))
+            out[_tp(key)] = (int(start), int(later["log_end"]))
+    else:
+        raise ValueError("a continuity, counts or output_timing check needs 'ranges' or 'between'")
+    return out
+
+
+def _tp(key: str) -> TopicPartition:
+    topic, _, partition = key.rpartition(":")
+    return TopicPartition(topic, int(partition))
+
+
 def _ranges(cfg: Mapping[str, Any], where: str) -> Ranges:
     try:
         ranges = parse_ranges(dict(cfg))
@@ -306,6 +341,12 @@ def _counts(value: object, where: str) -> CountsCheck:
     return CountsCheck(_ranges(cfg, f"{where}: counts"), None if explained is None else str(explained))
 
 
+def _timing(value: object, where: str) -> TimingCheck:
+    cfg = _section(value, where, TIMING, ("ranges", "between", "max_gap_seconds"))
+    return TimingCheck(_ranges(cfg, f"{where}: output_timing"),
+                       parse_number(cfg.get("max_gap_seconds"), f"{where}: max_gap_seconds", optional=True))
+
+
 def _ref_out(ref: SnapshotRef) -> Any:
     return ref.to_dict() if isinstance(ref, OffsetSnapshot) else ref
 
@@ -335,7 +376,7 @@ def inline_snapshots(spec: WaveSpec, read_text: Callable[[str], str] | None = No
                 load_snapshot(lag.after, read_text),
                 None if lag.before is None else load_snapshot(lag.before, read_text),
                 lag.max_total_lag, lag.max_partition_lag),
-            continuity=group.continuity, counts=group.counts)
+            continuity=group.continuity, counts=group.counts, output_timing=group.output_timing)
 
     return WaveSpec(tuple(inline(g) for g in spec.groups), spec.title, spec.bootstrap_servers, dict(spec.security),
                     spec.reader, spec.output_dir)
@@ -348,28 +389,40 @@ def id_sources(spec: WaveSpec) -> list[tuple[str, str]]:
     return list(dict.fromkeys((g.continuity.id_source, g.continuity.id_type) for g in spec.groups if g.continuity))
 
 
-def range_tags(spec: WaveSpec) -> list[tuple[str, str, str, int, int, int, int | None]]:
-    """One row per group, check and non-empty partition range: ``(group_id, kind, topic, partition, start,
-    end, id_key)``; a record at ``topic:partition@offset`` counts for every row whose range holds it."""
+def read_partitions(spec: WaveSpec) -> list[TopicPartition]:
+    """Every partition a record check of the wave reads (a non-empty range), sorted; a tag's ``pk`` indexes it."""
+    return sorted({tp for g in spec.groups for check in (g.continuity, g.counts, g.output_timing) if check
+                   for tp, (start, end) in check.ranges.items() if end > start})
+
+
+def range_tags(spec: WaveSpec) -> list[tuple[Any, ...]]:
+    """One row per group and partition it reads (:data:`TAG_SCHEMA`): ``(gk, topic, partition, pk, c_start,
+    c_end, n_start, n_end, t_start, t_end, id_key)``, ``gk`` the group's index in the wave, ``pk`` the
+    partition's in :func:`read_partitions`, one ``[start, end)`` per record check (continuity, counts,
+    output_timing; None when the group does not ask for it there). A record at ``topic:partition@offset``
+    counts for every check of every row whose range holds it."""
     keys = {source: i for i, source in enumerate(id_sources(spec))}
-    tags: list[tuple[str, str, str, int, int, int, int | None]] = []
-    for g in spec.groups:
-        for kind, check in ((CONTINUITY, g.continuity), (COUNTS, g.counts)):
-            if check is None:
-                continue
-            key = keys[(g.continuity.id_source, g.continuity.id_type)] if kind == CONTINUITY and g.continuity else None
-            tags += [(g.group_id, kind, tp.topic, tp.partition, start, end, key)
-                     for tp, (start, end) in sorted(check.ranges.items()) if end > start]
+    index = {tp: i for i, tp in enumerate(read_partitions(spec))}
+    tags: list[tuple[Any, ...]] = []
+    for gk, g in enumerate(spec.groups):
+        id_key = keys[(g.continuity.id_source, g.continuity.id_type)] if g.continuity else None
+        per_check = [{tp: r for tp, r in check.ranges.items() if r[1] > r[0]} if check else {}
+                     for check in (g.continuity, g.counts, g.output_timing)]
+        for tp in sorted(set().union(*per_check)):
+            bounds = [b for ranges in per_check for b in ranges.get(tp, (None, None))]
+            tags.append((gk, tp.topic, tp.partition, index[tp], *bounds, id_key))
     return tags
 
 
 def read_ranges(spec: WaveSpec) -> Ranges:
     """Per partition, the smallest range holding every group's range on it: the wave reads each record once."""
     hull: Ranges = {}
-    for _, _, topic, partition, start, end, _ in range_tags(spec):
-        tp = TopicPartition(topic, partition)
-        lo, hi = hull.get(tp, (start, end))
-        hull[tp] = (min(lo, start), max(hi, end))
+    for tag in range_tags(spec):
+        tp = TopicPartition(tag[1], tag[2])
+        for start, end in zip(tag[4:10:2], tag[5:10:2], strict=True):
+            if start is not None:
+                lo, hi = hull.get(tp, (start, end))
+                hull[tp] = (min(lo, start), max(hi, end))
     return hull
 
 
@@ -486,115 +539,245 @@ def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:
 
 def run_wave(spark, spec: WaveSpec, read_text: Callable[[str], str] | None = None) -> list[GroupVerdicts]:
     """Every group's verdicts (in the wave's order; per group in the order offsets_preserved, lag,
-    record_continuity, partition_counts, as the single-group job)."""
-    found: dict[str, list[Verdict]] = {g.group_id: [] for g in spec.groups}
-    for group_id, verdict in _offsets_verdicts(spark, spec, read_text):
-        found[group_id].append(verdict)
-    for group_id, verdict in _lag_verdicts(spark, spec, read_text):
-        found[group_id].append(verdict)
-    for group_id, verdict in _record_verdicts(spark, spec):
-        found[group_id].append(verdict)
-    return [GroupVerdicts(g.group_id, tuple(found[g.group_id]), g.app) for g in spec.groups]
+    record_continuity, partition_counts, output_timing). The single-group job is a wave of one.
 
-
-def _offset_rows(group_id: str, snapshot: OffsetSnapshot, *label: str) -> list[tuple[Any, ...]]:
-    return [(*label, group_id, p.topic, p.partition, p.committed, p.log_start, p.log_end) for p in snapshot.partitions]
-
-
-def _by_group(rows: Iterable[Any]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        d = r.asDict()
-        out.setdefault(d["group_id"], []).append(d)
-    return out
-
-
-def _offsets_verdicts(spark, spec: WaveSpec, read_text) -> list[tuple[str, Verdict]]:
-    groups = [(g.group_id, g.offsets_preserved) for g in spec.groups if g.offsets_preserved]
-    if not groups:
-        return []
-    before, after = [], []
-    for group_id, o in groups:
-        before += _offset_rows(group_id, load_snapshot(o.before, read_text))
-        after += _offset_rows(group_id, load_snapshot(o.after, read_text))
-    joined = checks.offsets_joined(spark.createDataFrame(before, GROUP_OFFSET_SCHEMA),
-                                   spark.createDataFrame(after, GROUP_OFFSET_SCHEMA), keys=["group_id"])
-    rows = _by_group(joined.orderBy("group_id", "topic", "partition").collect())
-    return [(group_id, checks.offsets_verdict(rows.get(group_id, []), allow_advanced=o.allow_advanced))
-            for group_id, o in groups]
-
-
-def _lag_verdicts(spark, spec: WaveSpec, read_text) -> list[tuple[str, Verdict]]:
-    groups = [(g.group_id, g.lag) for g in spec.groups if g.lag]
-    if not groups:
-        return []
-    rows: list[tuple[Any, ...]] = []
-    for group_id, lag in groups:
-        rows += _offset_rows(group_id, load_snapshot(lag.after, read_text), "after")
-        if lag.before is not None:
-            rows += _offset_rows(group_id, load_snapshot(lag.before, read_text), "before")
-    collected = checks.lag_frame(spark.createDataFrame(rows, LAG_SCHEMA)).orderBy(
-        "group_id", "label", "topic", "partition").collect()
-    after_rows = _by_group(r for r in collected if r.label == "after")
-    before_rows = _by_group(r for r in collected if r.label == "before")
+    The snapshot checks need no Spark (a few rows per group, judged in the driver); every record check of
+    every group comes from one Spark job over the wave's records (:func:`record_figures`)."""
+    figures = record_figures(spark, spec) if spec.needs_records else {}
     out = []
-    for group_id, lag in groups:
-        verdict = checks.lag_verdict(after_rows.get(group_id, []), max_total_lag=lag.max_total_lag,
-                                     max_partition_lag=lag.max_partition_lag)
-        if lag.before is not None:
-            verdict = checks.with_lag_before(verdict, checks.lag_verdict(
-                before_rows.get(group_id, []), max_total_lag=sys.maxsize, label="before"))
-        out.append((group_id, verdict))
+    for gk, g in enumerate(spec.groups):
+        verdicts: list[Verdict] = []
+        if g.offsets_preserved:
+            o = g.offsets_preserved
+            verdicts.append(checks.offsets_verdict(checks.offsets_rows(load_snapshot(o.before, read_text),
+                                                                       load_snapshot(o.after, read_text)),
+                                                   allow_advanced=o.allow_advanced))
+        if g.lag:
+            lag = g.lag
+            verdict = checks.lag_verdict(checks.lag_rows(load_snapshot(lag.after, read_text)),
+                                         max_total_lag=lag.max_total_lag, max_partition_lag=lag.max_partition_lag)
+            if lag.before is not None:
+                verdict = checks.with_lag_before(verdict, checks.lag_verdict(
+                    checks.lag_rows(load_snapshot(lag.before, read_text)), max_total_lag=sys.maxsize, label="before"))
+            verdicts.append(verdict)
+        found = figures.get(gk) or RecordFigures()
+        if g.continuity:
+            verdicts.append(found.continuity_verdict(g.continuity))
+        if g.counts:
+            verdicts.append(checks.counts_verdict(found.counted, g.counts.ranges, explained_by=g.counts.explained_by))
+        if g.output_timing:
+            verdicts.append(found.timing_verdict(g.output_timing.max_gap_seconds))
+        out.append(GroupVerdicts(g.group_id, tuple(verdicts), g.app))
     return out
 
 
-def tagged_records(spark, spec: WaveSpec):
-    """``group_id, kind, topic, partition, offset, id``: every record of the wave's ranges, once per group and
-    check whose range holds it (``id`` from the group's id source for continuity, null for counts)."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+@dataclass
+class RecordFigures:
+    """What the pass over the wave's records found for one group: the inputs of its record verdicts."""
+
+    #: partition_counts: records per (topic, partition) inside the group's counts range
+    counted: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: record_continuity: records with an id, without one, the ids' bounds, extra copies over how many ids,
+    #: distinct ids inside the expected bounds, the first duplicated ids and the first gaps (first, last)
+    ids: int = 0
+    unparsable: int = 0
+    lo: int | None = None
+    hi: int | None = None
+    duplicates: int = 0
+    duplicated_ids: int = 0
+    inside: int = 0
+    listed_duplicates: list[int] = field(default_factory=list)
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+    #: output_timing: records, per (topic, partition) the longest gap and where it starts (ms), the records'
+    #: first and last timestamps (ms), records per timestamp type and per rate bucket (of ``width_ms``)
+    timed: int = 0
+    longest: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    first_ms: int | None = None
+    last_ms: int | None = None
+    timestamp_types: Counter[str] = field(default_factory=Counter)
+    buckets: dict[int, int] = field(default_factory=dict)
+    width_ms: int = 1000
+
+    def add(self, r: Any, partitions: Sequence[TopicPartition]) -> None:
+        """Add one row of :func:`record_figures`' result (a group's partition, its ids, a listed id or gap,
+        or a rate bucket)."""
+        if r.role == 1:  # an output-rate bucket
+            self.buckets[int(r.bucket)] = int(r.nt)
+            self.width_ms = int(r.width)
+        elif r.g_kind == 0:  # a partition's counted and timed records
+            tp = partitions[r.g_pk]
+            at = (tp.topic, tp.partition)
+            self.counted[at] = self.counted.get(at, 0) + int(r.n or 0)
+            if r.nt:
+                self.timed += int(r.nt)
+                for kind, count in ((0, r.t0), (1, r.t1), (-1, r.nt - r.t0 - r.t1)):
+                    if count:
+                        self.timestamp_types[checks.TIMESTAMP_TYPES.get(kind, str(kind))] += int(count)
+                self.first_ms = r.first if self.first_ms is None else min(self.first_ms, r.first)
+                self.last_ms = r.last if self.last_ms is None else max(self.last_ms, r.last)
+            if r.max_gap is not None and r.gap_at is not None:
+                self.longest[at] = (int(r.max_gap), int(r.gap_at))
+        else:  # a group's ids (one row, and one per listed duplicated id or gap)
+            self.ids += int(r.ids or 0)
+            self.unparsable += int(r.unparsable or 0)
+            self.duplicates += int(r.duplicates or 0)
+            self.duplicated_ids += int(r.duplicated_ids or 0)
+            self.inside += int(r.inside or 0)
+            if r.lo is not None:
+                self.lo = r.lo if self.lo is None else min(self.lo, r.lo)
+                self.hi = r.hi if self.hi is None else max(self.hi, r.hi)
+            if r.listed_dup:
+                self.listed_duplicates.append(int(r.item))
+            if r.listed_gap:
+                self.gaps.append((int(r.gap_prev) + 1, int(r.item) - 1))
+
+    def continuity_verdict(self, check: ContinuityCheck) -> Verdict:
+        lo = check.expected_min if check.expected_min is not None else self.lo
+        hi = check.expected_max if check.expected_max is not None else self.hi
+        missing = 0 if lo is None or hi is None else max(0, hi - lo + 1 - self.inside)
+        return checks.continuity_verdict(
+            records=self.ids, unparsable=self.unparsable, duplicates=self.duplicates,
+            duplicated_ids=self.duplicated_ids, listed_duplicates=sorted(self.listed_duplicates)[:MAX_LISTED],
+            lo=lo, hi=hi, missing_ids=missing,
+            listed_missing=checks.missing_from_gaps(sorted(self.gaps)) if missing else [],
+            allowed_duplicates=check.allowed_duplicates)
+
+    def timing_verdict(self, max_gap_seconds: float | None) -> Verdict:
+        partitions = [{"partition": f"{topic}:{partition}", "seconds": gap / 1000, "started_at": start / 1000,
+                       "ended_at": (start + gap) / 1000}
+                      for (topic, partition), (gap, start) in sorted(self.longest.items())]
+        rate: list[tuple[float, float]] = []
+        if self.timed and self.first_ms is not None:
+            # every bucket from the first record to the last, 0 where none was written (the gap is in the line)
+            rate = [((self.first_ms + b * self.width_ms) / 1000, self.buckets.get(b, 0) / (self.width_ms / 1000))
+                    for b in range(max(self.buckets, default=-1) + 1)]
+        return checks.timing_verdict(partitions, rate, records=self.timed, timestamp_types=dict(self.timestamp_types),
+                                     max_gap_seconds=max_gap_seconds)
+
+
+#: the rows the pass aggregates (see :func:`record_figures`); ``tN`` counts timed records of timestamp type N
+_ROW_SCHEMA = "gk int, kind int, pk int, v long, n long, nt long, t0 long, t1 long, nc long"
+
+
+def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
+    """Every record check of every group of the wave in one Spark job: each partition's range is read once
+    (one task per Kafka partition), and one collect brings back a few rows per group and partition.
+
+    How: each record is tagged with the groups whose ranges hold it (a broadcast join on topic and
+    partition) and becomes at most two rows, grouped by built-in aggregations (no Python per record):
+
+    * kind 0, per ``(group, partition, timestamp)``: records in the counts range (``n``) and in the
+      output-timing range (``nt``, keyed by their timestamp, counted per timestamp type; a counts-only
+      record has no timestamp key);
+    * kind 1, per ``(group, id)``: records of the continuity range with that id (``nc``; the null id
+      counts the records without one), plus a sentinel row without records (``nc`` 0) at
+      ``expected_min - 1`` and one at ``expected_max + 1`` when the group gives them.
+
+    Those rows are shuffled once, by group, and sorted by ``(group, kind, partition, value)``; window
+    functions over that one order find the gaps between consecutive timestamps of a partition and between
+    consecutive ids of a group, and rank the duplicated ids and the id gaps; a final aggregation gives per
+    group and partition the counts, the longest gap and where it starts, per group the id figures (the
+    first MAX_LISTED duplicated ids and gaps as rows of their own) and the output rate per bucket.
+    """
+    from pyspark.sql import Window  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    from pyspark.sql import functions as F  # noqa: PLC0415
 
     # optional dependency: the reader module defines a pyspark data source at import (the [spark] extra)
     from airflow_provider_kip848.spark.reader import read_kafka  # noqa: PLC0415
 
-    records = read_kafka(spark, spec.settings(), read_ranges(spec), backend=spec.reader)
+    col, lit = F.col, F.lit
+    partitions = read_partitions(spec)
+    records = read_kafka(spark, spec.settings(), read_ranges(spec), backend=spec.reader, headers=False)
     tags = F.broadcast(spark.createDataFrame(range_tags(spec), TAG_SCHEMA))
-    joined = records.join(tags, (records["topic"] == tags["t_topic"]) & (records["partition"] == tags["t_partition"])
-                          & (records["offset"] >= tags["t_start"]) & (records["offset"] < tags["t_end"]))
-    ident = F.lit(None).cast("long")
+    tagged = records.join(tags, (records["topic"] == tags["t_topic"]) & (records["partition"] == tags["t_partition"]))
+
+    def within(check: str) -> Any:
+        return F.coalesce((col("offset") >= col(f"{check}_start")) & (col("offset") < col(f"{check}_end")), lit(False))
+
+    ident = lit(None).cast("long")
     for key, (source, id_type) in enumerate(id_sources(spec)):
-        ident = F.when(F.col("id_key") == key, checks.id_column(source, id_type).cast("long")).otherwise(ident)
-    return joined.select("group_id", "kind", "topic", "partition", "offset", ident.alias("id"))
+        ident = F.when(col("id_key") == key, checks.id_column(source, id_type).cast("long")).otherwise(ident)
+    c, n, t = within("c"), within("n"), within("t")
+    zero, one = lit(0).cast("long"), lit(1).cast("long")
+    as_counts = F.when(n | t, F.struct(
+        lit(0).alias("kind"), col("pk"), F.when(t, F.unix_millis(col("timestamp"))).alias("v"),
+        n.cast("long").alias("n"), t.cast("long").alias("nt"),
+        (t & (col("timestampType") == 0)).cast("long").alias("t0"),
+        (t & (col("timestampType") == 1)).cast("long").alias("t1"), zero.alias("nc")))
+    as_id = F.when(c, F.struct(lit(1).alias("kind"), lit(None).cast("int").alias("pk"), ident.alias("v"),
+                               zero.alias("n"), zero.alias("nt"), zero.alias("t0"), zero.alias("t1"), one.alias("nc")))
+    rows = (tagged.select("gk", F.explode(F.array(as_counts, as_id)).alias("r")).where(col("r").isNotNull())
+            .select("gk", "r.*"))
 
+    groups = len(spec.groups)
+    bounds = {gk: (g.continuity.expected_min, g.continuity.expected_max)
+              for gk, g in enumerate(spec.groups) if g.continuity}
+    sentinels = [(gk, 1, None, v, 0, 0, 0, 0, 0) for gk, (lo, hi) in bounds.items()
+                 for v in (None if lo is None else lo - 1, None if hi is None else hi + 1) if v is not None]
+    if sentinels:
+        rows = rows.unionByName(spark.createDataFrame(sentinels, _ROW_SCHEMA))
 
-def _record_verdicts(spark, spec: WaveSpec) -> list[tuple[str, Verdict]]:
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    def per_group(values: Sequence[int | None]) -> Any:  # a group's constant, by its index (no join)
+        if all(v is None for v in values):
+            return lit(None).cast("long")
+        return F.array(*[lit(v).cast("long") for v in values])[col("gk")]
 
-    if not spec.needs_records:
-        return []
-    tagged = tagged_records(spark, spec).cache()
-    try:
-        continuity = {g.group_id: g.continuity for g in spec.groups if g.continuity}
-        judged: dict[str, Verdict] = {}
-        if continuity:
-            judged = checks.record_continuity_by_group(
-                tagged.where(F.col("kind") == CONTINUITY).select("group_id", "id"),
-                {g: (c.expected_min, c.expected_max) for g, c in continuity.items()},
-                {g: c.allowed_duplicates for g, c in continuity.items()})
-        counted: dict[str, dict[tuple[str, int], int]] = {}
-        if any(g.counts for g in spec.groups):
-            for r in (tagged.where(F.col("kind") == COUNTS).groupBy("group_id", "topic", "partition")
-                      .agg(F.count("*").alias("n")).collect()):
-                counted.setdefault(r.group_id, {})[(r.topic, r.partition)] = r.n
-        out = []
-        for g in spec.groups:
-            if g.continuity:
-                out.append((g.group_id, judged[g.group_id]))
-            if g.counts:
-                out.append((g.group_id, checks.counts_verdict(counted.get(g.group_id, {}), g.counts.ranges,
-                                                              explained_by=g.counts.explained_by)))
-        return out
-    finally:
-        tagged.unpersist()
+    lo_b = per_group([bounds.get(gk, (None, None))[0] for gk in range(groups)])
+    hi_b = per_group([bounds.get(gk, (None, None))[1] for gk in range(groups)])
+
+    # one shuffle: every row of a group in one task; aggregated there by key (records with the same id or
+    # timestamp become one row), then one sort serves every window below
+    keyed = rows.repartition("gk").groupBy("gk", "kind", "pk", "v").agg(
+        *[F.sum(k).alias(k) for k in ("n", "nt", "t0", "t1", "nc")])
+    v, prev = col("v"), col("prev")
+    ordered = Window.partitionBy("gk", "kind", "pk").orderBy("v")
+    running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole_partition = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    whole_group = Window.partitionBy("gk", "kind").orderBy("pk", "v").rowsBetween(
+        Window.unboundedPreceding, Window.unboundedFollowing)
+    timing = (col("kind") == 0) & v.isNotNull()
+    ids = (col("kind") == 1) & (col("nc") > 0)  # not a sentinel's row
+    dup = ids & v.isNotNull() & (col("nc") > 1)
+    gap = ((col("kind") == 1) & prev.isNotNull() & (v - prev > 1) & (lo_b.isNull() | (prev >= lo_b - 1))
+           & (hi_b.isNull() | (v <= hi_b + 1)))
+    stepped = keyed.select("*", F.lag("v").over(ordered).alias("prev"),
+                           F.min(F.when(timing, v)).over(whole_group).alias("first"),
+                           F.max(F.when(timing, v)).over(whole_group).alias("last"))
+    # a partition's gaps between consecutive timestamps; two records of one millisecond: a gap of 0
+    walked = stepped.select(
+        "*", F.sum(dup.cast("int")).over(running).alias("dup_rank"),
+        F.sum(gap.cast("int")).over(running).alias("gap_rank"),
+        F.when(timing & prev.isNotNull(), v - prev).when(timing & (col("nt") > 1), 0).alias("cand_gap"),
+        F.when(timing & prev.isNotNull(), prev).when(timing & (col("nt") > 1), v).alias("cand_at"))
+    walked = walked.select("*", F.max("cand_gap").over(whole_partition).alias("max_gap"))
+    width = lit(1000) * (F.floor((col("last") - col("first")) / 1000 / checks.MAX_RATE_BUCKETS) + 1)
+    listed_dup = dup & (col("dup_rank") <= MAX_LISTED)
+    listed_gap = gap & (col("gap_rank") <= MAX_LISTED)
+    # each row once as itself (role 0); a timed record's row once more for its rate bucket (role 1)
+    roles = walked.select("*", F.explode(F.when(timing, F.array(lit(0), lit(1))).otherwise(F.array(lit(0))))
+                          .alias("role"))
+    mine = col("role") == 0
+    figures = roles.groupBy(
+        "gk", "role", F.when(mine, col("kind")).alias("g_kind"), F.when(mine, col("pk")).alias("g_pk"),
+        F.when(mine & (listed_dup | listed_gap), v).alias("item"),
+        F.when(~mine, F.floor((v - col("first")) / width)).alias("bucket"),
+    ).agg(
+        F.sum("n").alias("n"), F.sum("nt").alias("nt"), F.sum("t0").alias("t0"), F.sum("t1").alias("t1"),
+        F.min(F.when(timing, v)).alias("first"), F.max(F.when(timing, v)).alias("last"),
+        F.max("cand_gap").alias("max_gap"),
+        F.min(F.when(col("cand_gap") == col("max_gap"), col("cand_at"))).alias("gap_at"),
+        F.sum(F.when(ids & v.isNotNull(), col("nc"))).alias("ids"),
+        F.sum(F.when(ids & v.isNull(), col("nc"))).alias("unparsable"),
+        F.min(F.when(ids, v)).alias("lo"), F.max(F.when(ids, v)).alias("hi"),
+        F.sum(F.when(dup, col("nc") - 1)).alias("duplicates"), F.count(F.when(dup, 1)).alias("duplicated_ids"),
+        F.count(F.when(ids & v.isNotNull() & (lo_b.isNull() | (v >= lo_b)) & (hi_b.isNull() | (v <= hi_b)), 1))
+        .alias("inside"),
+        F.max(listed_dup.cast("int")).alias("listed_dup"), F.max(listed_gap.cast("int")).alias("listed_gap"),
+        F.max(F.when(listed_gap, prev)).alias("gap_prev"), F.max(width).alias("width"))
+    found: dict[int, RecordFigures] = {}
+    for r in figures.collect():
+        found.setdefault(r.gk, RecordFigures()).add(r, partitions)
+    return found
 
 
 def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[str], str] | None = None

@@ -19,7 +19,7 @@ from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.spark import wave
 from airflow_provider_kip848.spark.job import run_spec
-from airflow_provider_kip848.testing.clients import consume, create_topics
+from airflow_provider_kip848.testing.clients import consume, create_topics, read_topic
 from airflow_provider_kip848.testing.spark_cluster import _get_json
 from tests.conftest import wait_until
 
@@ -96,7 +96,8 @@ def planted_wave(native, bootstrap, unique, tmp_path):
          "lag": {"before": snaps["ok"], "after": snaps["ok"], "max_total_lag": 0},
          "continuity": {"between": [empty_a, after_a], "id_source": "json:id", "expected_min": 0,
                         "expected_max": 599},
-         "counts": {"between": [empty_a, after_a]}},
+         "counts": {"between": [empty_a, after_a]},
+         "output_timing": {"between": [empty_a, after_a]}},
         {"group_id": unique("g-slice"), "continuity": {"ranges": {f"{a}:1": [50, 150]}, "id_source": "key"},
          "counts": {"ranges": {f"{a}:1": [50, 150], f"{a}:2": [0, 0]}}},
         {"group_id": unique("g-faults"), "continuity": {"between": [empty_b, after_b], "id_source": "json:id",
@@ -126,6 +127,49 @@ def test_a_wave_judges_each_group_as_the_single_group_job_does(spark, planted_wa
         assert {o.get("missing_id") for o in faults.offending} - {None} == {17, 256, 257}
         overall = wave.overall_verdict(judged)
         assert not overall.passed and overall.counts["failed"] == 4
+
+
+def _longest_gaps(records):
+    """Per partition the longest interval between consecutive records by timestamp (ms), the earliest of equal
+    ones: what output_timing reports, computed here from the records a plain consumer read."""
+    by_partition: dict[str, list[tuple[int, int]]] = {}
+    for r in records:
+        by_partition.setdefault(f"{r.topic}:{r.partition}", []).append((round(r.timestamp * 1000), r.offset))
+    out = []
+    for name, stamps in by_partition.items():
+        stamps.sort()
+        gap, start = max(((b[0] - a[0], -a[0]) for a, b in zip(stamps, stamps[1:], strict=False)))
+        out.append({"partition": name, "seconds": gap / 1000, "started_at": -start / 1000,
+                    "ended_at": (gap - start) / 1000})
+    return sorted(out, key=lambda p: (-p["seconds"], p["partition"]))
+
+
+def test_the_single_group_job_is_a_wave_of_one_with_the_same_checks_output_timing_included(
+        spark, planted_wave, bootstrap, tmp_path):
+    """One path: a group's checks have the same names alone and in a wave, output_timing among them; the wave's
+    report carries the output timing, and its gaps are the ones the records a plain consumer reads show."""
+    raw = planted_wave["groups"][0]  # g-ok: every check
+    alone = run_spec(spark, {"bootstrap_servers": bootstrap, **{k: v for k, v in raw.items()
+                                                                  if k not in ("group_id", "app")}})
+    report = wave.run({**planted_wave, "output_dir": str(tmp_path / "wave")}, spark)
+    written = json.loads(Path(report["files"]["json"]).read_text())
+    (in_wave,) = [g for g in written["groups"] if g["group_id"] == raw["group_id"]]
+    names = [v["check"] for v in in_wave["verdicts"]]
+    assert names == [v.check for v in alone] == [
+        "offsets_preserved", "lag", "record_continuity", "partition_counts", "output_timing"]
+    timing = in_wave["verdicts"][-1]
+    assert timing == json.loads(json.dumps(alone[-1].to_dict()))
+    assert timing["passed"] and timing["counts"] == {"records": 600, "partitions": 3}
+    topic = next(iter(raw["output_timing"]["between"][1])).rpartition(":")[0]
+    records = read_topic(bootstrap, topic, until=lambda got: len(got) >= 600)
+    assert len(records) == 600
+    assert timing["data"]["partitions"] == _longest_gaps(records)
+    assert timing["data"]["longest"] == timing["data"]["partitions"][0]
+    assert sum(v for _, v in timing["data"]["rate"]) == 600, "1-second buckets: records per second add up"
+    assert timing["data"]["timestamp_types"] == {"CreateTime": 600}
+    # the groups without an output_timing section are not given one
+    assert all(v["check"] != "output_timing" for g in written["groups"] if g["group_id"] != raw["group_id"]
+               for v in g["verdicts"])
 
 
 # -- the operator in its three modes, and the deferred wait on the master's REST server ------------------

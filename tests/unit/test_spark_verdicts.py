@@ -42,6 +42,26 @@ def test_offsets_verdict_counts_each_status_and_fails_on_lost_progress():
     assert checks.offsets_verdict([]).passed
 
 
+def test_offsets_rows_join_two_snapshots_by_partition_with_a_status_each():
+    before = snapshot("g", {("b", 0): 10, ("a", 1): 10, ("a", 0): 10, ("a", 2): 5, ("c", 0): None, ("d", 0): None})
+    after = snapshot("g", {("a", 0): 10, ("a", 1): 12, ("b", 0): 7, ("c", 0): 4, ("d", 0): None, ("e", 0): 1})
+    rows = checks.offsets_rows(before, after)
+    assert [(r["topic"], r["partition"], r["before"], r["after"], r["status"]) for r in rows] == [
+        ("a", 0, 10, 10, "equal"), ("a", 1, 10, 12, "advanced"), ("a", 2, 5, None, "missing"),
+        ("b", 0, 10, 7, "regressed"), ("c", 0, None, 4, "new"), ("d", 0, None, None, "none"), ("e", 0, None, 1, "new")]
+    assert checks.offsets_verdict(rows).counts == {"equal": 1, "advanced": 1, "regressed": 1, "missing": 1, "new": 2}
+
+
+def test_lag_rows_a_partition_without_a_commit_lags_by_its_whole_log():
+    parts = (PartitionOffsets("t", 1, 40, 0, 100), PartitionOffsets("t", 0, None, 20, 100),
+             PartitionOffsets("t", 2, 120, 0, 100), PartitionOffsets("t", 3, 5, 0, None),
+             PartitionOffsets("t", 4, None, None, None))
+    snap = OffsetSnapshot("cluster-1", "g", "classic", "Stable", "2026-11-25T09:00:00+00:00", parts)
+    assert checks.lag_rows(snap) == [{"topic": "t", "partition": 0, "lag": 80}, {"topic": "t", "partition": 1, "lag": 60},
+                                     {"topic": "t", "partition": 2, "lag": 0}, {"topic": "t", "partition": 3, "lag": 0},
+                                     {"topic": "t", "partition": 4, "lag": None}]
+
+
 def test_lag_verdict_total_and_per_partition_limits_and_before():
     rows = [{"topic": "t", "partition": 0, "lag": 3}, {"topic": "t", "partition": 1, "lag": None},
             {"topic": "t", "partition": 2, "lag": 9}]
@@ -115,7 +135,8 @@ def wave_dict(**overrides) -> dict:
              "counts": {"between": [{"out:0": {"log_start": 0, "log_end": 0}},
                                     {"out:0": {"log_start": 0, "log_end": 100}}]}},
             {"group_id": "g2", "counts": {"ranges": {"out:0": [50, 150], "other:0": [0, 0]},
-                                          "explained_by": "compaction"}},
+                                          "explained_by": "compaction"},
+             "output_timing": {"ranges": {"out:0": [100, 200]}, "max_gap_seconds": "2.5"}},
             {"group_id": "g3", "continuity": {"ranges": {"out2:0": [0, 10]}, "id_source": "key", "id_type": "int"}},
         ],
     }
@@ -130,7 +151,8 @@ def test_a_wave_spec_reads_each_groups_checks_and_round_trips():
     assert g1.checks == ("offsets_preserved", "lag", "continuity", "counts") and g1.app == "orders"
     assert isinstance(g1.offsets_preserved.before, OffsetSnapshot) and g1.offsets_preserved.after.endswith(".json")
     assert g1.counts.ranges == {TP("out", 0): (0, 100)}, "between two captures: what was written in between"
-    assert g2.checks == ("counts",) and g2.counts.explained_by == "compaction"
+    assert g2.checks == ("counts", "output_timing") and g2.counts.explained_by == "compaction"
+    assert g2.output_timing == wave.TimingCheck({TP("out", 0): (100, 200)}, 2.5)
     assert g3.continuity.id_type == "int" and g3.continuity.expected_min is None
     assert spec.needs_records and spec.settings().bootstrap_servers == "127.0.0.1:9092"
     again = wave.WaveSpec.from_dict(json.loads(json.dumps(spec.to_dict())))
@@ -154,6 +176,9 @@ def test_a_wave_spec_reads_each_groups_checks_and_round_trips():
     ({"groups": [{"group_id": "g1", "counts": {"ranges": {"t:0": [9, 3]}}}]}, "0 <= start <= end"),
     ({"groups": [{"group_id": "g1", "counts": {"ranges": {"t:x": [0, 3]}}}]}, "bad ranges"),
     ({"groups": [{"group_id": "g1", "counts": {"ranges": {}, "explained_by": "retention"}}]}, "explained_by"),
+    ({"groups": [{"group_id": "g1", "output_timing": {"ranges": {}, "max_gap": 3}}]}, "unknown keys"),
+    ({"groups": [{"group_id": "g1", "output_timing": {"ranges": {}, "max_gap_seconds": -1}}]}, "max_gap_seconds"),
+    ({"groups": [{"group_id": "g1", "output_timing": {}}]}, "needs 'ranges' or 'between'"),
     ({"groups": [{"group_id": "g1", "continuity": {"ranges": {}, "id_source": "header"}}]}, "id_source"),
     ({"groups": [{"group_id": "g1", "continuity": {"ranges": {}, "id_type": "string"}}]}, "id_type"),
     ({"groups": [{"group_id": "g1", "continuity": {"ranges": {}, "allowed_duplicates": -1}}]}, "allowed_duplicates"),
@@ -189,15 +214,18 @@ def test_inline_snapshots_replaces_every_path_by_its_snapshot():
     assert "/snaps/" not in text and wave.WaveSpec.from_dict(json.loads(text)) == spec
 
 
-def test_the_wave_reads_each_partition_once_and_tags_records_per_group_and_check():
+def test_the_wave_reads_each_partition_once_and_tags_records_per_group_and_partition():
     spec = wave.WaveSpec.from_dict(wave_dict())
     assert wave.id_sources(spec) == [("json:id", "long"), ("key", "int")]
-    tags = wave.range_tags(spec)
-    assert ("g1", "continuity", "out", 0, 0, 100, 0) in tags and ("g1", "continuity", "out", 1, 5, 50, 0) in tags
-    assert ("g1", "counts", "out", 0, 0, 100, None) in tags and ("g2", "counts", "out", 0, 50, 150, None) in tags
-    assert ("g3", "continuity", "out2", 0, 0, 10, 1) in tags
-    assert not any(t[2] == "other" for t in tags), "an empty range reads nothing"
-    assert wave.read_ranges(spec) == {TP("out", 0): (0, 150), TP("out", 1): (5, 50), TP("out2", 0): (0, 10)}
+    assert wave.read_partitions(spec) == [TP("out", 0), TP("out", 1), TP("out2", 0)]
+    # (gk, topic, partition, pk, continuity range, counts range, output-timing range, id source)
+    assert wave.range_tags(spec) == [
+        (0, "out", 0, 0, 0, 100, 0, 100, None, None, 0),
+        (0, "out", 1, 1, 5, 50, None, None, None, None, 0),
+        (1, "out", 0, 0, None, None, 50, 150, 100, 200, None),
+        (2, "out2", 0, 2, 0, 10, None, None, None, None, 1),
+    ], "an empty range (other:0) reads nothing"
+    assert wave.read_ranges(spec) == {TP("out", 0): (0, 200), TP("out", 1): (5, 50), TP("out2", 0): (0, 10)}
 
 
 # -- the verdicts of a wave ---------------------------------------------------------------------------
