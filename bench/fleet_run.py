@@ -282,9 +282,14 @@ class Approver(threading.Thread):
     """Approves every open Human-in-the-loop request of the DAG through the api-server's REST API, as soon
     as it sees it (polling every ``poll`` s); records when each was created, seen and answered."""
 
-    def __init__(self, base_url: str, poll: float = 0.3, dag_ids: tuple[str, ...] = (DAG_ID, SINGLE_DAG_ID)) -> None:
+    def __init__(self, base_url: str, poll: float = 0.3, dag_ids: tuple[str, ...] = (DAG_ID, SINGLE_DAG_ID),
+                 min_open_s: float = 1.0) -> None:
         super().__init__(daemon=True, name="approver")
         self.base_url, self.poll, self.dag_ids = base_url.rstrip("/"), poll, dag_ids
+        #: an answer only once the request is awaiting input and at least this old: Airflow 3.3.2 stranded a
+        #: fleet wave's approval in awaiting_input when it was answered 0.1 s after it was created (its trigger
+        #: gone, the task never resumed); a person never answers that fast
+        self.min_open_s = min_open_s
         self.answered: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.stop_flag = threading.Event()
@@ -312,7 +317,9 @@ class Approver(threading.Thread):
         for detail in pending.get("hitl_details", []):
             ti = detail["task_instance"]
             key = (dag_id, ti["dag_run_id"], ti["task_id"], ti.get("map_index", -1), ti.get("try_number"))
-            if key in done:
+            created = _parse_time(detail.get("created_at"))
+            if key in done or ti.get("state") not in (None, "awaiting_input") or (
+                    created is not None and time.time() - created < self.min_open_s):
                 continue
             seen = time.time()
             answer = self._call("PATCH", f"/dags/{dag_id}/dagRuns/{ti['dag_run_id']}/taskInstances/"
