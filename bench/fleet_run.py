@@ -885,6 +885,8 @@ def main() -> None:
             print(f"  (approver: transient REST errors seen: {approver.errors[:3]})")
         ok = True
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second signal must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
         for thread in (approver, sampler):
             if thread is not None:
                 thread.stop()
