@@ -41,7 +41,7 @@ from airflow_provider_kip848.controllers import ApplicationStatus, ControllerErr
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
 from airflow_provider_kip848.engine.offsets import compare_with_snapshot, restore_lost_offsets, write_snapshot
-from airflow_provider_kip848.engine.state import ARRIVALS, CHANGING_STEPS, WAITS, MoveState, Step, path_of, wait_stage
+from airflow_provider_kip848.engine.state import ARRIVALS, WAITS, MoveState, Step, path_of, wait_stage
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, ApplicationResult, GroupOutcome, StepRecord
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import instances_verdict, liveness_window, named_controller
@@ -51,6 +51,7 @@ from airflow_provider_kip848.kafka.arguments import require_group_id
 from airflow_provider_kip848.kafka.errors import GroupNotFound, InvalidArgument, Kip848Error, ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock
 from airflow_provider_kip848.kafka.rules.conditions import (
+    UNAVAILABLE_LIMIT_S,
     GroupCondition,
     advance_staged,
     is_live,
@@ -337,7 +338,7 @@ class ApplicationMove:
             with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
                 evaluate = partial(evaluate_condition, hook.get_conn())
                 for entry in entries:
-                    outcome = advance_staged(entry, evaluate, 300.0, self.log, time.time)
+                    outcome = advance_staged(entry, evaluate, UNAVAILABLE_LIMIT_S, self.log, time.time)
                     if outcome != "waiting":
                         return
         except Exception as exc:  # noqa: BLE001 - not established here: the trigger waits for it
@@ -639,10 +640,4 @@ class ApplicationMove:
         return tuple(outcomes)
 
 
-def changed(result: Mapping[str, Any]) -> bool:
-    """The application was touched (stopped, rolled or started): a failure from there needs the way back."""
-    return any(s.get("step") in CHANGING_STEPS for s in result.get("steps") or [])
-
-
-__all__ = ["ApplicationMove", "Finished", "MoveSettings", "NotYet", "StepFailed", "Unit", "UnitGroup", "Waiting",
-           "changed"]
+__all__ = ["ApplicationMove", "Finished", "MoveSettings", "NotYet", "StepFailed", "Unit", "UnitGroup", "Waiting"]

@@ -15,7 +15,7 @@ worker picks the move up where it stands instead of starting it again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -67,6 +67,12 @@ WAITS = frozenset({Step.WAIT_EMPTY, Step.WAIT_MIGRATED, Step.WAIT_LAG, Step.WAIT
 CHANGING_STEPS = frozenset({Step.STOP, Step.ROLL, Step.START, Step.START_BACK})
 #: the waits whose end means the application is back on a protocol (the end of the processing gap)
 ARRIVALS = frozenset({Step.WAIT_MIGRATED, Step.WAIT_BACK})
+
+
+def touched(steps: Iterable[StepRecord]) -> bool:
+    """Whether a step that changes the application (stop, roll, start) ran: a move that failed after one needs
+    the way back; one that failed before (e.g. its lock refused) left the application as it was."""
+    return any(s.step in CHANGING_STEPS for s in steps)
 
 
 def path_of(kind: str, path: str) -> tuple[Step, ...]:
@@ -145,8 +151,8 @@ class MoveState:
         return steps[self.position] if self.position < len(steps) else None
 
     def changed(self) -> bool:
-        """Whether a step that changes the application ran (a failure from there on needs the way back)."""
-        return any(s.step in CHANGING_STEPS for s in self.steps)
+        """Whether a step that changes the application ran (:func:`touched`)."""
+        return touched(self.steps)
 
     def record(self, step: Step, started: float | None, ended: float, *, ok: bool, detail: str,
                group_id: str | None = None) -> StepRecord:
@@ -201,4 +207,5 @@ class MoveState:
                    result=dict(result) if result is not None else None)
 
 
-__all__ = ["ARRIVALS", "CHANGING_STEPS", "PATHS", "WAITS", "MovePath", "MoveState", "Step", "path_of", "wait_stage"]
+__all__ = ["ARRIVALS", "CHANGING_STEPS", "PATHS", "WAITS", "MovePath", "MoveState", "Step", "path_of", "touched",
+           "wait_stage"]

@@ -44,8 +44,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveSettings, Unit, Waiting, changed
-from airflow_provider_kip848.engine.state import CHANGING_STEPS, WAITS, MoveState
+from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveSettings, Unit, Waiting
+from airflow_provider_kip848.engine.state import MoveState
 from airflow_provider_kip848.fleet.names import RESULT_KEY
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK
 from airflow_provider_kip848.kafka.arguments import parse_number
@@ -154,4 +154,4 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         return result
 
 
-__all__ = ["CHANGING_STEPS", "RESULT_KEY", "WAITS", "KafkaApplicationMigrationOperator", "changed"]
+__all__ = ["RESULT_KEY", "KafkaApplicationMigrationOperator"]

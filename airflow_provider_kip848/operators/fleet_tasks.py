@@ -26,7 +26,8 @@ from airflow_provider_kip848.changecontrol.artifacts import artifact_root, optio
 from airflow_provider_kip848.changecontrol.report import task_states
 from airflow_provider_kip848.controllers import ControllerRefused
 from airflow_provider_kip848.controllers.registry import ControllerRegistry
-from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit, changed
+from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit
+from airflow_provider_kip848.engine.state import touched
 from airflow_provider_kip848.fleet import ErrorBudget, OwnershipMap, Wave, WaveVerdict, plan_waves, select
 from airflow_provider_kip848.fleet.names import (
     APPROVAL,
@@ -45,7 +46,7 @@ from airflow_provider_kip848.fleet.names import (
     WAVE_VERDICTS_KEY,
     wave_task,
 )
-from airflow_provider_kip848.fleet.results import ApplicationResult, WaveRecord, apply_validation
+from airflow_provider_kip848.fleet.results import MIGRATE, ApplicationResult, WaveRecord, apply_validation
 from airflow_provider_kip848.fleet.waves import MIGRATED
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.api import take_snapshot
@@ -296,7 +297,7 @@ def recorded_results(number: int, units: list[dict] | None, results: list[Applic
         if raw.get("app") in have:
             continue
         try:
-            move = ApplicationMove(Unit.from_dict(raw), "migrate",
+            move = ApplicationMove(Unit.from_dict(raw), MIGRATE,
                                    MoveSettings(kafka_conn_id=params["kafka_conn_id"], snapshot_dir=snapshot_dir),
                                    context=context, task_id=wave_task(number, MIGRATE_TASK), log=log)
             state = move.recorded()
@@ -349,7 +350,7 @@ def judge_step(number: int, snapshot_dir: str, params: dict, context: dict) -> d
         types_after = {}
     by_app = {r.app: r for r in results}
     back = [u for u in units if u["app"] in verdict.failed_apps
-            and (u["app"] not in by_app or changed(by_app[u["app"]].to_dict()))]
+            and (u["app"] not in by_app or touched(by_app[u["app"]].steps))]
     ti.xcom_push(key=ROLLBACK_UNITS_KEY, value=back)
     record = WaveRecord(number=number, canary=ran.canary, wave_hash=ran.wave_hash, apps=ran.apps,
                         group_ids=ran.group_ids, results=tuple(results), verdict=verdict,

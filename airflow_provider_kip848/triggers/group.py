@@ -23,7 +23,13 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import settings_from_connection
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState, follow, follow_failure
+from airflow_provider_kip848.kafka.rules.conditions import (
+    UNAVAILABLE_LIMIT_S,
+    GroupCondition,
+    WaitState,
+    follow,
+    follow_failure,
+)
 
 
 class KafkaGroupConditionTrigger(BaseTrigger):
@@ -47,7 +53,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         timeout_at: float | None = None,
         remove_members_at: float | None = None,
         polls_before: int = 0,
-        unavailable_limit_s: float = 300.0,
+        unavailable_limit_s: float = UNAVAILABLE_LIMIT_S,
         carry: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()

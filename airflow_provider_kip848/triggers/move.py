@@ -32,7 +32,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import settings_from_connection
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.rules.conditions import advance_staged, pending_condition
+from airflow_provider_kip848.kafka.rules.conditions import UNAVAILABLE_LIMIT_S, advance_staged, pending_condition
 
 
 class KafkaMoveTrigger(BaseTrigger):
@@ -52,7 +52,8 @@ class KafkaMoveTrigger(BaseTrigger):
     """
 
     def __init__(self, *, kafka_conn_id: str, waits: list[dict[str, Any]], poll_interval: float = 5.0,
-                 remove_members_at: float | None = None, polls_before: int = 0, unavailable_limit_s: float = 300.0,
+                 remove_members_at: float | None = None, polls_before: int = 0,
+                 unavailable_limit_s: float = UNAVAILABLE_LIMIT_S,
                  carry: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id

@@ -25,6 +25,8 @@ from airflow_provider_kip848.kafka.model import (
 )
 
 KINDS = ("state", "type", "migrated", "lag", "empty")
+#: how long a wait rides out a coordinator that stays unavailable (a partition that never loads) before it fails
+UNAVAILABLE_LIMIT_S = 300.0
 
 
 @dataclass(frozen=True)
