@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -179,6 +180,29 @@ class ApplicationMove:
             raise InvalidArgument(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
         self.unit, self.kind, self.settings = unit, kind, settings
         self.context, self.task_id, self.log = context, task_id, log
+        self._hook: KafkaGroupAdminHook | None = None
+
+    # -- one admin client per task process ---------------------------------------------------------
+
+    def __enter__(self) -> ApplicationMove:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the admin client the steps shared (the next task process makes its own)."""
+        if self._hook is not None:
+            self._hook.close()
+            self._hook = None
+
+    @contextmanager
+    def _admin(self) -> Iterator[KafkaGroupAdminHook]:
+        """The admin hook every step of this task process uses: one connection lookup and one client for the
+        whole move instead of one per step (a task start already costs enough). Closed by :meth:`close`."""
+        if self._hook is None:
+            self._hook = KafkaGroupAdminHook(self.settings.kafka_conn_id)
+        yield self._hook
 
     # -- where things are -------------------------------------------------------------------------
 
@@ -304,7 +328,7 @@ class ApplicationMove:
         if key not in state.liveness:  # read once in a worker, then carried with the state
             with self._controller() as controller:
                 config = controller.config(protocol) if protocol == "classic" else None
-            with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+            with self._admin() as hook:
                 state.liveness[key], _ = liveness_window(hook, group.group_id, protocol, config)
         return GroupCondition("migrated", group_type=protocol, min_members=self.unit.expected(group),
                               liveness_s=float(state.liveness[key]))
@@ -335,7 +359,7 @@ class ApplicationMove:
         """Each group through the conditions that already hold, in the worker (no deferral for those). Any doubt
         (an error, a coordinator that does not answer) is left to the deferred wait and its failover handling."""
         try:
-            with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+            with self._admin() as hook:
                 evaluate = partial(evaluate_condition, hook.get_conn())
                 for entry in entries:
                     outcome = advance_staged(entry, evaluate, UNAVAILABLE_LIMIT_S, self.log, time.time)
@@ -420,7 +444,7 @@ class ApplicationMove:
         """The platform confirmed every instance gone: the members its groups still list are left behind
         (a Streams instance that closed without leaving, a crashed one); forced out now, audited."""
         removed: dict[str, list[dict[str, Any]]] = {}
-        with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+        with self._admin() as hook:
             listed = {}
             for g in self.unit.group_ids:
                 try:
@@ -488,7 +512,7 @@ class ApplicationMove:
         if step is Step.LOCK:
             return self._lock(group_ids)
         if step is Step.SNAPSHOT:
-            with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+            with self._admin() as hook:
                 taken = [write_snapshot(hook, g, self.snapshot_path(g), self.log) for g in group_ids]
             return "; ".join(f"{t['group_id']}: {t['committed_partitions']} committed partition(s), lag "
                              f"{t['total_lag']}" + (" (kept the earlier snapshot)" if t["reused"] else "")
@@ -508,7 +532,7 @@ class ApplicationMove:
             return f"rolled: {rolled['status']['summary']}"
         if step in (Step.START, Step.START_BACK):
             protocol = self.settings.target_protocol if step is Step.START else self.settings.source_protocol
-            with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+            with self._admin() as hook:
                 last_look(hook, group_ids, protocol)
             with self._controller() as controller:
                 started = controller.start(protocol)
@@ -518,7 +542,7 @@ class ApplicationMove:
             return self._restore(group_ids)
         if step is Step.COMPARE:
             out = []
-            with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+            with self._admin() as hook:
                 for g in group_ids:
                     result = compare_with_snapshot(hook, hook, g, self.snapshot_path(g), self.log)
                     if result.lost():
@@ -532,19 +556,20 @@ class ApplicationMove:
         ti = self.context["ti"]
         holder = lock_holder(self.context)
         out = []
-        with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
-            for g in group_ids:
-                try:
-                    result = ChangeLock(hook.get_conn(), f"group:{g}").acquire(
-                        holder, is_stale=lambda current: holder_run_ended(ti, current, self.log))
-                except ResourceLocked as exc:
-                    raise StepFailed(f"{g} is locked by another change, nothing was changed: {exc}") from exc
-                out.append(f"{g} ({'re-entered' if result.reentered else 'acquired'})")
+        with self._admin() as hook:
+            try:
+                results = ChangeLock.acquire_all(hook.get_conn(), [f"group:{g}" for g in group_ids], holder,
+                                                 is_stale=lambda current: holder_run_ended(ti, current, self.log))
+            except ResourceLocked as exc:
+                raise StepFailed(f"a group is locked by another change, nothing was changed: {exc}") from exc
+        for result in results:
+            out.append(f"{result.resource.removeprefix('group:')} "
+                       f"({'re-entered' if result.reentered else 'acquired'})")
         return "change lock held on " + ", ".join(out)
 
     def _restore(self, group_ids: list[str]) -> str:
         out = []
-        with KafkaGroupAdminHook(self.settings.kafka_conn_id) as hook:
+        with self._admin() as hook:
             for g in group_ids:
                 restored = restore_lost_offsets(hook, hook, g, self.snapshot_path(g), self.log)
                 if restored.restored:  # a change to the cluster: audited like any operator's
@@ -594,11 +619,7 @@ class ApplicationMove:
         # the plan's facts describe the group before the move: they seed a move's history, never a way back's
         planned = {g.group_id: g for g in self.unit.groups} if self.kind == MIGRATE else {}
         out = []
-        try:
-            hook = KafkaGroupAdminHook(self.settings.kafka_conn_id)
-        except Exception as exc:  # noqa: BLE001 - no connection: every downtime unknown, said so
-            return tuple(replace(o, downtime={"error": f"{type(exc).__name__}: {exc}"}) for o in outcomes)
-        with hook:
+        with self._admin() as hook:
             for o in outcomes:
                 g = planned.get(o.group_id)
                 members = g.live_members if g is not None and g.type == "classic" else None
@@ -606,7 +627,7 @@ class ApplicationMove:
                     downtime = hook.group_downtime(o.group_id, since, members_before=members,
                                                    state_before=g.state if g is not None and members is not None
                                                    else None, target=self.protocol)
-                except Kip848Error as exc:
+                except Exception as exc:  # noqa: BLE001 - no connection, no answer: this downtime unknown, said so
                     out.append(replace(o, downtime={"error": f"{type(exc).__name__}: {exc}"}))
                     continue
                 out.append(replace(o, downtime=downtime_summary(downtime, target=self.protocol)))
@@ -616,11 +637,7 @@ class ApplicationMove:
         """Each group as the cluster shows it now (a group that cannot be described is not ok: unknown)."""
         compared = any(s.step == Step.COMPARE and s.ok for s in steps)
         outcomes = []
-        try:
-            hook = KafkaGroupAdminHook(self.settings.kafka_conn_id)
-        except Exception as exc:  # noqa: BLE001 - no connection: every group unknown
-            return tuple(GroupOutcome(g.group_id, False, detail=f"unknown: {exc}") for g in self.unit.groups)
-        with hook:
+        with self._admin() as hook:
             for g in self.unit.groups:
                 try:
                     desc = hook.describe_group(g.group_id)

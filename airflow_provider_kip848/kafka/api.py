@@ -351,6 +351,12 @@ class ClusterAdmin(GroupAdmin):
     def create_topic(self, topic: str, *, partitions: int = 1, config: Mapping[str, str] | None = None) -> bool:
         """Create ``topic``; False when it already exists (CreateTopics is atomic on the controller)."""
 
+    def create_topics(self, topics: Iterable[str], *, partitions: int = 1,
+                      config: Mapping[str, str] | None = None) -> dict[str, bool]:
+        """Create each of ``topics``: topic -> True when this call created it, False when it already existed.
+        A backend that can sends one request for all of them (the default creates them one by one)."""
+        return {t: self.create_topic(t, partitions=partitions, config=config) for t in topics}
+
     @abstractmethod
     def topic_exists(self, topic: str) -> bool:
         """Whether the cluster's metadata lists ``topic``."""

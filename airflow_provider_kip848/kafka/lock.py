@@ -158,6 +158,28 @@ class ChangeLock:
         raise E.ResourceLocked(f"{self.resource}: the lock changed hands three times while acquiring it",
                                remedy="Rerun; another run is acquiring and releasing it right now.")
 
+    @classmethod
+    def acquire_all(cls, admin: ClusterAdmin, resources: list[str], holder: LockHolder, *,
+                    is_stale: Callable[[LockHolder], bool] | None = None) -> list[LockResult]:
+        """The locks of several resources for one holder (an application's groups): the free ones created in
+        one CreateTopics request and their holder records written by one producer, the others taken as
+        :meth:`acquire` takes one (re-entered, a stale holder taken over, or :class:`ResourceLocked` naming
+        the holder; the locks taken before it stay with ``holder``, as with one :meth:`acquire` per resource,
+        and are released with the run's other locks)."""
+        locks = [cls(admin, r) for r in dict.fromkeys(resources)]
+        created = admin.create_topics([lock.topic for lock in locks], partitions=1, config=_TOPIC_CONFIG)
+        ours = [lock for lock in locks if created.get(lock.topic)]
+        holders = {lock.topic: replace(holder, resource=lock.resource) for lock in ours}
+        if ours:
+            try:
+                _write_holders(admin, holders)
+            except E.Kip848Error:
+                for lock in ours:  # a lock without its holder record would block everyone: none is left
+                    lock._delete()
+                raise
+        return [LockResult(lock.resource, lock.topic, holders[lock.topic]) if lock.topic in holders
+                else lock.acquire(holder, is_stale=is_stale) for lock in locks]
+
     def release(self, owner: str) -> bool:
         """Delete the lock if ``owner`` holds it; False when it is free or held by someone else."""
         current = self.holder()
@@ -178,15 +200,7 @@ class ChangeLock:
         self.admin.delete_topic(self.topic)
 
     def _write_holder(self, holder: LockHolder) -> None:
-        producer = Producer({**self.admin.settings.confluent_config(), "acks": "all", "enable.idempotence": True,
-                             "logger": _LIBRDKAFKA_LOG})
-        errors: list[Any] = []
-        producer.produce(self.topic, value=json.dumps(holder.to_dict()).encode(), key=b"holder",
-                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
-        remaining = producer.flush(self.admin.request_timeout_s)
-        if remaining or errors:
-            raise E.KafkaConnectionError(f"Could not write the holder of lock {self.topic}: "
-                                         f"{errors[0] if errors else 'not delivered in time'}")
+        _write_holders(self.admin, {self.topic: holder})
 
     def _read_holder(self, wait_s: float) -> LockHolder | None:
         consumer = Consumer({**self.admin.settings.confluent_config(),
@@ -207,3 +221,17 @@ class ChangeLock:
         finally:
             consumer.close()
 
+
+def _write_holders(admin: ClusterAdmin, holders: dict[str, LockHolder]) -> None:
+    """Each lock topic's holder record, by one producer (acks=all: the record is on every in-sync replica
+    before the lock counts as taken)."""
+    producer = Producer({**admin.settings.confluent_config(), "acks": "all", "enable.idempotence": True,
+                         "logger": _LIBRDKAFKA_LOG})
+    errors: list[Any] = []
+    for topic, holder in holders.items():
+        producer.produce(topic, value=json.dumps(holder.to_dict()).encode(), key=b"holder",
+                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+    remaining = producer.flush(admin.request_timeout_s)
+    if remaining or errors:
+        raise E.KafkaConnectionError(f"Could not write the holder of lock(s) {', '.join(holders)}: "
+                                     f"{errors[0] if errors else 'not delivered in time'}")

@@ -118,20 +118,22 @@ class KafkaApplicationMigrationOperator(BaseOperator):
     # -- Airflow's side -----------------------------------------------------------------------------
 
     def execute(self, context: Any) -> dict[str, Any]:
-        move = self._move(context)
-        return self._handle(context, move.advance(move.begin()))
+        with self._move(context) as move:
+            outcome = move.advance(move.begin())
+        return self._handle(context, outcome)
 
     def resume(self, context: Any, event: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
-        move = self._move(context)
         event = event or {}
         carried = (event.get("carry") or {}).get(CARRY_KEY)
-        try:
-            state = MoveState.from_dict(carried) if carried is not None else move.recorded()
-        except Kip848Error as exc:
-            raise AirflowFailException(f"the wait's event carries no readable state ({exc}): {event!r}") from exc
-        if state is None:
-            raise AirflowFailException(f"the wait's event carries no state and none is recorded: {event!r}")
-        return self._handle(context, move.resume(state, event))
+        with self._move(context) as move:
+            try:
+                state = MoveState.from_dict(carried) if carried is not None else move.recorded()
+            except Kip848Error as exc:
+                raise AirflowFailException(f"the wait's event carries no readable state ({exc}): {event!r}") from exc
+            if state is None:
+                raise AirflowFailException(f"the wait's event carries no state and none is recorded: {event!r}")
+            outcome = move.resume(state, event)
+        return self._handle(context, outcome)
 
     def _handle(self, context: Any, outcome: Waiting | Finished) -> dict[str, Any]:
         if isinstance(outcome, Waiting):

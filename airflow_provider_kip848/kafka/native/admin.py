@@ -808,16 +808,37 @@ class KafkaAdmin(ClusterAdmin):
 
     def create_topic(self, topic: str, *, partitions: int = 1, config: Mapping[str, str] | None = None) -> bool:
         """Create ``topic`` (replication factor: the brokers' default); False when it already exists."""
-        new = NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))
-        futures = self._t.confluent.create_topics([new], request_timeout=self._t.timeout_s)
-        try:
-            with self.requires(f"create the topic {topic}", ("CREATE", "TOPIC", topic)):
-                self._t.result(futures[topic])
-        except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, not a failure
-            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
-                return False
-            raise
-        return True
+        return self.create_topics([topic], partitions=partitions, config=config)[topic]
+
+    def create_topics(self, topics: Iterable[str], *, partitions: int = 1,
+                      config: Mapping[str, str] | None = None) -> dict[str, bool]:
+        """Every one of ``topics`` in one CreateTopics request; topic -> False when it already existed. All or
+        nothing: when one is refused, the ones this call created are deleted again before the refusal is
+        raised (a caller such as the change lock never holds half of what it asked for)."""
+        names = list(dict.fromkeys(topics))
+        if not names:
+            return {}
+        news = [NewTopic(t, num_partitions=partitions, replication_factor=-1, config=dict(config or {}))
+                for t in names]
+        futures = self._t.confluent.create_topics(news, request_timeout=self._t.timeout_s)
+        created: dict[str, bool] = {}
+        refusal: BaseException | None = None
+        for t in names:
+            try:
+                with self.requires(f"create the topic {t}", ("CREATE", "TOPIC", t)):
+                    self._t.result(futures[t])
+            except Exception as exc:  # noqa: BLE001 - TOPIC_ALREADY_EXISTS is an answer, not a failure
+                if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
+                    created[t] = False
+                elif refusal is None:
+                    refusal = exc
+                continue
+            created[t] = True
+        if refusal is not None:
+            for t in (t for t, new in created.items() if new):
+                self.delete_topic(t)
+            raise refusal
+        return created
 
     def topic_exists(self, topic: str) -> bool:
         """Whether the cluster's metadata lists ``topic``."""
