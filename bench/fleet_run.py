@@ -21,7 +21,10 @@ process as ``AIRFLOW_VAR_KIP848_OWNERSHIP_MAP``.
 
 The run: ``dags/kip848_fleet_migration.py`` through
 ``dag.test(use_executor=True)`` (a LocalExecutor with ``--slots`` worker slots,
-default 4), an ``airflow api-server --apps all`` (the execution API for the
+default ``--parallelism`` + 2: a slot for each application a wave moves at once
+and two for the run's own tasks, as the plan asks a deployment to give it;
+``--slots 4`` measures a deployment with fewer slots than that, where the
+applications queue for slots), an ``airflow api-server --apps all`` (the execution API for the
 task processes, the public REST API for the approvals) and a real
 ``airflow triggerer``, on a temporary ``AIRFLOW_HOME`` with a SQLite metadata
 DB. Conf: canary 2, wave_size 10, max_groups_per_wave 20, error budget 0,
@@ -75,7 +78,7 @@ or a failure; the temporary directory is kept after a failure (logs) or with
 ``--keep``.
 
 Usage: KIP848_CACHE_DIR=$PWD/.cache .venv/bin/python bench/fleet_run.py [--apps 30] [--groups-per-app 2]
-       [--instances 1] [--records 300] [--slots 4] [--parallelism 10] [--small] [--keep] [--no-single]
+       [--instances 1] [--records 300] [--slots 12] [--parallelism 10] [--small] [--keep] [--no-single]
        [--figures-from DIR]
 (--small: 6 applications, 100 records.) The machine is shared and noisy (2 cores).
 """
@@ -737,7 +740,8 @@ def main() -> None:
     parser.add_argument("--groups-per-app", type=int, default=2)
     parser.add_argument("--instances", type=int, default=1, help="consumer processes per group")
     parser.add_argument("--records", type=int, default=300, help="records per topic")
-    parser.add_argument("--slots", type=int, default=4, help="LocalExecutor worker slots (parallelism)")
+    parser.add_argument("--slots", type=int, default=None,
+                        help="LocalExecutor worker slots (core.parallelism); default --parallelism + 2")
     parser.add_argument("--parallelism", type=int, default=10, help="KIP848_FLEET_PARALLELISM")
     parser.add_argument("--timeout", type=float, default=3600, help="give up on the DAG run after (s)")
     parser.add_argument("--version", default=None, help="Kafka version (default: the project's)")
@@ -751,6 +755,8 @@ def main() -> None:
     parser.add_argument("--conf", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.slots is None:
+        args.slots = args.parallelism + 2
     if args.role == "dag":
         return role_dag(args)
     if args.role == "single":

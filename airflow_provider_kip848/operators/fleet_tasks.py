@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from airflow.sdk import Variable
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_kip848.changecontrol import fleet_report as fleet_reports
@@ -135,6 +136,11 @@ def make_plan(params: dict, context: dict) -> dict:
     if len(wave_plan.waves) > MAX_WAVES:
         markdown += (f"\n\n**{len(wave_plan.waves) - MAX_WAVES} wave(s) beyond this run's {MAX_WAVES} slots** run "
                      "when the DAG is triggered again (the next run plans what is left).")
+    capacity = slot_capacity_note(max((len(w.applications) for w in wave_plan.waves), default=0),
+                                  conf.getint("core", "parallelism"))
+    if capacity:
+        markdown += f"\n\n{capacity}"
+        log.warning("%s", capacity)
     out = {"plan": wave_plan.to_dict(), "plan_hash": wave_plan.plan_hash, "markdown": markdown,
            "types_before": _types(inventory, owned), "owned_groups": owned, "slots": MAX_WAVES,
            "nothing_to_do": not wave_plan.waves, "started_at": time.time()}
@@ -145,6 +151,21 @@ def make_plan(params: dict, context: dict) -> dict:
         storage.write_text(f"{location}/plan.md", markdown + "\n")
     log.info("%s", markdown)
     return out
+
+
+def slot_capacity_note(largest_wave: int, parallelism: int) -> str | None:
+    """A note for the approvers when Airflow has fewer worker slots than a wave moves applications at once
+    (each application's steps and its resume take a slot; its waits do not): the wave's applications queue
+    for slots and the wave takes longer than its slowest application (measured in docs/performance.md).
+    ``parallelism`` is Airflow's ``core.parallelism`` (the LocalExecutor's worker count; with Celery the
+    workers' concurrency is the real limit, which a task cannot see)."""
+    at_once = min(PARALLELISM, largest_wave)
+    if at_once == 0 or parallelism >= at_once + 2:
+        return None
+    return (f"**Worker slots:** Airflow's `core.parallelism` is {parallelism}, and a wave moves up to {at_once} "
+            f"application(s) at once (`KIP848_FLEET_PARALLELISM` {PARALLELISM}) next to the run's own tasks: "
+            f"the applications queue for slots and each wave takes longer than its slowest application. "
+            f"Give Airflow at least {at_once + 2} slots, or lower `KIP848_FLEET_PARALLELISM` / `wave_size`.")
 
 
 def _json(value: Any) -> str:

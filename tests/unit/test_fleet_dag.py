@@ -133,3 +133,12 @@ def test_no_validation_verdict_at_all_is_unknown_for_every_validated_group(modul
     assert [r.ok for r in judged] == [False, False]
     # nothing was migrated (no validation planned, none failed): the moves' results stand
     assert fleet_tasks.validated_results(1, results, _TI({}), {"wave_1.to_validate": "skipped"}) == results
+
+
+def test_the_plan_tells_the_approvers_when_airflow_has_fewer_slots_than_a_wave_moves_at_once():
+    at_once = min(fleet_tasks.PARALLELISM, 10)
+    note = fleet_tasks.slot_capacity_note(10, 4)
+    assert note is not None and "`core.parallelism` is 4" in note and f"at least {at_once + 2} slots" in note
+    assert fleet_tasks.slot_capacity_note(10, at_once + 2) is None  # a slot per application and two for the run
+    assert fleet_tasks.slot_capacity_note(10, at_once + 1) is not None
+    assert fleet_tasks.slot_capacity_note(0, 1) is None  # nothing to move: nothing to say
