@@ -199,6 +199,18 @@ class GroupNotEmpty(Kip848Error):
     )
 
 
+class MemberNotReconciled(Kip848Error):
+    """A member of a consumer or streams group stayed behind its group's assignment (its member epoch below
+    the group's assignment epoch, or its partitions or tasks not yet the target ones) for longer than the wait
+    allows: it does not finish revoking (a blocked rebalance callback, a stuck poll loop)."""
+
+    remedy = (
+        "Look at that instance (its rebalance callback, its poll loop; kafka-consumer-groups --describe --members "
+        "--verbose shows CURRENT-EPOCH / TARGET-EPOCH and both assignments); restart it, or raise the wait's "
+        "reconcile bound if its revocation is slow by design."
+    )
+
+
 class InvalidFeatureLevel(Kip848Error):
     """A feature name or level the cluster does not support, or a change in the wrong direction."""
 

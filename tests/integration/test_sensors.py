@@ -242,7 +242,7 @@ def test_a_wait_started_while_the_cluster_cannot_answer_asks_again(kafka, monkey
     reads_before = len(reads)
     kafka.pause_node(1)  # resumed from the trigger's event: nothing is read again (a read would time out now)
     try:
-        with pytest.raises(AirflowSensorTimeout, match=r"did not reach type consumer, 1\+ live member.*liveness window"):
+        with pytest.raises(AirflowSensorTimeout, match=r"did not reach type consumer, Stable, 1\+ live member.*each reconciled.*liveness window"):
             sensor.execute_complete(context, event={"status": "timeout", "summary": "type consumer",
                                                     "carry": trigger.carry})
     finally:

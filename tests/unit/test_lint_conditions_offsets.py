@@ -165,14 +165,19 @@ class FakeAdmin:
 
 
 def member(i, protocol):
-    return ConsumerGroupMember(f"m{i}", f"c{i}", "h", protocol=protocol)
+    """A member at epoch 3 owning its target (nothing) when it speaks the consumer protocol."""
+    new = protocol is MemberProtocol.CONSUMER
+    return ConsumerGroupMember(f"m{i}", f"c{i}", "h", protocol=protocol, member_epoch=3 if new else None,
+                               target_assignment=() if new else None)
 
 
 def test_conditions():
     mixed = ConsumerGroupDescription("g", GroupType.CONSUMER, "Stable", "uniform", 1,
-                                     (member(0, MemberProtocol.CLASSIC), member(1, MemberProtocol.CONSUMER)))
+                                     (member(0, MemberProtocol.CLASSIC), member(1, MemberProtocol.CONSUMER)),
+                                     group_epoch=3, target_assignment_epoch=3)
     done = ConsumerGroupDescription("g", GroupType.CONSUMER, "Stable", "uniform", 1,
-                                    (member(0, MemberProtocol.CONSUMER), member(1, MemberProtocol.CONSUMER)))
+                                    (member(0, MemberProtocol.CONSUMER), member(1, MemberProtocol.CONSUMER)),
+                                    group_epoch=3, target_assignment_epoch=3)
     migrated = GroupCondition("migrated", group_type="consumer")
     assert not evaluate(FakeAdmin(mixed), "g", migrated).met
     assert evaluate(FakeAdmin(mixed), "g", migrated).summary == \

@@ -190,11 +190,13 @@ def test_liveness_over_judged_group_descriptions_and_offsets():
     """The same rules over what ``judge`` builds from a described group and its committed offsets."""
 
     def described(offset: int) -> ConditionResult:
-        members = (ConsumerGroupMember("m-1", "orders-1", "/10.0.0.1", assignment=(TopicPartition("orders", 0),),
+        p0, p1 = (TopicPartition("orders", 0),), (TopicPartition("orders", 1),)
+        members = (ConsumerGroupMember("m-1", "orders-1", "/10.0.0.1", assignment=p0, target_assignment=p0,
                                        member_epoch=4, protocol=MemberProtocol.CONSUMER),
-                   ConsumerGroupMember("m-2", "orders-2", "/10.0.0.2", assignment=(TopicPartition("orders", 1),),
+                   ConsumerGroupMember("m-2", "orders-2", "/10.0.0.2", assignment=p1, target_assignment=p1,
                                        member_epoch=4, protocol=MemberProtocol.CONSUMER))
-        desc = ConsumerGroupDescription("orders", GroupType.CONSUMER, "Stable", "uniform", 1, members)
+        desc = ConsumerGroupDescription("orders", GroupType.CONSUMER, "Stable", "uniform", 1, members,
+                                        group_epoch=4, target_assignment_epoch=4)
         offsets = GroupOffsets("orders", (PartitionOffsets("orders", 0, offset, 0, 100),
                                           PartitionOffsets("orders", 1, 50, 0, 100)))
         return judge(TWO, description=desc, offsets=offsets)

@@ -6,14 +6,26 @@ The same rules run against real clusters in tests/integration/test_cluster_fault
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from airflow_provider_kip848.kafka.errors import CoordinatorUnavailable, GroupNotEmpty, KafkaConnectionError
+from airflow_provider_kip848.kafka.errors import (
+    CoordinatorUnavailable,
+    GroupNotEmpty,
+    KafkaConnectionError,
+    MemberNotReconciled,
+)
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
     GroupType,
     MemberProtocol,
+    StreamsGroupDescription,
+    StreamsGroupMember,
+    StreamsTask,
+    TaskAssignment,
+    TopicPartition,
     coordinator_partition,
 )
 from airflow_provider_kip848.kafka.model.groups import java_string_hash
@@ -28,11 +40,14 @@ from airflow_provider_kip848.kafka.rules.conditions import (
 
 def member(i: int, protocol=MemberProtocol.CONSUMER, epoch: int | None = 5, instance: str | None = None):
     return ConsumerGroupMember(f"m{i}", f"app-{i}", f"10.0.0.{i}", instance_id=instance, member_epoch=epoch,
-                               protocol=protocol)
+                               protocol=protocol, target_assignment=None if epoch is None else ())
 
 
 def group(*members, type_=GroupType.CONSUMER, state="Stable"):
-    return ConsumerGroupDescription("g", type_, state, "uniform", 1, tuple(members))
+    """At group and assignment epoch 5 (a consumer group's members at epoch 5 are reconciled)."""
+    epoch = None if type_ is GroupType.CLASSIC else 5
+    return ConsumerGroupDescription("g", type_, state, "uniform", 1, tuple(members), group_epoch=epoch,
+                                    target_assignment_epoch=epoch)
 
 
 def test_migrated_needs_the_expected_live_members_and_ignores_departed_static_members():
@@ -170,3 +185,85 @@ def test_a_partition_with_records_and_no_commit_is_never_a_drained_lag():
     # an assigned partition without records and without a commit has nothing to consume: drained
     empty_log = GroupOffsets("g", (PartitionOffsets("t", 0, 10, 0, 10), PartitionOffsets("t", 1, None, 0, 0)))
     assert judge(lag, offsets=empty_log).met
+
+
+# -- reconciled members (kafka-consumer-groups --describe --members --verbose: CURRENT-EPOCH / TARGET-EPOCH) ---------
+
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+def owning(i: int, epoch: int, owned: tuple, target: tuple) -> ConsumerGroupMember:
+    return ConsumerGroupMember(f"m{i}", f"app-{i}", f"10.0.0.{i}", assignment=owned, target_assignment=target,
+                               member_epoch=epoch, protocol=MemberProtocol.CONSUMER)
+
+
+def at(epoch: int, *members, state="Stable") -> ConsumerGroupDescription:
+    return ConsumerGroupDescription("g", GroupType.CONSUMER, state, "uniform", 1, tuple(members),
+                                    group_epoch=epoch, target_assignment_epoch=epoch)
+
+
+TWO_MIGRATED = GroupCondition("migrated", group_type="consumer", min_members=2, reconcile_s=30.0)
+
+
+def test_migrated_needs_the_group_stable_and_every_member_reconciled():
+    assert judge(TWO_MIGRATED, description=at(5, owning(0, 5, (P0,), (P0,)), owning(1, 5, (P1,), (P1,)))).met
+    # a member still at the previous epoch: it has not acknowledged the new assignment
+    behind = judge(TWO_MIGRATED, description=at(5, owning(0, 4, (P0, P1), (P0,)), owning(1, 5, (), (P1,)),
+                                                 state="Reconciling"))
+    assert not behind.met
+    assert "app-0 on 10.0.0.0 (member epoch 4, assignment epoch 5, owns 2 of 1 target)" in behind.summary
+    assert "state Reconciling, not Stable" in behind.summary
+    # at the epoch but not yet owning its target (a partition still to be revoked elsewhere)
+    short = judge(TWO_MIGRATED, description=at(5, owning(0, 5, (P0,), (P0,)), owning(1, 5, (), (P1,))))
+    assert not short.met and "app-1 on 10.0.0.1 (member epoch 5, assignment epoch 5, owns 0 of 1 target)" in \
+        short.summary
+    # Stable is required even when every member looks reconciled
+    assert not judge(TWO_MIGRATED, description=at(5, owning(0, 5, (P0,), (P0,)), owning(1, 5, (P1,), (P1,)),
+                                                  state="Assigning")).met
+
+
+def test_a_description_without_epochs_is_never_taken_as_reconciled():
+    unknown = ConsumerGroupDescription("g", GroupType.CONSUMER, "Stable", "uniform", 1,
+                                       (owning(0, 5, (P0,), (P0,)), owning(1, 5, (P1,), (P1,))))
+    verdict = judge(TWO_MIGRATED, description=unknown)
+    assert not verdict.met and "app-0 (epochs unknown)" in verdict.summary
+
+
+def test_a_streams_member_must_own_its_target_tasks():
+    def streams(epoch: int, active: tuple, target: tuple) -> StreamsGroupDescription:
+        m = StreamsGroupMember("s0", "p0", "wordcount-0", member_epoch=epoch,
+                               assignment=TaskAssignment(active=active), target_assignment=TaskAssignment(active=target))
+        return StreamsGroupDescription("wc", "Stable", 1, group_epoch=3, target_assignment_epoch=3,
+                                       topology_epoch=0, members=(m,))
+
+    one = GroupCondition("migrated", group_type="streams", min_members=1)
+    t0, t1 = StreamsTask("0", 0), StreamsTask("0", 1)
+    assert judge(one, description=streams(3, (t0, t1), (t1, t0))).met
+    assert not judge(one, description=streams(3, (t0,), (t0, t1))).met
+    assert "member epoch 2, assignment epoch 3" in judge(one, description=streams(2, (t0, t1), (t0, t1))).summary
+
+
+def test_a_member_stuck_behind_at_one_epoch_fails_the_wait_naming_both_epochs():
+    state = WaitState()
+    stuck = at(5, owning(0, 4, (P0, P1), (P0,)), owning(1, 5, (), (P1,)), state="Reconciling")
+    assert not follow(TWO_MIGRATED, judge(TWO_MIGRATED, description=stuck), state, now=0.0).met
+    assert not follow(TWO_MIGRATED, judge(TWO_MIGRATED, description=stuck), state, now=29.0).met
+    # the state travels through JSON with a deferred trigger
+    state = WaitState.from_dict(json.loads(json.dumps(state.to_dict())))
+    assert set(state.reconciling) == {"m0", "m1"}
+    with pytest.raises(MemberNotReconciled, match=r"app-0 on 10\.0\.0\.0 \(member epoch 4, assignment epoch 5") as err:
+        follow(TWO_MIGRATED, judge(TWO_MIGRATED, description=stuck), state, now=30.0)
+    assert "at group epoch 5" in str(err.value) and not err.value.retriable
+
+
+def test_a_member_that_moves_to_another_epoch_is_progressing_and_its_clock_starts_again():
+    state = WaitState()
+    condition = TWO_MIGRATED
+    first = at(5, owning(0, 4, (P0, P1), (P0,)), owning(1, 5, (), (P1,)), state="Reconciling")
+    follow(condition, judge(condition, description=first), state, now=0.0)
+    moved = at(6, owning(0, 5, (P0, P1), (P0,)), owning(1, 6, (), (P1,)), state="Reconciling")
+    assert not follow(condition, judge(condition, description=moved), state, now=25.0).met
+    assert not follow(condition, judge(condition, description=moved), state, now=50.0).met  # 25 s at epoch 5
+    done = at(6, owning(0, 6, (P0,), (P0,)), owning(1, 6, (P1,), (P1,)))
+    assert follow(condition, judge(condition, description=done), state, now=54.0).met
+    assert state.reconciling == {}

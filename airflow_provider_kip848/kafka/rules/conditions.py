@@ -13,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_kip848.kafka.errors import CoordinatorUnavailable, GroupNotEmpty, InvalidArgument, Kip848Error
+from airflow_provider_kip848.kafka.errors import (
+    CoordinatorUnavailable,
+    GroupNotEmpty,
+    InvalidArgument,
+    Kip848Error,
+    MemberNotReconciled,
+)
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupMember,
     GroupDescription,
@@ -22,11 +28,16 @@ from airflow_provider_kip848.kafka.model import (
     GroupType,
     MemberProtocol,
     StreamsGroupMember,
+    TaskAssignment,
 )
 
 KINDS = ("state", "type", "migrated", "lag", "empty")
 #: how long a wait rides out a coordinator that stays unavailable (a partition that never loads) before it fails
 UNAVAILABLE_LIMIT_S = 300.0
+#: how long a member may stay behind its group's assignment at one member epoch before a migrated wait fails
+#: (a revocation takes a rebalance callback and a poll; the broker's own bound is the member's rebalance
+#: timeout, max.poll.interval.ms, 5 minutes by default, after which it fences the member)
+RECONCILE_LIMIT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -41,7 +52,11 @@ class GroupCondition:
       still speaks the classic protocol. A member that left (a static member that shut down stays
       listed with member epoch -2 until its session expires) is not counted. With ``liveness_s`` > 0,
       every listed member must also *prove* it is alive (see :func:`follow`): a crashed member stays
-      listed, Stable and with its epoch unchanged, until its session times out;
+      listed, Stable and with its epoch unchanged, until its session times out. The group must also be
+      Stable with every member *reconciled* (:func:`reconciled`: in a consumer or streams group, its member
+      epoch at the group's assignment epoch and its partitions or tasks the target ones, as
+      ``kafka-consumer-groups --describe --members --verbose`` shows them); a member behind at the same
+      epoch for ``reconcile_s`` seconds fails the wait (:class:`MemberNotReconciled`);
     * ``lag``: the group's total lag is at most ``max_lag`` (and no partition above
       ``max_partition_lag`` when given);
     * ``empty``: the group has no members (a group that does not exist is empty), and has had none
@@ -57,6 +72,7 @@ class GroupCondition:
     max_partition_lag: int | None = None
     settle_s: float = 0.0
     liveness_s: float = 0.0
+    reconcile_s: float = RECONCILE_LIMIT_S
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -77,6 +93,9 @@ class GroupCondition:
             raise InvalidArgument(f"settle_s must be a number of seconds >= 0, not {self.settle_s!r}")
         if isinstance(self.liveness_s, bool) or not isinstance(self.liveness_s, (int, float)) or self.liveness_s < 0:
             raise InvalidArgument(f"liveness_s must be a number of seconds >= 0, not {self.liveness_s!r}")
+        if (isinstance(self.reconcile_s, bool) or not isinstance(self.reconcile_s, (int, float))
+                or self.reconcile_s <= 0):
+            raise InvalidArgument(f"reconcile_s must be a number of seconds > 0, not {self.reconcile_s!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "states": [s.value for s in self.states]}
@@ -93,8 +112,8 @@ class GroupCondition:
         if self.kind == "migrated":
             live = (f", each proven alive (progress, or listed through a {self.liveness_s:g} s liveness window)"
                     if self.liveness_s else "")
-            return (f"type {self.group_type}, {self.min_members}+ live member(s), none on the "
-                    f"{'consumer' if self.group_type == 'classic' else 'classic'} protocol{live}")
+            return (f"type {self.group_type}, Stable, {self.min_members}+ live member(s), each reconciled, none on "
+                    f"the {'consumer' if self.group_type == 'classic' else 'classic'} protocol{live}")
         if self.kind == "lag":
             return f"total lag <= {self.max_lag}"
         return f"no members for {self.settle_s:g} s" if self.settle_s else "no members"
@@ -150,12 +169,51 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
     target = MemberProtocol(GroupType.parse(condition.group_type).value)  # share is refused at parse time
     behind = [m for m in live if m.protocol is not target]
     departed = len(desc.members) - len(live)
-    met = desc.type.value == condition.group_type and not behind and len(live) >= condition.min_members
+    reconciling = [m for m in detail["members"] if m["live"] and m["reconciled"] is not True]
+    stable = desc.state is GroupState.STABLE
+    met = (desc.type.value == condition.group_type and not behind and len(live) >= condition.min_members
+           and stable and not reconciling)
     summary = (f"type {desc.type.value}, {len(live) - len(behind)} of {len(live)} live member(s) on the new "
                f"protocol, {condition.min_members} expected")
     if departed:
         summary += f" ({departed} departed member(s) not counted)"
+    if not stable:
+        summary += f"; state {desc.state.value}, not Stable"
+    if reconciling:
+        summary += f"; not reconciled: {describe_reconciling(reconciling, detail.get('assignment_epoch'))}"
     return ConditionResult(met, summary, detail)
+
+
+def reconciled(member: ConsumerGroupMember | StreamsGroupMember, desc: GroupDescription) -> bool | None:
+    """Whether a live member has caught up with its group's assignment: in a consumer or streams group, its
+    member epoch is the group's assignment epoch and what it owns is its target (partitions; a streams
+    member's active, standby and warm-up tasks). True for a classic group (no epochs) and for a classic
+    member of a consumer group (it is judged as not on the new protocol); None when the description does not
+    carry the epochs (unknown: never taken as reconciled)."""
+    if desc.type is GroupType.CLASSIC or member.protocol is MemberProtocol.CLASSIC:
+        return True
+    if member.member_epoch is None or desc.target_assignment_epoch is None or member.target_assignment is None:
+        return None
+    if member.member_epoch != desc.target_assignment_epoch:
+        return False
+    if isinstance(member, StreamsGroupMember):
+        mine, goal = member.assignment, member.target_assignment
+        return all(set(getattr(mine, k)) == set(getattr(goal, k)) for k in ("active", "standby", "warmup"))
+    return set(member.assignment) == set(member.target_assignment)
+
+
+def describe_reconciling(members: list[dict[str, Any]], assignment_epoch: int | None) -> str:
+    """Members behind their group's assignment, with both epochs (as a person compares them in the CLI)."""
+    out = []
+    for m in members:
+        if m.get("reconciled") is None:
+            out.append(f"{m.get('client_id') or m['member_id']} (epochs unknown)")
+            continue
+        owns = "" if m.get("owned") == m.get("target") else f", owns {len(m.get('owned') or [])} of " \
+                                                              f"{len(m.get('target') or [])} target"
+        out.append(f"{m.get('client_id') or m['member_id']} on {m.get('host') or '?'} (member epoch "
+                   f"{m.get('member_epoch')}, assignment epoch {assignment_epoch}{owns})")
+    return ", ".join(out)
 
 
 def is_live(member: ConsumerGroupMember | StreamsGroupMember) -> bool:
@@ -164,15 +222,26 @@ def is_live(member: ConsumerGroupMember | StreamsGroupMember) -> bool:
     return member.member_epoch is None or member.member_epoch >= 0
 
 
+def _owned(member: ConsumerGroupMember | StreamsGroupMember, target: bool) -> list[str] | None:
+    held = member.target_assignment if target else member.assignment
+    if held is None:
+        return None
+    if isinstance(held, TaskAssignment):
+        return sorted(f"{k}:{t}" for k in ("active", "standby", "warmup") for t in getattr(held, k))
+    return sorted(str(tp) for tp in held)
+
+
 def _detail(desc: GroupDescription) -> dict[str, Any]:
     members = [
         {"member_id": m.member_id, "client_id": m.client_id, "host": getattr(m, "host", ""),
          "instance_id": m.instance_id, "member_epoch": m.member_epoch, "protocol": m.protocol.value,
-         "live": is_live(m),
+         "live": is_live(m), "reconciled": reconciled(m, desc),
+         "owned": _owned(m, target=False), "target": _owned(m, target=True),
          "partitions": [str(tp) for tp in m.assignment] if isinstance(m, ConsumerGroupMember) else []}
         for m in desc.members
     ]
     return {"exists": True, "type": desc.type.value, "state": desc.state.value, "members": members,
+            "group_epoch": desc.group_epoch, "assignment_epoch": desc.target_assignment_epoch,
             "classic_members": sum(m["protocol"] == "classic" for m in members)}
 
 
@@ -194,6 +263,8 @@ class WaitState:
     ``unavailable_since``: when the coordinator first failed in the current run of failures.
     ``members``: a migrated wait's members, by member id: when each was first seen, and the committed
     offsets of its partitions then (what its progress is measured from).
+    ``reconciling``: a migrated wait's members behind the group's assignment, by member id: since when at
+    which member epoch (a member that moves to another epoch is progressing: its clock starts again).
     """
 
     empty_since: float | None = None
@@ -201,6 +272,7 @@ class WaitState:
     unavailable_since: float | None = None
     emptied_at: float | None = None
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -210,7 +282,8 @@ class WaitState:
         data = data or {}
         return cls(empty_since=data.get("empty_since"), removed=list(data.get("removed") or []),
                    unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
-                   members={str(k): dict(v) for k, v in (data.get("members") or {}).items()})
+                   members={str(k): dict(v) for k, v in (data.get("members") or {}).items()},
+                   reconciling={str(k): dict(v) for k, v in (data.get("reconciling") or {}).items()})
 
 
 def member_names(members: list[dict[str, Any]]) -> str:
@@ -230,6 +303,8 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
     For ``migrated`` with ``liveness_s``: :func:`follow_liveness`.
     """
     state.unavailable_since = None
+    if condition.kind == "migrated":
+        follow_reconciliation(condition, result, state, now)
     if condition.kind == "migrated" and condition.liveness_s > 0:
         return follow_liveness(condition, result, state, now)
     if condition.kind != "empty":
@@ -260,6 +335,30 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
     return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
                            {**result.detail, "empty_for_s": round(empty_for, 3)})
+
+
+def follow_reconciliation(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> None:
+    """Fail a migrated wait whose member stays behind its group's assignment at one member epoch for
+    ``condition.reconcile_s`` (:class:`MemberNotReconciled`, naming it with both epochs). A member that
+    reconciles, leaves, or moves to another epoch (progress through several assignments) starts afresh."""
+    behind = {m["member_id"]: m for m in result.detail.get("members") or []
+              if m.get("live") and m.get("reconciled") is False}
+    for gone in set(state.reconciling) - set(behind):
+        del state.reconciling[gone]
+    stuck = []
+    for member_id, m in behind.items():
+        seen = state.reconciling.get(member_id)
+        if seen is None or seen.get("member_epoch") != m.get("member_epoch"):
+            state.reconciling[member_id] = seen = {"since": now, "member_epoch": m.get("member_epoch")}
+        if now - float(seen["since"]) >= condition.reconcile_s:
+            stuck.append(m)
+    if stuck:
+        error = MemberNotReconciled(
+            f"Not reconciled for {condition.reconcile_s:g} s or more at the same member epoch: "
+            f"{describe_reconciling(stuck, result.detail.get('assignment_epoch'))}; the group is "
+            f"{result.detail.get('state')} at group epoch {result.detail.get('group_epoch')}")
+        error.members = stuck  # type: ignore[attr-defined]  # who: the caller may name their instances
+        raise error
 
 
 def follow_liveness(condition: GroupCondition, result: ConditionResult, state: WaitState,
