@@ -315,6 +315,12 @@ class GroupAdmin(ABC):
 class ClusterAdmin(GroupAdmin):
     """What only the native backend does: the cluster, broker versions, members, the fleet inventory, topics."""
 
+    def group_coordinator_configs(self) -> tuple[GroupCoordinatorConfig, ...]:
+        """Every broker's ``group.*`` configs, by broker id (a config change rolls out broker by broker: until
+        it is done, brokers disagree, and a group follows whichever broker coordinates it)."""
+        return tuple(self.group_coordinator_config(b.node_id)
+                     for b in sorted(self.describe_cluster().brokers, key=lambda b: b.node_id))
+
     @abstractmethod
     def describe_cluster(self) -> ClusterInfo:
         """Cluster id, controller and brokers (``DescribeCluster``)."""
@@ -398,10 +404,12 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         topics = admin.topic_partition_counts(source_topics)
         if listing is not None and group_id:
             committed = tuple(sorted({p.topic for p in admin.group_offsets(group_id).partitions}))
+    coordinators = admin.group_coordinator_configs()
     return PreflightFacts(
         brokers=tuple(admin.broker_versions()),
         features=admin.describe_features(),
-        coordinator=admin.group_coordinator_config(),
+        coordinator=coordinators[0] if coordinators else admin.group_coordinator_config(),
+        coordinators=coordinators,
         listing=listing,
         description=description,
         user_data=user_data,

@@ -24,10 +24,11 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.api import evaluate_condition, take_snapshot
+from airflow_provider_kip848.kafka.api import evaluate_condition, read_preflight_facts, take_snapshot
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
+from airflow_provider_kip848.kafka.rules.preflight import run_preflight
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator, SnapshotGroupOffsetsOperator
@@ -423,3 +424,38 @@ def test_describe_cluster_rides_out_the_death_of_the_node_librdkafka_calls_contr
         # the answer comes from a live node (a live node may still name the dead one until the quorum fences it)
         after = admin.describe_cluster()
         assert after.cluster_id == before.cluster_id
+
+
+def _node_with(cluster, node_id: int, extra: str | None) -> None:
+    """Restart one node with ``extra`` appended to its server.properties (None: as it was), as a rolling config
+    change does broker by broker, and wait until the cluster's metadata lists it again."""
+    path = cluster.node_config_path(node_id)
+    original = path.read_text().split("\n# kip848-test-extra\n")[0]
+    cluster.stop_node(node_id)
+    path.write_text(original if extra is None else f"{original}\n# kip848-test-extra\n{extra}\n")
+    cluster.start_node(node_id)
+    with _admin(cluster) as admin:
+        wait_until(lambda: len(admin.describe_cluster().brokers) == 3, what=f"node {node_id} back in the metadata")
+
+
+def test_brokers_that_disagree_on_the_migration_policy_fail_the_preflight_naming_both(cluster, unique):
+    """Half-way through a rolling change of group.consumer.migration.policy, one broker says disabled and the others
+    bidirectional: whether an online migration works would depend on which broker coordinates the group. The
+    preflight reads every broker's configs (not one) and fails, naming each broker and its value."""
+    group = unique("policy-split")
+    _node_with(cluster, 2, "group.consumer.migration.policy=disabled")
+    try:
+        with _admin(cluster) as admin:
+            configs = admin.group_coordinator_configs()
+            assert {c.broker_id: c.migration_policy for c in configs} == {1: "bidirectional", 2: "disabled",
+                                                                          3: "bidirectional"}
+            report = run_preflight(read_preflight_facts(admin, group), "classic_to_consumer", group_id=group)
+        check = next(c for c in report.checks if c.name == "brokers_agree")
+        assert check.status == "fail" and not report.passed
+        assert ("group.consumer.migration.policy: broker 1 = bidirectional, broker 2 = disabled, "
+                "broker 3 = bidirectional") in check.evidence
+    finally:
+        _node_with(cluster, 2, None)
+    with _admin(cluster) as admin:  # the change rolled back on every broker: they agree again
+        report = run_preflight(read_preflight_facts(admin, group), "classic_to_consumer", group_id=group)
+    assert next(c for c in report.checks if c.name == "brokers_agree").status == "pass"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from airflow_provider_kip848.kafka.model import (
@@ -240,3 +242,30 @@ def test_enabling_a_feature_checks_the_brokers_protocol_list():
     # share groups are not listed there: no such check
     assert "protocol_enabled" not in {c.name for c in run_preflight(f, "enable_feature",
                                                                      feature="share.version").checks}
+
+
+def test_brokers_that_disagree_on_a_group_setting_fail_naming_each_broker_and_value():
+    base = facts(releases=["4.3", "4.3", "4.3"])
+    configs = tuple(GroupCoordinatorConfig(i, dict(COORD)) for i in (1, 2, 3))
+    agreeing = replace(base, coordinators=configs)
+    assert status(run_preflight(agreeing, "classic_to_consumer", group_id="g"), "brokers_agree") == "pass"
+    rolling = replace(base, coordinators=(configs[0], GroupCoordinatorConfig(2, {**COORD, "group.consumer.max.size":
+                                                                                 "5"}), configs[2]))
+    report = run_preflight(rolling, "classic_to_consumer", group_id="g")
+    assert not report.passed and report.check("brokers_agree").evidence == (
+        "group.consumer.max.size: broker 1 = 10, broker 2 = 5, broker 3 = 10")
+    # a setting only some brokers report (set on the first ones of a rolling change) counts as a disagreement
+    partial = replace(base, coordinators=(configs[0], configs[1], GroupCoordinatorConfig(3, {
+        k: v for k, v in COORD.items() if k != "group.streams.max.size"})))
+    assert "broker 3 = (unset)" in run_preflight(partial, "classic_to_streams", group_id="g",
+                                                 declared_broker_version="4.3.0").check("brokers_agree").evidence
+    # settings a migration does not depend on may differ (a broker's own id, its log dirs, ...)
+    unrelated = replace(base, coordinators=(configs[0], configs[1], GroupCoordinatorConfig(3, {
+        **COORD, "group.share.record.lock.duration.ms": "1"})))
+    assert status(run_preflight(unrelated, "classic_to_consumer", group_id="g"), "brokers_agree") == "pass"
+    # a broker whose configs were not read: not known to agree
+    unread = replace(base, coordinators=configs[:2])
+    assert "broker(s) 3 were not read" in run_preflight(unread, "classic_to_consumer",
+                                                        group_id="g").check("brokers_agree").evidence
+    assert status(run_preflight(unread, "enable_feature", feature="streams.version", feature_level=1,
+                                declared_broker_version="4.3.0"), "brokers_agree") == "fail"

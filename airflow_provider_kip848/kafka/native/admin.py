@@ -255,6 +255,23 @@ class KafkaAdmin(ClusterAdmin):
         values = {name: e.value for name, e in entries.items() if name.startswith("group.") and e.value is not None}
         return GroupCoordinatorConfig(broker_id=broker_id, values=values)
 
+    def group_coordinator_configs(self) -> tuple[GroupCoordinatorConfig, ...]:
+        """Every broker's ``group.*`` configs, each asked of its own broker, all requests in flight at once (a
+        broker's own config is answered by that broker; librdkafka takes one broker resource per request)."""
+        ids = sorted(b.node_id for b in self.describe_cluster().brokers)
+        resources = [ConfigResource(ResourceType.BROKER, str(i)) for i in ids]
+        timeout = self._t.timeout_s
+
+        def read() -> list[Any]:
+            futures = [self._t.confluent.describe_configs([r], request_timeout=timeout)[r] for r in resources]
+            return [f.result(timeout + 5) for f in futures]
+
+        with self.requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
+            answers = self._t.retrying(read)
+        return tuple(GroupCoordinatorConfig(broker_id=i, values={n: e.value for n, e in entries.items()
+                                                                 if n.startswith("group.") and e.value is not None})
+                     for i, entries in zip(ids, answers, strict=True))
+
     def _describe_configs(self, resource: ConfigResource) -> Any:
         timeout = self._t.timeout_s
         return self._t.retrying(
@@ -459,7 +476,7 @@ class KafkaAdmin(ClusterAdmin):
 
     def _fleet_judge(self, reader: BatchReader, declared_broker_version: str | None) -> FleetJudge:
         """The cluster-wide facts of the verdicts, read once: every broker's release and the features
-        (ApiVersions to every broker at once), the group coordinator's configs (of the lowest live broker).
+        (ApiVersions to every broker at once), every broker's group coordinator configs.
         A broker that does not answer leaves its release unknown: every verdict is then UNKNOWN."""
         versions, features, silent = reader.broker_facts()
         if silent or features is None:
@@ -467,10 +484,13 @@ class KafkaAdmin(ClusterAdmin):
                    else "no broker answered ApiVersions")
             return FleetJudge(None, facts_error=why)
         try:
-            coordinator = self.group_coordinator_config(broker_id=min(b.node_id for b in versions))
+            coordinators = self.group_coordinator_configs()
         except E.Kip848Error as exc:
             return FleetJudge(None, facts_error=f"the brokers' group.* configs could not be read: {exc.what}")
-        facts = PreflightFacts(brokers=tuple(versions), features=features, coordinator=coordinator)
+        if not coordinators:
+            return FleetJudge(None, facts_error="the cluster listed no broker to read group.* configs from")
+        facts = PreflightFacts(brokers=tuple(versions), features=features, coordinator=coordinators[0],
+                               coordinators=coordinators)
         return FleetJudge(facts, declared_broker_version=declared_broker_version)
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:

@@ -17,6 +17,7 @@ is unit-testable on recorded facts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -131,6 +132,12 @@ class PreflightFacts:
     source_topics: dict[str, int | None] = field(default_factory=dict)
     #: the topics the group has committed offsets on (what the application consumed until now)
     committed_topics: tuple[str, ...] = ()
+    #: every broker's group.* configs (``coordinator`` is one of them); not given: ``coordinator``'s alone
+    coordinators: tuple[GroupCoordinatorConfig, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.coordinators:
+            object.__setattr__(self, "coordinators", (self.coordinator,))
 
     def for_group(self, listing: GroupListing | None,
                   description: ConsumerGroupDescription | StreamsGroupDescription | None,
@@ -179,6 +186,7 @@ def run_preflight(
         if feature in FEATURE_PROTOCOL and level >= 1:
             # a finalized feature alone does not serve the protocol: the brokers must list it too
             checks.append(_protocol_enabled(facts, FEATURE_PROTOCOL[feature]))
+            checks.append(_brokers_agree(facts))
         return PreflightReport(mode, group_id, tuple(checks))
     if mode == "downgrade_feature":
         if feature not in FEATURE_GROUP_TYPES:
@@ -201,6 +209,7 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
     checks.append(_broker_version(facts, "4.2" if streams else "4.0", declared_broker_version,
                                   streams=mode == "classic_to_streams"))
     checks.append(_protocol_enabled(facts, target))
+    checks.append(_brokers_agree(facts))
     if target == "consumer":
         checks.append(_feature_finalized(facts, "group.version"))
     elif mode == "classic_to_streams":
@@ -278,6 +287,38 @@ def _protocol_enabled(facts: PreflightFacts, protocol: str) -> Check:
     return Check("protocol_enabled", FAIL, evidence,
                  f"Add {protocol} to group.coordinator.rebalance.protocols on every broker (rolling restart); "
                  "until then members get UNSUPPORTED_VERSION.")
+
+
+#: the broker settings a group's protocol, migration and bounds depend on: they must be the same on every
+#: broker, since a group follows whichever broker coordinates it (its __consumer_offsets partition's leader)
+MUST_AGREE = re.compile(
+    r"^group\.(coordinator\.rebalance\.protocols|consumer\.migration\.policy|max\.size"
+    r"|(min|max)\.session\.timeout\.ms"
+    r"|(classic|consumer|streams|share)\.(max\.size|assignors|(min\.|max\.)?(session\.timeout\.ms|heartbeat\.interval\.ms)"
+    r"|(max\.)?num\.standby\.replicas))$")
+
+
+def _brokers_agree(facts: PreflightFacts) -> Check:
+    """Every broker has the same group settings; brokers that disagree (a config change rolling out, or
+    applied to some brokers only) fail, naming each broker's value."""
+    configs = facts.coordinators
+    unread = sorted({b.node_id for b in facts.brokers} - {c.broker_id for c in configs})
+    if unread:
+        return Check("brokers_agree", FAIL, f"the group.* configs of broker(s) {', '.join(map(str, unread))} were "
+                     f"not read (read: {', '.join(str(c.broker_id) for c in configs)})",
+                     "Read every broker's configs (DESCRIBE_CONFIGS on the cluster) and rerun.")
+    keys = sorted({k for c in configs for k in c.values if MUST_AGREE.match(k)})
+    differing = {k: {c.broker_id: c.values.get(k) for c in configs} for k in keys
+                 if len({c.values.get(k) for c in configs}) > 1}
+    if not differing:
+        return Check("brokers_agree", PASS, f"{len(configs)} broker(s) agree on {len(keys)} group setting(s)")
+    evidence = "; ".join(f"{k}: " + ", ".join(f"broker {b} = {'(unset)' if v is None else v}"
+                                             for b, v in sorted(values.items()))
+                         for k, values in differing.items())
+    return Check("brokers_agree", FAIL, evidence,
+                 "The brokers disagree: a config change is still rolling out, or was applied to some brokers only. "
+                 "A group follows whichever broker coordinates it, so its protocol, migration policy and bounds "
+                 "would depend on where its coordinator lands. Finish the change on every broker, then rerun.")
 
 
 def _feature_finalized(facts: PreflightFacts, feature: str) -> Check:
