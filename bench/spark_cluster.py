@@ -14,7 +14,8 @@ workers, from the installed pyspark):
   the report, the first job's JIT warm-up included), and the job's records/s
   and its ratio to the plain consumer's are computed on the job's time; then
   the same job again on the same session (a process that keeps its session,
-  ``spark.session.job_session``);
+  ``spark.session.job_session``). The session is the one ``job_session`` starts for a task
+  (``short_lived``: C1 only, the class-data archive; whether the driver mapped the archive is printed);
 * one local Spark session per group, one after another, each in a fresh
   Python process as one task per group runs today (a JVM start each);
 * one job on the 2-worker cluster, submitted in cluster mode through the
@@ -120,11 +121,12 @@ def local_run(spec_path: Path) -> dict[str, Any]:
 def run_local_child(spec_path: str) -> None:
     """The child of :func:`local_run`: the session as ``wave.run`` starts one (``job_session``), timed apart;
     the job on it (the first job of a fresh JVM), then the same job again on the same session."""
-    from airflow_provider_kip848.spark.session import local_session
+    from airflow_provider_kip848.spark.session import class_data_status, local_session, stop_session
 
     t0 = time.perf_counter()
-    spark = local_session("kip848-wave-validation", kafka_connector=True)
+    spark = local_session("kip848-wave-validation", kafka_connector=True, short_lived=True)
     session_s = time.perf_counter() - t0
+    cds = class_data_status(spark)
     spec = json.loads(Path(spec_path).read_text())
     t0 = time.perf_counter()
     report = wave.run(spec, spark)
@@ -134,9 +136,9 @@ def run_local_child(spec_path: str) -> None:
     again = wave.run(spec, spark)
     warm_s = time.perf_counter() - t0
     assert again["passed"] == report["passed"]
-    spark.stop()
+    stop_session(spark)  # the first session of a jar set dumps the class-data archive here (after the jobs)
     ids = [g["group_id"] for g in report["groups"]]
-    print(json.dumps({**wave.outcome(ids, report), "session_s": session_s, "job_s": job_s, "warm_s": warm_s,
+    print(json.dumps({**wave.outcome(ids, report), "session_s": session_s, "job_s": job_s, "warm_s": warm_s, "cds": cds,
                       "checks": sorted({v["check"] for g in report["groups"] for v in g["verdicts"]})}))
 
 
@@ -199,8 +201,8 @@ def main() -> None:
             print(f"round {n + 1}: plain consumer {consumer_s[-1]:.2f} s ({total / consumer_s[-1]:,.0f} records/s); "
                   f"local wave job {whole['job_s']:.2f} s ({total / whole['job_s']:,.0f} records/s) after a "
                   f"{whole['session_s']:.1f} s SparkSession start, {whole['wall_s']:.1f} s wall; again on the same "
-                  f"session {whole['warm_s']:.2f} s ({total / whole['warm_s']:,.0f} records/s) "
-                  f"(checks: {', '.join(whole['checks'])})", flush=True)
+                  f"session {whole['warm_s']:.2f} s ({total / whole['warm_s']:,.0f} records/s); "
+                  f"CDS archive: {whole['cds']} (checks: {', '.join(whole['checks'])})", flush=True)
         results["plain confluent-kafka consumer"] = statistics.median(consumer_s)
         results["one local job (local[2]), wall"] = statistics.median(w["wall_s"] for w in local)
 
@@ -251,8 +253,10 @@ def main() -> None:
     print(f"  local wave job (job only)        {job_s:7.2f} s {total / job_s:12,.0f} records/s   "
           f"ratio {total / job_s / base:.2f}x (target >= 0.25x; a fresh process: the JVM's first job)")
     print(f"  the same job again, same session {warm_s:7.2f} s {total / warm_s:12,.0f} records/s   "
-          f"ratio {total / warm_s / base:.2f}x (a process that keeps its session: job_session)")
+          f"ratio {total / warm_s / base:.2f}x (the same short-lived session again: C1 only, warm)")
     print(f"  SparkSession start-up            {session_s:7.2f} s   (apart: not in the job's records/s)")
+    print(f"  CDS archive (driver JVM): {', '.join(w['cds'] for w in local)} (per round; 'building': that round's "
+          f"session dumped it when it stopped)")
     print(f"  fresh process wall (Python, SparkSession, the job, its rerun, stop) "
           f"{results['one local job (local[2]), wall']:.1f} s")
     if args.local_only:

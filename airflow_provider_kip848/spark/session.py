@@ -10,9 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kip848.kafka.cache import default_cache_dir
+from airflow_provider_kip848.spark import cds
 from airflow_provider_kip848.spark.jvm_output import forward_jvm_output
 
 KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+
+#: the driver JVM of a short-lived session (one task's job, then the JVM ends): the client compiler only and the
+#: serial collector. On 2 cores the server compiler's threads take a third of a fresh JVM's CPU compiling code the
+#: job then runs once (measured: 33 of 76 CPU-s over a session start and the first wave job); C1 only cuts the
+#: first job's CPU by about a quarter (docs/validation.md). A long-lived session keeps the JVM's defaults.
+SHORT_LIVED_DRIVER_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def connector_coordinates() -> str:
@@ -23,14 +30,21 @@ def connector_coordinates() -> str:
 
 
 def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool = True, cores: int = 2,
-                  cache_dir: str | Path | None = None):
-    """``local[cores]``, UTC, no UI, small shuffles; the connector's jars cached under ``cache_dir/ivy``."""
-    from pyspark.sql import SparkSession  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+                  cache_dir: str | Path | None = None, short_lived: bool = False):
+    """``local[cores]``, UTC, no UI, small shuffles; the connector's jars cached under ``cache_dir/ivy``.
+
+    ``short_lived``: the session of one task's job (stop it with :func:`stop_session`): its driver JVM runs
+    with :data:`SHORT_LIVED_DRIVER_OPTIONS` and maps the jar set's class-data archive (:mod:`.cds`), dumping it
+    when there is none yet. ``spark.driver.extraJavaOptions`` is then this module's (a deployment's
+    ``spark.driver.defaultJavaOptions`` still apply)."""
+    import pyspark  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    from pyspark.sql import SparkSession  # noqa: PLC0415
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no hostname lookup, no warning about it
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    ivy = Path(cache_dir or default_cache_dir()) / "ivy"
+    cache = Path(cache_dir or default_cache_dir())
+    ivy = cache / "ivy"
     builder = (
         SparkSession.builder.appName(app_name)
         .master(f"local[{cores}]")
@@ -45,10 +59,37 @@ def local_session(app_name: str = "kip848-validation", *, kafka_connector: bool 
     if kafka_connector:
         builder = (builder.config("spark.jars.packages", connector_coordinates())
                    .config("spark.jars.ivySettings", str(ivy_settings(ivy))))
+    archive = cds.DriverArchive(None)
+    if short_lived:
+        archive = cds.prepare(cache, pyspark.__version__,
+                              [connector_coordinates() if kafka_connector else "", *SHORT_LIVED_DRIVER_OPTIONS])
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 " ".join([*SHORT_LIVED_DRIVER_OPTIONS, *archive.options()]))
     # the JVM inherits a pipe, not the task's stderr (which Airflow logs at ERROR): see spark.jvm_output
-    spark = forward_jvm_output(builder.getOrCreate)
+    try:
+        spark = forward_jvm_output(builder.getOrCreate)
+    except BaseException:
+        cds.finish(archive)
+        raise
     spark.sparkContext.setLogLevel("ERROR")
+    spark._kip848_cds = archive  # type: ignore[attr-defined]  # what stop_session finishes
     return spark
+
+
+def stop_session(spark) -> None:
+    """Stop a session of :func:`local_session`; a short-lived one that dumps the class-data archive ends its JVM
+    and waits for the archive (the first such session of a jar set only: about 20 s, after its job)."""
+    spark.stop()
+    archive = getattr(spark, "_kip848_cds", None)
+    if archive is not None:
+        cds.finish(archive)
+
+
+def class_data_status(spark) -> str:
+    """Whether the session's driver mapped the class-data archive: ``used``, ``unusable``, ``building`` (dumped
+    when the session stops) or ``absent``."""
+    archive = getattr(spark, "_kip848_cds", None)
+    return cds.status(archive) if archive is not None else "absent"
 
 
 @contextmanager
@@ -67,11 +108,11 @@ def job_session(app_name: str, *, kafka_connector: bool = True) -> Iterator[Any]
     if running is not None:
         yield running
         return
-    spark = local_session(app_name, kafka_connector=kafka_connector)
+    spark = local_session(app_name, kafka_connector=kafka_connector, short_lived=True)
     try:
         yield spark
     finally:
-        spark.stop()
+        stop_session(spark)
 
 
 def ivy_settings(ivy_dir: Path) -> Path:
