@@ -394,8 +394,8 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.rules.carried_settings import CarriedSetting
     from airflow_provider_kip848.kafka.rules.conditions import is_live
-    from airflow_provider_kip848.kafka.rules.streams_settings import CarriedSetting
     from airflow_provider_kip848.operators.application import plan_lines
     from airflow_provider_kip848.operators.lint import lint_lines
 

@@ -267,10 +267,10 @@ def kip1071_streams_rollback_to_classic():
 
 
 def returned_settings(params: dict, controller_result: dict | None = None) -> dict:
-    """The streams group's assignment settings against the classic application's (kafka.rules.streams_settings):
+    """The streams group's assignment settings against the classic application's (kafka.rules.carried_settings):
     its config as the controller reads it for classic, the form's keys on top."""
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.kafka.rules.streams_settings import carry_back
+    from airflow_provider_kip848.kafka.rules.carried_settings import carry_back
 
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         dynamic = hook.describe_group_config(params["application_id"]).dynamic

@@ -2,7 +2,7 @@
 
 * :func:`capture_output`: the output topic's end offsets, the fixed range the continuity check reads;
 * :func:`application_properties`, :func:`carried_settings`: the streams migration's group configs, carried
-  over from the application's client properties (``kafka.rules.streams_settings``), with the restart's
+  over from the application's client properties (``kafka.rules.carried_settings``), with the restart's
   rebalance delay;
 * :func:`missing_source_topics`, :func:`diagnose_streams`: why a streams application did not become Stable;
 * :func:`consumer_validation`: the consumer migrations' PySpark validation tasks (the checks' spec, the
@@ -17,7 +17,7 @@ from airflow.sdk import task
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import topic_list
-from airflow_provider_kip848.kafka.rules.streams_settings import carry_over, to_set
+from airflow_provider_kip848.kafka.rules.carried_settings import carry_over, to_set
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 
 #: the streams group config the migration lowers for the restart only (put back once the group is Stable)
@@ -37,7 +37,7 @@ def application_properties(params: dict, controller_result: dict | None) -> dict
 
 
 def carried_settings(params: dict, controller_result: dict | None = None) -> dict:
-    """The streams group configs this run sets, each with its source (see kafka.rules.streams_settings)."""
+    """The streams group configs this run sets, each with its source (see kafka.rules.carried_settings)."""
     requested = {"streams.num.standby.replicas": params["standby_replicas"],
                  "streams.session.timeout.ms": params["session_timeout_ms"],
                  "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
