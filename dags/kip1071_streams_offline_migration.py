@@ -88,6 +88,7 @@ from airflow_provider_kip848.operators.report import (
 from airflow_provider_kip848.operators.runbook_steps import (
     RESTART_DELAY,
     capture_output,
+    carried_notes,
     carried_settings,
     diagnose_streams,
 )
@@ -394,7 +395,6 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-    from airflow_provider_kip848.kafka.rules.carried_settings import CarriedSetting
     from airflow_provider_kip848.kafka.rules.conditions import is_live
     from airflow_provider_kip848.operators.application import plan_lines
     from airflow_provider_kip848.operators.lint import lint_lines
@@ -417,13 +417,7 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
                    else "set before the restart")
             changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
                                   why))
-    notes = ["one approval covers the whole downtime"]
-    for raw in carried["settings"]:
-        setting = CarriedSetting(**{k: raw[k] for k in ("config", "current", "value", "source")})
-        if setting.changes:
-            notes.append(f"{setting.config}: {setting.value} from the {setting.source}")
-        else:
-            notes.append(f"{setting.config}: {setting.current or 'unset'}, kept ({setting.source})")
+    notes = ["one approval covers the whole downtime", *carried_notes(carried)]
     if params.get("fallback_to_classic"):
         notes.append("if the streams application is not Stable in time, the DAG restarts it on classic")
     notes += plan_lines(controller_result) + lint_lines(lint_result)

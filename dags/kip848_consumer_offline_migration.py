@@ -17,11 +17,17 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol", upgrade and downgrade, offli
    target protocol (keys the client rejects, the assignor that replaces the
    classic one, the client release) and run the preflight (brokers 4.0+,
    protocol enabled, ``group.version`` finalized, group type, assignor mapping).
-3. Snapshot the committed offsets.
+3. Carry the application's ``session.timeout.ms`` / ``heartbeat.interval.ms``
+   over to the group's ``consumer.session.timeout.ms`` /
+   ``consumer.heartbeat.interval.ms`` (the consumer protocol ignores the
+   client's own; clamped into the brokers' bounds; a group value is kept, a
+   Param wins), validated against the brokers now. Snapshot the committed
+   offsets.
 4. One approval for the whole downtime (not by whoever triggered the run);
    right before the downtime the plan is computed again and an expired or
-   changed approval is not reused.
-5. Stop every instance through the controller, until the platform shows none.
+   changed approval is not reused. The carried settings show before -> after.
+5. Set the carried group configs. Stop every instance through the controller,
+   until the platform shows none.
 6. Wait until the group is Empty. Members the instances left behind are forced
    out only once the platform confirmed that no instance exists (at once then,
    no settle time); without that confirmation they leave when their session
@@ -64,6 +70,7 @@ from airflow_provider_kip848.operators.approval import (
     KafkaChangeApprovalOperator,
     change_control_params,
 )
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
@@ -75,7 +82,12 @@ from airflow_provider_kip848.operators.offsets import (
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
-from airflow_provider_kip848.operators.runbook_steps import capture_output, consumer_validation
+from airflow_provider_kip848.operators.runbook_steps import (
+    capture_output,
+    carried_notes,
+    carried_settings,
+    consumer_validation,
+)
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
@@ -95,6 +107,8 @@ POLL = "{{ params.poll_seconds }}"
 AUDIT = "{{ params.audit_log }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
+#: the group configs this run sets: the application's session timeout and heartbeat interval carried over (to consumer)
+GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
 ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
@@ -132,6 +146,14 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                     description="Done when this many live members run the target protocol. Empty: "
                                                 "the number of live members when the plan is made (shown in the "
                                                 "approval)."),
+        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="consumer.session.timeout.ms",
+                                    description="The group's session timeout on the consumer protocol (which "
+                                                "ignores the client's session.timeout.ms). Empty: carry over (the "
+                                                "group's value, else the application's session.timeout.ms, clamped "
+                                                "into the brokers' bounds, else the brokers' default)."),
+        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
+                                       title="consumer.heartbeat.interval.ms",
+                                       description="Empty: carry over, as above (heartbeat.interval.ms)."),
         **downtime_params(),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",
@@ -164,6 +186,17 @@ def kip848_consumer_offline_migration():
     )
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE, group_id=GROUP,
                                            expect_empty=False)
+    # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
+    # configs decide, so the application's values are carried over (set before the restart, shown in the approval)
+    @task
+    def carry_over_settings(params: dict | None = None, **context) -> dict:
+        return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"),
+                                group_type=params["target_protocol"])
+
+    validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
+    group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
+                                             set_configs=GROUP_CONFIGS, audit_log=AUDIT)
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -172,9 +205,10 @@ def kip848_consumer_offline_migration():
         return capture_output(params)
 
     @task
-    def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, controller_result: dict,
-                  params: dict | None = None) -> dict:
-        return build_plan(params, lint_result, preflight_report["checks"], snapshot, controller_result)
+    def make_plan(lint_result: dict, preflight_report: dict, snapshot: dict, controller_result: dict, carried: dict,
+                  configs: dict, params: dict | None = None) -> dict:
+        return build_plan(params, lint_result, preflight_report["checks"], snapshot, controller_result, carried,
+                          configs)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -245,22 +279,26 @@ def kip848_consumer_offline_migration():
                               deadline_tasks=("start_application", "wait_migrated")),
         target=lambda p: p["target_protocol"],
         results={"window": "window_guard", "controller": "controller", "preflight": PREFLIGHT,
-                 "lint": "lint_client_config", "stopped": "stop_application", "emptied": "wait_empty",
+                 "lint": "lint_client_config", "group_settings": "carry_over_settings",
+                 "group_configs": "set_group_configs", "stopped": "stop_application", "emptied": "wait_empty",
                  "restored": "restore_lost_offsets", "started": "start_application", "migration": "wait_migrated",
                  "offsets_vs_snapshot": "compare_offsets", "validation": "validate",
                  "rollback": {"stopped": "rollback_stop", "restarted": "rollback_start", "back": "rollback_wait_back",
                               "offsets_vs_snapshot": "rollback_compare_offsets"}},
-        change_tasks=("wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
+        change_tasks=("set_group_configs", "wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
         fail_outcomes=lambda p: ("failed", "refused", "rolled_back"),
     )
 
     out_before = capture_output_before()
-    plan = make_plan(lint.output, preflight.output, snapshot_before.output, controller.output)
-    guard >> controller >> lock >> [lint, preflight] >> snapshot_before >> out_before >> plan
+    carried = carry_over_settings()
+    plan = make_plan(lint.output, preflight.output, snapshot_before.output, controller.output, carried,
+                     validate_configs.output)
+    guard >> controller >> lock >> [lint, preflight] >> carried >> validate_configs
+    validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report_task(report, task_id="report")
     out_after = capture_output_after()
-    (decision >> approval >> recheck >> stop >> wait_empty >> restore >> started
+    (decision >> approval >> recheck >> group_configs >> stop >> wait_empty >> restore >> started
      >> wait_migrated >> wait_lag >> compare >> snapshot_after >> out_after)
     # the brokers' group metrics before, during and after the change (side branches: they never gate it)
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
@@ -278,7 +316,8 @@ def kip848_consumer_offline_migration():
 
 
 def build_plan(params: dict, lint_result: dict | None = None, checks: list | None = None,
-               snapshot: dict | None = None, controller_result: dict | None = None) -> dict:
+               snapshot: dict | None = None, controller_result: dict | None = None, carried: dict | None = None,
+               configs: dict | None = None) -> dict:
     """The downtime plan to approve (computed again right before the downtime starts)."""
     from airflow_provider_kip848.changecontrol.plan import Change, Plan
     from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -288,25 +327,34 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     from airflow_provider_kip848.operators.lint import lint_lines
 
     group, target = params["group_id"], params["target_protocol"]
+    carried = carried or carried_settings(params, controller_result, group_type=target)
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         desc = hook.describe_group(group)
+        if configs is None:
+            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True).to_dict()
     live = [m for m in desc.members if is_live(m)]
     expected = params["expected_instances"] or len(live)
     nothing = desc.type is GroupType(target) and all(m.protocol.value == target for m in live)
-    changes = () if nothing else (
+    changes = [] if nothing else [
         Change("application", group, f"running ({len(live)} instance(s))", "stopped", "downtime starts"),
         Change("protocol", group, desc.type.value, target, f"restart with group.protocol={target}"),
-    )
+    ]
+    before = configs.get("before") or {}
+    for key, value in sorted((configs.get("requested_set") or {}).items()):
+        if not nothing and before.get(key) != str(value):
+            changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
+                                  "set before the restart (the consumer protocol ignores the client's own)"))
     notes = ["one approval covers the whole downtime",
              f"done when {expected} live member(s) run the {target} protocol; otherwise the DAG restarts the "
-             f"application on {desc.type.value} (the way back) and reports 'rolled back'"]
+             f"application on {desc.type.value} (the way back) and reports 'rolled back'", *carried_notes(carried)]
     if snapshot:
         notes.insert(0, f"snapshot: {snapshot['path']} ({snapshot['committed_partitions']} committed partitions, "
                         f"lag {snapshot['total_lag']})")
     notes += plan_lines(controller_result) + lint_lines(lint_result)
     plan = Plan(
         title=f"Offline move of {group} to the {target} protocol",
-        steps=("stop every instance (through the controller, until the platform shows none)",
+        steps=(*(["set the group configs carried over"] if carried["set"] else []),
+               "stop every instance (through the controller, until the platform shows none)",
                ("wait for Empty (members left behind forced out at once once the platform confirms every "
                 "instance gone; without that confirmation never: they leave when their session times out)")
                if params.get("remove_members_after") is not None
@@ -317,6 +365,7 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
                "drain lag, compare offsets, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
+               "group_configs": before,
                "live_members": len(live), "expected_instances": expected, "assignor": getattr(desc, "assignor", None),
                "controller": (controller_result or {}).get("controller", {}).get("name")},
     )
@@ -327,7 +376,7 @@ def replan(context) -> dict:
     ti = context["ti"]
     return build_plan(context["params"], ti.xcom_pull(task_ids="lint_client_config"),
                       (ti.xcom_pull(task_ids="preflight") or {}).get("checks"),
-                      ti.xcom_pull(task_ids="snapshot_before"), ti.xcom_pull(task_ids="controller"))
+                      ti.xcom_pull(task_ids="snapshot_before"), ti.xcom_pull(task_ids="controller"))  # configs afresh
 
 
 kip848_consumer_offline_migration()

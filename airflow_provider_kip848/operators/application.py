@@ -96,9 +96,10 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         actions are rendered for it, and its client configuration is read for it.
     :param way_back_protocol: the protocol of the DAG's way back, if any (its actions are shown too).
     :returns: ``{controller: {name, kind, description, args, target, actions, can_roll, way_back}, status,
-        config}``; ``status`` is the platform's status now (``known`` false when it cannot tell), ``config`` the
-        client configuration for ``group_protocol`` (None: the controller does not report it). With
-        ``required=False`` and no controller named: None.
+        config, source_config}``; ``status`` is the platform's status now (``known`` false when it cannot tell),
+        ``config`` the client configuration for ``group_protocol``, ``source_config`` for ``way_back_protocol``
+        (the one the application runs with now: what a migration carries over; None: the controller does not
+        report it, or no way back). With ``required=False`` and no controller named: None.
     """
 
     template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "way_back_protocol")
@@ -116,20 +117,23 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         protocol = str(self.group_protocol)
         if protocol not in GROUP_PROTOCOLS:
             raise AirflowFailException(f"group_protocol must be classic, consumer or streams, not {protocol!r}")
+        back = None if self.way_back_protocol in (None, "", "None") else str(self.way_back_protocol)
         try:
             plan = named.plan(protocol)
-            if self.way_back_protocol not in (None, "", "None"):
-                plan["way_back"] = named.plan(str(self.way_back_protocol))["actions"]
+            if back is not None:
+                plan["way_back"] = named.plan(back)["actions"]
             plan["reached"] = named.check()  # a platform that cannot be reached fails here, before the approval
             status = named.status()
             config = named.config(protocol)
+            source = named.config(back) if back is not None else None
         except ControllerError as exc:
             raise task_error(exc) from exc
         finally:
             named.close()
         self.log.info("Controller %s: %s", named.label, status.summary())
         return {"controller": plan, "status": status.to_dict(),
-                "config": config.to_dict() if config is not None else None}
+                "config": config.to_dict() if config is not None else None,
+                "source_config": source.to_dict() if source is not None else None}
 
 
 def instances_gone(stop_task_id: str) -> str:

@@ -1,9 +1,9 @@
 """Small steps the single-group DAGs' ``@task`` functions call: the logic lives here, the DAG files wire it.
 
 * :func:`capture_output`: the output topic's end offsets, the fixed range the continuity check reads;
-* :func:`application_properties`, :func:`carried_settings`: the streams migration's group configs, carried
-  over from the application's client properties (``kafka.rules.carried_settings``), with the restart's
-  rebalance delay;
+* :func:`application_properties`, :func:`carried_settings`, :func:`carried_notes`: the group configs a
+  streams or consumer migration carries over from the application's client properties
+  (``kafka.rules.carried_settings``), with the streams restart's rebalance delay, and their lines in the approval;
 * :func:`missing_source_topics`, :func:`diagnose_streams`: why a streams application did not become Stable;
 * :func:`consumer_validation`: the consumer migrations' PySpark validation tasks (the checks' spec, the
   ``validate_with_spark`` gate, the validation), wired.
@@ -17,7 +17,7 @@ from airflow.sdk import task
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import topic_list
-from airflow_provider_kip848.kafka.rules.carried_settings import carry_over, to_set
+from airflow_provider_kip848.kafka.rules.carried_settings import CarriedSetting, carry_over, to_set
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 
 #: the streams group config the migration lowers for the restart only (put back once the group is Stable)
@@ -36,16 +36,29 @@ def application_properties(params: dict, controller_result: dict | None) -> dict
     return {**(config.get("properties") or {}), **(params["application_properties"] or {})}
 
 
-def carried_settings(params: dict, controller_result: dict | None = None) -> dict:
-    """The streams group configs this run sets, each with its source (see kafka.rules.carried_settings)."""
-    requested = {"streams.num.standby.replicas": params["standby_replicas"],
-                 "streams.session.timeout.ms": params["session_timeout_ms"],
-                 "streams.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+def carried_settings(params: dict, controller_result: dict | None = None, *, group_type: str = "streams") -> dict:
+    """The group configs this run sets, each with its source (see kafka.rules.carried_settings): a streams
+    migration's standbys and timeouts (the application's ``application_id``; its config for streams as the
+    controller reads it, the form's ``application_properties`` on top), a consumer migration's timeouts
+    (``group_id``; the config the application runs with now, the controller's ``source_config``: on the consumer
+    protocol the client refuses them); a move to classic sets none (classic members bring their own)."""
+    if group_type == "classic":
+        return {"settings": [], "set": {}, "restart_delay": None}
+    streams = group_type == "streams"
+    requested = {f"{group_type}.session.timeout.ms": params["session_timeout_ms"],
+                 f"{group_type}.heartbeat.interval.ms": params["heartbeat_interval_ms"]}
+    if streams:
+        requested["streams.num.standby.replicas"] = params["standby_replicas"]
+    group_id = params["application_id"] if streams else params["group_id"]
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-        dynamic = hook.describe_group_config(params["application_id"]).dynamic
+        dynamic = hook.describe_group_config(group_id).dynamic
         broker = hook.group_coordinator_config().values
     known = {k: v for k, v in dynamic.items() if v is not None}
-    settings = carry_over(requested, application_properties(params, controller_result), known, broker)
+    if streams:  # the streams client ignores them (no error): the config it will run with holds them
+        properties = application_properties(params, controller_result)
+    else:  # the consumer protocol refuses them: the config the application runs with now (classic) holds them
+        properties = ((controller_result or {}).get("source_config") or {}).get("properties") or {}
+    settings = carry_over(requested, properties, known, broker, group_type=group_type)
     to_apply = to_set(settings)
     out: dict[str, Any] = {"settings": [s.to_dict() for s in settings], "set": to_apply, "restart_delay": None}
     if params.get("restart_rebalance_delay_ms") is not None:  # for the restart only: put back once Stable
@@ -56,6 +69,18 @@ def carried_settings(params: dict, controller_result: dict | None = None) -> dic
                                 "restore_set": {RESTART_DELAY: previous} if previous is not None else {},
                                 "restore_delete": [] if previous is not None else [RESTART_DELAY]}
     return out
+
+
+def carried_notes(carried: dict) -> list[str]:
+    """The approval's lines on the carried settings: each value set, from where, or kept."""
+    notes = []
+    for raw in carried["settings"]:
+        setting = CarriedSetting(**{k: raw[k] for k in ("config", "current", "value", "source")})
+        if setting.changes:
+            notes.append(f"{setting.config}: {setting.value} from the {setting.source}")
+        else:
+            notes.append(f"{setting.config}: {setting.current or 'unset'}, kept ({setting.source})")
+    return notes
 
 
 def missing_source_topics(hook: KafkaGroupAdminHook, params: dict) -> list[str]:
@@ -109,5 +134,6 @@ def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: A
     return spec, validate
 
 
-__all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_settings", "consumer_validation",
+__all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_notes", "carried_settings",
+           "consumer_validation",
            "diagnose_streams", "missing_source_topics"]

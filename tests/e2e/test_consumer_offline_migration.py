@@ -69,7 +69,7 @@ def running_classic(bootstrap, unique, tmp_path, admin, controllers, *, with_use
         controller = SupervisedConsumerApp(
             supervisor, group, tmp_path / "app", bootstrap_servers=bootstrap, group_id=group, topics=[topic],
             instances=INSTANCES, output_topic=output,
-            classic_properties={"partition.assignment.strategy": "cooperative-sticky"})
+            classic_properties={"partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "8000"})
         controller.install("classic")
         name = controllers.add(group, "command", controller.target(),
                                description="the test's consumer application under supervisord")
@@ -151,6 +151,13 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
         assert "instances now (the platform): 2 instance(s) running" in body, body
         assert f"client config linted: controller '{group}': `cat " in body, body
         assert "group.remote.assignor=uniform (controller)" in body and "enable.auto.commit=false" not in body
+        # the session timeout the application runs with on classic (its config file, read by the controller): the
+        # consumer protocol refuses it in the client, so it is carried over to the group's config, in the approval
+        assert "consumer.session.timeout.ms: 8000 from the application config (session.timeout.ms)" in body, body
+        assert "consumer.heartbeat.interval.ms: unset, kept (broker default (group.consumer.heartbeat.interval.ms=" \
+               "500))" in body, body
+        assert admin.describe_group_config(group).dynamic.get("consumer.session.timeout.ms") == "8000"
+        assert report["results"]["group_configs"]["changed"] == {"consumer.session.timeout.ms": [None, "8000"]}
         lint = report["results"]["lint"]
         assert lint["checked"] and lint["linted"]["enable.auto.commit"] == {"value": "false",
                                                                              "from": "form (overrides the controller's)"}
