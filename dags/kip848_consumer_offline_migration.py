@@ -79,7 +79,13 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
+from airflow_provider_kip848.operators.params import (
+    artifact_params,
+    carried_consumer_params,
+    downtime_params,
+    validation_params,
+    window_params,
+)
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.runbook_steps import (
@@ -146,14 +152,7 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                     description="Done when this many live members run the target protocol. Empty: "
                                                 "the number of live members when the plan is made (shown in the "
                                                 "approval)."),
-        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="consumer.session.timeout.ms",
-                                    description="The group's session timeout on the consumer protocol (which "
-                                                "ignores the client's session.timeout.ms). Empty: carry over (the "
-                                                "group's value, else the application's session.timeout.ms, clamped "
-                                                "into the brokers' bounds, else the brokers' default)."),
-        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
-                                       title="consumer.heartbeat.interval.ms",
-                                       description="Empty: carry over, as above (heartbeat.interval.ms)."),
+        **carried_consumer_params(),
         **downtime_params(),
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="The restarted application must be in within (min)",

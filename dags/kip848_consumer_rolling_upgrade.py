@@ -11,7 +11,11 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 gu
    this DAG offers), no custom assignor with userData, group size, static
    members.
 3. A person approves (or rejects) the plan.
-4. Snapshot the committed offsets (and the output topic's end offsets).
+4. Snapshot the committed offsets (and the output topic's end offsets). Set
+   the group's ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms``
+   carried over from the application's classic config (the consumer protocol
+   ignores the client's own; clamped into the brokers' bounds; a group value is
+   kept, a Param wins), shown before -> after in the approval.
 5. The application is rolled one instance at a time with
    ``group.protocol=consumer``: by its controller (``app_controller``, a name
    from the deployment's registry: the platform's rolling restart), or by the
@@ -50,14 +54,25 @@ from airflow_provider_kip848.operators.application import (
     start_baseline,
 )
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
+from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
-from airflow_provider_kip848.operators.params import artifact_params, controller_params, validation_params
+from airflow_provider_kip848.operators.params import (
+    artifact_params,
+    carried_consumer_params,
+    controller_params,
+    validation_params,
+)
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, report_task, rollout_rule
-from airflow_provider_kip848.operators.runbook_steps import capture_output, consumer_validation
+from airflow_provider_kip848.operators.runbook_steps import (
+    capture_output,
+    carried_notes,
+    carried_settings,
+    consumer_validation,
+)
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
@@ -74,6 +89,8 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
 ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
+#: the group configs this run sets: the application's session timeout and heartbeat interval carried over
+GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
 
 
 @dag(
@@ -119,6 +136,7 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                 description="group.consumer.migration.policy=upgrade or disabled refuses the online "
                                             "rollback to classic this DAG offers: fail the preflight, or only "
                                             "warn in the plan."),
+        **carried_consumer_params(),
         "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
         "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
         "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
@@ -127,8 +145,9 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
         **artifact_params(),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
-        # no cluster change is applied by this DAG (the deployment rolls the consumers): no audit, no recheck
-        **{k: v for k, v in change_control_params().items() if k in ("approvers", "four_eyes")},
+        # the one cluster change of this DAG is the carried group configs (audited; the deployment rolls the
+        # consumers), right after the approval and the snapshot: no recheck
+        **{k: v for k, v in change_control_params().items() if k in ("approvers", "four_eyes", "audit_log")},
     },
 )
 def kip848_consumer_rolling_upgrade():
@@ -145,8 +164,20 @@ def kip848_consumer_rolling_upgrade():
     preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
                                            group_id=GROUP, rollback="{{ params.rollback_check }}")
 
+    # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
+    # configs decide, so the values the application runs with on classic are carried over, set before the roll
     @task
-    def make_plan(lint_result: dict, preflight_report: dict, params: dict | None = None, **context) -> dict:
+    def carry_over_settings(params: dict | None = None, **context) -> dict:
+        return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"), group_type="consumer")
+
+    validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
+    group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
+                                             set_configs=GROUP_CONFIGS, audit_log="{{ params.audit_log }}")
+
+    @task
+    def make_plan(lint_result: dict, preflight_report: dict, carried: dict, configs: dict,
+                  params: dict | None = None, **context) -> dict:
         from airflow_provider_kip848.changecontrol.plan import Change, Plan
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
         from airflow_provider_kip848.operators.application import plan_lines
@@ -162,27 +193,34 @@ def kip848_consumer_rolling_upgrade():
         classic = [m["client_id"] for m in live if m["protocol"] == "classic"]
         expected = params["expected_instances"] or len(live)
         done = desc["type"] == "consumer" and not classic and len(live) >= expected
-        changes = () if done else (
+        changes = [] if done else [
             Change("protocol", params["group_id"], f"{desc['type']} ({len(classic)} classic member(s))",
                    "consumer (KIP-848)", f"the instances are restarted one by one {rolled_by}"),
-        )
+        ]
+        before = configs.get("before") or {}
+        for key, value in sorted((configs.get("requested_set") or {}).items()):
+            if not done and before.get(key) != str(value):
+                changes.append(Change("group_config", f"{params['group_id']}:{key}",
+                                      before.get(key, "(broker default)"), str(value),
+                                      "set before the roll (the consumer protocol ignores the client's)"))
         checked = ("each proven alive, every instance running on the platform with no restart since the roll"
                    if controller_result else "each proven alive (instances NOT checked: no controller named)")
         plan = Plan(
             title=f"KIP-848 rolling upgrade of {params['group_id']}",
-            steps=("snapshot committed offsets", f"roll instances with group.protocol=consumer {rolled_by}",
+            steps=("snapshot committed offsets", *(["set the group configs carried over"] if carried["set"] else []),
+                   f"roll instances with group.protocol=consumer {rolled_by}",
                    f"wait until {expected} member(s) run the consumer protocol and none the classic one, {checked}",
                    f"wait until lag <= {params['max_lag']}",
                    "snapshot again and validate with PySpark", "report"),
-            changes=changes,
+            changes=tuple(changes),
             checks=tuple(preflight_report["checks"]),
             notes=(f"expected instances: {expected}"
                    + ("" if params["expected_instances"] else " (the live members now; set expected_instances if "
                       "the application runs more or fewer)"),
-                   *plan_lines(controller_result), *lint_lines(lint_result),
+                   *carried_notes(carried), *plan_lines(controller_result), *lint_lines(lint_result),
                    *(f"preflight {c['name']} ({c['status']}): {c['evidence']}. {c['remedy']}"
                      for c in preflight_report["checks"] if c["status"] == "warn")),
-            facts={"group": {k: desc[k] for k in ("type", "state", "assignor")},
+            facts={"group": {k: desc[k] for k in ("type", "state", "assignor")}, "group_configs": before,
                    "members": [(m["client_id"], m["protocol"]) for m in desc["members"]],
                    "expected_instances": expected,
                    "controller": controller_result["controller"]["name"] if controller_result else None},
@@ -270,6 +308,7 @@ def kip848_consumer_rolling_upgrade():
         # the rollout's worst per-partition gap (commits, or the output records) and the rebalances it caused
         target=lambda p: "consumer",
         results={"preflight": PREFLIGHT, "controller": "controller", "lint": "lint_client_config",
+                 "group_settings": "carry_over_settings", "group_configs": "set_group_configs",
                  "rolled": "roll_application", "migration": "wait_migrated", "rolled_back": "rollback_on_timeout",
                  "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_classic_again"},
         approval_task_ids=("approval",),
@@ -279,14 +318,15 @@ def kip848_consumer_rolling_upgrade():
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    controller >> lock >> [lint, preflight]
-    plan = make_plan(lint.output, preflight.output)
+    carried = carry_over_settings()
+    controller >> lock >> [lint, preflight] >> carried >> validate_configs
+    plan = make_plan(lint.output, preflight.output, carried, validate_configs.output)
     decision = route(plan)
     final = report_task(report, task_id="report")
     out_before = capture_output_before()
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]
-    out_before >> snapshot_before >> roll >> wait_migrated >> wait_lag >> snapshot_after >> out_after
+    out_before >> snapshot_before >> group_configs >> roll >> wait_migrated >> wait_lag >> snapshot_after >> out_after
     # the brokers' group metrics before, during and after the rollout (side branches: they never gate it)
     plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final

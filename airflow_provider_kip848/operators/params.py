@@ -59,6 +59,22 @@ def downtime_params() -> dict[str, Any]:
     }
 
 
+def carried_consumer_params() -> dict[str, Any]:
+    """The consumer group's session timeout and heartbeat interval a migration to the consumer protocol sets
+    (which ignores the client's own): empty carries over (``runbook_steps.carried_settings``)."""
+    return {
+        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="consumer.session.timeout.ms",
+                                    description="The group's session timeout on the consumer protocol (which "
+                                                "ignores the client's session.timeout.ms). Empty: carry over (the "
+                                                "group's value, else the application's session.timeout.ms on "
+                                                "classic, clamped into the brokers' bounds, else the brokers' "
+                                                "default)."),
+        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
+                                       title="consumer.heartbeat.interval.ms",
+                                       description="Empty: carry over, as above (heartbeat.interval.ms)."),
+    }
+
+
 def artifact_params() -> dict[str, Any]:
     """Where a run writes its snapshots and its report (``changecontrol.artifacts``)."""
     return {

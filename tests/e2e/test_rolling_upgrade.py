@@ -94,13 +94,18 @@ def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, boo
         threading.Thread(target=go, daemon=True).start()
 
     try:
-        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path),
+        # the team rolls (no controller, so no config to carry over): the group's session timeout on the consumer
+        # protocol is the run's own, set before the roll and shown in the approval
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
+                                       conf(group, output, tmp_path, session_timeout_ms=8000),
                                        decide=approve, before_answer=roll)
         written = feeder.finish()
         assert not rollout_errors, rollout_errors
         assert state(run) == "success", report
         assert report["outcome"] == "migrated"
         assert [a["option"] for a in answers] == ["Approve"]
+        assert "consumer.session.timeout.ms: 8000 from the requested" in answers[0]["body"], answers[0]["body"]
+        assert admin.describe_group_config(group).dynamic.get("consumer.session.timeout.ms") == "8000"
         assert report["approvals"]["approval"]["decision"] == "Approve"
         assert report["before"]["group"]["type"] == "classic"
         assert report["after"]["type"] == "consumer" and {p for _, p in report["after"]["members"]} == {"consumer"}
