@@ -315,11 +315,10 @@ class GroupAdmin(ABC):
 class ClusterAdmin(GroupAdmin):
     """What only the native backend does: the cluster, broker versions, members, the fleet inventory, topics."""
 
+    @abstractmethod
     def group_coordinator_configs(self) -> tuple[GroupCoordinatorConfig, ...]:
         """Every broker's ``group.*`` configs, by broker id (a config change rolls out broker by broker: until
         it is done, brokers disagree, and a group follows whichever broker coordinates it)."""
-        return tuple(self.group_coordinator_config(b.node_id)
-                     for b in sorted(self.describe_cluster().brokers, key=lambda b: b.node_id))
 
     @abstractmethod
     def describe_cluster(self) -> ClusterInfo:
@@ -357,11 +356,11 @@ class ClusterAdmin(GroupAdmin):
     def create_topic(self, topic: str, *, partitions: int = 1, config: Mapping[str, str] | None = None) -> bool:
         """Create ``topic``; False when it already exists (CreateTopics is atomic on the controller)."""
 
+    @abstractmethod
     def create_topics(self, topics: Iterable[str], *, partitions: int = 1,
                       config: Mapping[str, str] | None = None) -> dict[str, bool]:
-        """Create each of ``topics``: topic -> True when this call created it, False when it already existed.
-        A backend that can sends one request for all of them (the default creates them one by one)."""
-        return {t: self.create_topic(t, partitions=partitions, config=config) for t in topics}
+        """Create each of ``topics`` in one request: topic -> True when this call created it, False when it
+        already existed; all or nothing (a refusal leaves none of them created by this call)."""
 
     @abstractmethod
     def topic_exists(self, topic: str) -> bool:

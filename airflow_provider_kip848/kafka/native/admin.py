@@ -176,6 +176,12 @@ def _group_errors(response: Any) -> list[tuple[int, str | None]]:
     return [(g.error_code, getattr(g, "error_message", None)) for g in response.groups]
 
 
+
+def _coordinator_config(broker_id: int, entries: Mapping[str, Any]) -> GroupCoordinatorConfig:
+    """One broker's DescribeConfigs answer, kept to its ``group.*`` settings that have a value."""
+    return GroupCoordinatorConfig(broker_id=broker_id, values={name: e.value for name, e in entries.items()
+                                                               if name.startswith("group.") and e.value is not None})
+
 class KafkaAdmin(ClusterAdmin):
     """Administrative reads and changes against one cluster.
 
@@ -252,8 +258,7 @@ class KafkaAdmin(ClusterAdmin):
         resource = ConfigResource(ResourceType.BROKER, str(broker_id))
         with self.requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
             entries = self._describe_configs(resource)
-        values = {name: e.value for name, e in entries.items() if name.startswith("group.") and e.value is not None}
-        return GroupCoordinatorConfig(broker_id=broker_id, values=values)
+        return _coordinator_config(broker_id, entries)
 
     def group_coordinator_configs(self) -> tuple[GroupCoordinatorConfig, ...]:
         """Every broker's ``group.*`` configs, each asked of its own broker, all requests in flight at once (a
@@ -268,9 +273,7 @@ class KafkaAdmin(ClusterAdmin):
 
         with self.requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
             answers = self._t.retrying(read)
-        return tuple(GroupCoordinatorConfig(broker_id=i, values={n: e.value for n, e in entries.items()
-                                                                 if n.startswith("group.") and e.value is not None})
-                     for i, entries in zip(ids, answers, strict=True))
+        return tuple(_coordinator_config(i, entries) for i, entries in zip(ids, answers, strict=True))
 
     def _describe_configs(self, resource: ConfigResource) -> Any:
         timeout = self._t.timeout_s

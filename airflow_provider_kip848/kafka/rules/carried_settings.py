@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from airflow_provider_kip848.kafka.model import GroupCoordinatorConfig
 from airflow_provider_kip848.kafka.rules.group_configs import BOUNDS
 
 #: group config -> the client settings (Kafka Streams and its embedded consumer) it replaces
@@ -106,21 +107,16 @@ def clamped(config: str, value: str, broker: Mapping[str, str]) -> tuple[str, st
     except ValueError:
         return value, ""
     low, high = BOUNDS.get(config, (None, None))
+    brokers = GroupCoordinatorConfig(0, dict(broker))
     for bound, too_far, word in ((low, lambda b: number < b, "minimum"), (high, lambda b: number > b, "maximum")):
         if bound is None:
             continue
-        limit = bound if isinstance(bound, int) else _int(broker.get(bound))
+        limit = bound if isinstance(bound, int) else brokers.int_value(bound)
         if limit is not None and too_far(limit):
             where = str(bound) if isinstance(bound, int) else f"{bound}={limit}"
             return str(limit), f", {value} clamped to the brokers' {word} ({where})"
     return value, ""
 
-
-def _int(raw: str | None) -> int | None:
-    try:
-        return int(raw) if raw is not None else None
-    except ValueError:
-        return None
 
 
 def to_set(settings: list[CarriedSetting]) -> dict[str, str]:
