@@ -91,6 +91,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     carried_notes,
     carried_settings,
     diagnose_streams,
+    group_config_changes,
 )
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
@@ -411,12 +412,9 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
         changes.append(Change("application", group, "running", "stopped", "downtime starts"))
         changes.append(Change("protocol", group, desc["type"], "streams", "restart with group.protocol=streams"))
     before = configs.get("before") or {}
-    for key, value in sorted((configs.get("requested_set") or {}).items()):
-        if before.get(key) != str(value):
-            why = ("for the restart only: put back once the streams group is Stable" if key == RESTART_DELAY
-                   else "set before the restart")
-            changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
-                                  why))
+    changes += group_config_changes(group, configs, lambda key: (
+        "for the restart only: put back once the streams group is Stable" if key == RESTART_DELAY
+        else "set before the restart"))
     notes = ["one approval covers the whole downtime", *carried_notes(carried)]
     if params.get("fallback_to_classic"):
         notes.append("if the streams application is not Stable in time, the DAG restarts it on classic")

@@ -93,6 +93,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     carried_notes,
     carried_settings,
     consumer_validation,
+    group_config_changes,
 )
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -339,10 +340,10 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
         Change("protocol", group, desc.type.value, target, f"restart with group.protocol={target}"),
     ]
     before = configs.get("before") or {}
-    for key, value in sorted((configs.get("requested_set") or {}).items()):
-        if not nothing and before.get(key) != str(value):
-            changes.append(Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value),
-                                  "set before the restart (the consumer protocol ignores the client's own)"))
+    if not nothing:
+        changes += group_config_changes(group, configs,
+                                        lambda _key: "set before the restart (the consumer protocol ignores the "
+                                                     "client's own)")
     notes = ["one approval covers the whole downtime",
              f"done when {expected} live member(s) run the {target} protocol; otherwise the DAG restarts the "
              f"application on {desc.type.value} (the way back) and reports 'rolled back'", *carried_notes(carried)]

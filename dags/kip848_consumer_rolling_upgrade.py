@@ -72,6 +72,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     carried_notes,
     carried_settings,
     consumer_validation,
+    group_config_changes,
 )
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
@@ -198,11 +199,10 @@ def kip848_consumer_rolling_upgrade():
                    "consumer (KIP-848)", f"the instances are restarted one by one {rolled_by}"),
         ]
         before = configs.get("before") or {}
-        for key, value in sorted((configs.get("requested_set") or {}).items()):
-            if not done and before.get(key) != str(value):
-                changes.append(Change("group_config", f"{params['group_id']}:{key}",
-                                      before.get(key, "(broker default)"), str(value),
-                                      "set before the roll (the consumer protocol ignores the client's)"))
+        if not done:
+            changes += group_config_changes(params["group_id"], configs,
+                                            lambda _key: "set before the roll (the consumer protocol ignores the "
+                                                         "client's)")
         checked = ("each proven alive, every instance running on the platform with no restart since the roll"
                    if controller_result else "each proven alive (instances NOT checked: no controller named)")
         plan = Plan(

@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import task
 
+from airflow_provider_kip848.changecontrol.plan import Change
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import topic_list
 from airflow_provider_kip848.kafka.rules.carried_settings import CarriedSetting, carry_over, to_set
@@ -69,6 +71,14 @@ def carried_settings(params: dict, controller_result: dict | None = None, *, gro
                                 "restore_set": {RESTART_DELAY: previous} if previous is not None else {},
                                 "restore_delete": [] if previous is not None else [RESTART_DELAY]}
     return out
+
+
+def group_config_changes(group: str, configs: dict, why: Callable[[str], str]) -> list[Change]:
+    """The plan's rows for the group configs a run sets (``configs``: their dry run's result): each requested
+    value the group does not have yet, from its value now (else the brokers' default), with ``why(key)``."""
+    before = configs.get("before") or {}
+    return [Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value), why(key))
+            for key, value in sorted((configs.get("requested_set") or {}).items()) if before.get(key) != str(value)]
 
 
 def carried_notes(carried: dict) -> list[str]:
@@ -135,5 +145,5 @@ def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: A
 
 
 __all__ = ["RESTART_DELAY", "application_properties", "capture_output", "carried_notes", "carried_settings",
-           "consumer_validation",
+           "consumer_validation", "group_config_changes",
            "diagnose_streams", "missing_source_topics"]
