@@ -16,6 +16,9 @@ from airflow_provider_kip848.operators.base import (
     check_group_id_arg,
 )
 
+#: the modes that lower a feature: they read the groups of the type it enables
+LOWERING_MODES = ("downgrade_feature", "disable_feature")
+
 
 class MigrationPreflightOperator(KafkaAdminBaseOperator):
     """Check the cluster and the group for one migration mode and fail on any hard failure.
@@ -26,7 +29,9 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
     (its way back),
     ``enable_feature`` (finalize ``feature``=``feature_level``), ``downgrade_feature``
     (lower ``feature`` to ``feature_level``, default 0: refused while groups of the type it
-    enables exist, naming them and their members). See
+    enables exist, naming them and their members), ``disable_feature`` (the same under approval:
+    refused while such a group has members, empty ones warned), ``delete_streams_group`` (the
+    group is a streams group without members). See
     :mod:`airflow_provider_kip848.kafka.rules.preflight` for every check.
 
     :param declared_broker_version: the brokers' exact release (e.g. ``4.2.1``), needed on 4.2 for
@@ -65,10 +70,10 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         self.fail_on_warn = fail_on_warn
 
     def run(self, context: Any) -> dict:
-        feature_mode = self.mode in ("enable_feature", "downgrade_feature")
+        feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
         topics = topic_list(self.source_topics, "source_topics")
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,
-                                     feature=self.feature if self.mode == "downgrade_feature" else None,
+                                     feature=self.feature if self.mode in LOWERING_MODES else None,
                                      source_topics=topics)
         report = run_preflight(
             facts, self.mode, group_id=self.group_id or None,

@@ -120,10 +120,17 @@ def describe_dependents(groups: Mapping[str, int]) -> str:
     return shown + (f" and {len(groups) - 10} more" if len(groups) > 10 else "")
 
 
-def refuse_dependents(update: FeatureUpdate, groups: Mapping[str, int]) -> FeatureInUse | None:
-    """The refusal of a change that lowers a feature while ``groups`` (id -> members) depend on it."""
+def refuse_dependents(update: FeatureUpdate, groups: Mapping[str, int], *,
+                      allow_empty: bool = False) -> FeatureInUse | None:
+    """The refusal of a change that lowers a feature while ``groups`` (id -> members) depend on it.
+
+    ``allow_empty``: empty groups (0 members) do not refuse it (an approved change that leaves them in
+    place, unusable until the feature is raised again); a group with members, or whose members could
+    not be counted (-1), still does."""
     gtype = dependent_group_type(update)
     if gtype is None or not groups:
+        return None
+    if allow_empty and all(n == 0 for n in groups.values()):
         return None
     live = sum(n for n in groups.values() if n > 0)
     return FeatureInUse(

@@ -33,7 +33,11 @@ from airflow_provider_kip848.kafka.model import (
     GroupType,
     StreamsGroupDescription,
 )
-from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES, refuse_dependents
+from airflow_provider_kip848.kafka.rules.features import (
+    FEATURE_GROUP_TYPES,
+    describe_dependents,
+    refuse_dependents,
+)
 from airflow_provider_kip848.kafka.rules.lint import ASSIGNOR_MAP, server_assignor_names
 
 #: the DAG that migrates a consumer group offline, named by remedies when the online path is refused
@@ -52,6 +56,12 @@ MODES = {
     "enable_feature": "finalize a feature level (group.version or streams.version)",
     "downgrade_feature": ("lower or disable group.version, streams.version or share.version (refused while groups "
                           "of that type exist)"),
+    "disable_feature": ("lower or disable group.version, streams.version or share.version under approval (the "
+                        "kafka_disable_group_feature DAG): refused while a group of that type has members or its "
+                        "members cannot be counted; empty ones are listed (warn): they stay, unusable until the "
+                        "feature is raised again"),
+    "delete_streams_group": ("delete an empty streams group (the kip1071_delete_streams_group DAG): refused for "
+                             "another type or a group with members"),
 }
 PASS, WARN, FAIL = "pass", "warn", "fail"
 #: the protocol each group mode moves to
@@ -194,6 +204,16 @@ def run_preflight(
                                   f"share.version, not {feature!r}.")
         checks.append(_feature_downgrade(facts, feature, 0 if feature_level is None else int(feature_level)))
         return PreflightReport(mode, group_id, tuple(checks))
+    if mode == "disable_feature":
+        if feature not in FEATURE_GROUP_TYPES:
+            raise InvalidArgument(f"mode disable_feature needs feature group.version, streams.version or "
+                                  f"share.version, not {feature!r}.")
+        checks += _feature_disable(facts, feature, 0 if feature_level is None else int(feature_level))
+        return PreflightReport(mode, group_id, tuple(checks))
+    if mode == "delete_streams_group":
+        if not group_id:
+            raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
+        return PreflightReport(mode, group_id, _deletable_streams_group(facts, group_id))
     if not group_id:
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
     checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics)
@@ -364,6 +384,72 @@ def _feature_downgrade(facts: PreflightFacts, feature: str, level: int) -> Check
         return Check("dependent_groups", PASS,
                      f"no {FEATURE_GROUP_TYPES[feature].value} group exists; {feature} can go {current} -> {level}")
     return Check("dependent_groups", FAIL, refusal.what, refusal.remedy)
+
+
+def _feature_disable(facts: PreflightFacts, feature: str, level: int) -> list[Check]:
+    """``feature_level`` (known, lower, supported) and ``dependent_groups``: a group of the type the feature
+    enables with members (or whose members cannot be counted) fails; empty ones warn, named."""
+    if feature not in facts.features:
+        return [Check("feature_level", FAIL, f"{feature} is not known to this cluster",
+                      "Check the feature name and the brokers' release.")]
+    info = facts.features[feature]
+    current = info.finalized_level
+    if level == current:
+        return [Check("feature_level", PASS, f"{feature} is already at {current}; nothing to do")]
+    if level > current:
+        return [Check("feature_level", FAIL, f"{feature} is at {current}; level {level} would raise it",
+                      "Raise a feature with the kafka_enable_streams_protocol DAG.")]
+    if level != 0 and not info.supported_min <= level <= info.supported_max:
+        return [Check("feature_level", FAIL,
+                      f"{feature}={level} not in supported range {info.supported_min}..{info.supported_max}",
+                      "Choose a supported level, or 0 to disable it.")]
+    checks = [Check("feature_level", PASS, f"{feature} can go {current} -> {level}")]
+    gtype = FEATURE_GROUP_TYPES[feature].value
+    groups = facts.dependent_groups
+    busy = {g: n for g, n in groups.items() if n != 0}
+    if busy:
+        unknown = sorted(g for g, n in busy.items() if n < 0)
+        checks.append(Check(
+            "dependent_groups", FAIL,
+            f"{len(busy)} {gtype} group(s) with members{' (count unknown)' if unknown else ''}: "
+            + describe_dependents(busy),
+            f"Their members would fail at their next heartbeat (UNSUPPORTED_VERSION). Stop those applications "
+            f"(or move them off the {gtype} protocol) and wait until their groups are Empty, then rerun."
+            + (f" The members of {', '.join(repr(g) for g in unknown)} cannot be counted here: a group is "
+               "never taken for empty on a guess." if unknown else "")))
+    elif groups:
+        checks.append(Check(
+            "dependent_groups", WARN,
+            f"{len(groups)} empty {gtype} group(s) stay: {describe_dependents(groups)}",
+            f"While {feature} is below 1 they are still listed, but cannot be described and nobody can join them "
+            f"(UNSUPPORTED_VERSION); raising {feature} again brings them back. Delete the ones no longer needed "
+            "first (kip1071_delete_streams_group for streams groups)."))
+    else:
+        checks.append(Check("dependent_groups", PASS, f"no {gtype} group exists"))
+    return checks
+
+
+def _deletable_streams_group(facts: PreflightFacts, group_id: str) -> tuple[Check, ...]:
+    """``group_type`` (a streams group; absent: nothing to delete, warned) and ``group_empty`` (no member)."""
+    listing, desc = facts.listing, facts.description
+    if listing is None:
+        return (Check("group_type", WARN, f"group {group_id!r} does not exist: nothing to delete",
+                      "If another group was meant, fix the group id."),)
+    if listing.type is not GroupType.STREAMS:
+        return (Check("group_type", FAIL, f"a {listing.type.value} group ({listing.state})",
+                      "This deletes streams groups only; other groups: kafka-consumer-groups --delete."),)
+    checks = [Check("group_type", PASS, f"streams group ({listing.state})")]
+    if desc is None:
+        checks.append(Check("group_empty", FAIL, "the group's members cannot be read (StreamsGroupDescribe refused)",
+                            "Finalize streams.version=1 so the group can be described, then rerun."))
+    elif desc.members:
+        checks.append(Check(
+            "group_empty", FAIL, f"{len(desc.members)} active member(s), state {desc.state}",
+            "A group with members cannot be deleted. Stop every instance of the application and wait for Empty "
+            "(streams groups reject LeaveGroup: members leave when they close, or at streams.session.timeout.ms)."))
+    else:
+        checks.append(Check("group_empty", PASS, f"no members ({desc.state})"))
+    return tuple(checks)
 
 
 #: mode -> the group type it moves from (checked further) and the type that means "already done"
