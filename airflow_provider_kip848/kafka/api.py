@@ -397,6 +397,17 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         classic = listing is not None and listing.type is GroupType.CLASSIC
         if classic and description is not None and description.members:
             user_data = admin.classic_assignment_user_data(group_id)
+    group_configs: dict[str, str | None] | None = None
+    configs_error: str | None = None
+    has_offsets: bool | None = None
+    if group_id:
+        # whether or not the group exists: its configs outlive it and a new group inherits them (KAFKA-20236)
+        try:
+            group_configs = admin.describe_group_config(group_id).dynamic
+        except E.AuthorizationFailed as exc:
+            configs_error = exc.what
+        if listing is not None and description is not None and description.is_empty:
+            has_offsets = bool(admin.group_offsets(group_id).committed)
     topics: dict[str, int | None] = {}
     committed: tuple[str, ...] = ()
     if source_topics is not None:
@@ -416,6 +427,9 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         else {},
         source_topics=topics,
         committed_topics=committed,
+        group_configs=group_configs,
+        group_configs_error=configs_error,
+        group_has_offsets=has_offsets,
     )
 
 

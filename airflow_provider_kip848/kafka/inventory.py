@@ -139,7 +139,8 @@ class GroupInventory:
     need (broker versions, features, the coordinators' configs) could not be
     read; every verdict is then UNKNOWN. ``requests``: how many requests of
     each API the inventory sent (batching makes it independent of the number
-    of groups, up to the batch size).
+    of groups, up to the batch size). ``orphan_group_configs``: the groups that
+    do not exist but have group configs, with them (see the field).
     """
 
     taken_at: datetime
@@ -149,6 +150,11 @@ class GroupInventory:
     absent: tuple[str, ...] = ()
     cluster_error: str | None = None
     requests: dict[str, int] = field(default_factory=dict)
+    #: group ids that have group configs but no group -> those configs: Kafka keeps a group's configs after the
+    #: group is deleted and a new group with the id inherits them (KAFKA-20236). None: not known
+    #: (``orphan_group_configs_error`` says why: brokers older than 4.1 cannot list config resources by type)
+    orphan_group_configs: dict[str, dict[str, str | None]] | None = None
+    orphan_group_configs_error: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -187,6 +193,8 @@ class GroupInventory:
             "absent": list(self.absent),
             "cluster_error": self.cluster_error,
             "requests": dict(sorted(self.requests.items())),
+            "orphan_group_configs": self.orphan_group_configs,
+            "orphan_group_configs_error": self.orphan_group_configs_error,
             "group_count": len(self.entries),
             "readiness": self.readiness_counts(),
             "groups": [e.to_dict() for e in self.entries],

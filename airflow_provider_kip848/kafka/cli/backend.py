@@ -41,6 +41,7 @@ from airflow_provider_kip848.kafka.model import (
     TopicPartition,
 )
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
+from airflow_provider_kip848.kafka.rules.offsets import refuse_offsets_change_by_tools
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 
@@ -207,10 +208,23 @@ class KafkaCli(GroupAdmin):
                 bounds[tp] = (starts[tp], latest.get(tp))
         return bounds
 
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
+                            dry_run: bool = False) -> GroupOffsets:
+        """As :meth:`GroupAdmin.alter_group_offsets`, but a streams group is refused first, dry run included, on its
+        listed type (see :func:`~airflow_provider_kip848.kafka.rules.offsets.refuse_offsets_change_by_tools`)."""
+        require_group_id(group_id)
+        try:
+            group_type: GroupType | None = self.group_listing(group_id).type
+        except E.GroupNotFound:
+            group_type = None
+        refuse_offsets_change_by_tools(group_id, group_type)
+        return super().alter_group_offsets(group_id, offsets, dry_run=dry_run)
+
     def _send_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
                       desc: GroupDescription | None) -> None:
-        """``--reset-offsets --from-file`` with a private CSV of ``topic,partition,offset``."""
-        tool = "kafka-streams-groups" if isinstance(desc, StreamsGroupDescription) else "kafka-consumer-groups"
+        """``kafka-consumer-groups --reset-offsets --from-file`` with a private CSV of ``topic,partition,offset``.
+        Never for a streams group (the tool would not refuse one, KAFKA-20454): :meth:`alter_group_offsets` refuses
+        those before this is reached."""
         csv = "".join(f"{tp.topic},{tp.partition},{int(o)}\n" for tp, o in sorted(offsets.items()))
-        self._run(tool, "--reset-offsets", "--group", group_id, "--from-file", "{offsets.csv}", "--execute",
-                  files={"offsets.csv": csv})
+        self._run("kafka-consumer-groups", "--reset-offsets", "--group", group_id, "--from-file", "{offsets.csv}",
+                  "--execute", files={"offsets.csv": csv})

@@ -66,6 +66,7 @@ from airflow_provider_kip848.kafka.native.batch import (
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
 from airflow_provider_kip848.kafka.native.transport import Transport, raise_retriable
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
+from airflow_provider_kip848.kafka.rules.offsets import streams_group_refusal
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import (
@@ -421,7 +422,10 @@ class KafkaAdmin(ClusterAdmin):
         Requests, whatever the number of groups: ListGroups and ApiVersions to every broker, one
         FindCoordinator, then per coordinator one describe per group type and one OffsetFetch (in chunks
         of :data:`.batch.CHUNK` groups), one Metadata and per partition leader one ListOffsets per spec,
-        one DescribeConfigs; all requests of a step in flight together. Retriable answers are retried
+        one DescribeConfigs per broker; one ListConfigResources (the groups that have group configs, Kafka
+        4.1+: those no broker lists are described too, and the configs of those that do not exist read with
+        one DescribeConfigs, ``orphan_group_configs``); all requests of a step in flight together. Retriable
+        answers are retried
         until ``timeout_s`` (default: the connection's request timeout) from the start; what is still
         unknown then is reported so (an entry's ``error``, UNKNOWN verdicts, ``unanswered_brokers``),
         never guessed. ``group_ids`` names groups to read even when the listing leaves them out (a
@@ -441,10 +445,14 @@ class KafkaAdmin(ClusterAdmin):
             wanted = {require_group_id(g) for g in id_list("group_ids", group_ids)}
         reader = BatchReader(self._t, started + (self.request_timeout_s if timeout_s is None else float(timeout_s)))
         listed, unanswered = reader.list_groups()
+        # the ids with group configs that no broker lists: described below, to tell a group that does not exist
+        # (whose configs a new group with its id inherits, KAFKA-20236) from one whose coordinator is moving
+        config_groups, orphans_error = reader.config_groups()
+        unlisted_configs = {g for g in config_groups or () if g not in listed and (wanted is None or g in wanted)}
         if wanted is not None:
             listed = {g: row for g, row in listed.items() if g in wanted}
         kinds = {g: _DESCRIBE_ORDER[row.type] for g, row in listed.items() if row.type in _DESCRIBE_ORDER}
-        for g in (wanted or set()) - set(listed):
+        for g in ((wanted or set()) | unlisted_configs) - set(listed):
             kinds[g] = DESCRIBE_KINDS  # not listed (its coordinator moving?): asked anyway
         described = reader.describe(kinds)
         ids = sorted(set(listed) | (wanted or set()))
@@ -473,9 +481,38 @@ class KafkaAdmin(ClusterAdmin):
                 error = "the group could not be described"
             entries.append(inventory_entry(g, listing, descriptions.get(g), user_data.get(g, {}), offsets, judge,
                                            error=error, offsets_error=offsets_error))
+        orphans: dict[str, dict[str, str | None]] | None = None
+        if config_groups is not None:
+            gone = sorted(g for g in unlisted_configs if g in described.gone and g not in descriptions)
+            unsure = sorted(g for g in unlisted_configs if g not in described.gone and g not in descriptions)
+            if unsure:
+                orphans_error = (f"whether group(s) {', '.join(unsure)} (which have group configs) exist is unknown: "
+                                 + "; ".join(described.failed.get(g, "not described") for g in unsure))
+            try:
+                orphans = self._group_configs(gone)
+                reader.requests["DescribeConfigs"] += 1 if gone else 0
+            except E.Kip848Error as exc:
+                orphans, orphans_error = None, f"the configs of groups that do not exist could not be read: {exc.what}"
         return GroupInventory(taken_at=taken_at, entries=tuple(entries), elapsed_s=time.monotonic() - started,
                               unanswered_brokers=unanswered, absent=absent, cluster_error=judge.facts_error,
-                              requests=dict(reader.requests))
+                              requests=dict(reader.requests), orphan_group_configs=orphans,
+                              orphan_group_configs_error=orphans_error)
+
+    def _group_configs(self, group_ids: list[str]) -> dict[str, dict[str, str | None]]:
+        """The dynamic configs of each group (one DescribeConfigs for all of them; {} for none)."""
+        if not group_ids:
+            return {}
+        resources = [ConfigResource(ResourceType.GROUP, g) for g in group_ids]
+        timeout = self._t.timeout_s
+
+        def read() -> list[Any]:
+            futures = self._t.confluent.describe_configs(resources, request_timeout=timeout)
+            return [futures[r].result(timeout + 5) for r in resources]
+
+        with self.requires("read the configs of groups that do not exist",
+                           *(("DESCRIBE_CONFIGS", "GROUP", g) for g in group_ids)):
+            answers = self._t.retrying(read)
+        return {g: C.group_config(g, entries).dynamic for g, entries in zip(group_ids, answers, strict=True)}
 
     def _fleet_judge(self, reader: BatchReader, declared_broker_version: str | None) -> FleetJudge:
         """The cluster-wide facts of the verdicts, read once: every broker's release and the features
@@ -658,11 +695,9 @@ class KafkaAdmin(ClusterAdmin):
             raise E.InvalidArgument("remove_members needs member_ids, instance_ids or all_members=True.")
         desc = self.describe_group(group_id)
         if isinstance(desc, StreamsGroupDescription):
-            raise E.WrongGroupType(
-                f"Group {group_id!r} is a streams group: the broker rejects LeaveGroup for streams groups.",
-                remedy="Stop the application's instances (they leave on close) or wait for "
-                       "streams.session.timeout.ms to expire them.",
-            )
+            raise streams_group_refusal(group_id, "the broker rejects LeaveGroup for streams groups",
+                                        remedy="Stop the application's instances (they leave on close) or wait for "
+                                               "streams.session.timeout.ms to expire them.")
         by_member = {m.member_id: m for m in desc.members}
         by_instance = {m.instance_id: m for m in desc.members if m.instance_id}
         wanted = {i for i in member_ids if i in by_member} | {by_instance[i].member_id for i in instance_ids

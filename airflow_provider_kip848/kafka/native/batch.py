@@ -40,6 +40,7 @@ from kafka import errors as kerr
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError as KafkaPythonError
 from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin.configs import ListConfigResourcesRequest
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetSpec
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.structs import TopicPartition as KafkaPythonTopicPartition
@@ -66,6 +67,8 @@ CLASSIC, CONSUMER, STREAMS, OFFSETS = "classic", "consumer", "streams", "offsets
 DESCRIBE_KINDS = (CLASSIC, CONSUMER, STREAMS)
 #: requests sent to one node at a time (kafka-python pauses a connection at 5 in flight)
 MAX_IN_FLIGHT = 4
+#: ConfigResource.Type.GROUP in Kafka's protocol
+GROUP_RESOURCE_TYPE = 32
 #: the least time a request waits for its answer, even past the deadline: the first attempt of each step
 #: always gets a real chance (a deadline spent waiting on one dead node must not fail every other group)
 MIN_WAIT_S = 2.0
@@ -236,6 +239,32 @@ class BatchReader:
             if not retry or self.remaining() <= 0:
                 return listed, unanswered
             backoff = self._pause(backoff)
+
+    # -- ListConfigResources: the groups that have group configs ------------------------------------
+
+    def config_groups(self) -> tuple[set[str] | None, str | None]:
+        """The id of every group that has group configs, whether or not the group exists (ListConfigResources
+        v1 for GROUP resources, KIP-1142, Kafka 4.1+; one request to a broker that answered ListGroups), or None
+        and why it is not known (a broker too old, DESCRIBE_CONFIGS on the cluster refused, no answer)."""
+        node = self._any_alive()
+        if node is None:
+            return None, "no broker answered ListGroups, so none was asked which groups have configs"
+        backoff = 0.1
+        while True:
+            answer = self.exchange([(node, ListConfigResourcesRequest(resource_types=[GROUP_RESOURCE_TYPE],
+                                                                      min_version=1))])[0]
+            if isinstance(answer, Exception):
+                if isinstance(answer, kerr.IncompatibleBrokerVersion | kerr.UnsupportedVersionError):
+                    return None, (f"broker {node} does not list config resources by type (ListConfigResources v1, "
+                                  "KIP-1142, Kafka 4.1+)")
+                return None, f"ListConfigResources: {type(answer).__name__} {answer}".strip()
+            if answer.error_code:
+                if _retriable(answer.error_code) and self.remaining() > 0:
+                    backoff = self._pause(backoff)
+                    continue
+                return None, f"ListConfigResources: {_error_name(answer.error_code)}"
+            return {r.resource_name for r in answer.config_resources
+                    if getattr(r, "resource_type", GROUP_RESOURCE_TYPE) == GROUP_RESOURCE_TYPE}, None
 
     # -- ApiVersions: broker releases and features -----------------------------------------------
 

@@ -12,8 +12,44 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty, InvalidArgument, InvalidOffset, OffsetsNotConfirmed
-from airflow_provider_kip848.kafka.model import GroupDescription, GroupOffsets, OffsetSnapshot, TopicPartition
+from airflow_provider_kip848.kafka.errors import (
+    GroupNotEmpty,
+    InvalidArgument,
+    InvalidOffset,
+    OffsetsNotConfirmed,
+    WrongGroupType,
+)
+from airflow_provider_kip848.kafka.model import (
+    GroupDescription,
+    GroupOffsets,
+    GroupType,
+    OffsetSnapshot,
+    TopicPartition,
+)
+
+#: why the CLI backend changes no streams group's offsets (seen on Kafka 4.3.1): ``kafka-consumer-groups
+#: --reset-offsets`` (and ``--delete-offsets``) change a streams group's offsets without refusing it (KAFKA-20454),
+#: and ``kafka-streams-groups --describe --state`` answers "has no active members" for an empty streams group, so
+#: the tools cannot confirm the group is empty before a change (the native backend can)
+STREAMS_OFFSETS_BY_TOOLS = (
+    "the CLI backend does not change a streams group's offsets: kafka-consumer-groups --reset-offsets would change "
+    "them without refusing a streams group (KAFKA-20454), and kafka-streams-groups cannot describe an empty streams "
+    "group (\"has no active members\") to confirm that no member would commit over the change")
+STREAMS_OFFSETS_REMEDY = ("Use the native backend (backend='native'), which commits a streams group's offsets while "
+                          "it is empty, as the restore tasks do.")
+
+
+def streams_group_refusal(group_id: str, why: str, remedy: str) -> WrongGroupType:
+    """The error refusing an action on a streams group, saying ``why`` (what a backend cannot do to one: LeaveGroup,
+    which the broker rejects; an offsets change through the tools)."""
+    return WrongGroupType(f"Group {group_id!r} is a streams group: {why}.", remedy=remedy, actual=GroupType.STREAMS)
+
+
+def refuse_offsets_change_by_tools(group_id: str, group_type: GroupType | None) -> None:
+    """The CLI backend's refusal of an offsets change on a streams group (:data:`STREAMS_OFFSETS_BY_TOOLS`);
+    ``group_type`` None: no such group (a commit creates a classic one)."""
+    if group_type is GroupType.STREAMS:
+        raise streams_group_refusal(group_id, STREAMS_OFFSETS_BY_TOOLS, STREAMS_OFFSETS_REMEDY)
 
 
 def require_empty(desc: GroupDescription) -> None:

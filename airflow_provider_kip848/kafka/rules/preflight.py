@@ -144,6 +144,12 @@ class PreflightFacts:
     committed_topics: tuple[str, ...] = ()
     #: every broker's group.* configs (``coordinator`` is one of them); not given: ``coordinator``'s alone
     coordinators: tuple[GroupCoordinatorConfig, ...] = ()
+    #: the group's own (dynamic) group configs, read whether or not the group exists (Kafka keeps them after the
+    #: group is deleted, KAFKA-20236); None: not read (``group_configs_error`` says why when reading failed)
+    group_configs: dict[str, str | None] | None = None
+    group_configs_error: str | None = None
+    #: whether the group has committed offsets (read for an existing group without members); None: not read
+    group_has_offsets: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinators:
@@ -230,6 +236,8 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
                                   streams=mode == "classic_to_streams"))
     checks.append(_protocol_enabled(facts, target))
     checks.append(_brokers_agree(facts))
+    if target in ASSIGNMENT_INTERVAL:
+        checks.append(_assignment_epochs(facts, target))
     if target == "consumer":
         checks.append(_feature_finalized(facts, "group.version"))
     elif mode == "classic_to_streams":
@@ -256,6 +264,8 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
             checks.append(_topology_unchanged(facts, group_id, list(source_topics)))
     if mode in OFFLINE_MODES:
         checks.append(_group_empty(facts, True if expect_empty is None else expect_empty, target))
+    if facts.group_configs is not None or facts.group_configs_error is not None:
+        checks.append(_inherited_group_configs(facts, group_id))
     return checks
 
 
@@ -662,3 +672,90 @@ def _topology_unchanged(facts: PreflightFacts, group_id: str, topics: list[str])
                  "Deploy the topology change before or after the migration, not with it: a new source topic "
                  "starts from auto.offset.reset, and a streams group whose topology changes significantly must be "
                  "recreated.")
+
+
+# -- Kafka facts that changed (issue 30, item 9) -------------------------------------------------------
+
+#: KIP-1251 (Kafka 4.3.0): a consumer group's coordinator records the epoch at which each partition was
+#: assigned to a member and accepts an offset commit when assignment epoch <= the member's epoch <= the
+#: broker's; before it, a commit had to carry the broker-side member epoch exactly, so one sent while the
+#: member reconciled a new assignment was fenced (STALE_MEMBER_EPOCH). Streams groups track assignment
+#: epochs since 4.2 (KIP-1071; StreamsGroup's assignment-epoch validator is in the 4.2.1 broker already).
+ASSIGNMENT_EPOCHS_RELEASE = (4, 3)
+#: the broker config that paces assignment updates, added with KIP-1251 in 4.3.0 (1 s by default; names and
+#: default read from GroupCoordinatorConfig of the 4.3.1 broker; absent on 4.2.1)
+ASSIGNMENT_INTERVAL = {"consumer": "group.consumer.assignment.interval.ms",
+                       "streams": "group.streams.assignment.interval.ms"}
+
+
+def _assignment_intervals(facts: PreflightFacts, key: str) -> str:
+    """Each broker's ``key``, or why it has none: not present on a broker older than 4.3 (never a guessed
+    default), not read otherwise."""
+    releases = {b.node_id: b.release for b in facts.brokers}
+    shown: dict[str, list[int]] = {}
+    for c in facts.coordinators:
+        value = c.values.get(key)
+        release = releases.get(c.broker_id, "unknown")
+        if value is not None:
+            text = f"{key}={value}"
+        elif release != "unknown" and _release_tuple(release) < ASSIGNMENT_EPOCHS_RELEASE:
+            text = f"{key} not present (broker < 4.3)"
+        else:
+            text = f"{key} not read"
+        shown.setdefault(text, []).append(c.broker_id)
+    if len(shown) == 1 and len(facts.coordinators) > 1:
+        return f"{next(iter(shown))} on every broker"
+    return "; ".join(f"{text} (broker {', '.join(map(str, sorted(ids)))})" for text, ids in shown.items())
+
+
+def _assignment_epochs(facts: PreflightFacts, target: str) -> Check:
+    """Brokers older than 4.3.0 lack KIP-1251: a consumer group's members can see offset commits fenced while
+    they reconcile (the rollout's rebalances). Shows the assignment interval the brokers pace updates with."""
+    interval = _assignment_intervals(facts, ASSIGNMENT_INTERVAL[target])
+    if target == "streams":
+        return Check("assignment_epochs", PASS, "streams groups fence offset commits by assignment epoch (since "
+                     f"4.2, KIP-1071); {interval}")
+    unknown = sorted(b.node_id for b in facts.brokers if b.release == "unknown")
+    old = sorted(b.node_id for b in facts.brokers
+                 if b.release != "unknown" and _release_tuple(b.release) < ASSIGNMENT_EPOCHS_RELEASE)
+    remedy = ("Upgrade every broker to Kafka 4.3.0 or newer before moving groups to the consumer protocol, or "
+              "accept it knowingly: without KIP-1251 (assignment epochs) the coordinator fences an offset commit "
+              "that carries the member's previous epoch, so commits sent while a member reconciles a new "
+              "assignment fail (STALE_MEMBER_EPOCH) and their records are processed again after the rebalance; "
+              "the rollout's restarts cause such reconciliations.")
+    if old:
+        releases = ", ".join(f"broker {b.node_id}: {b.release}" for b in facts.brokers if b.node_id in old)
+        return Check("assignment_epochs", WARN, f"{releases} (< 4.3.0, without KIP-1251 assignment epochs); "
+                     f"{interval}", remedy)
+    if unknown:
+        return Check("assignment_epochs", WARN, f"the release of broker(s) {', '.join(map(str, unknown))} is "
+                     f"unknown, so whether they have KIP-1251 assignment epochs (4.3.0+) is unknown; {interval}",
+                     remedy)
+    return Check("assignment_epochs", PASS, f"every broker is 4.3+ (KIP-1251 assignment epochs); {interval}")
+
+
+def _inherited_group_configs(facts: PreflightFacts, group_id: str) -> Check:
+    """Group configs outlive their group and apply to a new group with the same id (KAFKA-20236): a group that
+    does not exist, or an empty one without committed offsets (new, or recreated), but has group configs
+    inherits them, named here with their values."""
+    if facts.group_configs is None:
+        return Check("inherited_group_configs", WARN,
+                     f"the configs of group {group_id!r} could not be read: {facts.group_configs_error}",
+                     "Grant DESCRIBE_CONFIGS on the group and rerun: a group created with this id inherits any "
+                     "group configs left on it.")
+    configs = ", ".join(f"{k}={v}" for k, v in sorted(facts.group_configs.items()))
+    remedy = ("Kafka keeps a group's configs after the group is deleted and applies them to a new group with the "
+              "same id (KAFKA-20236). Keep them if they are meant for this application; otherwise delete them "
+              f"before the migration (kafka-configs --alter --entity-type groups --entity-name {group_id} "
+              "--delete-config <names>, or KafkaGroupConfigOperator delete_configs).")
+    if not facts.group_configs:
+        return Check("inherited_group_configs", PASS, "no group configs set")
+    if facts.listing is None:
+        return Check("inherited_group_configs", WARN, f"group {group_id!r} does not exist but has group configs: "
+                     f"{configs}; a group created with this id inherits them", remedy)
+    desc = facts.description
+    if desc is not None and desc.is_empty and facts.group_has_offsets is False:
+        return Check("inherited_group_configs", WARN, f"group {group_id!r} is empty and has no committed offsets "
+                     f"(new, or recreated) but has group configs: {configs}; they may be left from a deleted "
+                     "group of the same id", remedy)
+    return Check("inherited_group_configs", PASS, f"the group's own configs: {configs}")
