@@ -8,6 +8,13 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    finalized, ``streams`` enabled, the group classic, no static members.
 3. Check the application's controller (a name from the deployment's registry,
    never code: an unknown name or argument is refused before the change lock).
+   Check the topics against the application's topology (its
+   ``Topology#describe()``, from the run's ``topology_description`` Param, else
+   from the controller): the source topics exist, the internal repartition
+   topics exist and changelogs have one partition per task, joined topics are
+   co-partitioned. The broker would find these only after the stop (the
+   streams group stays NOT_READY); here a refusal costs nothing. No topology:
+   a warning in the approval says it was not checked.
    Lint the client config the application runs with, as the controller reads
    it from the platform (the form's ``application_properties`` override keys,
    shown as such), for the streams protocol (settings it ignores or does not
@@ -93,6 +100,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     diagnose_streams,
     group_config_changes,
 )
+from airflow_provider_kip848.operators.topology import StreamsTopologyCheckOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -152,6 +160,12 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
                                description="Checked to exist before the restart (a missing one leaves the streams "
                                            "group NOT_READY) and against the topics the group committed on. "
                                            "Empty: not checked."),
+        "topology_description": Param(
+            None, type=["null", "string"], title="The application's topology (Topology#describe())",
+            description="The text Kafka Streams prints for topology.describe(). Checked before the stop: source "
+                        "topics exist, internal repartition topics exist, changelogs have one partition per task, "
+                        "joined topics are co-partitioned. Empty: the controller's, if it reports one; else the "
+                        "approval says the topology was not checked."),
         "standby_replicas": Param(None, type=["null", "integer"], minimum=0, title="streams.num.standby.replicas",
                                   description="Empty: carry over (the group's value, else the application's "
                                               "num.standby.replicas, else the brokers' default)."),
@@ -202,6 +216,12 @@ def kip1071_streams_offline_migration():
                                     controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
                                     use_controller=True)
 
+    # the topics against the application's topology, while it still runs: the broker would find them only after
+    # the stop (the streams group NOT_READY), when the downtime and the way back are already paid
+    topology = StreamsTopologyCheckOperator(task_id="check_topology", kafka_conn_id=CONN, application_id=GROUP,
+                                            topology="{{ params.topology_description }}",
+                                            controller_result="{{ ti.xcom_pull(task_ids='controller') }}")
+
     @task
     def carry_over_settings(params: dict | None = None, **context) -> dict:
         return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"))
@@ -218,10 +238,10 @@ def kip1071_streams_offline_migration():
         return capture_output(params)
 
     @task
-    def make_plan(preflight_report: dict, configs: dict, snapshot: dict, carried: dict, lint_result: dict,
-                  controller_result: dict, params: dict | None = None) -> dict:
-        return build_plan(params, preflight_report["checks"], configs, snapshot, carried, lint_result,
-                          controller_result)
+    def make_plan(preflight_report: dict, topology_report: dict, configs: dict, snapshot: dict, carried: dict,
+                  lint_result: dict, controller_result: dict, params: dict | None = None) -> dict:
+        return build_plan(params, preflight_report["checks"] + topology_report["checks"], configs, snapshot,
+                          carried, lint_result, controller_result)
 
     @task.branch
     def route(plan: dict, params: dict | None = None) -> str:
@@ -355,6 +375,7 @@ def kip1071_streams_offline_migration():
                               nothing_to_do=lambda plan: plan["facts"]["group"]["type"] == "streams"),
         group_param="application_id", target=lambda p: "streams", after_members=False,
         results={"window": "window_guard", "controller": "controller", "preflight": PREFLIGHT,
+                 "topology": ("check_topology", "report"),
                  "lint": "lint_client_config", "group_settings": "carry_over_settings",
                  "stopped": "stop_application", "emptied": "wait_empty", "restored": "restore_lost_offsets",
                  "started": "start_application", "offsets_vs_snapshot": "compare_offsets",
@@ -369,11 +390,11 @@ def kip1071_streams_offline_migration():
 
     out_before = capture_output_before()
     carried = carry_over_settings()
-    plan = make_plan(preflight.output, validate_configs.output, snapshot_before.output, carried, lint.output,
-                     controller.output)
+    plan = make_plan(preflight.output, topology.output, validate_configs.output, snapshot_before.output, carried,
+                     lint.output, controller.output)
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    guard >> controller >> lock >> [preflight, lint] >> carried
+    guard >> controller >> lock >> [preflight, lint, topology] >> carried
     carried >> validate_configs >> snapshot_before >> out_before >> plan
     decision = route(plan)
     final = report_task(report, task_id="report")
@@ -447,7 +468,9 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
 
 def replan(context) -> dict:
     ti = context["ti"]
-    return build_plan(context["params"], (ti.xcom_pull(task_ids="preflight") or {}).get("checks"), None,
+    checks = [*((ti.xcom_pull(task_ids="preflight") or {}).get("checks") or ()),
+              *((ti.xcom_pull(task_ids="check_topology") or {}).get("checks") or ())]
+    return build_plan(context["params"], checks, None,
                       ti.xcom_pull(task_ids="snapshot_before"), None, ti.xcom_pull(task_ids="lint_client_config"),
                       ti.xcom_pull(task_ids="controller"))
 

@@ -104,6 +104,14 @@ class NamedController:
                                   controller=self.name, step="config")
         return config
 
+    def topology(self) -> str | None:
+        """The application's ``Topology#describe()`` text (None: not reported by the platform)."""
+        topology = self._call("topology", self.controller.topology)
+        if topology is not None and not isinstance(topology, str):
+            raise ControllerError(f"topology() returned {type(topology).__name__}, not a str",
+                                  controller=self.name, step="topology")
+        return topology
+
     def can_roll(self) -> bool:
         return bool(self.controller.can_roll())
 

@@ -20,6 +20,8 @@ approval, the sensors and the report):
   concluded from it (the DAG falls back to the broker's session timeout).
 * :class:`ClientConfig`: the client properties the application runs with, and
   where they were read from, for the lint.
+* ``topology()``: a Streams application's ``TopologyDescription`` text (None:
+  not reported), which the streams migration checks the cluster's topics against.
 """
 
 from __future__ import annotations
@@ -205,6 +207,13 @@ class ApplicationController(ABC):
     def config(self, group_protocol: str | None = None) -> ClientConfig | None:
         """The client properties the application runs with (None: the platform does not report them); with
         ``group_protocol``, as it will run once started with that protocol (what the lint checks)."""
+        return None
+
+    def topology(self) -> str | None:
+        """A Kafka Streams application's topology: its ``Topology#describe()`` text, as the application prints it
+        (None: not a Streams application, or the platform does not hold it). The streams migration checks the
+        cluster's topics against it before the stop (:mod:`airflow_provider_kip848.kafka.rules.topology`); the
+        group's describe cannot, while the group is classic."""
         return None
 
     @abstractmethod

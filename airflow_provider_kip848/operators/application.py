@@ -96,10 +96,12 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         actions are rendered for it, and its client configuration is read for it.
     :param way_back_protocol: the protocol of the DAG's way back, if any (its actions are shown too).
     :returns: ``{controller: {name, kind, description, args, target, actions, can_roll, way_back}, status,
-        config, source_config}``; ``status`` is the platform's status now (``known`` false when it cannot tell),
-        ``config`` the client configuration for ``group_protocol``, ``source_config`` for ``way_back_protocol``
-        (the one the application runs with now: what a migration carries over; None: the controller does not
-        report it, or no way back). With ``required=False`` and no controller named: None.
+        config, source_config, topology}``; ``status`` is the platform's status now (``known`` false when it
+        cannot tell), ``config`` the client configuration for ``group_protocol``, ``source_config`` for
+        ``way_back_protocol`` (the one the application runs with now: what a migration carries over; None: the
+        controller does not report it, or no way back), ``topology`` (``group_protocol`` streams only)
+        ``{description, source}``: the Streams application's ``Topology#describe()`` text as the controller
+        reports it (None: it does not). With ``required=False`` and no controller named: None.
     """
 
     template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "way_back_protocol")
@@ -126,6 +128,8 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
             status = named.status()
             config = named.config(protocol)
             source = named.config(back) if back is not None else None
+            # a Streams application's topology, which its migration checks the topics against before the stop
+            topology = named.topology() if protocol == "streams" else None
         except ControllerError as exc:
             raise task_error(exc) from exc
         finally:
@@ -133,7 +137,8 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         self.log.info("Controller %s: %s", named.label, status.summary())
         return {"controller": plan, "status": status.to_dict(),
                 "config": config.to_dict() if config is not None else None,
-                "source_config": source.to_dict() if source is not None else None}
+                "source_config": source.to_dict() if source is not None else None,
+                "topology": {"description": topology, "source": f"controller {named.name!r}"} if topology else None}
 
 
 def instances_gone(stop_task_id: str) -> str:

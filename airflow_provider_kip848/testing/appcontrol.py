@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from confluent_kafka import libversion
 
 from airflow_provider_kip848.controllers import ApplicationController, ApplicationStatus, Arg, ClientConfig, Instance
-from airflow_provider_kip848.testing.apps import StreamsApp, wordcount_properties
+from airflow_provider_kip848.testing.apps import StreamsApp, describe_topology, wordcount_properties
 from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess
 from airflow_provider_kip848.testing.processes import find_processes, wait_visible
@@ -146,6 +146,11 @@ class LocalWordCountController(ApplicationController):
                                      extra={**self.properties, **self.protocol_properties.get(protocol, {})})
         return ClientConfig(properties=props, source=f"the demo's WordCountDemo properties on {protocol}",
                             client="java", client_version=self.kafka.version)
+
+    def topology(self) -> str | None:
+        """WordCountDemo's ``Topology#describe()``, built by this release's Kafka Streams from the demo's own
+        topology method (:func:`~airflow_provider_kip848.testing.apps.describe_topology`)."""
+        return describe_topology(self.kafka.distribution, self.apps_dir)
 
     def actions(self, group_protocol: str | None) -> Mapping[str, str]:
         signal_name = "SIGKILL" if self.stop_mode == "kill" else "SIGTERM"

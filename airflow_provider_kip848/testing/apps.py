@@ -23,6 +23,27 @@ WORDCOUNT_MAIN_CLASS = "org.apache.kafka.streams.examples.wordcount.WordCountDem
 
 WORDCOUNT_INPUT_TOPIC = "streams-plaintext-input"
 WORDCOUNT_OUTPUT_TOPIC = "streams-wordcount-output"
+#: the static method of WordCountDemo that adds its topology to a StreamsBuilder (package-private)
+WORDCOUNT_TOPOLOGY_METHOD = "createWordCountStream"
+
+#: A single-file Java program (run by the JDK's source launcher, nothing to build): it calls an application's
+#: static ``method(StreamsBuilder)``, the one its ``main`` builds its topology with, and prints the
+#: ``Topology#describe()`` of the result, exactly what the running application executes. The demo's WordCountDemo
+#: neither prints nor logs its description, so this is how the demo's controller reports it.
+DESCRIBE_TOPOLOGY_JAVA = """\
+import java.lang.reflect.Method;
+import org.apache.kafka.streams.StreamsBuilder;
+
+public class DescribeTopology {
+    public static void main(String[] args) throws Exception {
+        Method build = Class.forName(args[0]).getDeclaredMethod(args[1], StreamsBuilder.class);
+        build.setAccessible(true);
+        StreamsBuilder builder = new StreamsBuilder();
+        build.invoke(null, builder);
+        System.out.print(builder.build().describe());
+    }
+}
+"""
 
 
 def wordcount_properties(
@@ -47,6 +68,31 @@ def wordcount_properties(
     }
     props.update(extra or {})
     return props
+
+
+def describe_topology(distribution: KafkaDistribution, workdir: Path, main_class: str = WORDCOUNT_MAIN_CLASS,
+                      method: str = WORDCOUNT_TOPOLOGY_METHOD) -> str:
+    """The ``TopologyDescription`` text of ``main_class``'s topology, as this release of Kafka Streams builds it.
+
+    Kept in ``workdir`` once read (a JVM with the source launcher takes seconds; the topology of a release's demo
+    never changes). Fails, with the JVM's output, when the program does not print a description.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    cached = workdir / f"topology-{distribution.version}-{main_class}.{method}.txt"
+    if cached.is_file():
+        return cached.read_text()
+    source = workdir / "DescribeTopology.java"
+    if not source.is_file() or source.read_text() != DESCRIBE_TOPOLOGY_JAVA:
+        source.write_text(DESCRIBE_TOPOLOGY_JAVA)
+    cmd = distribution.java_command(str(source), [main_class, method], jvm_options=["-XX:TieredStopAtLevel=1"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=workdir)
+    if proc.returncode != 0 or not proc.stdout.startswith("Topologies:"):
+        raise RuntimeError(f"describing the topology of {main_class} failed (exit {proc.returncode}): "
+                           f"{(proc.stdout + proc.stderr)[-2000:]}")
+    partial = cached.with_suffix(f".{os.getpid()}.partial")
+    partial.write_text(proc.stdout)
+    partial.replace(cached)  # another process reading the cache never sees half a description
+    return proc.stdout
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 from airflow_provider_kip848.changecontrol.audit import read_audit
@@ -213,6 +215,43 @@ def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_
         admin.close()
 
 
+def test_a_wordcount_app_with_a_missing_repartition_topic_is_refused_before_the_stop(
+        airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
+    """WordCountDemo on classic, its repartition topic deleted. A running classic application recreates it at its
+    next rebalance, within seconds, so the instance is frozen (SIGSTOP) first: it still exists on the platform and
+    in the group, but cannot. The topology comes from the demo's controller (WordCountDemo's real
+    Topology#describe()); the run is refused by check_topology before the approval: nothing stopped, nothing
+    set, nothing started, the topic still missing."""
+    app_id, word = unique("wc-topology"), f"t{time.time_ns()}"
+    repartition = f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
+    [pid] = controller.running_pids()
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        admin.delete_topic(repartition)
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, validate_with_spark=False), decide=approve)
+        assert state(run) == "failed" and report["failed_tasks"] == ["check_topology"], report
+        assert answers == [], "refused before the approval"
+        topology = report["results"]["topology"]
+        assert topology["topology_source"] == f"controller {app_id!r}"
+        assert topology["failures"] == ["topology_repartition_topics"], topology
+        checks = {c["name"]: c for c in topology["checks"]}
+        assert f"{repartition} (missing), needs 2" in checks["topology_repartition_topics"]["evidence"]
+        assert checks["topology_source_topics"]["status"] == "pass"
+        assert checks["topology_changelog_topics"]["status"] == "pass"
+        assert report["results"]["stopped"] is None and report["results"]["started"] is None
+        assert controller.running_pids() == [pid], "the application was not stopped (nor another started)"
+        assert admin.describe_group(app_id).type is GroupType.CLASSIC
+        assert admin.describe_group_config(app_id).dynamic == {}, "no group config was set"
+        assert admin.topic_partition_counts([repartition]) == {repartition: None}
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        controller.stop()
+        admin.close()
+
+
 def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     """The application runs with num.standby.replicas=1 (a client setting the streams protocol ignores) and the
     run names no standby value: the DAG carries the application's value over as the group config, shows it in
@@ -240,6 +279,10 @@ def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, 
         assert lint["num.standby.replicas"] == "warn" and "client.version" not in lint
         checks = {c["name"]: c["status"] for c in report["results"]["preflight"]["checks"]}
         assert checks["source_topics"] == "pass" and checks["topology"] == "pass"
+        # WordCountDemo's real topology, from its controller, against the real topics: every check passes
+        topology = {c["name"]: c["status"] for c in report["results"]["topology"]["checks"]}
+        assert set(topology.values()) == {"pass"} and len(topology) == 4, topology
+        assert "topology_repartition_topics" in answers[0]["body"], "the approval shows the topology checks"
     finally:
         controller.stop()
         admin.close()
