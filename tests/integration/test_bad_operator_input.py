@@ -29,6 +29,7 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.topology import StreamsTopologyCheckOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -290,6 +291,10 @@ CASES = [
      "max_lag must be a whole number >= 0, not 'lots'", "Fix the task's arguments"),
     ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), E.InvalidArgument,
      "expected_members must be a whole number >= 1, not 0", "Fix the task's arguments"),
+    # a Streams application's topology that is not Kafka Streams' Topology#describe() text
+    ("topology-not-a-description", lambda s: StreamsTopologyCheckOperator(
+        task_id="x", application_id=STREAMS, topology="the app reads orders and writes counts"), E.InvalidArgument,
+     "cannot be read at line 1: 'the app reads orders and writes counts'", "Topology#describe() output"),
     # where the artifacts go, and which connection
     ("snapshot-unwritable-location", lambda s: SnapshotGroupOffsetsOperator(
         task_id="snap", group_id=EMPTY, path=str(s["work"] / "good.json" / "under-a-file.json")),
