@@ -41,6 +41,7 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.group_config",
                     "airflow_provider_kip848.operators.offsets",
                     "airflow_provider_kip848.operators.members",
+                    "airflow_provider_kip848.operators.groups",
                     "airflow_provider_kip848.operators.preflight",
                     "airflow_provider_kip848.operators.topology",
                     "airflow_provider_kip848.operators.lint",

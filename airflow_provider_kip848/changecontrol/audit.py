@@ -36,7 +36,7 @@ AUDIT_FORMAT = "kip848-audit/1"
 
 @dataclass(frozen=True)
 class AuditRecord:
-    kind: str  # feature | group_config | offsets | members
+    kind: str  # feature | feature_override_dependent_groups | group_config | offsets | members | group
     target: str  # e.g. "streams.version", "my-group:consumer.session.timeout.ms", "my-group"
     before: Any
     after: Any

@@ -11,6 +11,7 @@ from airflow_provider_kip848.kafka.rules.features import (
     dependent_group_type,
     describe_dependents,
     plan_feature_update,
+    refuse_dependents,
 )
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_choice_arg, check_flag_arg
 
@@ -29,6 +30,10 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
     :param override_dependent_groups: lower ``group.version``/``streams.version``/``share.version``
         although groups of that type exist (their members fail): an intended outage, which belongs
         behind an approval; the groups are named in the audit record.
+    :param allow_empty_dependent_groups: lower it although *empty* groups of that type exist (they stay,
+        unusable until the feature is raised again; named in the audit record); a group with members, or
+        whose members cannot be counted, still refuses the change. What the kafka_disable_group_feature
+        DAG applies after its approval.
     :returns: ``{feature, action, from_level, to_level, noop, applied, dry_run, message, validation}``
     """
 
@@ -36,22 +41,31 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
 
     def __init__(self, *, feature: str, level: int | str | None = None, action: str = "upgrade",
                  dry_run: bool = False, unsafe: bool = False, override_dependent_groups: bool = False,
-                 **kwargs: Any) -> None:
+                 allow_empty_dependent_groups: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_choice_arg(action, "action", ACTIONS)
         check_flag_arg(dry_run, "dry_run")
         self.feature, self.level, self.action, self.dry_run_flag = feature, level, action, dry_run
         self.unsafe = parse_flag(unsafe, "unsafe")
         self.override_dependent_groups = parse_flag(override_dependent_groups, "override_dependent_groups")
+        self.allow_empty_dependent_groups = parse_flag(allow_empty_dependent_groups, "allow_empty_dependent_groups")
 
     def run(self, context: Any) -> dict:
         require_choice(self.action, "action", ACTIONS)
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
         override = self.override_dependent_groups
         features = self.hook.describe_features()
-        gtype = dependent_group_type(plan_feature_update(features, self.feature, self.level, self.action))
+        planned = plan_feature_update(features, self.feature, self.level, self.action)
+        gtype = dependent_group_type(planned)
         dependents = self.hook.get_conn().dependent_groups(gtype) if gtype is not None else {}
-        if dependents and override:
+        if dependents and not override and self.allow_empty_dependent_groups:
+            refusal = refuse_dependents(planned, dependents, allow_empty=True)
+            if refusal is not None:
+                raise refusal
+            self.log.warning("Lowering %s leaves these empty groups in place, unusable until it is raised again: %s",
+                             self.feature, describe_dependents(dependents))
+            override = True  # every one of them is empty (read just now)
+        elif dependents and override:
             self.log.warning("override_dependent_groups=True: lowering %s although these groups depend on it: %s",
                              self.feature, describe_dependents(dependents))
         validation = self.hook.update_feature(self.feature, self.level, action=self.action, dry_run=True,

@@ -1,6 +1,6 @@
 """Every example DAG can be triggered from its UI form with its defaults plus the fields a user must fill.
 
-A person triggers the eight DAGs one after the other in the browser (the module's first step), and the runs go on in
+A person triggers the ten DAGs one after the other in the browser (the module's first step), and the runs go on in
 the deployment side by side, as a platform team's would; each test then follows its run to its end, rejecting in the UI
 what asks a second person. (One after the other, each form's run held the tier for the whole run: the fleet DAG's run
 alone, refused by its closed window, is about 150 s of wave tasks.) Each DAG names its own group, so no run waits on
@@ -29,7 +29,13 @@ MUST_FILL: dict[str, dict[str, str]] = {
     "kip1071_streams_offline_migration": {},
     "kip1071_streams_rollback_to_classic": {"application_id": "deploy-form-streams-app"},
     "kip848_fleet_migration": {},
+    # a group id that does not exist (form_groups does not create it): nothing to delete, the run says so
+    "kip1071_delete_streams_group": {"group_id": "deploy-form-deleted-streams-app"},
+    # streams.version=0 with its defaults: asks for approval when no streams group has members, else refused
+    "kafka_disable_group_feature": {},
 }
+#: form values that name no group to create (form_groups skips them)
+ABSENT_GROUPS = {"deploy-form-deleted-streams-app"}
 #: DAGs whose run with these inputs must ask a person (the others may have nothing to change)
 ASKS_APPROVAL = {"kafka_group_config_change", "kip848_consumer_rolling_upgrade"}
 #: the runbooks' approval screenshots (docs/runbooks/*.md), taken here as the approver sees them
@@ -49,7 +55,7 @@ def form_groups(deployment: Deployment) -> list[str]:
     """The groups the forms' id fields name, each with committed offsets."""
     create_topics(deployment.bootstrap, {FORM_TOPIC: 2})
     produce(deployment.bootstrap, FORM_TOPIC, (f"v{i}" for i in range(20)))
-    groups = [v for fill in MUST_FILL.values() for v in fill.values()]
+    groups = [v for fill in MUST_FILL.values() for v in fill.values() if v not in ABSENT_GROUPS]
     for group in groups:
         consume(deployment.bootstrap, group, [FORM_TOPIC], 20, group_protocol="classic")
     return groups

@@ -33,7 +33,8 @@ def dagbag():
 #: What a form needs beyond its defaults to be valid (the control each case departs from by one value).
 VALID = {"kafka_group_config_change": {"group_id": "orders"}, "kip848_consumer_rolling_upgrade": {"group_id": "orders"},
          "kip848_consumer_offline_migration": {"group_id": "orders"},
-         "kip1071_streams_rollback_to_classic": {"application_id": "wordcount"}}
+         "kip1071_streams_rollback_to_classic": {"application_id": "wordcount"},
+         "kip1071_delete_streams_group": {"group_id": "wordcount"}}
 
 # (case id, dag id, {param: bad value}, fragment of the error)
 CASES = [
@@ -109,6 +110,14 @@ CASES = [
      "is less than the minimum of 0.1"),
     ("duplicates-fractional", "kip848_consumer_rolling_upgrade", {"allowed_duplicates": 1.5},
      "is not of type 'integer'"),
+    # kafka_disable_group_feature: the feature is an enum, never a name chosen by the run
+    ("disable-feature-not-offered", "kafka_disable_group_feature", {"feature": "metadata.version"},
+     "'metadata.version' is not one of ['streams.version', 'group.version', 'share.version']"),
+    ("disable-level-negative", "kafka_disable_group_feature", {"level": -1}, "is less than the minimum of 0"),
+    ("disable-dry-run-as-text", "kafka_disable_group_feature", {"dry_run": "no"}, "is not of type 'boolean'"),
+    # kip1071_delete_streams_group
+    ("delete-group-id-empty", "kip1071_delete_streams_group", {"group_id": ""}, "should be non-empty"),
+    ("delete-group-id-blank-around", "kip1071_delete_streams_group", {"group_id": " app "}, "does not match"),
     # kafka_cluster_inventory
     ("conn-id-as-number", "kafka_cluster_inventory", {"kafka_conn_id": 5}, "is not of type 'string'"),
     ("report-path-number", "kafka_cluster_inventory", {"report_path": 5}, "5 is not of type 'null', 'string'"),
@@ -135,7 +144,7 @@ def test_params_form_refuses_bad_value(dagbag, dag_id, bad, fragment):
 #: The form field of each DAG that names the group (what the operators then refuse if it is unusable).
 GROUP_FIELDS = [("kafka_group_config_change", "group_id"), ("kip848_consumer_rolling_upgrade", "group_id"),
                 ("kip848_consumer_offline_migration", "group_id"), ("kip1071_streams_offline_migration", "application_id"),
-                ("kip1071_streams_rollback_to_classic", "application_id")]
+                ("kip1071_streams_rollback_to_classic", "application_id"), ("kip1071_delete_streams_group", "group_id")]
 
 
 @pytest.mark.parametrize("dag_id, field", GROUP_FIELDS)
@@ -174,7 +183,8 @@ def test_generated_group_ids_the_form_accepts_are_ids_the_provider_accepts(dagba
 
 #: Fields a user must fill (the form marks them required; every other field is optional).
 REQUIRED = {"kafka_group_config_change": {"group_id"}, "kip848_consumer_rolling_upgrade": {"group_id"},
-            "kip848_consumer_offline_migration": {"group_id"}, "kip1071_streams_rollback_to_classic": {"application_id"}}
+            "kip848_consumer_offline_migration": {"group_id"}, "kip1071_streams_rollback_to_classic": {"application_id"},
+            "kip1071_delete_streams_group": {"group_id"}}
 
 
 def test_every_form_can_be_submitted_with_its_defaults_and_only_the_required_fields(dagbag):

@@ -648,6 +648,16 @@ class KafkaAdmin(ClusterAdmin):
         group = self._streams_group_response(group_id)
         return C.streams_source_partitions(group) if group.error_code == 0 else ()
 
+    def streams_group_internal_topics(self, group_id: str) -> tuple[str, ...]:
+        """The internal topics (repartition and changelog) of a streams group's topology, as its coordinator
+        holds it; () when it holds no topology. Deleting the group deletes none of them."""
+        require_group_id(group_id)
+        with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
+            group = self._streams_group_response(group_id)
+        if group.error_code != 0:
+            raise group_error(group_id, group.error_code, group.error_message, self.settings)
+        return C.streams_internal_topics(group)
+
     def delete_group(self, group_id: str) -> None:
         """Delete an empty group (its committed offsets go with it)."""
         require_group_id(group_id)

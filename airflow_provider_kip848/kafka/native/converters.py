@@ -220,6 +220,15 @@ def streams_group(group: Any, coordinator_id: int | None) -> StreamsGroupDescrip
     )
 
 
+def streams_internal_topics(group: Any) -> tuple[str, ...]:
+    """The repartition and changelog topics of a streams group's topology (sorted; () without a topology)."""
+    if group.topology is None:
+        return ()
+    names = {t.name for s in group.topology.subtopologies or []
+             for t in [*(s.state_changelog_topics or []), *(s.repartition_source_topics or [])]}
+    return tuple(sorted(names))
+
+
 def streams_source_partitions(group: Any) -> tuple[TopicPartition, ...]:
     """Input partitions (source and repartition topics) of a streams group's active tasks."""
     if group.topology is None:
