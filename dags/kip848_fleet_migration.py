@@ -98,6 +98,7 @@ STEP_ARGS = {
     "empty_settle_seconds": "{{ params.empty_settle_seconds }}",
     "empty_timeout_minutes": "{{ params.empty_timeout_minutes }}",
     "start_timeout_minutes": "{{ params.start_timeout_minutes }}", "max_lag": "{{ params.max_lag }}",
+    "first_instance_timeout_minutes": "{{ params.first_instance_timeout_minutes }}",
 }
 
 
@@ -146,6 +147,11 @@ STEP_ARGS = {
         "start_timeout_minutes": Param(10, type="number", minimum=0.1,
                                        title="Groups must be migrated within (min)",
                                        description="Past this the application fails and is brought back."),
+        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1,
+                                                title="First-instance gate of the online path (min)",
+                                                description="With a controller that can restart one instance: "
+                                                            "the first one must come in on the new protocol "
+                                                            "within this, before any other restarts."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
         "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to"),
         "validation_mode": Param(VALIDATION_MODE, type="string", enum=list(VALIDATION_MODES),

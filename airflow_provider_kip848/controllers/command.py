@@ -20,8 +20,9 @@ an Airflow connection (Airflow's SSH provider)::
         status_format: supervisorctl          # json | supervisorctl | systemd
         timeout_seconds: 120
 
-Templates take ``{group_protocol}`` (``start``, ``roll`` and ``config``: the properties the
-application will run with on that protocol) and the run
+Templates take ``{group_protocol}`` (``start``, ``roll``, ``start_instance`` and ``config``: the
+properties the application will run with on that protocol), ``{instance}`` (``stop_instance`` and
+``start_instance``: one instance's name as the status command prints it) and the run
 parameters the entry declares under ``params`` (name -> type, enum, pattern,
 default); every value is shell-quoted, and a template naming anything else is
 refused when the registry is read. Commands get a clean environment (``env``
@@ -32,6 +33,17 @@ step, the command and where it ran. Without a ``status`` command the
 controller cannot tell whether instances exist (the DAGs then fall back to the
 broker's session timeout); without ``config`` the lint says the configuration
 was not checked.
+
+With ``stop_instance`` and ``start_instance`` (and a ``status``), the rolling upgrade restarts the
+instances itself, one at a time: it stops the first, makes sure its static member left, starts it on
+the new protocol and checks that it came in on it before it touches the next one (the first-instance
+gate). ``member_identity`` tells it which group member an instance is, from the instance's name, when
+the status output does not say (supervisorctl and systemd print names only)::
+
+        member_identity:
+          match: '^orders:orders_(?P<n>[0-9]+)$'   # the instance names the status command prints
+          client_id: 'orders-{n}'                  # the client.id that instance runs with
+          group_instance_id: 'orders-{n}'          # its group.instance.id (static membership)
 """
 
 from __future__ import annotations
@@ -57,13 +69,18 @@ from airflow_provider_kip848.controllers.protocol import (
     ApplicationController,
     ApplicationStatus,
     ClientConfig,
+    Instance,
 )
 from airflow_provider_kip848.controllers.runners import CommandOutcome, LocalRunner, Runner, SSHRunner
 from airflow_provider_kip848.controllers.schema import Arg
 
-STEPS = ("stop", "start", "roll", "status", "config")
+STEPS = ("stop", "start", "roll", "status", "config", "stop_instance", "start_instance")
 #: the steps whose commands take {group_protocol} (config: the properties the application will run with on it)
-PROTOCOL_STEPS = ("start", "roll", "config")
+PROTOCOL_STEPS = ("start", "roll", "config", "start_instance")
+#: the steps whose commands take {instance}: one instance's name, as the status command printed it
+INSTANCE_STEPS = ("stop_instance", "start_instance")
+#: the member facts ``member_identity`` may derive from an instance's name
+IDENTITY_FIELDS = ("client_id", "group_instance_id", "host")
 #: exit codes that are not failures, per status format (supervisorctl exits 3 when a process is not running)
 _STATUS_EXIT_CODES = {"supervisorctl": (0, 3)}
 #: secret-looking assignments in command output (key=value, key: value, "key": "value")
@@ -95,13 +112,16 @@ class CommandController(ApplicationController):
         "env": Arg("object", description="environment for the commands (no secrets: they are shown)"),
         "params": Arg("object", description="run parameters the templates use: name -> {type, enum, pattern, "
                                             "default, required, description}"),
+        "member_identity": Arg("object", description="{match: regex on an instance's name, client_id / "
+                                                     "group_instance_id / host: templates of its named groups}"),
     }
 
     def __init__(self, *, commands: Mapping[str, str], ssh_conn_id: str | None = None,
                  status_format: str = "json", config_format: str = "properties", client: str | None = None,
                  client_version: str | None = None, timeout_seconds: float = 120.0,
                  connect_timeout_seconds: float = 10.0, env: Mapping[str, str] | None = None,
-                 params: Mapping[str, Mapping[str, Any]] | None = None, **run_args: Any) -> None:
+                 params: Mapping[str, Mapping[str, Any]] | None = None,
+                 member_identity: Mapping[str, str] | None = None, **run_args: Any) -> None:
         unknown = sorted(set(commands) - set(STEPS))
         if unknown:
             raise ValueError(f"commands: unknown step(s) {', '.join(unknown)} (steps: {', '.join(STEPS)})")
@@ -114,7 +134,8 @@ class CommandController(ApplicationController):
             raise ValueError("env: every value is a string")
         self.declared = self._declared(params or {})
         for step, template in commands.items():
-            allowed = set(self.declared) | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
+            allowed = (set(self.declared) | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
+                       | ({"instance"} if step in INSTANCE_STEPS else set()))
             try:
                 fields = list(string.Formatter().parse(template))
             except ValueError as exc:
@@ -127,6 +148,7 @@ class CommandController(ApplicationController):
                     raise ValueError(f"commands.{step}: {{{field}}} takes no conversion or format spec "
                                      "(the value is shell-quoted as it is)")
         self.commands = dict(commands)
+        self.identity = self._identity(member_identity)
         self.ssh_conn_id = ssh_conn_id
         self.status_format, self.config_format = status_format, config_format
         self.client, self.client_version = client, client_version
@@ -163,6 +185,49 @@ class CommandController(ApplicationController):
                 raise ValueError(f"params.{name}: its default is not valid: {problem}")
         return out
 
+    @staticmethod
+    def _identity(spec: Mapping[str, str] | None) -> tuple[re.Pattern[str], dict[str, str]] | None:
+        """``member_identity`` checked: a regex with named groups, and templates using only those groups."""
+        if not spec:
+            return None
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("match"), str):
+            raise ValueError("member_identity: a mapping with 'match' (a regex on the instance names) and "
+                             f"templates for {', '.join(IDENTITY_FIELDS)}")
+        unknown = sorted(set(spec) - {"match", *IDENTITY_FIELDS})
+        if unknown:
+            raise ValueError(f"member_identity: unknown key(s) {', '.join(unknown)} "
+                             f"(match, {', '.join(IDENTITY_FIELDS)})")
+        try:
+            pattern = re.compile(spec["match"])
+        except re.error as exc:
+            raise ValueError(f"member_identity.match: not a regex: {exc}") from exc
+        templates = {k: v for k, v in spec.items() if k in IDENTITY_FIELDS}
+        if not templates:
+            raise ValueError(f"member_identity: give at least one of {', '.join(IDENTITY_FIELDS)}")
+        for key, template in templates.items():
+            if not isinstance(template, str):
+                raise ValueError(f"member_identity.{key}: a template string")
+            try:
+                fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+            except ValueError as exc:
+                raise ValueError(f"member_identity.{key}: {exc}") from exc
+            if not fields <= set(pattern.groupindex):
+                raise ValueError(f"member_identity.{key}: {{{', '.join(sorted(fields - set(pattern.groupindex)))}}} "
+                                 f"is not a named group of match ({', '.join(pattern.groupindex) or 'none'})")
+        return pattern, templates
+
+    def _identified(self, instance: Instance) -> Instance:
+        """The instance with the member facts ``member_identity`` derives from its name (none: as it is)."""
+        if self.identity is None:
+            return instance
+        pattern, templates = self.identity
+        match = pattern.fullmatch(instance.name)
+        if match is None:
+            return instance
+        groups = {k: v or "" for k, v in match.groupdict().items()}
+        derived: dict[str, Any] = {k: t.format(**groups) for k, t in templates.items() if getattr(instance, k) is None}
+        return replace(instance, **derived)
+
     @classmethod
     def run_arguments(cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
         """The ``params`` the registry's target declares (ValueError: they are not valid)."""
@@ -180,10 +245,12 @@ class CommandController(ApplicationController):
                             if self.ssh_conn_id else LocalRunner())
         return self._runner
 
-    def _render(self, step: str, group_protocol: str | None = None) -> str:
+    def _render(self, step: str, group_protocol: str | None = None, instance: str | None = None) -> str:
         values = {k: shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items()}
         if group_protocol is not None:
             values["group_protocol"] = shlex.quote(group_protocol)
+        if instance is not None:
+            values["instance"] = shlex.quote(instance)
         return self.commands[step].format(**values)
 
     def _secrets(self) -> tuple[str, ...]:
@@ -196,8 +263,9 @@ class CommandController(ApplicationController):
         extra = conn.extra_dejson or {}
         return tuple(s for s in (conn.password, extra.get("private_key"), extra.get("private_key_passphrase")) if s)
 
-    def _run(self, step: str, group_protocol: str | None = None, *, ok_codes: tuple[int, ...] = (0,)) -> CommandOutcome:
-        command = self._render(step, group_protocol)
+    def _run(self, step: str, group_protocol: str | None = None, *, ok_codes: tuple[int, ...] = (0,),
+             instance: str | None = None) -> CommandOutcome:
+        command = self._render(step, group_protocol, instance)
         outcome = self.runner.run(command, timeout=self.timeout, env=self.env)
         if outcome.exit_code not in ok_codes:
             secrets = self._secrets()
@@ -234,6 +302,25 @@ class CommandController(ApplicationController):
             raise PlatformError("no roll command is configured")
         return self._report(self._run("roll", group_protocol))
 
+    def can_roll_instances(self) -> bool:
+        return all(self.commands.get(step) for step in (*INSTANCE_STEPS, "status"))
+
+    def _listed(self, name: str) -> str:
+        """``name`` if the status lists it (a name that is not an instance's is never put in a command)."""
+        if not self.can_roll_instances():
+            raise PlatformError("no stop_instance / start_instance / status commands are configured")
+        names = [i.name for i in self.status().instances]
+        if name not in names:
+            raise PlatformError(f"the platform lists no instance {name!r} (it lists: {', '.join(names) or 'none'})",
+                                remedy="Give a name the status command prints.")
+        return name
+
+    def stop_instance(self, name: str) -> Mapping[str, Any]:
+        return self._report(self._run("stop_instance", instance=self._listed(name)))
+
+    def start_instance(self, name: str, group_protocol: str) -> Mapping[str, Any]:
+        return self._report(self._run("start_instance", group_protocol, instance=self._listed(name)))
+
     def status(self) -> ApplicationStatus:
         if not self.commands.get("status"):
             return ApplicationStatus.unknown("no status command is configured for this controller")
@@ -246,7 +333,8 @@ class CommandController(ApplicationController):
                                 f"{redact_output(str(exc), secrets)}",
                                 remedy=f"Make the status command print the {self.status_format} format "
                                        "(docs/controllers.md).") from exc
-        return ApplicationStatus(known=True, instances=instances, source=f"`{outcome.command}` on {outcome.where}")
+        return ApplicationStatus(known=True, instances=tuple(self._identified(i) for i in instances),
+                                 source=f"`{outcome.command}` on {outcome.where}")
 
     def config(self, group_protocol: str | None = None) -> ClientConfig | None:
         if not self.commands.get("config"):
@@ -271,6 +359,8 @@ class CommandController(ApplicationController):
                 continue
             if step in PROTOCOL_STEPS and group_protocol is None:
                 out[step] = self.commands[step]
+            elif step in INSTANCE_STEPS:  # once per instance: the name as the status prints it
+                out[step] = self._render(step, group_protocol, "<instance>")
             else:
                 out[step] = self._render(step, group_protocol)
         return out
@@ -302,4 +392,4 @@ class CommandController(ApplicationController):
             self._runner.close()
 
 
-__all__ = ["PROTOCOL_STEPS", "STEPS", "CommandController", "redact_output"]
+__all__ = ["INSTANCE_STEPS", "PROTOCOL_STEPS", "STEPS", "CommandController", "redact_output"]

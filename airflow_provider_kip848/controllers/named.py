@@ -115,11 +115,15 @@ class NamedController:
     def can_roll(self) -> bool:
         return bool(self.controller.can_roll())
 
+    def can_roll_instances(self) -> bool:
+        return bool(self.controller.can_roll_instances())
+
     def plan(self, group_protocol: str | None = None) -> dict[str, Any]:
         """The controller, its target and the exact actions of each step, for the approval."""
         actions = self._call("plan", lambda: dict(self.controller.actions(group_protocol)))
         return {"name": self.name, "kind": self.kind, "description": self.description, "args": dict(self.args),
                 "target": dict(self.controller.describe_target()), "actions": actions, "can_roll": self.can_roll(),
+                "can_roll_instances": self.can_roll_instances(),
                 "fingerprint": self.fingerprint}
 
     def check(self) -> str:
@@ -187,6 +191,43 @@ class NamedController:
         done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
                 "platform": done, "status": self.status().to_dict()}
+
+
+    def stop_instance(self, name: str, *, confirm_seconds: float = STOP_CONFIRM_SECONDS,
+                      poll_seconds: float = 0.5) -> dict[str, Any]:
+        """Stop the one instance ``name``, then wait until the platform shows it not running (an error naming
+        it when it still runs at the deadline, or when the platform cannot tell: never reported as stopped)."""
+        started = time.monotonic()
+        done = self._call("stop_instance", lambda: dict(self.controller.stop_instance(name)))
+
+        def running() -> bool | None:
+            status = self.status()
+            if not status.known:
+                return None
+            return any(i.name == name and i.running for i in status.instances)
+
+        still = running()
+        while still and time.monotonic() - started < confirm_seconds:
+            time.sleep(poll_seconds)
+            still = running()
+        if still is None:
+            raise ControllerError(f"instance {name} was stopped ({_summary(done)}), but whether it is gone is "
+                                  "unknown: the platform's status cannot tell", controller=self.name,
+                                  step="stop_instance", retriable=True)
+        if still:
+            raise ControllerError(f"instance {name} still runs {confirm_seconds:g} s after its stop: NOT stopped",
+                                  controller=self.name, step="stop_instance", retriable=True,
+                                  remedy="Stop it (or find why it does not stop), then rerun the task.")
+        return {"instance": name, "action": "stop", "platform": done,
+                "confirm_s": round(time.monotonic() - started, 3)}
+
+    def start_instance(self, name: str, group_protocol: str) -> dict[str, Any]:
+        """Start the one instance ``name`` with ``group.protocol``; the platform's view of it right after."""
+        protocol = self._protocol(group_protocol)
+        done = self._call("start_instance", lambda: dict(self.controller.start_instance(name, protocol)))
+        now = next((i for i in self.status().instances if i.name == name), None)
+        return {"instance": name, "action": "start", "group_protocol": protocol, "platform": done,
+                "now": now.to_dict() if now else None}
 
 
 def _summary(done: Mapping[str, Any]) -> str:

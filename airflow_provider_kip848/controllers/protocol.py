@@ -200,6 +200,21 @@ class ApplicationController(ABC):
         running (a Kubernetes rolling update, a unit-by-unit restart); return what was done."""
         raise NotImplementedError(f"{type(self).__name__} cannot roll an application")
 
+    def can_roll_instances(self) -> bool:
+        """Whether :meth:`stop_instance` and :meth:`start_instance` are available: the rolling upgrade then
+        restarts the instances itself, one at a time, and checks each (the first one before any other restarts,
+        a static member's leave before its replacement joins). Without them it asks the platform for one
+        :meth:`roll` and can only watch."""
+        return False
+
+    def stop_instance(self, name: str) -> Mapping[str, Any]:
+        """Stop the one instance ``name`` (a name :meth:`status` reports); the others keep running."""
+        raise NotImplementedError(f"{type(self).__name__} cannot stop one instance")
+
+    def start_instance(self, name: str, group_protocol: str) -> Mapping[str, Any]:
+        """Start the one instance ``name`` with ``group.protocol=<group_protocol>`` (a running one: nothing)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot start one instance")
+
     @abstractmethod
     def status(self) -> ApplicationStatus:
         """The instances that exist now (``ApplicationStatus.unknown(reason)`` when the platform cannot tell)."""

@@ -40,6 +40,7 @@ from airflow_provider_kip848.changecontrol.audit import audit_location, record_c
 from airflow_provider_kip848.changecontrol.downtime import downtime_summary
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
 from airflow_provider_kip848.engine.application import last_look
+from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
 from airflow_provider_kip848.engine.offsets import compare_with_snapshot, restore_lost_offsets, write_snapshot
 from airflow_provider_kip848.engine.state import ARRIVALS, WAITS, MoveState, Step, path_of, wait_stage
@@ -145,6 +146,8 @@ class MoveSettings:
     start_timeout_minutes: float = 10.0
     max_lag: int = 0
     audit_log: str | None = None
+    #: the online path's first-instance gate, with a controller that can restart one instance (instance_roll)
+    first_instance_timeout_minutes: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -523,13 +526,22 @@ class ApplicationMove:
             state.gone = stopped["instances_gone"]
             return f"stopped: {stopped['status']['summary']} (instances gone: {stopped['instances_gone']})"
         if step is Step.ROLL:
-            with self._controller() as controller:
-                if not controller.can_roll():
+            limits = RollLimits(first_instance_s=60 * self.settings.first_instance_timeout_minutes,
+                                instance_s=60 * self.settings.start_timeout_minutes,
+                                poll_s=min(self.settings.poll_interval, 2.0))
+            with self._controller() as controller, self._admin() as hook:
+                if not (controller.can_roll() or controller.can_roll_instances()):
                     raise StepFailed(f"the controller {self.unit.app_controller} cannot roll: the online path "
                                      "needs a rolling restart; give the application migration: offline")
-                rolled = controller.roll(self.settings.target_protocol)
+                try:  # instance by instance (the first-instance gate) where the controller can
+                    rolled = roll_application(controller, hook, group_ids, self.settings.target_protocol, limits,
+                                              context=self.context, task_id=self.task_id,
+                                              audit_log=self.settings.audit_log, log=self.log)
+                except InstanceRollFailed as exc:
+                    raise StepFailed(exc.what) from exc
             state.baseline = rolled["status"]
-            return f"rolled: {rolled['status']['summary']}"
+            how = "instance by instance, the first one gated" if rolled["mode"] == "by_instance" else "by the platform"
+            return f"rolled {how}: {rolled['status']['summary']}"
         if step in (Step.START, Step.START_BACK):
             protocol = self.settings.target_protocol if step is Step.START else self.settings.source_protocol
             with self._admin() as hook:

@@ -1,4 +1,4 @@
-"""Forcing the members left behind out of a group that should be empty, audited.
+"""Forcing members out of a group, audited: the ones left behind, and static members whose instance is gone.
 
 A stopped classic application may leave members behind until their sessions
 expire (Kafka Streams closes without leaving its group, a crashed instance
@@ -6,18 +6,27 @@ never leaves). The Empty waits of the sensors and of the fleet's application
 moves force them out after a while with LeaveGroup, as ``kafka-consumer-groups
 --delete-members`` would, and record the removal in the audit trail like any
 other change to the cluster.
+
+A static member on the consumer protocol whose instance crashed (or was killed)
+holds its ``group.instance.id`` until its session expires: its successor is
+fenced with ``UNRELEASED_INSTANCE_ID`` until then. The rolling upgrade removes
+such members by ``group.instance.id``, and only those whose instance the
+platform (the application's controller) confirms is not running: the
+coordinator alone cannot tell a dead member from a live one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
 from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
+from airflow_provider_kip848.controllers import ApplicationStatus, member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.kafka.model import StreamsGroupDescription
+from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol, StreamsGroupDescription
 
 
 def force_out_members(context: Any, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
@@ -49,3 +58,46 @@ def force_out_members(context: Any, task_id: str, kafka_conn_id: str, group_id: 
     removed = set(removal.removed)
     return [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "instance_id": m.instance_id}
             for m in desc.members if (m.instance_id or m.member_id) in removed]
+
+
+def departed_static_members(members: Sequence[object], status: ApplicationStatus) -> list[str]:
+    """The ``group.instance.id`` of every static member on the consumer protocol at a live member epoch whose
+    instance the platform confirms is not running: members that will fence their successor. A member that
+    matches no instance is never among them (an unknown instance may be a live one). ValueError: the
+    platform's status is unknown (nothing is concluded from it)."""
+    if not status.known:
+        raise ValueError(f"the platform cannot tell which instances run ({status.reason})")
+    out = []
+    for m in members:
+        if not isinstance(m, ConsumerGroupMember) or not m.instance_id or m.protocol is not MemberProtocol.CONSUMER:
+            continue
+        if m.member_epoch is not None and m.member_epoch < 0:  # -2: left on purpose, its id released
+            continue
+        instance = member_instance(m.to_dict(), status.instances)
+        if instance is not None and not instance.running:
+            out.append(m.instance_id)
+    return sorted(set(out))
+
+
+def remove_static_members(context: Any, task_id: str, hook: KafkaGroupAdminHook, group_id: str,
+                          instance_ids: Sequence[str], *, why: str, audit_log: str | None, log: Any) -> list[str]:
+    """Remove the static members ``instance_ids`` of ``group_id`` (LeaveGroup by ``group.instance.id``) and
+    audit the removal; returns the ids removed (one already gone is not an error). Nothing is asked for when
+    ``instance_ids`` is empty: an empty selection never widens to "every member"."""
+    ids = sorted(set(instance_ids))
+    if not ids:
+        return []
+    removal = hook.remove_members(group_id, instance_ids=ids, missing_ok=True,
+                                  reason=f"airflow task {task_id}: {why}"[:200])
+    if removal.removed:
+        left = [m["member_id"] for m in hook.describe_group(group_id).to_dict()["members"]]
+        record_changes(context, task_id,
+                       [("members", group_id, {"static_members": list(removal.removed)}, {"members": left})],
+                       admin=hook, location=audit_location(audit_log, hook.extra("audit_log"),
+                                                           artifact_root(None, hook.kafka_conn_id)),
+                       log=log)
+        log.warning("Removed static member(s) %s of %s: %s", ", ".join(removal.removed), group_id, why)
+    if removal.failed:
+        raise AirflowFailException(f"Could not remove static member(s) {removal.failed} of {group_id}: its "
+                                   "successor would be fenced (UNRELEASED_INSTANCE_ID) until its session expires.")
+    return sorted(set(removal.removed) | set(removal.not_found))

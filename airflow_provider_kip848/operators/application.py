@@ -20,7 +20,11 @@ application's controller from the deployment's registry
   NOT_READY), then starts the application; nothing is started twice, and the
   platform's status right after the start is the baseline a later crash or
   restart is measured against.
-* :class:`KafkaApplicationRollOperator`: the platform's rolling restart.
+* :class:`KafkaApplicationRollOperator`: the rolling restart. Through a controller that can stop and start
+  one instance, the provider rolls instance by instance
+  (:mod:`airflow_provider_kip848.engine.instance_roll`): the first instance is a gate (it must come in on
+  the new protocol before any other restarts), and a static member whose instance is gone is removed
+  (audited) before its successor joins. Otherwise the platform's own rolling restart.
 
 Each takes ``when_failed``: the way back of a DAG runs only when one of the
 named tasks failed (its wait for the new protocol ran out), and is skipped
@@ -40,9 +44,10 @@ from airflow_provider_kip848.changecontrol.report import task_states
 from airflow_provider_kip848.controllers import GROUP_PROTOCOLS, ControllerError, NamedController
 from airflow_provider_kip848.controllers.named import STOP_CONFIRM_SECONDS
 from airflow_provider_kip848.engine.application import last_look
+from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import named_controller, task_error
-from airflow_provider_kip848.kafka.arguments import is_template, parse_number
+from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
 
 
@@ -241,10 +246,27 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
         return result
 
 
+def _number(value: object, name: str, minimum: float) -> float:
+    number = parse_number(value, name, minimum=minimum)
+    assert number is not None  # not optional: parse_number returns a number or raises
+    return number
+
+
+#: the first-instance gate's deadline by default: a converting instance is in within seconds
+FIRST_INSTANCE_MINUTES = 5.0
+
+
 class KafkaApplicationRollOperator(_ApplicationOperator):
-    """Restart the instances one at a time with ``group.protocol=<group_protocol>`` through the controller (the
-    platform's rolling restart); returns what was done and the platform's status after it (the baseline of
-    the migrated wait's restart check).
+    """Restart the instances one at a time with ``group.protocol=<group_protocol>`` through the controller;
+    returns what was done and the platform's status after it (the baseline of the migrated wait's restart
+    check).
+
+    Given the groups (``kafka_conn_id`` and ``group_ids``) and a controller that can stop and start one
+    instance, the provider rolls instance by instance (:mod:`airflow_provider_kip848.engine.instance_roll`):
+    the first instance must come in on the new protocol within ``first_instance_timeout_minutes`` before any
+    other restarts (the gate), each later one within ``instance_timeout_minutes``, and a static member whose
+    instance is gone is removed (audited to ``audit_log``) before its successor joins. Otherwise the
+    platform's own rolling restart runs, and the result says so (``mode``: ``by_instance`` or ``platform``).
 
     :param group_protocol: ``consumer`` (the upgrade) or ``classic`` (its way back) (templated).
 
@@ -252,26 +274,57 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
     rolls it (the migrated wait then judges from the broker alone).
     """
 
-    template_fields = (*_ApplicationOperator.template_fields, "group_protocol")
+    template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "kafka_conn_id", "group_ids",
+                       "first_instance_timeout_minutes", "instance_timeout_minutes", "poll_interval", "audit_log")
 
-    def __init__(self, *, group_protocol: str, **kwargs: Any) -> None:
+    def __init__(self, *, group_protocol: str, kafka_conn_id: str | None = None,
+                 group_ids: str | Sequence[str] | None = None,
+                 first_instance_timeout_minutes: float | str = FIRST_INSTANCE_MINUTES,
+                 instance_timeout_minutes: float | str = 15.0, poll_interval: float | str = 1.0,
+                 audit_log: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.group_protocol = group_protocol
+        self.group_protocol, self.kafka_conn_id, self.group_ids = group_protocol, kafka_conn_id, group_ids
+        self.first_instance_timeout_minutes = first_instance_timeout_minutes
+        self.instance_timeout_minutes, self.poll_interval = instance_timeout_minutes, poll_interval
+        self.audit_log = audit_log
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._skip_unless_failed(context)
         if self._unnamed():
             return {"controller": None, "action": "roll", "group_protocol": str(self.group_protocol),
                     "platform": {"rolled_by": "the application team (no controller named)"}, "status": None}
+        try:
+            given = self.group_ids
+            groups = ([] if given in (None, "", "None") else
+                      [require_group_id(g) for g in ([given] if isinstance(given, str) else given)])
+            limits = RollLimits(
+                first_instance_s=60 * _number(self.first_instance_timeout_minutes, "first_instance_timeout_minutes",
+                                              0.01),
+                instance_s=60 * _number(self.instance_timeout_minutes, "instance_timeout_minutes", 0.01),
+                poll_s=_number(self.poll_interval, "poll_interval", 0.1))
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
         named = self._named()
         try:
             named.require_fingerprint(self.approved_fingerprint)
-            result = named.roll(str(self.group_protocol))
+            conn = None if self.kafka_conn_id in (None, "", "None") else str(self.kafka_conn_id)
+            if conn is None or not groups:
+                result = roll_application(named, None, [], str(self.group_protocol), limits, context=context,
+                                          task_id=self.task_id, audit_log=self.audit_log, log=self.log)
+            else:
+                with KafkaGroupAdminHook(conn) as hook:
+                    result = roll_application(named, hook, groups, str(self.group_protocol), limits,
+                                              context=context, task_id=self.task_id, audit_log=self.audit_log,
+                                              log=self.log)
         except ControllerError as exc:
             raise task_error(exc) from exc
+        except InstanceRollFailed as exc:
+            context["ti"].xcom_push(key="rolled", value=exc.rolled)
+            raise AirflowFailException(f"The roll to {self.group_protocol} stopped: {exc.what}") from exc
         finally:
             named.close()
-        self.log.info("Rolled through %s to %s: %s", named.label, self.group_protocol, result["status"]["summary"])
+        self.log.info("Rolled through %s to %s (%s): %s", named.label, self.group_protocol, result["mode"],
+                      result["status"]["summary"])
         return result
 
 

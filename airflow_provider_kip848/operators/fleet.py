@@ -67,18 +67,20 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         move's record ``<snapshot_dir>/<app>/move-<kind>.json``.
     :param poll_interval, remove_members_after, empty_settle_seconds, empty_timeout_minutes,
         start_timeout_minutes, max_lag: as in the single-group DAGs (templated).
+    :param first_instance_timeout_minutes: the online path's first-instance gate (templated; a controller that
+        can restart one instance: see :mod:`airflow_provider_kip848.engine.instance_roll`).
     """
 
     template_fields = ("application", "kafka_conn_id", "snapshot_dir", "audit_log", "poll_interval",
                        "remove_members_after", "empty_settle_seconds", "empty_timeout_minutes",
-                       "start_timeout_minutes", "max_lag")
+                       "start_timeout_minutes", "max_lag", "first_instance_timeout_minutes")
     ui_color = "#fdf1e6"
 
     def __init__(self, *, application: Any, kafka_conn_id: str, snapshot_dir: str, kind: str = MIGRATE,
                  target_protocol: str = "consumer", source_protocol: str = "classic",
                  poll_interval: Any = 5, remove_members_after: Any = 30, empty_settle_seconds: Any = 10,
                  empty_timeout_minutes: Any = 10, start_timeout_minutes: Any = 10, max_lag: Any = 0,
-                 audit_log: str | None = None, **kwargs: Any) -> None:
+                 audit_log: str | None = None, first_instance_timeout_minutes: Any = 5, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in (MIGRATE, ROLLBACK):
             raise ValueError(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
@@ -87,6 +89,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         self.poll_interval, self.remove_members_after = poll_interval, remove_members_after
         self.empty_settle_seconds, self.empty_timeout_minutes = empty_settle_seconds, empty_timeout_minutes
         self.start_timeout_minutes, self.max_lag, self.audit_log = start_timeout_minutes, max_lag, audit_log
+        self.first_instance_timeout_minutes = first_instance_timeout_minutes
 
     # -- inputs -------------------------------------------------------------------------------------
 
@@ -103,7 +106,10 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 empty_timeout_minutes=float(parse_number(self.empty_timeout_minutes, "timeout_minutes") or 0.0),
                 start_timeout_minutes=float(parse_number(self.start_timeout_minutes, "timeout_minutes") or 0.0),
                 max_lag=int(parse_number(self.max_lag, "max_lag", integer=True) or 0),
-                audit_log=None if self.audit_log in (None, "", "None") else str(self.audit_log))
+                audit_log=None if self.audit_log in (None, "", "None") else str(self.audit_log),
+                first_instance_timeout_minutes=float(parse_number(self.first_instance_timeout_minutes,
+                                                                  "first_instance_timeout_minutes",
+                                                                  minimum=0.01) or 0.0))
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
 

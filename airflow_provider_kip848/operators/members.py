@@ -7,6 +7,10 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.controllers import ControllerError
+from airflow_provider_kip848.hooks.instances import named_controller, task_error
+from airflow_provider_kip848.hooks.members import departed_static_members
+from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_group_id_arg
 
 
@@ -18,21 +22,64 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
     id. Streams groups are refused (the broker rejects LeaveGroup for them).
     Members already gone are not an error on a rerun.
 
+    With ``departed_of`` (a controller's name from the deployment's registry, templated), the members removed
+    are the static members on the consumer protocol whose instance that controller confirms is not running
+    (crashed or killed, they hold their ``group.instance.id`` until their session expires and fence their
+    successor with ``UNRELEASED_INSTANCE_ID``); none such: nothing is removed, and the result says so (never
+    "every member"). No controller named (an empty name): nothing is checked or removed, said in the result.
+
     :param member_ids: member ids to remove; ``instance_ids``: group.instance.ids to remove;
-        neither: every member.
-    :returns: ``{group_id, group_type, removed, failed, not_found}``
+        neither (and no ``departed_of``): every member.
+    :returns: ``{group_id, group_type, removed, failed, not_found}`` (``departed_of``: also ``checked``)
     """
 
-    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "member_ids", "instance_ids")
+    template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "member_ids", "instance_ids",
+                       "departed_of", "controller_args")
     supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
+                 departed_of: str | None = None, controller_args: dict[str, Any] | str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
+        if departed_of is not None and (member_ids or instance_ids):
+            raise ValueError("departed_of chooses the members itself: give it without member_ids / instance_ids")
         self.group_id, self.member_ids, self.instance_ids = group_id, member_ids or [], instance_ids or []
+        self.departed_of, self.controller_args = departed_of, controller_args
+
+    def _departed(self) -> dict | list[str]:
+        """The ``group.instance.id`` of the departed static members, or the result of a run with nothing to do."""
+        try:
+            named = named_controller(self.departed_of, self.controller_args)
+        except Kip848Error as exc:
+            raise AirflowException(str(exc)) from exc
+        if named is None:
+            return {"group_id": self.group_id, "removed": [], "failed": [], "not_found": [],
+                    "checked": "no controller named: static members whose instance is gone are not looked for"}
+        try:
+            with named:
+                status = named.status()
+        except ControllerError as exc:
+            raise task_error(exc) from exc
+        if not status.known:
+            raise AirflowException(f"Controller {named.label} cannot tell which instances run ({status.reason}): no "
+                                   "static member is removed on a guess. Rerun when the platform answers.")
+        ids = departed_static_members(self.native_hook.describe_group(self.group_id).members, status)
+        if not ids:
+            return {"group_id": self.group_id, "removed": [], "failed": [], "not_found": [],
+                    "checked": f"no static member holds the id of an instance {named.label} shows gone "
+                               f"({status.summary()})"}
+        self.log.warning("Static member(s) %s of %s belong to instances %s shows gone", ", ".join(ids),
+                         self.group_id, named.label)
+        return ids
 
     def run(self, context: Any) -> dict:
+        if self.departed_of is not None:
+            departed = self._departed()
+            if isinstance(departed, dict):
+                self.log.info("Nobody removed from %s: %s", self.group_id, departed["checked"])
+                return departed
+            self.instance_ids = departed
         everyone = not self.member_ids and not self.instance_ids
         result = self.native_hook.remove_members(self.group_id, member_ids=self.member_ids,
                                                  instance_ids=self.instance_ids, all_members=everyone,

@@ -311,10 +311,21 @@ class KafkaGroupStateSensor(KafkaGroupConditionSensor):
 
 
 class KafkaGroupTypeSensor(KafkaGroupConditionSensor):
-    """Wait until the group's type is ``group_type`` (``classic``, ``consumer``, ``streams``)."""
+    """Wait until the group's type is ``group_type`` (``classic``, ``consumer``, ``streams``; templated: a
+    DAG's way back whose direction is a Param, checked once rendered)."""
+
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type")
 
     def __init__(self, *, group_type: str, **kwargs: Any) -> None:
-        super().__init__(condition=GroupCondition("type", group_type=group_type), **kwargs)
+        self.group_type = group_type
+        super().__init__(condition=GroupCondition("type", group_type="classic" if is_template(group_type)
+                                                  else group_type), **kwargs)
+
+    def _build_condition(self) -> GroupCondition:
+        try:
+            return GroupCondition("type", group_type=str(self.group_type))
+        except Kip848Error as exc:  # bad input: fail now, a retry would repeat it
+            raise AirflowFailException(str(exc)) from exc
 
 
 class _ControllerAware:

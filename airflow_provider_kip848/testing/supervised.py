@@ -32,6 +32,7 @@ Nothing in the product imports this module (see ``testing/__init__``).
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -224,27 +225,40 @@ class _Supervised:
     def _client(self) -> tuple[str, str]:
         raise NotImplementedError
 
-    def commands(self) -> dict[str, str]:
-        """The command templates of the ``command`` controller (absolute paths, shell-quoted)."""
+    def commands(self, by_instance: bool = False) -> dict[str, str]:
+        """The command templates of the ``command`` controller (absolute paths, shell-quoted); ``by_instance``:
+        also ``stop_instance`` / ``start_instance`` (one process, ``{instance}`` as supervisorctl names it)."""
         ctl = _literal(self.supervisor.ctl)
         group = shlex.quote(self.group_pattern)
-        return {
+        protocol = f"printf '%s' {{group_protocol}} > {_literal(_q(self.protocol_path))}"
+        commands = {
             "stop": f"{ctl} stop {group}",
-            "start": f"printf '%s' {{group_protocol}} > {_literal(_q(self.protocol_path))} && {ctl} start {group}",
+            "start": f"{protocol} && {ctl} start {group}",
             "roll": f"{_literal(_q(self.roll_path))} {{group_protocol}}",
             "status": f"{ctl} status {group}",
             "config": self._config_command(),
         }
+        if by_instance:
+            commands["stop_instance"] = f"{ctl} stop {{instance}}"
+            commands["start_instance"] = f"{protocol} && {ctl} start {{instance}}"
+        return commands
 
-    def target(self, ssh_conn_id: str | None = None) -> dict[str, Any]:
-        """The ``command`` controller target for the registry (``ssh_conn_id``: run the commands over SSH)."""
+    def member_identity(self) -> dict[str, str] | None:
+        """How a process's supervisord name gives its group member's identity (None: not derivable)."""
+        return None
+
+    def target(self, ssh_conn_id: str | None = None, *, by_instance: bool = False) -> dict[str, Any]:
+        """The ``command`` controller target for the registry (``ssh_conn_id``: run the commands over SSH;
+        ``by_instance``: the one-instance commands and the members' identities too)."""
         client, version = self._client()
         target: dict[str, Any] = {
-            "commands": self.commands(), "status_format": "supervisorctl", "config_format": "properties",
+            "commands": self.commands(by_instance), "status_format": "supervisorctl", "config_format": "properties",
             "client": client, "client_version": version, "timeout_seconds": TIMEOUT_SECONDS,
         }
         if ssh_conn_id:
             target["ssh_conn_id"] = ssh_conn_id
+        if by_instance and (identity := self.member_identity()):
+            target["member_identity"] = identity
         return target
 
     # -- test set-up and tear-down --------------------------------------------------------------------
@@ -283,7 +297,11 @@ class SupervisedConsumerApp(_Supervised):
     ``classic_properties`` and ``consumer_properties`` add to (or override) the per-protocol defaults
     (``partition.assignment.strategy=range``; ``group.remote.assignor=uniform``); ``static``
     gives process ``N`` the ``group.instance.id`` ``<group_id>-N``; every process has ``client.id``
-    ``app-N``; ``extra_args`` go to each process's command line (``--poll-pause-s 1`` ...)."""
+    ``app-N``; ``extra_args`` go to each process's command line (``--poll-pause-s 1`` ...).
+
+    ``stale_launcher`` plants a deployment mistake: the launcher never reads the protocol switch and always
+    runs ``classic.properties``, while the config command still shows the protocol's file (what the platform
+    *says* it runs). No check before the roll can see it; only an instance restarted on it can."""
 
     protocols = ("classic", "consumer")
 
@@ -291,7 +309,8 @@ class SupervisedConsumerApp(_Supervised):
                  group_id: str, topics: list[str], instances: int = 2,
                  classic_properties: dict[str, str] | None = None,
                  consumer_properties: dict[str, str] | None = None, output_topic: str | None = None,
-                 static: bool = False, autorestart: bool = False, extra_args: Sequence[str] = ()) -> None:
+                 static: bool = False, autorestart: bool = False, extra_args: Sequence[str] = (),
+                 stale_launcher: bool = False) -> None:
         super().__init__(supervisor, name, workdir)
         if instances < 1:
             raise ValueError("instances must be at least 1")
@@ -303,6 +322,16 @@ class SupervisedConsumerApp(_Supervised):
                                     "consumer": {**CONSUMER_DEFAULTS, **(consumer_properties or {})}}
         self.output_topic, self.static, self.autorestart = output_topic, static, autorestart
         self.extra_args = list(extra_args)
+        self.stale_launcher = stale_launcher
+
+    def member_identity(self) -> dict[str, str] | None:
+        if self.instances == 1:  # supervisord names the one process after the program: no number to derive from
+            return None
+        name = re.escape(self.name)
+        identity = {"match": rf"^{name}:{name}_(?P<n>[0-9]+)$", "client_id": "app-{n}"}
+        if self.static:
+            identity["group_instance_id"] = f"{_literal(self.group_id)}-{{n}}"
+        return identity
 
     @property
     def app_properties_path(self) -> Path:
@@ -320,7 +349,8 @@ class SupervisedConsumerApp(_Supervised):
 
     def _exec_line(self) -> str:
         args = [sys.executable, "-m", CONSUMER_APP_MODULE, "--config-file", str(self.app_properties_path)]
-        line = shlex.join(args) + f' --config-file {_q(self.workdir)}/"$protocol".properties'
+        launched = "classic" if self.stale_launcher else '"$protocol"'
+        line = shlex.join(args) + f" --config-file {_q(self.workdir)}/{launched}.properties"
         line += ' --client-id "app-$n"' + f" --topics {_q(','.join(self.topics))}"
         if self.static:
             line += f' --instance-id {_q(self.group_id)}-"$n"'

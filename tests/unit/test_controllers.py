@@ -38,6 +38,7 @@ from airflow_provider_kip848.controllers import (
     ControllerRegistryInvalid,
     Instance,
     NamedController,
+    PlatformError,
     instance_problems,
     lost_instances,
     member_instance,
@@ -330,7 +331,7 @@ def test_a_declared_param_is_read_strictly_and_round_trips():
 
 @pytest.mark.parametrize("kwargs, expected", [
     ({"commands": {"stop": "a", "start": "b", "restart": "c"}},
-     "commands: unknown step(s) restart (steps: stop, start, roll, status, config)"),
+     "commands: unknown step(s) restart (steps: stop, start, roll, status, config, stop_instance, start_instance)"),
     ({"commands": {"stop": "a"}}, "commands: start required"),
     ({"commands": {"start": "b", "status": "c"}}, "commands: stop required"),
     ({"commands": {"stop": "a", "start": "b", "status": ["supervisorctl", "status"]}},
@@ -391,6 +392,59 @@ def test_a_param_value_is_shell_quoted_in_the_command():
     actions = controller.actions("consumer")
     assert shlex.split(actions["stop"]) == ["stop-app", "--region", hostile, "--mode", "graceful"]
     assert shlex.split(actions["start"]) == ["start-app", hostile, "consumer"]
+
+
+def _by_instance(tmp_path, **kwargs):
+    status, log = tmp_path / "status.txt", tmp_path / "actions.log"
+    status.write_text("orders:orders_0   RUNNING   pid 11, uptime 0:01:00\n"
+                      "orders:orders_1   EXITED    Mar 03 10:15 AM\n")
+    controller = CommandController(commands={
+        "stop": "true", "start": "true", "status": f"cat {shlex.quote(str(status))}",
+        "stop_instance": f"echo stop {{instance}} >> {shlex.quote(str(log))}",
+        "start_instance": f"echo start {{instance}} {{group_protocol}} >> {shlex.quote(str(log))}"},
+        status_format="supervisorctl", **kwargs)
+    return controller, log
+
+
+def test_one_instance_is_stopped_and_started_by_the_name_the_status_prints(tmp_path):
+    controller, log = _by_instance(tmp_path, member_identity={
+        "match": r"^orders:orders_(?P<n>[0-9]+)$", "client_id": "app-{n}", "group_instance_id": "orders-{n}"})
+    assert controller.can_roll_instances() and not controller.can_roll()
+    first, second = controller.status().instances
+    assert (first.client_id, first.group_instance_id, first.running) == ("app-0", "orders-0", True)
+    assert (second.client_id, second.group_instance_id, second.running) == ("app-1", "orders-1", False)
+    controller.stop_instance("orders:orders_0")
+    controller.start_instance("orders:orders_0", "consumer")
+    assert log.read_text().splitlines() == ["stop orders:orders_0", "start orders:orders_0 consumer"]
+    assert controller.actions("consumer")["start_instance"].startswith("echo start '<instance>' consumer")
+    # a name the platform does not list never reaches a command (nor does anything in it)
+    for name in ("orders:orders_9", "orders:orders_0; touch pwned"):
+        with pytest.raises(PlatformError, match="the platform lists no instance"):
+            controller.stop_instance(name)
+    assert log.read_text().count("\n") == 2 and not (tmp_path / "pwned").exists()
+
+
+def test_without_the_one_instance_commands_or_a_status_there_is_no_roll_by_instance(tmp_path):
+    controller = CommandController(commands={"stop": "true", "start": "true", "stop_instance": "true",
+                                             "start_instance": "true"})
+    assert not controller.can_roll_instances()  # no status: which instances exist is unknown
+    with pytest.raises(PlatformError, match="no stop_instance / start_instance / status"):
+        controller.stop_instance("a")
+    with pytest.raises(ValueError, match=r"commands.stop: \{instance\} is not a parameter it can take"):
+        CommandController(commands={"stop": "kill {instance}", "start": "true"})
+
+
+@pytest.mark.parametrize(("identity", "expected"), [
+    ({"client_id": "app-{n}"}, "member_identity: a mapping with 'match'"),
+    ({"match": "(", "client_id": "x"}, "member_identity.match: not a regex"),
+    ({"match": "^a(?P<n>[0-9])$"}, "give at least one of client_id"),
+    ({"match": "^a(?P<n>[0-9])$", "client_id": "app-{m}"}, "{m} is not a named group of match (n)"),
+    ({"match": "^a$", "pod": "x"}, "unknown key(s) pod"),
+])
+def test_a_member_identity_that_cannot_work_is_refused_when_built(identity, expected):
+    with pytest.raises(ValueError) as err:
+        CommandController(commands={"stop": "true", "start": "true"}, member_identity=identity)
+    assert expected in str(err.value)
 
 
 # -- the platform's output ----------------------------------------------------------------------------------------

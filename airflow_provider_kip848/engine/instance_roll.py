@@ -1,0 +1,285 @@
+"""A rolling restart the provider drives itself, one instance at a time, checking each before the next.
+
+A platform's own rolling restart (``kubectl rollout restart``, a unit-by-unit
+script) runs to its end whatever the group does: a deployment that does not
+bring the new protocol (a launcher that never read the switch, an image that
+was not rebuilt) is noticed at the rollout's deadline, after every instance
+restarted. When the application's controller can stop and start one instance
+(:meth:`~airflow_provider_kip848.controllers.ApplicationController.can_roll_instances`),
+the rolling upgrade and the fleet's online path roll through this module instead:
+
+1. **Stop** instance *i*; the platform confirms it is not running.
+2. **Its static member left.** A member on the consumer protocol that shut down
+   gracefully leaves with member epoch -2 and releases its ``group.instance.id``;
+   one that was killed (or crashed) stays at its epoch until its session expires,
+   and its replacement would be fenced (``UNRELEASED_INSTANCE_ID``) until then.
+   Once the platform confirms the instance gone, such a member is removed by its
+   ``group.instance.id`` (LeaveGroup, audited). A classic static member is
+   replaced by the broker when its successor joins, on either protocol (measured
+   on Kafka 4.3: the group converts and the newcomer takes the id), so it is left
+   alone.
+3. **Start** instance *i* with the new protocol.
+4. **It came in.** Every group gets a new member (a member id not in the group
+   before the start) on the new protocol at a live epoch. For the first
+   instance this is the **gate**: bounded by its own (short) deadline, and
+   failed at once when the instance's own new member joins on the old protocol
+   or the platform shows the instance not running. Nothing else is restarted
+   until it holds.
+
+Which member is which instance comes from the platform's identities
+(:func:`~airflow_provider_kip848.controllers.verdicts.member_instance`: the
+``group.instance.id``, the ``client.id``, a unique host). A group with static
+members whose instances cannot be matched is refused before anything stops:
+removing the wrong ``group.instance.id`` would fence a live instance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_kip848.controllers import ControllerError, Instance, NamedController
+from airflow_provider_kip848.controllers.verdicts import member_instance
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.members import remove_static_members
+from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
+from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol
+
+#: member epoch of a static member that left on purpose (it keeps its assignment for its session, id released)
+LEFT_STATIC_EPOCH = -2
+#: after the platform confirms an instance gone: how long its leave may take to show on the coordinator
+LEAVE_GRACE_S = 5.0
+
+
+class InstanceRollFailed(Exception):
+    """The roll stopped: ``what`` names the instance and why; ``rolled`` lists the instances done before."""
+
+    def __init__(self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False) -> None:
+        super().__init__(what)
+        self.what, self.rolled, self.retriable = what, list(rolled), retriable
+
+
+@dataclass(frozen=True)
+class RollLimits:
+    """Deadlines of the roll: ``first_instance_s`` is the gate's; ``instance_s`` each later instance's."""
+
+    first_instance_s: float
+    instance_s: float
+    poll_s: float = 1.0
+    leave_grace_s: float = LEAVE_GRACE_S
+
+
+def _live(member: ConsumerGroupMember) -> bool:
+    return member.member_epoch is None or member.member_epoch >= 0
+
+
+def _members(hook: KafkaGroupAdminHook, group_id: str) -> list[ConsumerGroupMember] | None:
+    """The group's members now; None when the coordinator cannot say (failing over, loading)."""
+    try:
+        desc = hook.describe_group(group_id)
+    except GroupNotFound:
+        return []
+    except Kip848Error as exc:
+        if getattr(exc, "retriable", False):
+            return None
+        raise
+    return [m for m in desc.members if isinstance(m, ConsumerGroupMember)]
+
+
+def _of(member: ConsumerGroupMember, instance: Instance, instances: Sequence[Instance]) -> bool:
+    """Whether ``member`` is ``instance`` (by name: a restart changes the instance's other facts)."""
+    found = member_instance(member.to_dict(), instances)
+    return found is not None and found.name == instance.name
+
+
+def unmatched_static_members(members: Sequence[ConsumerGroupMember], instances: Sequence[Instance]) -> list[str]:
+    """The static members (their ``group.instance.id``) that no instance of the platform's can be matched to."""
+    return [m.instance_id for m in members if m.instance_id and member_instance(m.to_dict(), instances) is None]
+
+
+class InstanceRoll:
+    """One application rolled to ``protocol`` instance by instance over its ``group_ids`` (see the module)."""
+
+    def __init__(self, controller: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str],
+                 protocol: str, limits: RollLimits, *, remove_static: Callable[[str, list[str]], list[str]],
+                 log: Any) -> None:
+        self.controller, self.hook, self.group_ids = controller, hook, list(group_ids)
+        self.protocol, self.limits, self.log = protocol, limits, log
+        #: removes members by ``group.instance.id`` (group, ids) -> removed ids; audited by the caller
+        self.remove_static = remove_static
+        self.rolled: list[dict[str, Any]] = []
+
+    def _fail(self, what: str, *, retriable: bool = False) -> InstanceRollFailed:
+        return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable)
+
+    def _instances(self) -> list[Instance]:
+        status = self.controller.status()
+        if not status.known:
+            raise self._fail(f"the platform cannot tell which instances exist ({status.reason}): nothing is "
+                             "restarted on a guess", retriable=True)
+        return sorted(status.instances, key=lambda i: i.name)
+
+    def _describe_all(self, what: str) -> dict[str, list[ConsumerGroupMember]]:
+        deadline = time.monotonic() + max(self.limits.instance_s, self.limits.poll_s)
+        while True:
+            seen = {g: _members(self.hook, g) for g in self.group_ids}
+            if all(v is not None for v in seen.values()):
+                return {g: v or [] for g, v in seen.items()}
+            if time.monotonic() >= deadline:
+                raise self._fail(f"{what}: the group coordinator cannot describe "
+                                 f"{', '.join(g for g, v in seen.items() if v is None)} (unknown)", retriable=True)
+            time.sleep(self.limits.poll_s)
+
+    def run(self) -> dict[str, Any]:
+        instances = self._instances()
+        if not instances:
+            raise self._fail("the platform lists no instance of the application: nothing to roll")
+        members = self._describe_all("before the roll")
+        unmatched = {g: ids for g, ms in members.items() if (ids := unmatched_static_members(ms, instances))}
+        if unmatched:
+            raise self._fail(
+                "static member(s) " + "; ".join(f"{g}: {', '.join(ids)}" for g, ids in unmatched.items())
+                + " match no instance the platform lists, so whether an instance's static member left before its "
+                "replacement joins cannot be checked (nothing was stopped). Give the controller the instances' "
+                "identities (a command controller's member_identity; docs/controllers.md)")
+        started = time.monotonic()
+        for index, instance in enumerate(instances):
+            self.rolled.append(self._roll_one(instance, first=index == 0))
+        return {"mode": "by_instance", "group_protocol": self.protocol, "controller": self.controller.name,
+                "instances": self.rolled, "gate": self.rolled[0]["joined"] if self.rolled else None,
+                "seconds": round(time.monotonic() - started, 3),
+                "removed_static": [i for r in self.rolled for i in r["removed_static"]]}
+
+    def _roll_one(self, instance: Instance, *, first: bool) -> dict[str, Any]:
+        name = instance.name
+        record: dict[str, Any] = {"instance": name, "first": first, "removed_static": [],
+                                  "before": instance.to_dict()}
+        self.log.info("Rolling instance %s to group.protocol=%s%s", name, self.protocol,
+                      " (the first: nothing else restarts until it is in)" if first else "")
+        if instance.running:
+            try:
+                record["stopped"] = self.controller.stop_instance(name)
+            except ControllerError as exc:
+                raise self._fail(f"instance {name} could not be stopped: {exc}", retriable=exc.retriable) from exc
+        else:
+            record["stopped"] = {"instance": name, "skipped": f"not running ({instance.describe()})"}
+        record["left"] = self._ensure_left(instance, record)
+        before = self._describe_all(f"before instance {name} starts")
+        known_ids = {g: {m.member_id for m in ms} for g, ms in before.items()}
+        try:
+            record["started"] = self.controller.start_instance(name, self.protocol)
+        except ControllerError as exc:
+            raise self._fail(f"instance {name} could not be started on {self.protocol}: {exc}",
+                             retriable=exc.retriable) from exc
+        record["joined"] = self._wait_joined(instance, known_ids, first=first)
+        return record
+
+    def _ensure_left(self, instance: Instance, record: dict[str, Any]) -> dict[str, str]:
+        """Per group: how the stopped instance's member went (``gone``, ``left`` at epoch -2, ``replaced by the
+        broker`` for a classic static member, ``session`` for a dynamic one, ``removed``)."""
+        deadline = time.monotonic() + self.limits.leave_grace_s
+        while True:
+            instances = self._instances()
+            now = next((i for i in instances if i.name == instance.name), None)
+            if now is not None and now.running:
+                raise self._fail(f"instance {instance.name} runs again before the roll started it "
+                                 f"({now.describe()}): something else restarts it; nothing was started")
+            members = self._describe_all(f"after instance {instance.name} stopped")
+            held = {g: [m for m in ms if m.instance_id and _live(m) and m.protocol is MemberProtocol.CONSUMER
+                        and _of(m, instance, instances)] for g, ms in members.items()}
+            if not any(held.values()) or time.monotonic() >= deadline:
+                break
+            time.sleep(self.limits.poll_s)
+        outcome: dict[str, str] = {}
+        for group_id, ms in members.items():
+            own = [m for m in ms if _of(m, instance, instances)]
+            if held[group_id]:  # the platform confirmed the instance gone: its id is released for its successor
+                ids = sorted({m.instance_id for m in held[group_id] if m.instance_id})
+                removed = self.remove_static(group_id, ids)
+                missing = sorted(set(ids) - set(removed))
+                if missing:
+                    raise self._fail(f"instance {instance.name} is gone but its static member(s) {', '.join(missing)} "
+                                     f"of {group_id} could not be removed: its successor would be fenced "
+                                     "(UNRELEASED_INSTANCE_ID)", retriable=True)
+                record["removed_static"] += [f"{group_id}/{i}" for i in ids]
+                outcome[group_id] = f"removed {', '.join(ids)} (the platform confirmed the instance gone)"
+            elif not own:
+                outcome[group_id] = "gone"
+            elif all(m.member_epoch == LEFT_STATIC_EPOCH for m in own):
+                outcome[group_id] = "left (member epoch -2: its group.instance.id released)"
+            elif any(m.instance_id for m in own):
+                outcome[group_id] = "classic static member: the broker hands its id to the successor"
+            else:
+                outcome[group_id] = "dynamic member: expires with its session"
+        return outcome
+
+    def _wait_joined(self, instance: Instance, known_ids: Mapping[str, set[str]], *, first: bool) -> dict[str, Any]:
+        """Until every group has a new member on the new protocol (see the module): its member id and the time."""
+        limit = self.limits.first_instance_s if first else self.limits.instance_s
+        what = "the first-instance gate" if first else f"instance {instance.name}"
+        started = time.monotonic()
+        joined: dict[str, str] = {}
+        while True:
+            instances = self._instances()
+            now = next((i for i in instances if i.name == instance.name), None)
+            if now is None or not now.running:
+                raise self._fail(f"{what}: instance {instance.name} is not running after its start on "
+                                 f"{self.protocol} ({now.describe() if now else 'no longer listed'}): the rollout "
+                                 "stops here, the other instances were not restarted" if first else
+                                 f"{what} is not running after its start on {self.protocol} "
+                                 f"({now.describe() if now else 'no longer listed'})")
+            members = {g: _members(self.hook, g) for g in self.group_ids}
+            wrong: list[str] = []
+            for group_id, ms in members.items():
+                if ms is None or group_id in joined:
+                    continue
+                new = [m for m in ms if m.member_id not in known_ids[group_id] and _live(m)]
+                ours = [m for m in new if m.protocol.value == self.protocol]
+                if ours:
+                    joined[group_id] = ours[0].member_id
+                wrong += [f"{group_id}: {m.client_id} ({m.member_id}) on {m.protocol.value}" for m in new
+                          if m.protocol.value != self.protocol and _of(m, instance, instances)]
+            if len(joined) == len(self.group_ids):
+                return {"groups": joined, "seconds": round(time.monotonic() - started, 3)}
+            if wrong:
+                raise self._fail(f"{what}: instance {instance.name} restarted with group.protocol={self.protocol} "
+                                 f"but its new member joined on another protocol ({'; '.join(wrong)}): the "
+                                 "deployment does not run the new protocol. The rollout stops here"
+                                 + (", the other instances were not restarted" if first else ""))
+            if time.monotonic() - started >= limit:
+                waiting = [g for g in self.group_ids if g not in joined]
+                raise self._fail(f"{what}: no new member on group.protocol={self.protocol} in {', '.join(waiting)} "
+                                 f"within {limit:g} s of instance {instance.name}'s start (it runs: "
+                                 f"{now.describe()}). The rollout stops here"
+                                 + (", the other instances were not restarted" if first else ""))
+            time.sleep(self.limits.poll_s)
+
+
+def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, group_ids: Sequence[str],
+                     protocol: str, limits: RollLimits, *, context: Any, task_id: str, audit_log: str | None,
+                     log: Any) -> dict[str, Any]:
+    """Roll the application to ``protocol``: instance by instance (:class:`InstanceRoll`: the gate, the static
+    members' leave, removals audited as ``task_id``'s) when the controller can and the groups are given (a
+    ``hook`` to their cluster), else through the platform's rolling restart. The result has the platform's
+    status after the roll (a migrated wait's baseline) and ``mode`` (``by_instance`` or ``platform``). Raises
+    :class:`~airflow_provider_kip848.controllers.ControllerError` or :class:`InstanceRollFailed`."""
+    if hook is None or not group_ids or not named.can_roll_instances():
+        result = named.roll(protocol)
+        result["mode"] = "platform"
+        return result
+
+    def remove(group_id: str, ids: list[str]) -> list[str]:
+        return remove_static_members(context, task_id, hook, group_id, ids, audit_log=audit_log, log=log,
+                                     why="its instance is gone (the platform confirms it); its successor would be "
+                                         "fenced")
+
+    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log).run()
+    return {"controller": named.name, "kind": named.kind, "action": "roll",
+            "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
+            "status": named.status().to_dict()}
+
+
+__all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "InstanceRoll", "InstanceRollFailed", "RollLimits",
+           "roll_application", "unmatched_static_members"]
