@@ -1,4 +1,5 @@
-"""Online upgrade of a consumer group from the classic protocol to KIP-848 (``group.protocol=consumer``).
+"""Online upgrade of a consumer group from the classic protocol to KIP-848 (``group.protocol=consumer``),
+and its online way back (``target_protocol=classic``).
 
 Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 guide):
 
@@ -16,10 +17,18 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 gu
    carried over from the application's classic config (the consumer protocol
    ignores the client's own; clamped into the brokers' bounds; a group value is
    kept, a Param wins), shown before -> after in the approval.
-5. The application is rolled one instance at a time with
-   ``group.protocol=consumer``: by its controller (``app_controller``, a name
-   from the deployment's registry: the platform's rolling restart), or by the
-   team when no controller is named. The DAG waits (deferred, no worker slot).
+5. Static members whose instance the controller confirms gone (crashed or
+   killed: they hold their ``group.instance.id`` until their session expires
+   and would fence their successor) are removed, audited. The application is
+   rolled one instance at a time with ``group.protocol=consumer``: by its
+   controller (``app_controller``, a name from the deployment's registry), or
+   by the team when no controller is named. A controller that can stop and
+   start one instance is rolled by the DAG itself: the **first instance is a
+   gate** (it must come in on the new protocol within
+   ``first_instance_timeout_minutes`` before any other instance restarts), and
+   each instance's static member must have left (epoch -2, or gone; one whose
+   instance is gone is removed) before its successor starts. Otherwise the
+   platform's own rolling restart runs. The DAG waits (deferred, no worker slot).
    The group converts to ``consumer`` with the first new member and is
    migrated when every one of the ``expected_instances`` is a member on the
    new protocol, each proven alive (its partitions' commits advance, or it
@@ -33,11 +42,19 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol"; confluent-kafka's KIP-848 gu
    gap (and no more duplicates than allowed).
 7. Report.
 
-A Reject, or a rollout that does not finish within ``rollout_timeout_minutes``,
-takes the rollback branch: the controller (or the team) restarts the instances
-with ``group.protocol=classic`` and the DAG verifies the group is classic again
-(the broker downgrades it when the last consumer-protocol member leaves, under
-policy ``bidirectional`` or ``downgrade``).
+A Reject, or a rollout that does not finish within ``rollout_timeout_minutes``
+(or stops at the first-instance gate), takes the rollback branch: the controller
+(or the team) restarts the instances with ``group.protocol=classic`` and the DAG
+verifies the group is classic again (the broker downgrades it when the last
+consumer-protocol member leaves, under policy ``bidirectional`` or ``downgrade``).
+
+``target_protocol=classic`` runs the same runbook backwards, online: the way
+back of a migrated group after the run that migrated it (the Kafka docs'
+"Downgrade": the reverse rolling process). The preflight's
+``consumer_to_classic`` mode refuses it unless the brokers'
+``group.consumer.migration.policy`` allows the downgrade (``bidirectional`` or
+``downgrade``; otherwise the offline DAG is the way), no settings are carried
+(classic members bring their own), and its rollback rolls forward to consumer.
 """
 
 from __future__ import annotations
@@ -57,6 +74,7 @@ from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChang
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
+from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import (
@@ -92,6 +110,20 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
 ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 #: the group configs this run sets: the application's session timeout and heartbeat interval carried over
 GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
+#: the protocol the run rolls to, the one it comes from (its way back) and the preflight's mode for it
+TARGET = "{{ params.target_protocol }}"
+SOURCE = "{{ 'classic' if params.target_protocol == 'consumer' else 'consumer' }}"
+MODE = "{{ 'classic_to_consumer' if params.target_protocol == 'consumer' else 'consumer_to_classic' }}"
+
+
+def _source(target: str) -> str:
+    return "classic" if target == "consumer" else "consumer"
+
+
+def _title(params: dict) -> str:
+    if params["target_protocol"] == "classic":
+        return f"KIP-848 online way back to classic of {params['group_id']}"
+    return f"KIP-848 rolling upgrade of {params['group_id']}"
 
 
 @dag(
@@ -106,6 +138,10 @@ GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Consumer group"),
+        "target_protocol": Param("consumer", type="string", enum=["consumer", "classic"], title="Roll to",
+                                 description="consumer: the KIP-848 upgrade. classic: the online way back of a "
+                                             "migrated group (the brokers' group.consumer.migration.policy must "
+                                             "allow the downgrade: bidirectional or downgrade)."),
         "client_properties": Param({}, type="object", title="Client properties to lint over the controller's",
                                    description="The controller reads the config the application will run with; "
                                                "keys typed here override it (shown as such). Without a controller, "
@@ -139,6 +175,11 @@ GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
                                             "warn in the plan."),
         **carried_consumer_params(),
         "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
+        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1,
+                                                title="First-instance gate (minutes)",
+                                                description="With a controller that can restart one instance: the "
+                                                            "first one must come in on the new protocol within "
+                                                            "this, before any other restarts."),
         "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
         "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits"),
@@ -152,24 +193,26 @@ GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
     },
 )
 def kip848_consumer_rolling_upgrade():
-    controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol="consumer",
-                                                    way_back_protocol="classic", required=False, **CONTROLLER)
+    controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol=TARGET,
+                                                    way_back_protocol=SOURCE, required=False, **CONTROLLER)
     lint = ClientConfigLintOperator(
-        task_id="lint_client_config", properties="{{ params.client_properties }}", target="consumer",
+        task_id="lint_client_config", properties="{{ params.client_properties }}", target=TARGET,
         client="{{ params.client }}", client_version="{{ params.client_version }}",
         subscription_pattern="{{ params.subscription_pattern }}",
         # the brokers' group.consumer.assignors and the group's own assignor decide what replaces it
         kafka_conn_id=CONN, group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
         use_controller=True,
     )
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="classic_to_consumer",
+    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE,
                                            group_id=GROUP, rollback="{{ params.rollback_check }}")
 
     # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
     # configs decide, so the values the application runs with on classic are carried over, set before the roll
+    # (the way back to classic carries none: classic members bring their own)
     @task
     def carry_over_settings(params: dict | None = None, **context) -> dict:
-        return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"), group_type="consumer")
+        group_type = "consumer" if params["target_protocol"] == "consumer" else "classic"
+        return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"), group_type=group_type)
 
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
@@ -185,18 +228,28 @@ def kip848_consumer_rolling_upgrade():
         from airflow_provider_kip848.operators.lint import lint_lines
 
         controller_result = context["ti"].xcom_pull(task_ids="controller")
+        target, source = params["target_protocol"], _source(params["target_protocol"])
+        by_instance = bool(controller_result and controller_result["controller"].get("can_roll_instances"))
         rolled_by = (f"through controller {controller_result['controller']['name']}" if controller_result
                      else "by the application team")
+        if by_instance:
+            rolled_by += (f" instance by instance: the first one must run {target} within "
+                          f"{params['first_instance_timeout_minutes']:g} min before any other restarts (the "
+                          "gate), each static member must have left before its successor starts")
+        elif controller_result:
+            rolled_by += " (the platform's own rolling restart: no first-instance gate, it cannot restart one "
+            rolled_by += "instance)"
 
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             desc = hook.describe_group(params["group_id"]).to_dict()
         live = [m for m in desc["members"] if m["member_epoch"] is None or m["member_epoch"] >= 0]
-        classic = [m["client_id"] for m in live if m["protocol"] == "classic"]
+        behind = [m["client_id"] for m in live if m["protocol"] != target]
         expected = params["expected_instances"] or len(live)
-        done = desc["type"] == "consumer" and not classic and len(live) >= expected
+        done = desc["type"] == target and not behind and len(live) >= expected
         changes = [] if done else [
-            Change("protocol", params["group_id"], f"{desc['type']} ({len(classic)} classic member(s))",
-                   "consumer (KIP-848)", f"the instances are restarted one by one {rolled_by}"),
+            Change("protocol", params["group_id"], f"{desc['type']} ({len(behind)} {source} member(s))",
+                   "consumer (KIP-848)" if target == "consumer" else "classic",
+                   f"the instances are restarted one by one {rolled_by}"),
         ]
         before = configs.get("before") or {}
         if not done:
@@ -206,10 +259,12 @@ def kip848_consumer_rolling_upgrade():
         checked = ("each proven alive, every instance running on the platform with no restart since the roll"
                    if controller_result else "each proven alive (instances NOT checked: no controller named)")
         plan = Plan(
-            title=f"KIP-848 rolling upgrade of {params['group_id']}",
+            title=_title(params),
             steps=("snapshot committed offsets", *(["set the group configs carried over"] if carried["set"] else []),
-                   f"roll instances with group.protocol=consumer {rolled_by}",
-                   f"wait until {expected} member(s) run the consumer protocol and none the classic one, {checked}",
+                   *(["remove the static members whose instance the controller shows gone"] if controller_result
+                     else []),
+                   f"roll instances with group.protocol={target} {rolled_by}",
+                   f"wait until {expected} member(s) run the {target} protocol and none the {source} one, {checked}",
                    f"wait until lag <= {params['max_lag']}",
                    "snapshot again and validate with PySpark", "report"),
             changes=tuple(changes),
@@ -221,6 +276,7 @@ def kip848_consumer_rolling_upgrade():
                    *(f"preflight {c['name']} ({c['status']}): {c['evidence']}. {c['remedy']}"
                      for c in preflight_report["checks"] if c["status"] == "warn")),
             facts={"group": {k: desc[k] for k in ("type", "state", "assignor")}, "group_configs": before,
+                   "target_protocol": target, "by_instance": by_instance,
                    "members": [(m["client_id"], m["protocol"]) for m in desc["members"]],
                    "expected_instances": expected,
                    "controller": controller_result["controller"]["name"] if controller_result else None},
@@ -233,7 +289,8 @@ def kip848_consumer_rolling_upgrade():
 
     approval = KafkaChangeBranchOperator(
         task_id="approval",
-        subject="KIP-848 rolling upgrade of consumer group {{ params.group_id }}",
+        subject="KIP-848 {{ 'rolling upgrade' if params.target_protocol == 'consumer' else 'online way back to "
+                "classic' }} of consumer group {{ params.group_id }}",
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}",
         options=["Approve", "Reject"],
         options_mapping={"Approve": "capture_output_before", "Reject": "rollback_requested"},
@@ -246,10 +303,18 @@ def kip848_consumer_rolling_upgrade():
 
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
-    roll = KafkaApplicationRollOperator(task_id="roll_application", group_protocol="consumer", required=False,
-                                        **ACTION)
+    # a crashed static member holds its group.instance.id until its session expires: its successor would be fenced
+    departed = RemoveGroupMembersOperator(task_id="remove_departed_static_members", kafka_conn_id=CONN,
+                                          group_id=GROUP, departed_of="{{ params.app_controller }}",
+                                          controller_args="{{ params.app_controller_args }}",
+                                          audit_log="{{ params.audit_log }}")
+    roll = KafkaApplicationRollOperator(task_id="roll_application", group_protocol=TARGET, required=False,
+                                        kafka_conn_id=CONN, group_ids=GROUP, audit_log="{{ params.audit_log }}",
+                                        first_instance_timeout_minutes="{{ params.first_instance_timeout_minutes }}",
+                                        instance_timeout_minutes="{{ params.rollout_timeout_minutes }}",
+                                        poll_interval="{{ params.poll_seconds }}", **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
-        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type="consumer", deferrable=True,
+        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, deferrable=True,
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
         baseline=start_baseline("roll_application"), **CONTROLLER,
@@ -267,15 +332,20 @@ def kip848_consumer_rolling_upgrade():
 
 
     @task
-    def rollback_requested() -> str:
-        return "rejected: the instances stay on (or go back to) group.protocol=classic"
+    def rollback_requested(params: dict | None = None) -> str:
+        return (f"rejected: the instances stay on (or go back to) group.protocol="
+                f"{_source(params['target_protocol'])}")
 
     @task(trigger_rule="all_done")
     def rollback_on_timeout(params: dict | None = None, **context) -> dict | str:
-        from airflow.sdk.exceptions import AirflowSkipException
+        import logging
+
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
         from airflow_provider_kip848.changecontrol import report as R
         from airflow_provider_kip848.controllers import ControllerError
+        from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
+        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
         from airflow_provider_kip848.hooks.instances import task_error
         from airflow_provider_kip848.operators.application import controller_is_named, resolve
 
@@ -284,33 +354,43 @@ def kip848_consumer_rolling_upgrade():
         states = R.task_states(context)
         if "failed" not in (states.get("wait_migrated"), states.get("roll_application")):
             raise AirflowSkipException("the rollout did not fail: no rollback")
+        back = _source(params["target_protocol"])
         if not controller_is_named(params["app_controller"]):
-            return "rollout not finished in time: the team rolls the instances back to group.protocol=classic"
-        try:  # the way back by the same road: the platform's rolling restart, on classic
+            return f"rollout not finished in time: the team rolls the instances back to group.protocol={back}"
+        deadline = 60 * float(params["rollback_timeout_minutes"])
+        try:  # the way back by the same road (instance by instance, or the platform's rolling restart)
             with resolve(params["app_controller"], params["app_controller_args"]) as controller:
                 approved = (context["ti"].xcom_pull(task_ids="controller") or {}).get("controller") or {}
                 controller.require_fingerprint(approved.get("fingerprint"))
-                return controller.roll("classic")
+                with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+                    return roll_application(controller, hook, [params["group_id"]], back,
+                                            RollLimits(first_instance_s=deadline, instance_s=deadline,
+                                                       poll_s=float(params["poll_seconds"])),
+                                            context=context, task_id="rollback_on_timeout",
+                                            audit_log=params["audit_log"], log=logging.getLogger("airflow.task"))
         except ControllerError as exc:
             raise task_error(exc) from exc
+        except InstanceRollFailed as exc:
+            raise AirflowFailException(f"The way back to {back} stopped: {exc.what}") from exc
 
-    wait_classic = KafkaGroupTypeSensor(task_id="wait_classic_again", kafka_conn_id=CONN, group_id=GROUP,
-                                        group_type="classic", deferrable=True,
+    wait_back = KafkaGroupTypeSensor(task_id="wait_previous_protocol", kafka_conn_id=CONN, group_id=GROUP,
+                                        group_type=SOURCE, deferrable=True,
                                         poll_interval="{{ params.poll_seconds }}",
                                         timeout_minutes="{{ params.rollback_timeout_minutes }}",
                                         trigger_rule="one_success")
 
     report = RunReport(
-        title=lambda p: f"KIP-848 rolling upgrade of {p['group_id']}",
+        title=_title,
         # the way back answers a rollout that did not complete: its deadline, or a roll the platform could not finish
-        outcome=rollout_rule(done="migrated", way_back_task="rollback_on_timeout", back_task="wait_classic_again",
+        outcome=rollout_rule(done="migrated", way_back_task="rollback_on_timeout", back_task="wait_previous_protocol",
                              deadline_tasks=("wait_migrated", "roll_application")),
         # the rollout's worst per-partition gap (commits, or the output records) and the rebalances it caused
-        target=lambda p: "consumer",
+        target=lambda p: p["target_protocol"],
         results={"preflight": PREFLIGHT, "controller": "controller", "lint": "lint_client_config",
                  "group_settings": "carry_over_settings", "group_configs": "set_group_configs",
                  "rolled": "roll_application", "migration": "wait_migrated", "rolled_back": "rollback_on_timeout",
-                 "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_classic_again"},
+                 "departed": "remove_departed_static_members",
+                 "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_previous_protocol"},
         approval_task_ids=("approval",),
         fail_outcomes=lambda p: ("failed", "refused", "timed_out_rolled_back") if p["fail_on_rollback"]
         else ("failed", "refused"),
@@ -326,7 +406,8 @@ def kip848_consumer_rolling_upgrade():
     out_before = capture_output_before()
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]
-    out_before >> snapshot_before >> group_configs >> roll >> wait_migrated >> wait_lag >> snapshot_after >> out_after
+    out_before >> snapshot_before >> group_configs >> departed >> roll >> wait_migrated >> wait_lag
+    wait_lag >> snapshot_after >> out_after
     # the brokers' group metrics before, during and after the rollout (side branches: they never gate it)
     plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
     snapshot_before >> KafkaGroupMetricsOperator(task_id="metrics_during", kafka_conn_id=CONN, point="during") >> final
@@ -334,11 +415,13 @@ def kip848_consumer_rolling_upgrade():
     spec, validate = consumer_validation(snapshot_before.output, snapshot_after.output, out_before, out_after,
                                          task_id="validate", kafka_conn_id=CONN,
                                          output_dir=f"{SNAPSHOTS}/validation",
-                                         title="KIP-848 rolling upgrade of {{ params.group_id }}")
+                                         title="KIP-848 {{ 'rolling upgrade' if params.target_protocol == "
+                                               "'consumer' else 'online way back to classic' }} of "
+                                               "{{ params.group_id }}")
     out_after >> spec
     validate >> final
     wait_migrated >> (timeout_branch := rollback_on_timeout())
-    [rollback, timeout_branch] >> wait_classic >> final
+    [rollback, timeout_branch] >> wait_back >> final
     decision >> final
 
 

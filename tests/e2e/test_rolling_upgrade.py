@@ -224,7 +224,7 @@ def test_a_refused_preflight_is_not_reported_as_a_timed_out_rollout(airflow_db, 
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         # the rollback branch never ran: nothing was rolled out
         assert states["rollback_on_timeout"] == "skipped", states
-        assert states["wait_classic_again"] in ("skipped", "upstream_failed"), states
+        assert states["wait_previous_protocol"] in ("skipped", "upstream_failed"), states
         assert admin.group_listing(group).type is GroupType.CLASSIC
     finally:
         for m in members:
