@@ -163,7 +163,8 @@ SHOWN_KEYS = ("group.protocol", "partition.assignment.strategy", "group.remote.a
 
 def lint_lines(lint_result: dict | None) -> list[str]:
     """The approval's lines about the lint: which config was linted and from where, the group-protocol keys
-    as linted (each with its origin), and every warning and error."""
+    as linted (each with its origin), and every finding: errors, warnings and the notes an approver acts on too
+    (the shutdown budget auto-commit needs, a release that was not checked)."""
     if not lint_result:
         return []
     lines = [f"client config linted: {lint_result.get('source', 'the properties given')}"
@@ -173,6 +174,5 @@ def lint_lines(lint_result: dict | None) -> list[str]:
     if shown:
         lines.append("linted: " + ", ".join(shown))
     for finding in lint_result.get("findings", []):
-        if finding["severity"] in ("warn", "error"):
-            lines.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
+        lines.append(f"client config ({finding['severity']}): {finding['key']}: {finding['message']}")
     return lines

@@ -24,6 +24,7 @@ from airflow_provider_kip848.operators.fleet import RESULT_KEY, KafkaApplication
 from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
 from airflow_provider_kip848.testing.clients import create_topics, produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 from tests.integration.test_cluster_faults import _first_event, _rebuilt
 
@@ -214,3 +215,39 @@ def test_a_move_whose_task_is_lost_is_taken_up_at_its_recorded_step(cluster, con
         assert again["ok"] is True and again["steps"] == result["steps"]
     finally:
         controller.stop()
+
+
+def test_the_online_path_stops_at_the_first_instance_of_an_application_that_does_not_convert(
+        cluster, conn, unique, tmp_path, controllers, supervisor):
+    """The fleet's online path through a command controller that can restart one instance, over a real
+    supervisord: the deployment never reads the protocol switch, so its first instance comes back on classic.
+    The move fails at the roll naming that instance (the first-instance gate), the other instance was never
+    restarted, and the group is not counted migrated."""
+    topic, group = unique("fleet-gate-t"), unique("fleet-gate-g")
+    create_topics(cluster.bootstrap_servers, {topic: 2})
+    produce(cluster.bootstrap_servers, topic, (f"v{i}" for i in range(20)), keys=(str(i) for i in range(20)))
+    app = SupervisedConsumerApp(supervisor, group, tmp_path / "supervised", bootstrap_servers=cluster.bootstrap_servers,
+                                group_id=group, topics=[topic], instances=2, stale_launcher=True)
+    app.install("classic")
+    name = controllers.add(group, "command", app.target(by_instance=True))
+    try:
+        app.start("classic")
+        with _admin(cluster) as admin:
+            wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == 2
+                       and admin.group_offsets(group).total_lag == 0, timeout=120, what="2 classic instances")
+        untouched = app.pids()[f"{group}_1"]
+        unit = {"app": "orders", "team": "commerce", "wave": 1, "path": "online", "app_controller": name,
+                "app_controller_args": {}, "expected_instances": 2,
+                "groups": [{"group_id": group, "type": "classic", "live_members": 2}]}
+        context = {"ti": FleetTI()}
+        with pytest.raises(AirflowFailException):
+            _drive(_operator(unit, tmp_path, start_timeout_minutes=10), context)
+        result = context["ti"].xcom[RESULT_KEY]
+        assert result["ok"] is False, result
+        failed = [s for s in result["steps"] if not s.get("ok", True)]
+        assert failed and failed[0]["step"] == "roll", result["steps"]
+        assert (f"the first-instance gate: instance {group}:{group}_0 restarted with group.protocol=consumer but "
+                "its new member joined on another protocol") in failed[0]["detail"], failed[0]
+        assert app.pids()[f"{group}_1"] == untouched, "the second instance was never restarted"
+    finally:
+        app.remove()
