@@ -40,6 +40,7 @@ from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
+from airflow_provider_kip848.operators.runbook_steps import feature_readback
 
 DAG_ID = "kafka_disable_group_feature"
 CONN = "{{ params.kafka_conn_id }}"
@@ -113,15 +114,7 @@ def kafka_disable_group_feature():
 
     @task
     def verify(params: dict | None = None) -> dict:
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-
-        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-            level = hook.describe_features().level(params["feature"])
-        if level != int(params["level"]):
-            raise AirflowFailException(f"{params['feature']} reads back at {level}, not {params['level']}.")
-        return {"feature": params["feature"], "finalized_level": level}
+        return feature_readback(params)
 
     report = RunReport(
         title=lambda p: f"Lower {p['feature']} to {p['level']}",

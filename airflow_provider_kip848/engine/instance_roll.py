@@ -245,8 +245,9 @@ class InstanceRoll:
                 return {"groups": joined, "seconds": round(time.monotonic() - started, 3)}
             if wrong:
                 raise self._fail(f"{what}: instance {instance.name} restarted with group.protocol={self.protocol} "
-                                 f"but its new member joined on another protocol ({'; '.join(wrong)}): the "
-                                 "deployment does not run the new protocol. The rollout stops here"
+                                 f"but its new member joined on another protocol ({'; '.join(wrong)}, "
+                                 f"{time.monotonic() - started:.1f} s after its start): the deployment does not run "
+                                 "the new protocol. The rollout stops here"
                                  + (", the other instances were not restarted" if first else ""))
             if time.monotonic() - started >= limit:
                 waiting = [g for g in self.group_ids if g not in joined]

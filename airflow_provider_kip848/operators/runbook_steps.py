@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import task
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.plan import Change
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -24,6 +25,16 @@ from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 
 #: the streams group config the migration lowers for the restart only (put back once the group is Stable)
 RESTART_DELAY = "streams.initial.rebalance.delay.ms"
+
+
+def feature_readback(params: dict) -> dict:
+    """The feature's finalized level read back after a change (the feature DAGs' ``verify``): the run's
+    ``level`` or the task fails, naming both (a change the controller accepted but did not apply)."""
+    with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+        level = hook.describe_features().level(params["feature"])
+    if level != int(params["level"]):
+        raise AirflowFailException(f"{params['feature']} reads back at {level}, not {params['level']}.")
+    return {"feature": params["feature"], "finalized_level": level}
 
 
 def capture_output(params: dict) -> dict:
