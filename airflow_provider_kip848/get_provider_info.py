@@ -79,6 +79,17 @@ def get_provider_info() -> dict:
                         "example": "/etc/airflow/kip848-controllers.yaml",
                         "default": None,
                     },
+                    "max_window_hours": {
+                        "description": "The longest maintenance window a run may give (hours, above 0 and at "
+                                       "most 24). A longer one is refused by the window guard, naming the swap "
+                                       "of start and end that would make it short (05:00-02:00 is 21 h). A value "
+                                       "that is not such a number fails every guard (never a silent default). "
+                                       "See docs/reliability.md.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "8",
+                        "default": "12",
+                    },
                 },
             },
         },

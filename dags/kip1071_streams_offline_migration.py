@@ -58,6 +58,7 @@ import pendulum
 from airflow.sdk import CronTriggerTimetable, Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.changecontrol.window import window_note
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
@@ -436,7 +437,7 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     changes += group_config_changes(group, configs, lambda key: (
         "for the restart only: put back once the streams group is Stable" if key == RESTART_DELAY
         else "set before the restart"))
-    notes = ["one approval covers the whole downtime", *carried_notes(carried)]
+    notes = [window_note(params), "one approval covers the whole downtime", *carried_notes(carried)]
     if params.get("fallback_to_classic"):
         notes.append("if the streams application is not Stable in time, the DAG restarts it on classic")
     notes += plan_lines(controller_result) + lint_lines(lint_result)

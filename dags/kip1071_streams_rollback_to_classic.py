@@ -49,6 +49,7 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.changecontrol.window import window_note
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
@@ -303,7 +304,7 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
         Change("application", group, f"running ({len(live)} instance(s))", "stopped", "downtime starts"),
         Change("protocol", group, desc.type.value, "classic", "restart with group.protocol=classic"),
     ]
-    notes = ["one approval covers the whole downtime",
+    notes = [window_note(params), "one approval covers the whole downtime",
              f"done when {expected} live member(s) run the classic protocol; otherwise the DAG restarts the "
              "application on streams (where it started) and reports 'rolled back'"]
     for raw in settings["settings"]:

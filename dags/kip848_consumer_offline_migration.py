@@ -54,6 +54,7 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.changecontrol.window import window_note
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
@@ -344,7 +345,7 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
         changes += group_config_changes(group, configs,
                                         lambda _key: "set before the restart (the consumer protocol ignores the "
                                                      "client's own)")
-    notes = ["one approval covers the whole downtime",
+    notes = [window_note(params), "one approval covers the whole downtime",
              f"done when {expected} live member(s) run the {target} protocol; otherwise the DAG restarts the "
              f"application on {desc.type.value} (the way back) and reports 'rolled back'", *carried_notes(carried)]
     if snapshot:

@@ -418,6 +418,13 @@ def _as_float(value: int | None) -> float | None:
 # -- Markdown --------------------------------------------------------------------------------------------------
 
 
+def _lock_md(lock: Mapping[str, Any] | None) -> list[str]:
+    """The fleet lock refused: who holds it (the run did nothing)."""
+    if not lock or not lock.get("refused"):
+        return []
+    return [f"- change lock: **refused**: {_md(lock['refused'])}"]
+
+
 def render_fleet_markdown(report: Mapping[str, Any], *, charts: Mapping[str, str] | None = None) -> str:
     """The report as a person reads it: the run, the summary, groups by type, the waves, the applications, the
     longest gaps, what was held back. ``charts``: key of :data:`FILE_NAMES` -> the chart's file name relative to
@@ -426,6 +433,7 @@ def render_fleet_markdown(report: Mapping[str, Any], *, charts: Mapping[str, str
     lines = [f"# {report['title']}", "",
              f"- DAG run: `{_md(report['dag_id'])}` / `{_md(report['run_id'])}`",
              f"- outcome: **{_md(report['outcome'])}**",
+             *_lock_md((report.get("locks") or {}).get("fleet")),
              f"- plan: `{report.get('plan_hash') or '?'}`",
              f"- started: {_when(report['started_at'])}; ended: {_when(report['ended_at'])}; "
              f"duration: {_duration(report['duration_s'])}",

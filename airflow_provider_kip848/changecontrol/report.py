@@ -17,6 +17,8 @@ from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metr
 
 #: the downtime chart's file name next to report.md
 DOWNTIME_CHART = "downtime.svg"
+#: the outcome of a run that could not take its change lock (another run holds it): it changed nothing, and fails
+LOCKED = "locked"
 
 
 def approval_record(payload: Any) -> dict[str, Any] | None:
@@ -93,6 +95,8 @@ def _summary_lines(report: dict[str, Any]) -> list[str]:
     lock = report.get("lock") or {}
     if lock.get("refused"):
         lines.append(f"- change lock: **refused**: {lock['refused']}")
+        if lock.get("held_by"):
+            lines.append(f"- lock held by: {lock['held_by']}")
     elif lock.get("held"):
         released = ", released" if lock.get("released") else ", NOT released: " + str(lock.get("release_error"))
         lines.append(f"- change lock: `{lock['resource']}` held by this run{released}")
@@ -290,13 +294,15 @@ def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, An
     """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
     see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.
 
-    ``lock`` is what releasing the run's change lock said (``operators.lock.release_change_lock``);
-    a run refused because another run holds the lock ends ``locked``.
+    ``lock`` is what releasing the run's change lock said (``operators.lock.release_change_lock``).
+    A run refused because another run holds the lock did nothing: it ends ``locked`` and FAILED in every
+    DAG, whatever the DAG's own failing outcomes (a green run would hide that the change did not happen).
     """
     if lock is not None:
         report["lock"] = lock
-        if lock.get("refused") and report["outcome"] == "failed":
-            report["outcome"] = "locked"
+        if lock.get("refused"):
+            report["outcome"] = LOCKED
+            fail_outcomes = (*fail_outcomes, LOCKED)
     dag, run_id = context.get("dag"), context.get("run_id")
     conn_id = (context.get("params") or {}).get("kafka_conn_id")
     location = optional_run_location(report_dir, conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"),

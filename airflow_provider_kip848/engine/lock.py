@@ -22,10 +22,12 @@ def run_owner(context: Any) -> str:
 
 
 def lock_holder(context: Any) -> LockHolder:
-    """The holder record of this run (shown to whoever is refused)."""
+    """The holder record of this run (shown to whoever is refused: DAG, run, the task that took it, who
+    triggered the run)."""
     ti = context["ti"]
     return LockHolder(owner=run_owner(context), dag_id=ti.dag_id, run_id=ti.run_id,
-                      triggered_by=getattr(context.get("dag_run"), "triggering_user_name", None))
+                      triggered_by=getattr(context.get("dag_run"), "triggering_user_name", None),
+                      task_id=getattr(ti, "task_id", None))
 
 
 def holder_run_ended(ti: Any, holder: LockHolder, log: Any) -> bool:

@@ -244,6 +244,14 @@ class InvalidGroupId(InvalidArgument):
               "(kafka-groups --list shows every group).")
 
 
+class InvalidMaintenanceWindow(InvalidArgument):
+    """A maintenance window that cannot be what was meant: a day or time that does not read, a time with a UTC
+    offset, start equal to end, or a window longer than the deployment's maximum (a swapped start and end)."""
+
+    remedy = ("Give the window as MON..SUN days (comma-separated, ranges like THU-FRI), HH:MM opening and closing "
+              "times on the clock of window_tz (an IANA zone such as Europe/Berlin).")
+
+
 class UnknownTopicOrPartition(Kip848Error):
     """A topic or partition named in the request does not exist."""
 

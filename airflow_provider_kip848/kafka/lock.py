@@ -69,6 +69,8 @@ class LockHolder:
     dag_id: str | None = None
     run_id: str | None = None
     triggered_by: str | None = None
+    #: the task that took the lock (a DAG's ``lock`` task, a fleet move); None in records written before it
+    task_id: str | None = None
     host: str = field(default_factory=socket.gethostname)
     acquired_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -83,8 +85,9 @@ class LockHolder:
 
     def describe(self) -> str:
         who = f"DAG {self.dag_id} run {self.run_id}" if self.dag_id else self.owner
+        task = f" task {self.task_id}" if self.task_id else ""
         by = f", triggered by {self.triggered_by}" if self.triggered_by else ""
-        return f"{who}{by} (on {self.host} since {self.acquired_at})"
+        return f"{who}{task}{by} (on {self.host} since {self.acquired_at})"
 
 
 @dataclass(frozen=True)

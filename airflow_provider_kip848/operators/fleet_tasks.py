@@ -24,7 +24,8 @@ from airflow_provider_kip848.changecontrol import fleet_report as fleet_reports
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.approvals import is_approving
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root, optional_run_location
-from airflow_provider_kip848.changecontrol.report import task_states
+from airflow_provider_kip848.changecontrol.report import LOCKED, task_states
+from airflow_provider_kip848.changecontrol.window import window_note
 from airflow_provider_kip848.controllers import ControllerRefused
 from airflow_provider_kip848.controllers.registry import ControllerRegistry
 from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit
@@ -132,7 +133,8 @@ def make_plan(params: dict, context: dict) -> dict:
     except Kip848Error as exc:
         raise AirflowFailException(str(exc)) from exc
     owned = [g.group_id for a in selection.applications for g in a.groups]
-    markdown = wave_plan.render_markdown()
+    # the window as the guard read it: every wave runs in it, and its approvers see it as read
+    markdown = wave_plan.render_markdown() + f"\n\n- {window_note(params)}"
     if len(wave_plan.waves) > MAX_WAVES:
         markdown += (f"\n\n**{len(wave_plan.waves) - MAX_WAVES} wave(s) beyond this run's {MAX_WAVES} slots** run "
                      "when the DAG is triggered again (the next run plans what is left).")
@@ -201,7 +203,7 @@ def open_wave_step(number: int, params: dict, context: dict) -> dict:
     return {"number": number, "hash": wave["wave_hash"], "wave": wave,
             "title": f"{len(wave['applications'])} application(s), {wave['group_count']} group(s)"
                      + (" (canary)" if wave["canary"] else ""),
-            "markdown": markdown + f"\n\nPlan hash: `{planned['plan_hash']}`",
+            "markdown": markdown + f"\n\n- {window_note(params)}\n\nPlan hash: `{planned['plan_hash']}`",
             "changes": [{"kind": "protocol", "target": g["group_id"], "before": g["type"], "after": "consumer"}
                         for a in wave["applications"] for g in a["groups"] if g["status"] == "pending"]}
 
@@ -408,6 +410,8 @@ def report_step(params: dict, context: dict) -> dict:
     decisions = [ti.xcom_pull(task_ids=wave_task(n, APPROVAL), key=DECISION_KEY) for n in range(1, MAX_WAVES + 1)]
     outcome = fleet_outcome(params, planned, waves, _states(context),
                             rejected=any(d and not is_approving(d.get("decision")) for d in decisions))
+    if fleet_lock and fleet_lock.get("refused"):  # another run holds the migration: this one did nothing
+        outcome = LOCKED
     report = fleet_reports.build_fleet_report(
         plan=(planned or {}).get("plan"), waves=waves, types_before=(planned or {}).get("types_before") or {},
         types_after=types_after, run_id=context["run_id"], dag_id=FLEET_DAG_ID, outcome=outcome,
@@ -424,7 +428,7 @@ def report_step(params: dict, context: dict) -> dict:
     if location:
         report["files"] = fleet_reports.write_fleet_report(location, report, history=history)
     log.info("%s", fleet_reports.render_fleet_markdown(report))
-    if outcome in ("failed", "stopped", "completed_with_failures"):
+    if outcome in ("failed", "stopped", "completed_with_failures", LOCKED):
         raise AirflowFailException(f"Fleet migration: outcome {outcome}"
                                    + (f"; report {report['files']['markdown']}" if report.get("files") else ""))
     return {"outcome": outcome, "files": report.get("files"), "summary": report.get("summary")}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_provider_kip848.engine.lock import ENDED_STATES, holder_run_ended, run_owner
+from airflow_provider_kip848.engine.lock import ENDED_STATES, holder_run_ended, lock_holder, run_owner
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import ResourceLocked
@@ -44,13 +44,13 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
             self.log.info("Dry run: no lock taken on %s.", self.resource)
             return {"held": False, "resource": self.resource, "reason": "dry run"}
         ti = context["ti"]
-        holder = LockHolder(owner=run_owner(context), dag_id=ti.dag_id, run_id=ti.run_id,
-                            triggered_by=getattr(context.get("dag_run"), "triggering_user_name", None))
         lock = ChangeLock(self.native_hook.get_conn(), str(self.resource))
         try:
-            result = lock.acquire(holder, is_stale=lambda current: self._ended(ti, current))
-        except ResourceLocked as exc:  # for the report: refused, and by whom
+            result = lock.acquire(lock_holder(context), is_stale=lambda current: self._ended(ti, current))
+        except ResourceLocked as exc:  # for the report: refused, and by whom (every DAG ends 'locked', failed)
             ti.xcom_push(key="refused", value={"reason": str(exc), "holder": exc.holder})
+            self.log.error("Change lock on %s refused: held by %s. This run changes nothing; its report "
+                           "ends 'locked'.", self.resource, _holder_text(exc.holder))
             raise
         if result.took_over_from:
             self.log.warning("Took over the lock of %s from %s: that run has ended without releasing it.",
@@ -63,6 +63,11 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         return holder_run_ended(ti, holder, self.log)
 
 
+def _holder_text(holder: dict[str, Any] | None) -> str:
+    """The holder as the log and the report name it: DAG, run, task, who triggered it, host, since when."""
+    return LockHolder.from_dict(holder).describe() if holder else "a holder whose record cannot be read"
+
+
 def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:
     """Release the lock ``lock_task_id`` took for this run (no-op when it took none). Returns what
     happened, for the report; never raises (a lock left behind is taken over once this run has ended)."""
@@ -70,7 +75,8 @@ def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, A
     taken = context["ti"].xcom_pull(task_ids=lock_task_id)
     refused = context["ti"].xcom_pull(task_ids=lock_task_id, key="refused")
     if refused:
-        return {"held": False, "refused": refused["reason"], "holder": refused.get("holder")}
+        return {"held": False, "refused": refused["reason"], "holder": refused.get("holder"),
+                "held_by": _holder_text(refused.get("holder"))}
     if not taken or not taken.get("held"):
         return taken
     try:

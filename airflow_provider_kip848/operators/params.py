@@ -14,14 +14,27 @@ from airflow.sdk import Param
 
 from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN
 
+#: a window's opening or closing time as the form takes it: H:MM or HH:MM, 00:00 to 23:59, nothing after it
+WINDOW_TIME_PATTERN = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
+
 
 def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, Any]:
-    """The maintenance window (``MaintenanceWindowGuardOperator``)."""
+    """The maintenance window (``MaintenanceWindowGuardOperator``). The form refuses a time that is not HH:MM (a
+    UTC offset such as 02:00+02:00 among them); the guard refuses the rest of what cannot be what was meant."""
+    clock = "On the clock of the window's time zone, without a UTC offset (02:00, not 02:00+02:00 or 02:00Z)."
     return {
-        "window_days": Param(days, type="string", title="Maintenance window days (MON..SUN, comma-separated)"),
-        "window_start": Param(start, type="string", title="Window opens (HH:MM)"),
-        "window_end": Param(end, type="string", title="Window closes (HH:MM)"),
-        "window_tz": Param(tz, type="string", title="Window time zone"),
+        "window_days": Param(days, type="string", minLength=1,
+                             title="Maintenance window days (MON..SUN, comma-separated)",
+                             description="Ranges are expanded and shown as read: THU-FRI is THU,FRI; FRI-MON is "
+                                         "FRI,SAT,SUN,MON."),
+        "window_start": Param(start, type="string", pattern=WINDOW_TIME_PATTERN, title="Window opens (HH:MM)",
+                              description=clock),
+        "window_end": Param(end, type="string", pattern=WINDOW_TIME_PATTERN, title="Window closes (HH:MM)",
+                            description=clock + " Before the opening: the window ends the next day. At most "
+                                                "[kip848] max_window_hours (default 12) after the opening."),
+        "window_tz": Param(tz, type="string", minLength=1, title="Window time zone",
+                           description="An IANA zone (UTC, Europe/Berlin): its clock, with its daylight saving "
+                                       "time, is the one the times are read on."),
     }
 
 

@@ -2,7 +2,11 @@
 
 The first task of every DAG that stops an application. A manual trigger (or
 a fleet wave) outside the window fails here, before the lock, the plan or any
-change; the report says when the window opens next. The window itself is
+change; the report says when the window opens next. A window that cannot be
+what was meant (a time with a UTC offset, start equal to end, longer than the
+deployment's ``[kip848] max_window_hours``) fails here too; the window as read
+(days, start-end, zone, length) is logged, returned for the report, and shown
+in the approval. The window itself is
 :class:`airflow_provider_kip848.changecontrol.window.MaintenanceWindow`.
 """
 
@@ -12,16 +16,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.changecontrol.window import OutsideMaintenanceWindow, guard_window
+from airflow_provider_kip848.changecontrol.window import guard_window, max_window_hours
+from airflow_provider_kip848.kafka.errors import Kip848Error
+
+#: the Airflow configuration option holding the longest window a run may ask for (hours)
+MAX_WINDOW_SECTION, MAX_WINDOW_OPTION = "kip848", "max_window_hours"
+
+
+def configured_max_window_hours() -> float:
+    """``[kip848] max_window_hours`` (unset: 12), read when a guard runs; a value that does not read fails."""
+    return max_window_hours(conf.get(MAX_WINDOW_SECTION, MAX_WINDOW_OPTION, fallback=None))
 
 
 class MaintenanceWindowGuardOperator(BaseOperator):
-    """Fail (no retry) unless now is inside the window; returns ``{window, checked_at}``.
+    """Fail (no retry) unless now is inside the window; returns ``{window, understood, max_hours, checked_at}``.
 
-    :param window_days: ``MON..SUN``, comma-separated (templated, like the other three).
-    :param window_start: ``HH:MM``; :param window_end: ``HH:MM`` (an end before the start spans midnight).
+    :param window_days: ``MON..SUN``, comma-separated, ranges (``THU-FRI``) expanded (templated, like the
+        other three).
+    :param window_start: ``HH:MM``; :param window_end: ``HH:MM`` (an end before the start spans midnight), on
+        the clock of ``window_tz``: no UTC offset.
     :param window_tz: an IANA time zone.
     """
 
@@ -35,10 +51,14 @@ class MaintenanceWindowGuardOperator(BaseOperator):
         self.window_days, self.window_start, self.window_end = window_days, window_start, window_end
         self.window_tz = window_tz
 
-    def execute(self, context: Any) -> dict[str, str]:
+    def execute(self, context: Any) -> dict[str, Any]:
         window = {"window_days": self.window_days, "window_start": self.window_start,
                   "window_end": self.window_end, "window_tz": self.window_tz}
         try:
-            return guard_window(window, datetime.now(UTC))
-        except (OutsideMaintenanceWindow, ValueError) as exc:  # outside, or a window that cannot be read
+            checked = guard_window(window, datetime.now(UTC), max_hours=configured_max_window_hours())
+        except Kip848Error as exc:  # outside, or a window that cannot be what was meant: a retry would repeat it
+            self.log.error("Maintenance window refused: %s", exc)
             raise AirflowFailException(str(exc)) from exc
+        self.log.info("Maintenance window as understood: %s (longest allowed: %g h).",
+                      checked["understood"]["understood"], checked["max_hours"])
+        return checked
