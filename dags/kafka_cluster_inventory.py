@@ -16,6 +16,7 @@ from airflow.sdk import Param, dag, task
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.kafka.model import feature_level_name
+from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 #: Features the KIP-848 / KIP-1071 runbooks care about, in the order they are checked.
 MIGRATION_FEATURES = ("metadata.version", "group.version", "streams.version", "share.version")
@@ -44,16 +45,20 @@ MIGRATION_FEATURES = ("metadata.version", "group.version", "streams.version", "s
     doc_md=__doc__,
 )
 def kafka_cluster_inventory():
+    # each read is a first task: a run's conf key no Param declares (a typo) fails the run there
     @task
-    def describe_cluster(params: dict | None = None) -> dict:
+    def describe_cluster(params: dict | None = None, **context) -> dict:
+        check_run_conf(context)
         return KafkaGroupAdminHook(params["kafka_conn_id"]).describe_cluster().to_dict()
 
     @task
-    def describe_features(params: dict | None = None) -> dict:
+    def describe_features(params: dict | None = None, **context) -> dict:
+        check_run_conf(context)
         return KafkaGroupAdminHook(params["kafka_conn_id"]).describe_features().to_dict()
 
     @task
-    def list_groups(params: dict | None = None) -> list[dict]:
+    def list_groups(params: dict | None = None, **context) -> list[dict]:
+        check_run_conf(context)
         return [g.to_dict() for g in KafkaGroupAdminHook(params["kafka_conn_id"]).list_groups()]
 
     @task

@@ -67,6 +67,12 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
                                     description="Kafka accepts configs for any group id: without this, a group "
                                                 "the cluster does not list is refused (a mistyped id), naming "
                                                 "similar ids."),
+        "for_group_type": Param(None, type=["null", "string"], enum=[None, "consumer", "streams", "share"],
+                                title="Set for a group of this type",
+                                description="Empty: the group's own type, and a config of another type (streams.* "
+                                            "on a consumer group, any on a classic group) is refused: it would "
+                                            "never apply. Name the type the group is becoming, or will have when "
+                                            "it does not exist yet (allow_absent_group); the approval shows it."),
         "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
                             description="Empty: the deployment's artifact location, if any. Each run writes "
                                         "<dir>/<dag>/<run>/report."),
@@ -79,6 +85,7 @@ def kafka_group_config_change():
     validate = KafkaGroupConfigOperator(
         task_id="validate", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
         set_configs=SET, delete_configs=DELETE, dry_run=True, allow_absent_group="{{ params.allow_absent_group }}",
+        for_group_type="{{ params.for_group_type }}",
     )
 
     @task
@@ -100,7 +107,7 @@ def kafka_group_config_change():
     apply = KafkaGroupConfigOperator(
         task_id="apply", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
         set_configs=SET, delete_configs=DELETE, audit_log="{{ params.audit_log }}",
-        allow_absent_group="{{ params.allow_absent_group }}",
+        allow_absent_group="{{ params.allow_absent_group }}", for_group_type="{{ params.for_group_type }}",
     )
 
     @task
@@ -144,15 +151,21 @@ def build_plan(params: dict, validation: dict | None = None) -> dict:
             validation = hook.alter_group_config(
                 params["group_id"], {key: params["value"]} if params["action"] == "set" else {},
                 [key] if params["action"] == "delete" else [], dry_run=True,
-                allow_absent_group=bool(params.get("allow_absent_group"))).to_dict()
+                allow_absent_group=bool(params.get("allow_absent_group")),
+                for_group_type=params.get("for_group_type")).to_dict()
     before = validation["before"].get(key)
     after = validation["requested_set"].get(key) if params["action"] == "set" else None
     changes = () if before == after else (
         Change("group_config", f"{params['group_id']}:{key}", before if before is not None else "(broker default)",
                after if after is not None else "(broker default)", "validated against the broker's bounds"),)
+    becoming, now = validation.get("for_group_type"), validation.get("group_type")
+    notes = (f"for_group_type={becoming}: set for a {becoming} group; the group is {now or 'not existing yet'} "
+             "now, and the config applies only once it is a " + becoming + " group",) if becoming and becoming != now \
+        else ()
     plan = Plan(title=f"Group {params['group_id']}: {params['action']} {key}",
                 steps=("kafka-configs --alter --entity-type groups", "read the group's configs back"),
-                changes=changes, facts={"before": validation["before"]})
+                changes=changes, notes=notes,
+                facts={"before": validation["before"], "group_type": now, "for_group_type": becoming})
     return {**plan.to_dict(), "markdown": plan.render_markdown(dry_run=params["dry_run"])}
 
 

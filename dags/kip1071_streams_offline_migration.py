@@ -228,9 +228,10 @@ def kip1071_streams_offline_migration():
         return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"))
 
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
-                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
+                                                for_group_type="streams")
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, audit_log=AUDIT)
+                                             set_configs=GROUP_CONFIGS, for_group_type="streams", audit_log=AUDIT)
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -294,6 +295,7 @@ def kip1071_streams_offline_migration():
 
     restore_delay = KafkaGroupConfigOperator(
         task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP, audit_log=AUDIT,
+        for_group_type="streams",  # put back on the streams group, or on the classic one after the way back
         set_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_set'] }}",
         delete_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_delete'] }}")
 
@@ -428,7 +430,8 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
         described = hook.describe_group(group)
         desc = described.to_dict()
         if configs is None:
-            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True).to_dict()
+            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True,
+                                              for_group_type="streams").to_dict()
     changes = []
     if desc["type"] != "streams":
         changes.append(Change("application", group, "running", "stopped", "downtime starts"))

@@ -117,6 +117,8 @@ BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 #: the group configs this run sets: the application's session timeout and heartbeat interval carried over (to consumer)
 GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
+#: the carried consumer.* settings are set on the classic group for the consumer group it becomes (shown with them)
+FOR_GROUP_TYPE = "consumer"
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
 ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
@@ -195,9 +197,11 @@ def kip848_consumer_offline_migration():
                                 group_type=params["target_protocol"])
 
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
-                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
+                                                for_group_type=FOR_GROUP_TYPE)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, audit_log=AUDIT)
+                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE,
+                                             audit_log=AUDIT)
     snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -332,7 +336,8 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         desc = hook.describe_group(group)
         if configs is None:
-            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True).to_dict()
+            configs = hook.alter_group_config(group, carried["set"], [], dry_run=True,
+                                              for_group_type="consumer").to_dict()
     live = [m for m in desc.members if is_live(m)]
     expected = params["expected_instances"] or len(live)
     nothing = desc.type is GroupType(target) and all(m.protocol.value == target for m in live)

@@ -110,6 +110,8 @@ CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{
 ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 #: the group configs this run sets: the application's session timeout and heartbeat interval carried over
 GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
+#: the carried consumer.* settings are set on the classic group for the consumer group it becomes (shown with them)
+FOR_GROUP_TYPE = "consumer"
 #: the protocol the run rolls to, the one it comes from (its way back) and the preflight's mode for it
 TARGET = "{{ params.target_protocol }}"
 SOURCE = "{{ 'classic' if params.target_protocol == 'consumer' else 'consumer' }}"
@@ -215,9 +217,11 @@ def kip848_consumer_rolling_upgrade():
         return carried_settings(params, context["ti"].xcom_pull(task_ids="controller"), group_type=group_type)
 
     validate_configs = KafkaGroupConfigOperator(task_id="validate_group_configs", kafka_conn_id=CONN,
-                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True)
+                                                group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
+                                                for_group_type=FOR_GROUP_TYPE)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, audit_log="{{ params.audit_log }}")
+                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE,
+                                             audit_log="{{ params.audit_log }}")
 
     @task
     def make_plan(lint_result: dict, preflight_report: dict, carried: dict, configs: dict,

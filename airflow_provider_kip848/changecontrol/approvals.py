@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow_provider_kip848.kafka.arguments import parse_flag
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.arguments import parse_flag, require_single_values
+from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 
 #: Options that approve a change; anything else (Reject, Rollback ...) declines it.
 APPROVING_OPTIONS = ("Approve", "Proceed", "Apply")
@@ -69,6 +69,11 @@ def parse_users(value: Any) -> tuple[str, ...]:
             raise ChangeControlError(f"approvers is not a list of user ids: {value!r}",
                                      remedy='Give e.g. ["alice", "bob"].') from None
     items = value if isinstance(value, (list, tuple, set)) else str(value).replace(",", " ").split()
+    try:  # "alice;bob" (or ["alice bob"]) is one user nobody is called, and nobody could approve
+        require_single_values(items, "approvers", 'as a list of Airflow user ids (["alice", "bob"]) or as '
+                                                  "comma-separated text (alice,bob)")
+    except InvalidArgument as exc:
+        raise ChangeControlError(exc.what, remedy=exc.remedy) from None
     users = []
     for item in items:
         name = str(item).strip()

@@ -24,9 +24,16 @@ from airflow_provider_kip848.kafka.errors import (
     SnapshotConflict,
     SnapshotFromOtherCluster,
     SnapshotInvalid,
+    SnapshotTopicsNotRead,
 )
 from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, TopicPartition
-from airflow_provider_kip848.kafka.rules.offsets import OffsetComparison, compare, restore_plan
+from airflow_provider_kip848.kafka.rules.offsets import (
+    OffsetComparison,
+    compare,
+    restore_plan,
+    topics_read,
+    unread_topics,
+)
 
 
 def current_offsets(hook: KafkaAdminBaseHook, group_id: str) -> GroupOffsets:
@@ -139,11 +146,14 @@ class RestoreResult:
     dry_run: bool = False
     snapshot_cluster_id: str = ""
     cross_cluster: bool = False
+    #: topics restored although the group does not read them (``allow_unread_topics``)
+    unread_topics: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"group_id": self.group_id, "restored": dict(self.restored), "before": dict(self.before),
                 "left_alone": self.left_alone, "dry_run": self.dry_run,
-                "snapshot_cluster_id": self.snapshot_cluster_id, "cross_cluster": self.cross_cluster}
+                "snapshot_cluster_id": self.snapshot_cluster_id, "cross_cluster": self.cross_cluster,
+                "unread_topics": list(self.unread_topics)}
 
     def describe(self) -> str:
         return f"{self.group_id}: " + (f"restored {len(self.restored)} partition(s)" if self.restored
@@ -152,10 +162,12 @@ class RestoreResult:
 
 def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminHook, group_id: str,
                          snapshot_path: str, log: Any, *, dry_run: bool = False,
-                         allow_other_cluster: bool = False) -> RestoreResult:
+                         allow_other_cluster: bool = False, allow_unread_topics: bool = False) -> RestoreResult:
     """Put back the committed offsets of ``group_id`` that regressed or vanished since the snapshot at
     ``snapshot_path`` (only those: equal and advanced partitions are left alone, so a rerun restores
-    nothing). A snapshot of another cluster is refused unless ``allow_other_cluster``."""
+    nothing). A snapshot of another cluster is refused unless ``allow_other_cluster``; offsets on topics the
+    group no longer reads (:func:`~.rules.offsets.unread_topics`: it has committed offsets, none of them there)
+    are refused unless ``allow_unread_topics``, before anything is written."""
     snapshot = load_snapshot(snapshot_path)
     _same_group(snapshot, group_id, snapshot_path)
     cluster_id = native_hook.describe_cluster().cluster_id
@@ -163,9 +175,22 @@ def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminH
     if cross:
         log.warning("Restoring a snapshot of cluster %s onto cluster %s (allow_other_cluster=True).",
                     snapshot.cluster_id, cluster_id)
-    comparison = compare(snapshot, current_offsets(hook, group_id))
+    current = current_offsets(hook, group_id)
+    comparison = compare(snapshot, current)
     plan = restore_plan(comparison)
     left = len(comparison.partitions) - len(plan)
+    unread = unread_topics(plan, topics_read(current))
+    if unread and not allow_unread_topics:
+        # a group with members, or an offset outside the log, is the more basic mistake: those refusals first
+        hook.alter_group_offsets(group_id, plan, dry_run=True)
+        read = ", ".join(sorted(topics_read(current)))
+        raise SnapshotTopicsNotRead(
+            f"The snapshot at {snapshot_path} (taken {snapshot.taken_at}) would restore offsets of group "
+            f"{group_id!r} on {', '.join(unread)}, which the group no longer reads: it has committed offsets only on "
+            f"{read}. Nobody would consume from those offsets; nothing was written.")
+    if unread:
+        log.warning("Restoring offsets of %s on topics it does not read now (allow_unread_topics=True): %s",
+                    group_id, ", ".join(unread))
     if not plan:
         log.info("Nothing to restore for %s: no partition lost progress (%s).", group_id, comparison.counts)
         return RestoreResult(group_id, left_alone=left, dry_run=dry_run, snapshot_cluster_id=snapshot.cluster_id,
@@ -177,7 +202,7 @@ def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminH
               if (tp := TopicPartition(c.topic, c.partition)) in plan}
     return RestoreResult(group_id, restored={str(tp): o for tp, o in sorted(plan.items())}, before=before,
                          left_alone=left, dry_run=dry_run, snapshot_cluster_id=snapshot.cluster_id,
-                         cross_cluster=cross)
+                         cross_cluster=cross, unread_topics=unread)
 
 
 __all__ = ["RestoreResult", "compare_with_snapshot", "current_offsets", "load_snapshot", "restore_lost_offsets",

@@ -155,10 +155,13 @@ class KafkaAdminBaseHook(BaseHook):
 
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
                            delete_configs: Iterable[str] = (), *, dry_run: bool = False,
-                           allow_absent_group: bool = False) -> GroupConfigChange:
-        """Set and/or delete group-level configs, validated against the broker's bounds first."""
+                           allow_absent_group: bool = False,
+                           for_group_type: str | None = None) -> GroupConfigChange:
+        """Set and/or delete group-level configs, validated against the broker's bounds and the group's type
+        (``for_group_type``: the type it is becoming, or will have when it does not exist yet) first."""
         return self.get_conn().alter_group_config(group_id, set_configs, delete_configs, dry_run=dry_run,
-                                                  allow_absent_group=allow_absent_group)
+                                                  allow_absent_group=allow_absent_group,
+                                                  for_group_type=for_group_type)
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with its type and state, streams and share groups included."""

@@ -54,8 +54,14 @@ from airflow_provider_kip848.kafka.rules.features import (
     outcome_message,
     plan_feature_update,
     refuse_dependents,
+    refuse_ignored_arguments,
 )
-from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan, plan_config_change
+from airflow_provider_kip848.kafka.rules.group_configs import (
+    ConfigChangePlan,
+    parse_group_type,
+    plan_config_change,
+    require_applicable,
+)
 from airflow_provider_kip848.kafka.rules.offsets import (
     require_empty,
     require_inside_log,
@@ -133,6 +139,7 @@ class GroupAdmin(ABC):
         dry_run = require_bool(dry_run, "dry_run")
         unsafe = require_bool(unsafe, "unsafe")
         override = require_bool(override_dependent_groups, "override_dependent_groups")
+        refuse_ignored_arguments(feature, action, level, unsafe=unsafe, override_dependent_groups=override)
         plan = plan_feature_update(self.describe_features(), feature, level, action, dry_run=dry_run)
         if plan.noop:
             return plan
@@ -188,21 +195,38 @@ class GroupAdmin(ABC):
 
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
                            delete_configs: Iterable[str] = (), *, dry_run: bool = False,
-                           allow_absent_group: bool = False) -> GroupConfigChange:
+                           allow_absent_group: bool = False,
+                           for_group_type: GroupType | str | None = None) -> GroupConfigChange:
         """Set and/or delete group-level configs, validated against the broker's bounds first.
 
         Idempotent: values already in place and deletes of absent overrides
         send nothing. Returns the dynamic values before and after (read back).
         Kafka accepts configs for any group id, so a group the cluster does not
         list is refused (naming close matches) unless ``allow_absent_group``
-        (configuring a group before its first start).
+        (configuring a group before its first start). Kafka also accepts configs
+        of any group type on any group: a key of another type than the group's
+        is refused (:func:`~.rules.group_configs.require_applicable`) unless
+        ``for_group_type`` names the type the group is becoming (or, for a group
+        that does not exist yet, will have); the result carries both types.
         """
         require_group_id(group_id)
         dry_run = require_bool(dry_run, "dry_run")
-        if not require_bool(allow_absent_group, "allow_absent_group"):
-            self.require_known_group(group_id)
+        target = parse_group_type(for_group_type)
+        allow_absent = require_bool(allow_absent_group, "allow_absent_group")
+        try:
+            listing: GroupListing | None = self.group_listing(group_id)
+        except E.GroupNotFound:
+            if not allow_absent:
+                self.require_known_group(group_id)  # raises, naming similar ids
+            listing = None
         plan = plan_config_change(self.describe_group_config(group_id), set_configs, delete_configs,
                                   self.group_coordinator_config())
+        group_type = listing.type if listing is not None else None
+        applies_to = require_applicable(group_id, plan.normalized, group_type, target)
+        if group_type is None:  # a group not created yet is set for the type its configs are of, shown as if given
+            target = applies_to
+        plan = replace(plan, group_type=group_type.value if group_type is not None else None,
+                       for_group_type=target.value if target is not None else None)
         if plan.noop:
             return plan.unchanged(dry_run=dry_run)
         with self.requires(f"{'validate a change of' if dry_run else 'change'} the configs of group {group_id!r}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -178,8 +179,39 @@ def topic_list(value: object, name: str = "topics") -> list[str] | None:
         if not isinstance(item, str) or not item.strip():
             raise InvalidArgument(f"{name} has an empty or non-text topic name: {value!r}.",
                                   remedy="List topic names, e.g. ['orders', 'payments'].")
+        # Kafka's topic names are [a-zA-Z0-9._-]: anything else is another separator (';', '|', a blank, a
+        # newline, '/'), and the text is not one topic name
+        if not TOPIC_NAME.fullmatch(item.strip()):
+            other = next(c for c in item.strip() if not TOPIC_NAME.fullmatch(c))
+            raise InvalidArgument(
+                f"{name} has {item.strip()!r}, which is not a topic name: it holds {_separator(other)}, and "
+                f"{name} " + ("are separated by commas only." if isinstance(value, str) else "is a list of names."),
+                remedy=f"Give {name} comma-separated (orders,payments) or as a list (['orders', 'payments']).")
         topics.append(item.strip())
     return topics
+
+
+#: what a Kafka topic name is made of (``org.apache.kafka.common.internals.Topic``)
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+#: characters a list-valued argument must not hold inside one of its values: another separator than the one
+#: documented (a value holding one would be taken as one value, meaning two)
+LIST_SEPARATORS = re.compile(r"[,;|\s]")
+
+
+def _separator(char: str) -> str:
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a blank"}
+    return names.get(char, "a blank" if char.isspace() else repr(char))
+
+
+def require_single_values(values: Iterable[object], name: str, documented: str) -> None:
+    """Refuse a value of a list-valued argument that holds a list separator (``,``, ``;``, ``|``, a blank, a
+    newline): it would be taken as one value. ``documented``: the form the argument documents, for the remedy."""
+    for value in values:
+        found = LIST_SEPARATORS.search(value) if isinstance(value, str) else None
+        if found:
+            raise InvalidArgument(
+                f"{name} has the value {value!r}, which holds {_separator(found.group())}: it would be taken as one "
+                "value.", remedy=f"Give {name} {documented}.")
 
 
 # -- structured text (ownership maps, controller registries) -------------------------------------

@@ -231,6 +231,15 @@ class ConfigOutOfBounds(InvalidGroupConfig):
     """The value is outside the bounds the broker's group.* configs allow, or of the wrong type."""
 
 
+class ConfigNotApplicable(InvalidGroupConfig):
+    """A group config of another group type than the group's (a ``streams.*`` key on a consumer group, any key on
+    a classic group), or for a group whose type is unknown (it does not exist yet): Kafka stores it, and it never
+    applies."""
+
+    remedy = ("Set the configs of the group's own type; for a group about to change type (a migration carrying "
+              "settings over) or one that does not exist yet, name that type with for_group_type.")
+
+
 class InvalidArgument(Kip848Error, ValueError):
     """An argument of the wrong type or shape (a string where a list or a number is needed, ...)."""
 
@@ -342,6 +351,13 @@ class SnapshotConflict(Kip848Error):
     """A snapshot that belongs to another group or cluster than the one the task works on."""
 
     remedy = "Use another path (the default includes the run id), or delete the old snapshot if it is obsolete."
+
+
+class SnapshotTopicsNotRead(SnapshotConflict):
+    """A restore would commit offsets on topics the group no longer reads (offsets nobody consumes)."""
+
+    remedy = ("Take a new snapshot of what the group reads now; to commit these offsets anyway (the application "
+              "will read those topics again), pass allow_unread_topics=True, which the audit record states.")
 
 
 class SnapshotFromOtherCluster(SnapshotConflict):

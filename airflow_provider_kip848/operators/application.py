@@ -49,6 +49,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import named_controller, task_error
 from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 
 def resolve(controller: object, controller_args: object) -> NamedController:
@@ -117,6 +118,7 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         self.group_protocol, self.way_back_protocol = group_protocol, way_back_protocol
 
     def execute(self, context: Any) -> dict[str, Any] | None:
+        check_run_conf(context)  # the rolling upgrade's first task: a conf key no Param declares fails here
         if self._unnamed():
             self.log.info("No application controller named: the application is not acted on or checked by this run.")
             return None

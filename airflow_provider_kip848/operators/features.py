@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kip848.changecontrol.audit import Change
-from airflow_provider_kip848.kafka.arguments import parse_flag, require_choice
+from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, require_choice
 from airflow_provider_kip848.kafka.rules.features import (
     ACTIONS,
     dependent_group_type,
     describe_dependents,
     plan_feature_update,
     refuse_dependents,
+    refuse_ignored_arguments,
 )
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_choice_arg, check_flag_arg
 
@@ -49,9 +50,17 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
         self.unsafe = parse_flag(unsafe, "unsafe")
         self.override_dependent_groups = parse_flag(override_dependent_groups, "override_dependent_groups")
         self.allow_empty_dependent_groups = parse_flag(allow_empty_dependent_groups, "allow_empty_dependent_groups")
+        if not any(is_template(v) for v in (feature, level, action)):  # else checked once rendered
+            self._refuse_ignored()
+
+    def _refuse_ignored(self) -> None:
+        refuse_ignored_arguments(self.feature, self.action, self.level, unsafe=self.unsafe,
+                                 override_dependent_groups=self.override_dependent_groups,
+                                 allow_empty_dependent_groups=self.allow_empty_dependent_groups)
 
     def run(self, context: Any) -> dict:
         require_choice(self.action, "action", ACTIONS)
+        self._refuse_ignored()
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
         override = self.override_dependent_groups
         features = self.hook.describe_features()

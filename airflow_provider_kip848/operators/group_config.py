@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kip848.changecontrol.audit import Change
-from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.arguments import is_template, parse_flag
+from airflow_provider_kip848.kafka.rules.group_configs import parse_group_type
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
@@ -20,21 +21,31 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
     for a mistyped id and leave the real group untouched), naming similar ids;
     ``allow_absent_group=True`` configures a group before its first start.
 
+    A config of another group type than the group's (``streams.*`` on a
+    consumer group, anything on a classic group) is refused: Kafka would store
+    it and it would never apply. ``for_group_type`` names the type the group is
+    becoming (a migration setting a classic group's ``consumer.*`` timeouts
+    before its roll) or, for a group that does not exist yet, will have; the
+    result carries it (``for_group_type``, ``group_type``) for the approval.
+
     :returns: ``{group_id, before, after, changed, applied, dry_run, ...}`` with the dynamic
         values read back from the cluster.
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
-                       "dry_run_flag", "allow_absent_group")
+                       "dry_run_flag", "allow_absent_group", "for_group_type")
 
     def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
                  delete_configs: list[str] | None = None, dry_run: bool = False, allow_absent_group: bool = False,
-                 **kwargs: Any) -> None:
+                 for_group_type: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(dry_run, "dry_run")
         check_flag_arg(allow_absent_group, "allow_absent_group")
+        if not is_template(for_group_type):
+            parse_group_type(for_group_type)
         self.allow_absent_group = allow_absent_group
+        self.for_group_type = for_group_type
         self.group_id = group_id
         self.set_configs = set_configs or {}
         self.delete_configs = delete_configs or []
@@ -44,7 +55,11 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
                                               dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                               allow_absent_group=parse_flag(self.allow_absent_group,
-                                                                            "allow_absent_group"))
+                                                                            "allow_absent_group"),
+                                              for_group_type=self.for_group_type)
+        if change.for_group_type and change.for_group_type != change.group_type:
+            self.log.info("Group %s (%s now): configs set for the %s group it is becoming (for_group_type).",
+                          self.group_id, change.group_type or "not existing yet", change.for_group_type)
         if change.changed:
             for key, (old, new) in change.changed.items():
                 self.log.info("Group %s: %s %s -> %s", self.group_id, key, old, new)

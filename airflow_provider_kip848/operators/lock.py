@@ -20,6 +20,7 @@ from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import ResourceLocked
 from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg
+from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 
 class KafkaChangeLockOperator(KafkaAdminBaseOperator):
@@ -40,6 +41,7 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         self.dry_run_flag = dry_run
 
     def run(self, context: Any) -> dict[str, Any]:
+        check_run_conf(context)  # before the lock: a conf key no Param declares (a typo of dry_run) fails here
         if parse_flag(self.dry_run_flag, "dry_run"):
             self.log.info("Dry run: no lock taken on %s.", self.resource)
             return {"held": False, "resource": self.resource, "reason": "dry run"}

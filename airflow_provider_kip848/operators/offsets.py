@@ -100,23 +100,32 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
     unless ``allow_other_cluster=True``, a deliberate cross-cluster restore
     (a group moved to a new cluster), which the audit record then states.
 
-    :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run, snapshot_cluster_id, cross_cluster}``
+    Offsets on topics the group no longer reads (it has committed offsets, none
+    on them: nobody would consume from there) are refused
+    (:class:`SnapshotTopicsNotRead`) unless ``allow_unread_topics=True``, which
+    the audit record states too. A group with no committed offset left at all
+    (every one lost) gets everything back.
+
+    :returns: ``{group_id, restored: {tp: offset}, left_alone: n, dry_run, snapshot_cluster_id, cross_cluster,
+        unread_topics}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
 
     def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,
-                 allow_other_cluster: bool = False, **kwargs: Any) -> None:
+                 allow_other_cluster: bool = False, allow_unread_topics: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(dry_run, "dry_run")
         self.group_id, self.snapshot_path, self.dry_run_flag = group_id, snapshot_path, dry_run
         self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
+        self.allow_unread_topics = parse_flag(allow_unread_topics, "allow_unread_topics")
 
     def run(self, context: Any) -> dict:
         return restore_lost_offsets(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                     dry_run=parse_flag(self.dry_run_flag, "dry_run"),
-                                    allow_other_cluster=self.allow_other_cluster).to_dict()
+                                    allow_other_cluster=self.allow_other_cluster,
+                                    allow_unread_topics=self.allow_unread_topics).to_dict()
 
     def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("restored") or result.get("dry_run"):
@@ -127,4 +136,6 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         if result.get("cross_cluster"):  # the deliberate override is part of the record
             changes.append(("cross_cluster_restore", self.group_id, result["snapshot_cluster_id"],
                             self.native_hook.describe_cluster().cluster_id))
+        if result.get("unread_topics"):  # so is this one: offsets on topics the group did not read
+            changes.append(("restore_unread_topics", self.group_id, None, result["unread_topics"]))
         return changes

@@ -86,9 +86,14 @@ def carried_settings(params: dict, controller_result: dict | None = None, *, gro
 
 def group_config_changes(group: str, configs: dict, why: Callable[[str], str]) -> list[Change]:
     """The plan's rows for the group configs a run sets (``configs``: their dry run's result): each requested
-    value the group does not have yet, from its value now (else the brokers' default), with ``why(key)``."""
+    value the group does not have yet, from its value now (else the brokers' default), with ``why(key)``; set
+    for the type the group is becoming (``for_group_type``), each row says so: the approval shows the override."""
     before = configs.get("before") or {}
-    return [Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value), why(key))
+    becoming = configs.get("for_group_type")
+    now = configs.get("group_type") or "not existing yet"
+    told = (f" (for the {becoming} group it becomes: for_group_type={becoming}, the group is {now} now)"
+            if becoming and becoming != configs.get("group_type") else "")
+    return [Change("group_config", f"{group}:{key}", before.get(key, "(broker default)"), str(value), why(key) + told)
             for key, value in sorted((configs.get("requested_set") or {}).items()) if before.get(key) != str(value)]
 
 

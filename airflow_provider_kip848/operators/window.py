@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.window import guard_window, max_window_hours
 from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 #: the Airflow configuration option holding the longest window a run may ask for (hours)
 MAX_WINDOW_SECTION, MAX_WINDOW_OPTION = "kip848", "max_window_hours"
@@ -52,6 +53,7 @@ class MaintenanceWindowGuardOperator(BaseOperator):
         self.window_tz = window_tz
 
     def execute(self, context: Any) -> dict[str, Any]:
+        check_run_conf(context)  # the first task: a conf key no Param declares fails the run here
         window = {"window_days": self.window_days, "window_start": self.window_start,
                   "window_end": self.window_end, "window_tz": self.window_tz}
         try:

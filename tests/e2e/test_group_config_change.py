@@ -56,3 +56,22 @@ def test_params_form_refuses_bad_input(airflow_db, conf, fragment):
     with pytest.raises(ParamValidationError, match=fragment):  # the same check the trigger form runs
         params.update({"group_id": "g", **conf})
         params.validate()
+
+
+def test_a_conf_key_no_param_declares_fails_the_run_before_the_lock(airflow_db, kafka_conn, bootstrap, unique,
+                                                                      tmp_path, capfd):
+    """Issue 31, class 4: ``dry_rn`` (a typo of the guard flag) would leave ``dry_run`` at its default, the real
+    change (Airflow adds an unknown conf key as a Param of its own). The run fails at its first task, ``lock``,
+    naming the key and the Param it probably meant; nothing after it runs and the group's configs are unchanged."""
+    group = unique("cfg-typo")
+    conf = {"group_id": group, "key": "streams.num.standby.replicas", "value": "2", "action": "set",
+            "allow_absent_group": True, "report_dir": str(tmp_path / "r"), "dry_rn": True}
+    with KafkaAdmin(ClientSettings(bootstrap)) as admin:
+        capfd.readouterr()
+        run, answers, report = run_dag("kafka_group_config_change", conf, decide=approve)
+        out, err = capfd.readouterr()
+        assert "'dry_rn' (did you mean 'dry_run'?)" in out + err
+        assert state(run) == "failed" and report["failed_tasks"] == ["lock"] and answers == []
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert states["validate"] == "upstream_failed" and states["apply"] != "success", states
+        assert admin.describe_group_config(group).dynamic == {}

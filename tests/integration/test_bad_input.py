@@ -30,7 +30,8 @@ def scene(kafka, tmp_path_factory):
                                  log_file=str(logs / "busy.log"))
     app = kafka.start_wordcount("bad-input-streams")
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
-        admin.alter_group_config("bad-input-empty", {"streams.num.standby.replicas": 1})
+        # a config for the fingerprint to watch (of another type than the group's: named, as issue 31 requires)
+        admin.alter_group_config("bad-input-empty", {"streams.num.standby.replicas": 1}, for_group_type="streams")
         wait_until(lambda: admin.describe_group("bad-input-busy").state == "Stable", what="busy group")
         wait_until(lambda: admin.describe_group("bad-input-streams").state == "Stable", what="streams group")
     yield {"topic": topic, "empty": "bad-input-empty", "busy": "bad-input-busy", "streams": "bad-input-streams"}

@@ -104,6 +104,10 @@ def _snapshots(admin: KafkaAdmin, work) -> dict[str, str]:
                                                                                   "committed": 1}])),
         # the busy group "lost" its commit on a partition: restoring it must wait for the group to be empty
         "snap_other_cluster": write("other-cluster", edited(good, cluster_id="AnotherClusterId00000w")),
+        # issue 31: the empty group reads TOPIC only; a snapshot that also has OTHER_TOPIC would restore offsets there
+        "snap_unread": write("unread", edited(good, partitions=[
+            *good["partitions"],
+            {"topic": OTHER_TOPIC, "partition": 0, "committed": 3, "log_start": 0, "log_end": 5, "leader_epoch": None}])),
         "snap_busy_lost": write("busy-lost", edited(busy, partitions=[
             *busy["partitions"],
             {"topic": OTHER_TOPIC, "partition": 0, "committed": 3, "log_start": 0, "log_end": 5, "leader_epoch": None}])),
@@ -301,6 +305,40 @@ CASES = [
      E.ArtifactUnwritable, "Cannot write", "writable by the Airflow worker"),
     ("unknown-connection-id", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, kafka_conn_id="kafka_prod_typo"),
      E.ConnectionNotFound, "There is no Airflow connection 'kafka_prod_typo'", "fix kafka_conn_id"),
+    # issue 31, class 3: settings that cannot apply (a group config of another type, arguments an action ignores,
+    # offsets on topics the group no longer reads)
+    ("config-streams-key-on-consumer-group", cfg(EMPTY, {"streams.num.standby.replicas": 1}), E.ConfigNotApplicable,
+     "these configs apply to another group type, so they would be stored and never apply: "
+     "streams.num.standby.replicas (streams)", "pass that type as for_group_type"),
+    ("config-consumer-key-on-streams-group", cfg(STREAMS, {"consumer.session.timeout.ms": 20000}),
+     E.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
+    ("config-consumer-key-on-streams-group-cli", cfg(STREAMS, {"consumer.session.timeout.ms": 20000}, backend="cli"),
+     E.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
+    ("config-share-key-on-consumer-group", cfg(BUSY, {"share.isolation.level": "read_committed"}),
+     E.ConfigNotApplicable, "share.isolation.level (share)", "for_group_type"),
+    ("config-absent-group-of-two-types", cfg(TYPO, {"consumer.session.timeout.ms": 20000,
+                                                    "streams.num.standby.replicas": 1}, allow_absent_group=True),
+     E.ConfigNotApplicable, "does not exist yet, and these configs are for different group types",
+     "name it with for_group_type"),
+    ("config-absent-group-other-type-than-named", cfg(TYPO, {"streams.num.standby.replicas": 1},
+                                                      allow_absent_group=True, for_group_type="consumer"),
+     E.ConfigNotApplicable, "(for_group_type=consumer)", "for_group_type"),
+    ("config-for-group-type-typo", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, for_group_type="consumr"),
+     E.InvalidArgument, "for_group_type must be one of classic, consumer, streams, share", "Pass for_group_type="),
+    ("feature-disable-with-a-level", feature("streams.version", 1, action="disable"), E.InvalidFeatureLevel,
+     "A disable of streams.version takes no level", "use action='downgrade' with level=1"),
+    ("feature-upgrade-unsafe", feature("streams.version", 1, unsafe=True), E.InvalidArgument,
+     "an upgrade of streams.version ignores it", "Drop unsafe"),
+    ("feature-upgrade-with-dependants-override", feature("group.version", 1, override_dependent_groups=True),
+     E.InvalidArgument, "takes no group's protocol away", "Drop override_dependent_groups"),
+    ("feature-override-on-metadata-version", feature("metadata.version", "4.2-IV0", action="downgrade",
+                                                     allow_empty_dependent_groups=True),
+     E.InvalidArgument, "no group type depends on metadata.version", "Drop allow_empty_dependent_groups"),
+    ("restore-topics-the-group-no-longer-reads", restore("snap_unread"), E.SnapshotTopicsNotRead,
+     f"on {OTHER_TOPIC}, which the group no longer reads: it has committed offsets only on {TOPIC}",
+     "pass allow_unread_topics=True"),
+    ("restore-topics-the-group-no-longer-reads-cli", restore("snap_unread", backend="cli"), E.SnapshotTopicsNotRead,
+     f"on {OTHER_TOPIC}, which the group no longer reads", "allow_unread_topics=True"),
 ]
 
 

@@ -37,7 +37,8 @@ def test_group_configs_without_a_group_are_flagged_by_preflight_and_inventory(na
     native.alter_group_config(never, {"consumer.session.timeout.ms": 30000}, allow_absent_group=True)
     for g in (deleted, kept):
         native.alter_group_offsets(g, {TopicPartition(topic, 0): 1})
-        native.alter_group_config(g, {"consumer.heartbeat.interval.ms": 3000})
+        # the commit made a classic group: its consumer.* config is set for the consumer group it would become
+        native.alter_group_config(g, {"consumer.heartbeat.interval.ms": 3000}, for_group_type="consumer")
     native.delete_group(deleted)
     assert native.describe_group_config(deleted).dynamic == {"consumer.heartbeat.interval.ms": "3000"}
 

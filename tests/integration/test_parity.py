@@ -58,8 +58,9 @@ def test_group_config_set_describe_delete_parity(native, cli, unique):
     outcomes = {}
     for name, backend in (("native", native), ("cli", cli)):
         group = unique(f"cfg-{name}")
+        # configs of one group type (a group that does not exist yet is pre-configured for the type they are of)
         applied = backend.alter_group_config(group, {"consumer.session.timeout.ms": 10000,
-                                                     "streams.num.standby.replicas": 1}, allow_absent_group=True)
+                                                     "consumer.heartbeat.interval.ms": 3000}, allow_absent_group=True)
         repeated = backend.alter_group_config(group, {"consumer.session.timeout.ms": "10000"}, allow_absent_group=True)
         dry = backend.alter_group_config(group, {"consumer.session.timeout.ms": 12000}, dry_run=True,
             allow_absent_group=True)
@@ -71,11 +72,13 @@ def test_group_config_set_describe_delete_parity(native, cli, unique):
         outcomes[name] = [replace(c, group_id="G") for c in (applied, repeated, dry, deleted, deleted_again)]
     assert outcomes["native"] == outcomes["cli"]
     applied, repeated, dry, deleted, deleted_again = outcomes["native"]
-    assert applied.applied and applied.after == {"consumer.session.timeout.ms": "10000", "streams.num.standby.replicas": "1"}
+    assert applied.applied and applied.after == {"consumer.session.timeout.ms": "10000",
+                                                 "consumer.heartbeat.interval.ms": "3000"}
+    assert (applied.group_type, applied.for_group_type) == (None, "consumer")
     assert applied.before == {}
     assert not repeated.applied and repeated.after == repeated.before
     assert dry.dry_run and not dry.applied and dry.after == dry.before
-    assert deleted.applied and deleted.after == {"streams.num.standby.replicas": "1"}
+    assert deleted.applied and deleted.after == {"consumer.heartbeat.interval.ms": "3000"}
     assert not deleted_again.applied
 
 

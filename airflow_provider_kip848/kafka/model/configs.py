@@ -54,6 +54,10 @@ class GroupConfigChange:
     requested_delete: tuple[str, ...]
     applied: bool
     dry_run: bool
+    #: the group's type when the change was planned (None: it did not exist), and the type the configs were set
+    #: for when the caller named one explicitly (``for_group_type``: the type the group is becoming)
+    group_type: str | None = None
+    for_group_type: str | None = None
 
     @property
     def changed(self) -> dict[str, tuple[str | None, str | None]]:

@@ -6,13 +6,19 @@ say "already at 1, nothing to do" and send no request. It must also refuse,
 before sending, a level the cluster does not support or a change in the wrong
 direction (an "upgrade" to a lower level). Both backends (native and CLI) use
 this plan, so they refuse and no-op identically.
+
+An argument the action ignores is refused too (:func:`refuse_ignored_arguments`):
+a level given to ``disable`` (which always sets 0: ``disable`` with level 1
+reads as "lower it to 1" and would remove the feature), ``unsafe`` on an
+upgrade, an override of dependent groups where no group can depend on the
+change. Each would be silently dropped, so the change run is not the one asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_provider_kip848.kafka.errors import FeatureInUse, InvalidFeatureLevel
+from airflow_provider_kip848.kafka.errors import FeatureInUse, InvalidArgument, InvalidFeatureLevel
 from airflow_provider_kip848.kafka.model import (
     METADATA_VERSION_NAMES,
     ClusterFeatures,
@@ -41,6 +47,36 @@ def resolve_level(feature: str, level: int | str | None) -> int:
         return int(text)
     except ValueError:
         raise InvalidFeatureLevel(f"{feature} level {level!r} is not a number.") from None
+
+
+def level_given(level: object) -> bool:
+    """Whether a level was given (None, empty text and the text a template renders for None: not given)."""
+    return not (level is None or (isinstance(level, str) and level.strip() in ("", "None")))
+
+
+def refuse_ignored_arguments(feature: object, action: object, level: object, *, unsafe: bool = False,
+                             override_dependent_groups: bool = False, allow_empty_dependent_groups: bool = False
+                             ) -> None:
+    """Refuse an argument ``action`` would ignore: a level other than 0 for ``disable``, ``unsafe`` on an
+    ``upgrade``, a dependent-groups override on an upgrade or on a feature no group type depends on."""
+    if action == "disable" and level_given(level) and str(level).strip() != "0":
+        raise InvalidFeatureLevel(
+            f"A disable of {feature} takes no level: it always sets level 0, and level={level!r} would be ignored.",
+            remedy=f"To lower {feature} to {level}, use action='downgrade' with level={level}; to disable it, give "
+                   "no level (or 0).")
+    if action == "upgrade" and unsafe:
+        raise InvalidArgument(
+            f"unsafe=True applies to a downgrade or disable (Kafka's --unsafe); an upgrade of {feature} ignores it.",
+            remedy="Drop unsafe for an upgrade; if you meant to lower the level, use action='downgrade'.")
+    overrides = [name for name, on in (("override_dependent_groups", override_dependent_groups),
+                                       ("allow_empty_dependent_groups", allow_empty_dependent_groups)) if on]
+    if overrides and (action == "upgrade" or feature not in FEATURE_GROUP_TYPES):
+        why = (f"an upgrade of {feature} takes no group's protocol away" if action == "upgrade"
+               else f"no group type depends on {feature} (only {', '.join(FEATURE_GROUP_TYPES)} have dependants)")
+        raise InvalidArgument(
+            f"{' and '.join(overrides)} would be ignored: {why}.",
+            remedy=f"Drop {' and '.join(overrides)}; it belongs to a downgrade or disable of "
+                   f"{', '.join(FEATURE_GROUP_TYPES)}.")
 
 
 def plan_feature_update(

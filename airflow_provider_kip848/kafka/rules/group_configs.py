@@ -11,6 +11,20 @@ is applied.
 The known config names come from the broker itself (``describe --all`` of a
 group lists every group config of that broker version), so a 4.2 broker that
 lacks ``consumer.assignment.interval.ms`` refuses it here too.
+
+A group config applies to one group type, named by its prefix (``consumer.*``
+to consumer groups, ``streams.*`` to streams groups, ``share.*`` to share
+groups; a classic group takes none). Kafka stores any of them on any group id
+and the setting then silently never applies, so :func:`require_applicable`
+refuses a set of another type's key. A migration legitimately sets the configs
+of the type a group is *becoming* (a classic group's consumer.* timeouts before
+its roll to the consumer protocol): it says so with ``for_group_type``, which
+the result (and so the approval) carries. A group that does not exist yet has
+no type: the configs set for it (pre-configuring) must all be of one type,
+which is then the type it is expected to have, reported as its
+``for_group_type``; configs of two types are refused (one of them can never
+apply). Deleting an override is always allowed (it removes a setting, whatever
+its type).
 """
 
 from __future__ import annotations
@@ -18,8 +32,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from airflow_provider_kip848.kafka.errors import ConfigOutOfBounds, ConfigUnknown, InvalidGroupConfig
-from airflow_provider_kip848.kafka.model import ConfigEntry, GroupConfig, GroupConfigChange, GroupCoordinatorConfig
+from airflow_provider_kip848.kafka.errors import (
+    ConfigNotApplicable,
+    ConfigOutOfBounds,
+    ConfigUnknown,
+    InvalidArgument,
+    InvalidGroupConfig,
+)
+from airflow_provider_kip848.kafka.model import (
+    ConfigEntry,
+    GroupConfig,
+    GroupConfigChange,
+    GroupCoordinatorConfig,
+    GroupType,
+)
 
 #: A bound is a broker config name or a literal int (None: unbounded).
 Bound = str | int | None
@@ -54,6 +80,73 @@ SESSION_HEARTBEAT = {
     "streams.session.timeout.ms": "streams.heartbeat.interval.ms",
     "share.session.timeout.ms": "share.heartbeat.interval.ms",
 }
+
+
+#: a group config's prefix -> the group type it applies to (a classic group takes none of them)
+CONFIG_GROUP_TYPES = {"consumer": GroupType.CONSUMER, "streams": GroupType.STREAMS, "share": GroupType.SHARE}
+#: what ``for_group_type`` may name
+GROUP_TYPE_NAMES = ("classic", "consumer", "streams", "share")
+
+
+def config_group_type(name: str) -> GroupType | None:
+    """The group type ``name`` applies to (``streams.num.standby.replicas`` -> streams), None for no known prefix."""
+    return CONFIG_GROUP_TYPES.get(name.partition(".")[0])
+
+
+def parse_group_type(value: object, name: str = "for_group_type") -> GroupType | None:
+    """``for_group_type`` as a :class:`GroupType`; None, empty text and the text a template renders for None mean
+    "not given"; anything but classic, consumer, streams or share is refused (never read as "not given")."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    if isinstance(value, GroupType) and value is not GroupType.UNKNOWN:
+        return value
+    if isinstance(value, str) and value in GROUP_TYPE_NAMES:
+        return GroupType(value)
+    raise InvalidArgument(f"{name} must be one of {', '.join(GROUP_TYPE_NAMES)} (or not given), not {value!r}.",
+                          remedy=f"Pass {name}='consumer' (or 'streams', 'share'): the type the group has or is "
+                                 "becoming.")
+
+
+def require_applicable(group_id: str, set_names: Iterable[str], group_type: GroupType | None,
+                       for_group_type: GroupType | None) -> GroupType | None:
+    """The type the configs ``set_names`` are set for, or :class:`ConfigNotApplicable` for a key of another type.
+
+    ``group_type``: the group's type now (None: the group does not exist); ``for_group_type``: the type the
+    caller names explicitly (the type the group is becoming, or will have when it is first started), which
+    decides over ``group_type``. With neither (a group not created yet), the keys' own type is the expected
+    one: keys of two types are refused.
+    """
+    names = sorted(set_names)
+    target = for_group_type or group_type
+    if not names:
+        return target
+    by_type = ", ".join(f"{n} ({t.value if (t := config_group_type(n)) else 'no group type'})" for n in names)
+    if target is None:
+        types = {t for n in names if (t := config_group_type(n)) is not None}
+        if len(types) != 1 or any(config_group_type(n) is None for n in names):
+            raise ConfigNotApplicable(
+                f"Group {group_id!r} does not exist yet, and these configs are for different group types, so "
+                f"some of them can never apply: {by_type}.",
+                remedy="Set only the configs of the type the group will have when its application first starts "
+                       "(and name it with for_group_type).")
+        target = types.pop()
+    if target in (GroupType.CLASSIC, GroupType.UNKNOWN):
+        now = f"is a {group_type.value} group" if group_type is not None else "is to be a classic group"
+        raise ConfigNotApplicable(
+            f"Group {group_id!r} {now}, which takes no group configs: {by_type} would be stored and never apply.",
+            remedy="If the group is about to move to the consumer or streams protocol (a migration carrying its "
+                   "settings over), pass for_group_type='consumer' or 'streams': the type it is becoming, shown "
+                   "with the change.")
+    wrong = [n for n in names if config_group_type(n) is not target]
+    if wrong:
+        shown = ", ".join(f"{n} ({t.value if (t := config_group_type(n)) else 'no group type'})" for n in wrong)
+        told = "" if for_group_type is None or for_group_type is group_type else f" (for_group_type={target.value})"
+        raise ConfigNotApplicable(
+            f"Group {group_id!r} is set as a {target.value} group{told}, and these configs apply to another "
+            f"group type, so they would be stored and never apply: {shown}.",
+            remedy=f"Set {target.value}.* configs only; if the group is becoming another type, pass that type as "
+                   "for_group_type.")
+    return target
 
 
 def _bound(value: Bound, coordinator: GroupCoordinatorConfig) -> tuple[int | None, str]:
@@ -159,6 +252,9 @@ class ConfigChangePlan:
     requested_delete: tuple[str, ...]
     to_set: dict[str, str]
     to_delete: tuple[str, ...]
+    #: the group's type when planned (None: the group does not exist) and the type the configs are set for
+    group_type: str | None = None
+    for_group_type: str | None = None
 
     @property
     def noop(self) -> bool:
@@ -166,7 +262,8 @@ class ConfigChangePlan:
 
     def result(self, after: Mapping[str, str | None], *, applied: bool, dry_run: bool) -> GroupConfigChange:
         return GroupConfigChange(self.group_id, self.before.dynamic, dict(after), self.normalized,
-                                 self.requested_delete, applied=applied, dry_run=dry_run)
+                                 self.requested_delete, applied=applied, dry_run=dry_run,
+                                 group_type=self.group_type, for_group_type=self.for_group_type)
 
     def expected_after(self) -> dict[str, str | None]:
         """The group's dynamic configs once the change is applied."""

@@ -178,3 +178,22 @@ def compare(snapshot: OffsetSnapshot, current: GroupOffsets) -> OffsetComparison
 def restore_plan(comparison: OffsetComparison) -> dict[TopicPartition, int]:
     """Offsets to commit so that every lost partition is back at its snapshot (nothing else is touched)."""
     return {TopicPartition(p.topic, p.partition): p.snapshot for p in comparison.lost() if p.snapshot is not None}
+
+
+def topics_read(current: GroupOffsets) -> frozenset[str]:
+    """The topics a group reads now, as far as the cluster shows it: those of its committed offsets and of its
+    members' assignments (``GroupOffsets`` lists assigned partitions without a commit too).
+
+    A restore runs on an Empty group, which has no subscription: what it reads is what it has committed
+    offsets on. A group with none at all (every offset lost, or the group gone) shows nothing: empty.
+    """
+    return frozenset(p.topic for p in current.partitions)
+
+
+def unread_topics(plan: Mapping[TopicPartition, int], reading: frozenset[str]) -> tuple[str, ...]:
+    """The topics of a restore ``plan`` the group does not read (``reading``, from :func:`topics_read`): offsets
+    committed there would be consumed by nobody. When the group shows no topic at all (everything was lost),
+    nothing can be told and nothing is called unread: the restore of a lost group puts back what it had."""
+    if not reading:
+        return ()
+    return tuple(sorted({tp.topic for tp in plan} - reading))

@@ -1,0 +1,53 @@
+"""A run's conf keys against the DAG's Params: a key no Param declares fails the run's first task.
+
+Airflow takes such a key in: ``DAG.create_dagrun`` merges the conf into the
+Params (``deep_merge`` adds an unknown key as a Param of its own) and the task's
+``ParamsDict.update`` does the same, so a run triggered with ``{"dry_rn": true}``
+starts, and ``dry_run`` keeps its default: the real change. :func:`check_run_conf`
+refuses it, naming the key and the closest Param. Every example DAG calls it in
+its first task (the window guard, the controller task, the change lock, the
+inventory's reads), so the run fails before the change lock and before anything
+is read from the application or changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.kafka.errors import InvalidArgument
+
+
+def refuse_unknown_keys(conf: Mapping[str, Any] | None, declared: Iterable[str], *, dag_id: str = "") -> None:
+    """:class:`InvalidArgument` naming each key of ``conf`` that is not in ``declared``, with the closest Param."""
+    names = sorted(declared)
+    unknown = sorted(str(k) for k in (conf or {}) if k not in names)
+    if not unknown:
+        return
+
+    def closest(key: str) -> str:
+        near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        return f"{key!r} (did you mean {near[0]!r}?)" if near else repr(key)
+
+    of = f" of DAG {dag_id}" if dag_id else ""
+    raise InvalidArgument(
+        f"The run's conf has key(s) no Param{of} declares: {', '.join(closest(k) for k in unknown)}. Airflow "
+        "would pass them on unused while the Params they were meant for keep their defaults; nothing was done.",
+        remedy=f"Trigger the run again with the DAG's Param names (the trigger form lists them: {', '.join(names)}).")
+
+
+def check_run_conf(context: Mapping[str, Any]) -> None:
+    """Fail the task (no retry) when the run's conf has a key the DAG's Params do not declare. A DAG that
+    declares no Params takes free-form conf and is not checked."""
+    dag = context.get("dag")
+    declared = list(getattr(dag, "params", None) or {})
+    if not declared:
+        return
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    try:
+        refuse_unknown_keys(conf, declared, dag_id=getattr(dag, "dag_id", ""))
+    except InvalidArgument as exc:
+        raise AirflowFailException(str(exc)) from exc
