@@ -30,8 +30,9 @@ from hypothesis import strategies as st
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import GroupAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
-from airflow_provider_kip848.kafka.model import TopicPartition
+from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.group_configs import config_group_type
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
@@ -57,6 +58,8 @@ CONFIG_KEYS = st.sampled_from(["consumer.session.timeout.ms", "consumer.heartbea
 CONFIG_VALUES = st.one_of(st.integers(-5, 120_000), st.sampled_from(["45000", "45s", "", "read_committed", "dirty"]),
                           st.floats(allow_nan=True), st.booleans(), st.none())
 EXAMPLES = {"native": 45, "cli": 8}
+#: the type a config change names for its group (issue 31): none, each type, a classic one, typos
+FOR_GROUP_TYPES = st.sampled_from([None, None, "consumer", "streams", "share", "classic", "consumr", "", "None"])
 
 
 @pytest.fixture(scope="module")
@@ -138,20 +141,24 @@ def test_generated_group_config_changes(scene, kafka_version, backend_name):
     admin, observer, seen = backend(scene, backend_name, kafka_version), scene["observer"], set()
 
     @given(group_id=GROUP_IDS, set_configs=st.dictionaries(CONFIG_KEYS, CONFIG_VALUES, max_size=2), dry_run=FLAGS,
-           allow_absent=FLAGS)
+           allow_absent=FLAGS, for_type=FOR_GROUP_TYPES)
     @settings(max_examples=EXAMPLES[backend_name], derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
-    def case(group_id, set_configs, dry_run, allow_absent):
-        seen.add(repr((group_id, set_configs, dry_run, allow_absent)))
+    def case(group_id, set_configs, dry_run, allow_absent, for_type):
+        seen.add(repr((group_id, set_configs, dry_run, allow_absent, for_type)))
         existed = any(g == group_id for g, _ in state(observer)["listing"])
         before, after, outcome = run_case(observer, (group_id,), lambda: admin.alter_group_config(
-            group_id, set_configs, dry_run=dry_run, allow_absent_group=allow_absent))
+            group_id, set_configs, dry_run=dry_run, allow_absent_group=allow_absent, for_group_type=for_type))
         if isinstance(outcome, E.Kip848Error):
             assert after == before, f"refused ({outcome}) but the cluster changed"
             return
         # accepted: only with real booleans, a usable id, and a known group unless asked otherwise
         assert dry_run in (True, False) and allow_absent in (True, False), "a flag that is not a bool was accepted"
         assert group_id.strip() == group_id and (existed or allow_absent is True)
+        # issue 31: every config set is of the type the group has, or the one named (or, not existing, one type)
+        if outcome.requested_set:
+            applies_to = outcome.for_group_type or outcome.group_type
+            assert {config_group_type(k) for k in outcome.requested_set} == {GroupType(applies_to)}, outcome
         expected = json.loads(json.dumps(before))
         if dry_run is False and outcome.applied:
             expected["configs"][group_id] = outcome.after
