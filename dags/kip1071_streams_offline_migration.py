@@ -109,11 +109,14 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
     KafkaGroupStateSensor,
+    group_seen_by,
 )
 
 DAG_ID = "kip1071_streams_offline_migration"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.application_id }}"
+#: the snapshot before the stop described the group: gone after that, it was deleted (empty)
+SEEN = group_seen_by("snapshot_before")
 #: this run's own folder under the deployment's artifact location (every worker reaches it; see
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
@@ -263,7 +266,8 @@ def kip1071_streams_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
                                           audit_log=AUDIT)
@@ -332,7 +336,8 @@ def kip1071_streams_offline_migration():
         task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
 
     fallback_start = KafkaApplicationStartOperator(task_id="fallback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="classic", expected_instances=EXPECTED,

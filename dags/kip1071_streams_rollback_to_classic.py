@@ -83,11 +83,14 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
+    group_seen_by,
 )
 
 DAG_ID = "kip1071_streams_rollback_to_classic"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.application_id }}"
+#: the snapshot before the stop described the group: gone after that, it was deleted (empty)
+SEEN = group_seen_by("snapshot_before")
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
@@ -185,7 +188,8 @@ def kip1071_streams_rollback_to_classic():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
@@ -221,7 +225,8 @@ def kip1071_streams_rollback_to_classic():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol="streams", expected_instances=INSTANCES,
                                                    **ACTION)

@@ -101,11 +101,14 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
+    group_seen_by,
 )
 
 DAG_ID = "kip848_consumer_offline_migration"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.group_id }}"
+#: the snapshot before the stop described the group: gone after that, it was deleted (empty)
+SEEN = group_seen_by("snapshot_before")
 TARGET = "{{ params.target_protocol }}"
 SOURCE = "{{ 'classic' if params.target_protocol == 'consumer' else 'consumer' }}"
 MODE = "{{ 'classic_to_consumer_offline' if params.target_protocol == 'consumer' else 'consumer_to_classic_offline' }}"
@@ -233,7 +236,8 @@ def kip848_consumer_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
-                                       timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+                                       timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
     restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
@@ -266,7 +270,8 @@ def kip848_consumer_offline_migration():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
-        timeout_minutes="{{ params.empty_timeout_minutes }}", **CONTROLLER)
+        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
+        **CONTROLLER)
 
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,
                                                    group_protocol=SOURCE, expected_instances=EXPECTED, **ACTION)

@@ -6,7 +6,12 @@ Runbook (the single-group runbooks, applied to a fleet by its owners' applicatio
    members, offsets, lag, a readiness verdict) and read the platform team's
    ownership map (an Airflow Variable, or a file): group -> application, team,
    controller, instances.
-2. Select the applications (by application, team, group prefix, readiness).
+2. Select the applications (by application, team, group prefix, readiness;
+   the whole fleet only with ``all_applications``: empty filters select
+   nothing and are refused). The map must give each group of the inventory
+   one application and each application at least one group: a group claimed
+   by two applications fails the plan naming both rules, an application whose
+   rules match no group is shown in the plan, which is then not approvable.
    An application moves whole: one blocked or unknown group holds it back, with
    the reason. A ready application goes online (a rolling restart through its
    controller) when every group allows the online upgrade, offline (stop,
@@ -121,11 +126,14 @@ STEP_ARGS = {
                                                 "docs/fleet.md). Used when no file is given."),
         "ownership_file": Param(None, type=["null", "string"], title="Ownership map: file",
                                 description="A path every worker reads; takes precedence over the Variable."),
-        "apps": Param([], type="array", items={"type": "string"}, title="Only these applications"),
-        "teams": Param([], type="array", items={"type": "string"}, title="Only these teams"),
-        "prefixes": Param([], type="array", items={"type": "string"},
+        "apps": Param([], type="array", items={"type": "string", "minLength": 1}, title="Only these applications"),
+        "teams": Param([], type="array", items={"type": "string", "minLength": 1}, title="Only these teams"),
+        "prefixes": Param([], type="array", items={"type": "string", "minLength": 1},
                           title="Only applications owning a group with one of these prefixes"),
-        "readiness": Param(["ready_online", "offline_only"], type="array",
+        "all_applications": Param(False, type="boolean", title="Every application of the ownership map",
+                                  description="Plan the whole fleet. Empty filters never mean every application: "
+                                              "without this, name applications, teams or prefixes (not both)."),
+        "readiness": Param(["ready_online", "offline_only"], type="array", minItems=1,
                            items={"type": "string", "enum": ["ready_online", "offline_only"]},
                            title="Readiness to select",
                            description="ready_online: a rolling restart; offline_only: the application stops. "

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow_provider_kip848.kafka.arguments import parse_flag, require_single_values
+from airflow_provider_kip848.kafka.arguments import (
+    folded,
+    identifier_problem,
+    parse_flag,
+    require_single_values,
+    show_id,
+)
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 
 #: Options that approve a change; anything else (Reject, Rollback ...) declines it.
@@ -74,12 +80,26 @@ def parse_users(value: Any) -> tuple[str, ...]:
                                                   "comma-separated text (alice,bob)")
     except InvalidArgument as exc:
         raise ChangeControlError(exc.what, remedy=exc.remedy) from None
-    users = []
+    users: list[str] = []
     for item in items:
-        name = str(item).strip()
-        if name and name not in users:
+        name = str(item).strip(" \t\r\n")
+        if not name:
+            continue
+        # an id with a no-break space or a zero-width character names nobody Airflow knows (nobody could
+        # approve), or, under four eyes, someone who only looks like another user
+        if (problem := identifier_problem(name)) is not None:
+            raise ChangeControlError(f"approver {show_id(name)} {problem}",
+                                     remedy="Type the Airflow user id again (only the plain space U+0020 may "
+                                            "stand for a blank).")
+        if name not in users:
             users.append(name)
     return tuple(users)
+
+
+def same_user(one: str | None, other: str | None) -> bool:
+    """Whether two user ids name the same person as far as a reader can tell (one Unicode normalization, one
+    case, no invisible characters): the four-eyes rule compares so, failing closed on a look-alike id."""
+    return bool(one) and bool(other) and folded(str(one)) == folded(str(other))
 
 
 def is_approving(option: str | None) -> bool:
@@ -121,7 +141,7 @@ class ApprovalPolicy:
         """
         if not self.approvers:
             return None
-        eligible = [u for u in self.approvers if not (self.four_eyes and triggered_by and u == triggered_by)]
+        eligible = [u for u in self.approvers if not (self.four_eyes and same_user(u, triggered_by))]
         if not eligible:
             raise NoEligibleApprover(
                 f"The only approver named ({', '.join(self.approvers)}) is the user who triggered the run "
@@ -133,7 +153,7 @@ class ApprovalPolicy:
         if not (self.four_eyes and triggered_by and is_approving(option)):
             return
         ids = {str(v) for v in ((responder or {}).get("id"), (responder or {}).get("name")) if v}
-        if triggered_by in ids:
+        if any(same_user(i, triggered_by) for i in ids):
             raise SelfApprovalRefused(
                 f"Self-approval refused: {triggered_by} triggered this run and cannot also approve it; "
                 "the change was not applied")
@@ -155,7 +175,7 @@ class ApprovalPolicy:
         the approval holds (Airflow's own refusal of another user is a bare "403 Forbidden")."""
         lines = ["**Who may approve**", ""]
         if self.approvers:
-            eligible = [u for u in self.approvers if not (self.four_eyes and triggered_by and u == triggered_by)]
+            eligible = [u for u in self.approvers if not (self.four_eyes and same_user(u, triggered_by))]
             lines.append(f"- Approvers: {', '.join(eligible)} (anyone else is refused by Airflow).")
         else:
             lines.append("- Any user Airflow allows to answer approvals of this DAG (no approvers are named).")

@@ -25,6 +25,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, ARTIFACTS_EXTRA, run_location, safe_part
 from airflow_provider_kip848.changecontrol.runpaths import given as _given
 from airflow_provider_kip848.kafka.errors import ArtifactUnwritable
@@ -57,6 +58,7 @@ def require_run_location(explicit: object, conn_id: object, dag_id: str, run_id:
             f"extra {ARTIFACTS_EXTRA!r} and ${ARTIFACTS_ENV} is not set.",
             remedy=f"Set ${ARTIFACTS_ENV} (or the connection extra {ARTIFACTS_EXTRA}) to an ObjectStorage URL or a "
                    "shared path that every worker reaches, e.g. s3://aws_default@bucket/kip848.")
+    storage.storage_path(root)  # a root that names no place, or a ~user the worker lacks: refused now
     return run_location(root, dag_id, run_id, kind)
 
 
@@ -64,7 +66,10 @@ def optional_run_location(explicit: object, conn_id: object, dag_id: str, run_id
     """Like :func:`require_run_location`, None without a configured location (a report is optional:
     it is also in the task log and XCom)."""
     root = artifact_root(explicit, conn_id)
-    return None if root is None else run_location(root, dag_id, run_id, kind)
+    if root is None:
+        return None
+    storage.storage_path(root)
+    return run_location(root, dag_id, run_id, kind)
 
 
 def run_location_macro(explicit: object, conn_id: object, dag: Any, run_id: str, kind: str) -> str:

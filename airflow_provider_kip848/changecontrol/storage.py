@@ -31,11 +31,23 @@ T = TypeVar("T")
 def storage_path(location: str) -> Path | ObjectStoragePath:
     """A local ``Path`` for a plain path (or a ``file://`` URL without a connection), an
     ``ObjectStoragePath`` for any other URL."""
+    if not isinstance(location, str) or not location.strip() or location.strip() in ("file://", "file:///"):
+        # Path("") is the worker's current directory: an artifact would land wherever the task happens to run
+        raise ArtifactUnwritable(f"The artifact location {location!r} names no place.",
+                                 remedy="Give a path every worker mounts or an ObjectStorage URL "
+                                        "(s3://conn@bucket/prefix ...).")
     if location.startswith("file:///"):
         return Path(location.removeprefix("file://"))
     if "://" in location:
         return ObjectStoragePath(location)
-    return Path(location).expanduser()
+    try:
+        return Path(location).expanduser()
+    except RuntimeError:  # ~user with no such user: Python cannot tell the home directory
+        user = location[1:].split("/", 1)[0]
+        raise ArtifactUnwritable(f"The artifact location {location!r} starts with ~{user}, but this worker has no "
+                                 f"user {user!r}.",
+                                 remedy="Give the location as an absolute path every worker mounts, or an "
+                                        "ObjectStorage URL.") from None
 
 
 def _io(location: str, what: str, call: Callable[[], T]) -> T:

@@ -464,7 +464,13 @@ class KubernetesController(ApplicationController):
     # -- waiting ------------------------------------------------------------------------------------------------
 
     def _selector(self, workload: Mapping[str, Any]) -> str:
-        return label_selector(workload["spec"].get("selector"))
+        """The workload's pods as a label selector; PlatformError for an empty one, which would list every pod of
+        the namespace as the application's (an empty selection never widens to everything)."""
+        selector = label_selector(workload["spec"].get("selector"))
+        if not selector:
+            raise PlatformError(f"{self.label} has an empty selector: its pods cannot be told apart from the "
+                                "namespace's other pods", remedy="Give the workload a spec.selector.")
+        return selector
 
     def _wait_no_pod(self, workload: Mapping[str, Any]) -> float:
         selector = self._selector(workload)

@@ -44,7 +44,13 @@ from airflow_provider_kip848.controllers.errors import ControllerRefused, Contro
 from airflow_provider_kip848.controllers.named import NamedController
 from airflow_provider_kip848.controllers.protocol import ApplicationController
 from airflow_provider_kip848.controllers.schema import check_arguments, missing_required
-from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN, load_strict
+from airflow_provider_kip848.kafka.arguments import (
+    CONTROLLER_NAME_PATTERN,
+    describe_similar,
+    load_strict,
+    show_id,
+    similar_group_ids,
+)
 
 #: the entry-point group through which packages register controller classes (kinds)
 ENTRY_POINT_GROUP = "airflow_provider_kip848.controllers"
@@ -166,11 +172,14 @@ class ControllerRegistry:
         """The entry named ``name``, or :class:`ControllerRefused` (a module path, an unknown name)."""
         if not isinstance(name, str) or not name:
             raise self._refuse(f"No application controller named (got {name!r}).")
+        # a look-alike name (a Cyrillic letter, a no-break space) prints like a real one: shown by code point
+        near = similar_group_ids(name, self.entries)
+        hint = f" ({describe_similar(name, near)})" if near else ""
         if ":" in name or "/" in name or not re.fullmatch(NAME_PATTERN, name):
-            raise self._refuse(f"{name!r} is not a controller name: a run names a controller of the deployment's "
-                               "registry, never a module or a class.")
+            raise self._refuse(f"{show_id(name)} is not a controller name{hint}: a run names a controller of the "
+                               "deployment's registry, never a module or a class.")
         if name not in self.entries:
-            raise self._refuse(f"No application controller named {name!r}.")
+            raise self._refuse(f"No application controller named {show_id(name)}{hint}.")
         return self.entries[name]
 
     def kind(self, entry: ControllerEntry) -> type[ApplicationController]:

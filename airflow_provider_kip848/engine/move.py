@@ -323,7 +323,9 @@ class ApplicationMove:
     def _condition(self, state: MoveState, group: UnitGroup, step: Step) -> GroupCondition:
         if step is Step.WAIT_EMPTY:  # confirmed gone by the platform: nothing can rejoin, no settle window
             settle = 0.0 if state.gone is True else float(self.settings.empty_settle_seconds)
-            return GroupCondition("empty", settle_s=settle)
+            # a fleet's groups are the ones the cluster listed when the wave was planned (and the migration's
+            # snapshot described): one gone by now was deleted by the coordinator (Empty, no offsets)
+            return GroupCondition("empty", settle_s=settle, allow_absent=True)
         if step is Step.WAIT_LAG:
             return GroupCondition("lag", max_lag=int(self.settings.max_lag))
         protocol = self.settings.target_protocol if step is Step.WAIT_MIGRATED else self.settings.source_protocol

@@ -17,7 +17,14 @@ docs/fleet.md describes the file format and the rules.
 """
 
 from airflow_provider_kip848.fleet.budget import ErrorBudget, GroupResult, Remaining, WaveVerdict, remaining
-from airflow_provider_kip848.fleet.ownership import Conflict, OwnershipError, OwnershipMap, OwnershipRule
+from airflow_provider_kip848.fleet.ownership import (
+    Conflict,
+    IdleApplication,
+    OwnershipError,
+    OwnershipMap,
+    OwnershipNotApprovable,
+    OwnershipRule,
+)
 from airflow_provider_kip848.fleet.waves import (
     TARGET_TYPE,
     Application,
@@ -36,8 +43,10 @@ __all__ = [
     "Conflict",
     "ErrorBudget",
     "GroupResult",
+    "IdleApplication",
     "OwnershipError",
     "OwnershipMap",
+    "OwnershipNotApprovable",
     "OwnershipRule",
     "PlannedGroup",
     "Remaining",

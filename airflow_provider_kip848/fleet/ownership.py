@@ -9,6 +9,10 @@ with the arguments that controller declares for a run: see
 many instances it runs, and optionally which path it must take. The first
 rule that matches a group, in file order, owns it; a group that no rule
 matches is *unowned* and is never migrated (its owner is never guessed).
+Rules of two applications matching one group of an inventory (a
+:class:`Conflict`), or an application whose rules match no group of it (an
+:class:`IdleApplication`), leave no approvable plan
+(:class:`OwnershipNotApprovable`): the first is never settled by file order.
 
 It is read from JSON or YAML text (a file, or the text of an Airflow
 Variable) and strictly: an unknown key, a rule with both or neither of
@@ -97,10 +101,48 @@ class OwnershipRule:
         return out
 
 
+class OwnershipNotApprovable(InvalidArgument):
+    """The map cannot give an approvable plan on this inventory: groups that rules of two applications claim
+    (``conflicts``: the plan fails, naming every rule), and/or applications none of whose rules match a group
+    of the inventory (``idle``: reported in the plan, which no one may approve while it holds).
+
+    Why both stop the plan: a group claimed twice would move with whichever application the file happens to
+    list first, without either team knowing; an application that matches nothing is a typo in a prefix or regex
+    (its groups are then unowned and silently left behind) or an application that no longer exists."""
+
+    remedy = ("Fix the ownership map: give each of these groups one application (narrow a prefix or regex, or "
+              "remove a rule), and correct or remove the rules of an application that matches no group; then run "
+              "again. Nothing was locked or changed.")
+
+    def __init__(self, source: str, conflicts: Iterable[Conflict] = (), idle: Iterable[IdleApplication] = ()) -> None:
+        self.source = source
+        self.conflicts = tuple(conflicts)
+        self.idle = tuple(idle)
+        parts = [f"group {c.describe()}" for c in self.conflicts] + [i.describe() for i in self.idle]
+        super().__init__(f"the ownership map {source} gives no approvable plan: " + "; ".join(parts) + ".")
+
+
+@dataclass(frozen=True)
+class IdleApplication:
+    """An application of the map none of whose rules matches a group of the inventory. ``rules``: (index, how
+    it matches) of each of its rules."""
+
+    app: str
+    team: str
+    rules: tuple[tuple[int, str], ...]
+
+    def describe(self) -> str:
+        how = ", ".join(f"rules[{i}] ({match})" for i, match in self.rules)
+        return f"application {self.app!r} (team {self.team!r}) matches no group of the inventory with {how}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"app": self.app, "team": self.team, "rules": [{"index": i, "match": m} for i, m in self.rules]}
+
+
 @dataclass(frozen=True)
 class Conflict:
-    """A group that rules of different applications match: the first (``rules[0]``) owns it, but the map is
-    ambiguous and should be fixed. ``rules``: (index, app) of every matching rule, in file order."""
+    """A group that rules of different applications match: the map is ambiguous, and no plan is made from it
+    (:class:`OwnershipNotApprovable`). ``rules``: (index, app) of every matching rule, in file order."""
 
     group_id: str
     rules: tuple[tuple[int, str], ...]
@@ -111,7 +153,7 @@ class Conflict:
 
     def describe(self) -> str:
         names = ", ".join(f"rules[{i}] ({app})" for i, app in self.rules)
-        return f"{self.group_id!r} is matched by {names}; the first wins"
+        return f"{self.group_id!r} is claimed by {len({a for _, a in self.rules})} applications: {names}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"group_id": self.group_id, "rules": [{"index": i, "app": a} for i, a in self.rules],
@@ -204,6 +246,24 @@ class OwnershipMap:
             if len({r.app for r in matched}) > 1:
                 out.append(Conflict(gid, tuple((r.index, r.app) for r in matched)))
         return tuple(out)
+
+    def idle(self, group_ids: Iterable[str]) -> tuple[IdleApplication, ...]:
+        """The applications none of whose rules matches one of ``group_ids`` (in map order)."""
+        ids = set(group_ids)
+        live = {r.app for r in self.rules if any(r.matches(g) for g in ids)}
+        out: dict[str, IdleApplication] = {}
+        for rule in self.rules:
+            if rule.app not in live:
+                found = out.get(rule.app, IdleApplication(rule.app, rule.team, ()))
+                out[rule.app] = IdleApplication(rule.app, rule.team, (*found.rules, (rule.index, rule.match)))
+        return tuple(out.values())
+
+    def dead_rules(self, group_ids: Iterable[str]) -> tuple[OwnershipRule, ...]:
+        """The rules that match none of ``group_ids`` although their application owns other groups there (a
+        prefix with a typo next to a right one: the groups it was meant for are unowned)."""
+        ids = set(group_ids)
+        idle = {i.app for i in self.idle(ids)}
+        return tuple(r for r in self.rules if r.app not in idle and not any(r.matches(g) for g in ids))
 
     def unowned(self, group_ids: Iterable[str]) -> tuple[str, ...]:
         """The groups of ``group_ids`` no rule matches (sorted)."""
@@ -315,4 +375,5 @@ def _consistency(rules: list[OwnershipRule], problems: list[str]) -> None:
                                 f"{theirs!r} in rules[{first.index}] (one application, one {name})")
 
 
-__all__ = ["PATHS", "Conflict", "OwnershipError", "OwnershipMap", "OwnershipRule"]
+__all__ = ["PATHS", "Conflict", "IdleApplication", "OwnershipError", "OwnershipMap", "OwnershipNotApprovable",
+           "OwnershipRule"]

@@ -38,7 +38,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from airflow_provider_kip848.fleet.ownership import Conflict, OwnershipMap, OwnershipRule
+from airflow_provider_kip848.fleet.ownership import (
+    Conflict,
+    IdleApplication,
+    OwnershipMap,
+    OwnershipNotApprovable,
+    OwnershipRule,
+)
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
 from airflow_provider_kip848.kafka.model import GroupType
@@ -177,7 +183,11 @@ class Application:
 @dataclass(frozen=True)
 class Selection:
     """What :func:`select` found: every selected application (ready, held or migrated, sorted by team and
-    application), the groups no rule owns, and the ownership conflicts among the inventory's groups."""
+    application), the groups no rule owns, the ownership conflicts among the inventory's groups (:func:`select`
+    raises on any, so a selection it returns has none), the applications of the map whose rules match no group
+    (``idle``: no plan is approvable while there is one), ``scope``: the selection in words (what the approvers
+    read: "every application of the ownership map" only when nothing narrowed it), and ``unmatched``: each
+    filter value that matched no group of the inventory, in words."""
 
     migration: str
     applications: tuple[Application, ...]
@@ -186,6 +196,10 @@ class Selection:
     inventory_taken_at: str | None = None
     inventory_complete: bool = True
     warnings: tuple[str, ...] = ()
+    idle: tuple[IdleApplication, ...] = ()
+    scope: str = ""
+    unmatched: tuple[str, ...] = ()
+    source: str = "<map>"
 
     @property
     def ready(self) -> tuple[Application, ...]:
@@ -215,6 +229,10 @@ def _readiness_filter(readiness: Iterable[str | Readiness] | str | None) -> froz
     if readiness is None:
         return None
     values = [readiness] if isinstance(readiness, str) else list(readiness)
+    if not values:
+        raise InvalidArgument("readiness is empty: it would hold back every application, it never means every "
+                              "readiness", remedy="Select by ready_online and/or offline_only, or leave readiness "
+                                                  "out (None) to take both.")
     out = set()
     for value in values:
         try:
@@ -225,10 +243,30 @@ def _readiness_filter(readiness: Iterable[str | Readiness] | str | None) -> froz
     return frozenset(out)
 
 
-def _names(kind: str, wanted: Iterable[str] | str | None, known: tuple[str, ...]) -> frozenset[str] | None:
+def _given(kind: str, param: str, wanted: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """A filter's values: None when not given (no filter on this); an empty list, or an empty or blank value,
+    is refused: an empty filter selects nothing, and never means every application (a blank prefix would
+    match every group)."""
     if wanted is None:
         return None
-    names = frozenset([wanted] if isinstance(wanted, str) else wanted)
+    values = (wanted,) if isinstance(wanted, str) else tuple(wanted)
+    if not values:
+        raise InvalidArgument(f"{param} is empty: an empty filter selects no {kind}, it never means every one",
+                              remedy=f"Name the {kind} to select, or leave {param} out (None) to not filter by "
+                                     f"{kind}: every application of the ownership map is then an explicit choice.")
+    bad = [v for v in values if not isinstance(v, str) or not v.strip()]
+    if bad:
+        raise InvalidArgument(f"{param} has an empty or non-text value {bad[0]!r}"
+                              + (" (an empty prefix would match every group)" if param == "prefixes" else ""),
+                              remedy=f"Give each of {param} as text, e.g. {param}=['orders-'].")
+    return values
+
+
+def _names(kind: str, param: str, wanted: Iterable[str] | str | None, known: tuple[str, ...]) -> frozenset[str] | None:
+    values = _given(kind, param, wanted)
+    if values is None:
+        return None
+    names = frozenset(values)
     missing = sorted(names - set(known))
     if missing:
         raise InvalidArgument(f"{kind} {', '.join(map(repr, missing))} not in the ownership map "
@@ -312,19 +350,30 @@ def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable
     (the fleet DAG stops, starts and rolls applications through their controllers: it cannot move one
     without).
 
-    Filters (None: all): ``apps`` and ``teams`` as the ownership map names them (a name it does not know is
-    an error: a typo would silently select nothing); ``prefixes``: applications owning at least one group
-    whose id starts with one of them (the application comes whole); ``readiness``: an application is
-    selected only when every pending group's verdict is one of these (else it is held back, saying so).
-    Blocked and unknown groups always hold their application back. An inventory that misses brokers'
-    listings raises :class:`IncompleteInventory` unless ``allow_incomplete``.
+    Filters (None: not filtered by it; the selection's ``scope`` says in words what was chosen): ``apps`` and
+    ``teams`` as the ownership map names them (a name it does not know is an error: a typo would silently
+    select nothing); ``prefixes``: applications owning at least one group whose id starts with one of them
+    (the application comes whole); ``readiness``: an application is selected only when every pending group's
+    verdict is one of these (else it is held back, saying so). An empty filter (``[]``, ``""``, a blank
+    prefix) is refused: it never means every application. A filter value that matches no group of the
+    inventory is named in ``unmatched``. Blocked and unknown groups always hold their application back. An
+    inventory that misses brokers' listings raises :class:`IncompleteInventory` unless ``allow_incomplete``.
+
+    :class:`~airflow_provider_kip848.fleet.ownership.OwnershipNotApprovable` when rules of two applications
+    match a group of the inventory (whatever the filters: the map is ambiguous), naming every such rule;
+    applications whose rules match no group are in ``idle`` (the plan shows them and is not approvable).
     """
     _check_migration(migration)
     target = TARGET_TYPE[migration]
-    want_apps = _names("applications", apps, ownership.apps)
-    want_teams = _names("teams", teams, ownership.teams)
-    want_prefixes = None if prefixes is None else tuple([prefixes] if isinstance(prefixes, str) else prefixes)
+    want_apps = _names("applications", "apps", apps, ownership.apps)
+    want_teams = _names("teams", "teams", teams, ownership.teams)
+    want_prefixes = _given("applications", "prefixes", prefixes)
     ready_filter = _readiness_filter(readiness)
+    ids = [e.group_id for e in inventory.entries]
+    conflicts = ownership.conflicts(ids)
+    idle = ownership.idle(ids)
+    if conflicts:
+        raise OwnershipNotApprovable(ownership.source, conflicts, idle)
     warnings: list[str] = []
     if not inventory.complete:
         missing = ", ".join(f"node {n}: {e}" for n, e in sorted(inventory.unanswered_brokers.items()))
@@ -332,6 +381,9 @@ def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable
             raise IncompleteInventory(f"the inventory is not complete ({missing}): groups may be missing from "
                                       "their applications")
         warnings.append(f"the inventory is not complete ({missing}): applications may miss groups")
+    warnings += [f"rules[{r.index}] ({r.match}) of application {r.app!r} matches no group of the inventory "
+                 "(its other rules do): a typo leaves the groups it was meant for unowned"
+                 for r in ownership.dead_rules(ids)]
     by_rule: dict[str, tuple[OwnershipRule, list[PlannedGroup]]] = {}
     unowned: list[str] = []
     for entry in inventory.entries:
@@ -355,11 +407,34 @@ def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable
                                  "or roll this application")
         chosen.append(app)
     chosen.sort(key=lambda a: (a.team, a.app))
-    conflicts = ownership.conflicts(e.group_id for e in inventory.entries)
-    warnings += [f"ownership conflict: {c.describe()}" for c in conflicts]
+    owners = [r for r in map(ownership.owner_of, ids) if r is not None]
+    unmatched = [f"application {a!r} owns no group of the inventory" for a in sorted(want_apps or ())
+                 if not any(r.app == a for r in owners)]
+    unmatched += [f"team {t!r} owns no group of the inventory" for t in sorted(want_teams or ())
+                  if not any(r.team == t for r in owners)]
+    unmatched += [f"prefix {p!r} matches no owned group of the inventory" for p in want_prefixes or ()
+                  if not any(g.startswith(p) and ownership.owner_of(g) is not None for g in ids)]
     return Selection(migration=migration, applications=tuple(chosen), unowned=tuple(sorted(unowned)),
                      conflicts=conflicts, inventory_taken_at=inventory.taken_at.isoformat(),
-                     inventory_complete=inventory.complete, warnings=tuple(warnings))
+                     inventory_complete=inventory.complete, warnings=tuple(warnings), idle=idle,
+                     scope=_scope(want_apps, want_teams, want_prefixes, ready_filter), unmatched=tuple(unmatched),
+                     source=ownership.source)
+
+
+def _scope(apps: frozenset[str] | None, teams: frozenset[str] | None, prefixes: tuple[str, ...] | None,
+           readiness: frozenset[Readiness] | None) -> str:
+    """The selection in words, for the plan and every wave's approval."""
+    parts = []
+    if apps is not None:
+        parts.append("applications " + ", ".join(sorted(apps)))
+    if teams is not None:
+        parts.append("teams " + ", ".join(sorted(teams)))
+    if prefixes is not None:
+        parts.append("applications owning a group starting with " + ", ".join(repr(p) for p in prefixes))
+    chosen = " and ".join(parts) if parts else "every application of the ownership map"
+    if readiness is not None:
+        chosen += " (readiness " + ", ".join(sorted(r.value for r in readiness)) + ")"
+    return chosen
 
 
 # -- waves ---------------------------------------------------------------------------------------
@@ -506,7 +581,10 @@ class WavePlan:
 
     ``held_back``: applications waiting (each with its reason); ``migrated``: applications skipped because
     every group is already migrated; ``unowned``: group ids no ownership rule matches (never migrated);
-    ``conflicts``: groups matched by rules of different applications (the first rule owns them).
+    ``conflicts``: groups matched by rules of different applications (:func:`select` refuses them, so only a
+    plan built by hand has any); ``idle``: applications of the map whose rules match no group; ``scope``: the
+    selection in words; ``unmatched``: filter values that matched no group. ``blockers`` says why the plan
+    may not be approved (conflicts, idle applications); :meth:`require_approvable` raises with them.
     """
 
     migration: str
@@ -519,6 +597,26 @@ class WavePlan:
     inventory_taken_at: str | None = None
     inventory_complete: bool = True
     warnings: tuple[str, ...] = ()
+    idle: tuple[IdleApplication, ...] = ()
+    scope: str = ""
+    unmatched: tuple[str, ...] = ()
+    source: str = "<map>"
+
+    @property
+    def blockers(self) -> tuple[str, ...]:
+        """Why no one may approve this plan (empty: approvable): groups claimed by two applications,
+        applications whose rules match no group."""
+        return (*(f"group {c.describe()}" for c in self.conflicts), *(i.describe() for i in self.idle))
+
+    @property
+    def approvable(self) -> bool:
+        return not self.blockers
+
+    def require_approvable(self) -> None:
+        """:class:`~airflow_provider_kip848.fleet.ownership.OwnershipNotApprovable` unless the plan may be
+        approved."""
+        if self.blockers:
+            raise OwnershipNotApprovable(self.source, self.conflicts, self.idle)
 
     @property
     def applications(self) -> tuple[Application, ...]:
@@ -558,7 +656,9 @@ class WavePlan:
                 "held_back": [a.to_dict() for a in self.held_back],
                 "migrated": [a.to_dict() for a in self.migrated],
                 "unowned": list(self.unowned), "conflicts": [c.to_dict() for c in self.conflicts],
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), "scope": self.scope, "unmatched": list(self.unmatched),
+                "idle": [i.to_dict() for i in self.idle], "blockers": list(self.blockers),
+                "approvable": self.approvable}
 
     def render_markdown(self, *, max_listed: int = 50) -> str:
         """The whole plan for a reader: summary, every wave, what is held back and why, what is skipped.
@@ -572,6 +672,15 @@ class WavePlan:
                  f"{lim.max_groups_per_wave if lim.max_groups_per_wave is not None else 'any number of'} group(s) "
                  f"per wave, {lim.parallelism} at once. Inventory taken at {self.inventory_taken_at or '-'}"
                  + ("." if self.inventory_complete else " (**not complete**)."), ""]
+        if self.scope:
+            lines += [f"Selection: {_md(self.scope)}.", ""]
+        if self.blockers:
+            lines += ["### Not approvable: fix the ownership map", "",
+                      *[f"- {_md(b)}" for b in self.blockers], ""]
+        if self.unmatched:
+            lines += ["**Matched nothing**", "", *[f"- {_md(u)}" for u in self.unmatched], ""]
+        if self.scope and not (self.waves or self.held_back or self.migrated):
+            lines += [f"**Nothing selected**: {_md(self.scope)} chose no application of this inventory.", ""]
         if self.warnings:
             lines += ["**Warnings**", "", *[f"- {_md(w)}" for w in self.warnings], ""]
         for w in self.waves:
@@ -680,7 +789,8 @@ def plan_waves(selection: Selection | Iterable[Application], *, canary: int = 2,
     return WavePlan(migration=sel.migration, waves=waves, limits=limits, held_back=sel.held_back,
                     migrated=sel.migrated, unowned=sel.unowned, conflicts=sel.conflicts,
                     inventory_taken_at=sel.inventory_taken_at, inventory_complete=sel.inventory_complete,
-                    warnings=sel.warnings)
+                    warnings=sel.warnings, idle=sel.idle, scope=sel.scope, unmatched=sel.unmatched,
+                    source=sel.source)
 
 
 __all__ = ["HELD", "MIGRATED", "OFFLINE", "ONLINE", "PENDING", "READY", "TARGET_TYPE", "Application",

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.hooks.connection import cli_timeout_from_extra
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.errors import InvalidClientSettings
+from airflow_provider_kip848.kafka.settings import local_path
 
 
 class KafkaCliHook(KafkaAdminBaseHook):
@@ -30,6 +33,12 @@ class KafkaCliHook(KafkaAdminBaseHook):
         self._timeout = timeout
 
     def _make_backend(self) -> KafkaCli:
-        tools = KafkaTools(kafka_home=self.extra("kafka_home"), version=self.extra("kafka_version"))
-        timeout = self._timeout or float(self.extra("cli_timeout", 120))
+        home = self.extra("kafka_home")
+        try:
+            home = local_path(home, "kafka_home") if home is not None else None
+        except InvalidClientSettings as exc:
+            raise InvalidClientSettings(f"Connection {self.kafka_conn_id!r}: {exc.what}", remedy=exc.remedy) from exc
+        tools = KafkaTools(kafka_home=home, version=self.extra("kafka_version"))
+        timeout = self._timeout or cli_timeout_from_extra({"cli_timeout": self.extra("cli_timeout")},
+                                                          self.kafka_conn_id)
         return KafkaCli(self.settings, tools, timeout)

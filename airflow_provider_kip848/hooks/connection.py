@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
 from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
-from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.kafka.settings import MIN_REQUEST_TIMEOUT_MS, ClientSettings
 
 CONN_TYPE = "kafka_admin"
 DEFAULT_CONN_ID = "kafka_admin_default"
@@ -151,6 +151,15 @@ def settings_from_connection(conn: Any) -> ClientSettings:
         )
     if ":" not in host and "," not in host:
         host = f"{host}:{conn.port or 9092}"
+    try:
+        return _settings(conn, extra, host)
+    except InvalidClientSettings as exc:  # which connection: a worker has many
+        if f"Connection {conn.conn_id!r}" in exc.what:
+            raise
+        raise InvalidClientSettings(f"Connection {conn.conn_id!r}: {exc.what}", remedy=exc.remedy) from exc
+
+
+def _settings(conn: Any, extra: dict[str, Any], host: str) -> ClientSettings:
     return ClientSettings(
         bootstrap_servers=host,
         security_protocol=extra_field(extra, "security_protocol", "PLAINTEXT"),
@@ -162,7 +171,7 @@ def settings_from_connection(conn: Any) -> ClientSettings:
         ssl_keyfile=extra_field(extra, "ssl_keyfile"),
         ssl_key_password=extra_field(extra, "ssl_key_password"),
         ssl_check_hostname=_flag(extra, "ssl_check_hostname", True, conn.conn_id),
-        request_timeout_ms=int(extra_field(extra, "request_timeout_ms", 30000)),
+        request_timeout_ms=_whole_ms(extra, "request_timeout_ms", 30000, conn.conn_id),
     )
 
 
@@ -175,6 +184,33 @@ def metrics_urls_from_connection(conn: Any) -> tuple[str, ...]:
         return parse_metrics_urls(value if value is None else str(value))
     except Kip848Error as exc:
         raise InvalidClientSettings(f"Connection {conn.conn_id!r}, metrics_url: {exc.what}", remedy=exc.remedy) from exc
+
+
+def _whole_ms(extra: dict[str, Any], name: str, default: int, conn_id: str) -> int:
+    """A milliseconds extra as a whole number (``"30s"`` or ``"2.5"`` is refused, never read as something else);
+    its bounds are checked by :class:`ClientSettings`."""
+    value = extra_field(extra, name, default)
+    try:
+        return int(parse_number(value, name, minimum=MIN_REQUEST_TIMEOUT_MS, integer=True) or 0)
+    except Kip848Error as exc:
+        raise InvalidClientSettings(f"Connection {conn_id!r}, extra {name}: {exc.what}",
+                                    remedy=f"Set {name} to a whole number of milliseconds (e.g. 30000), without a "
+                                           "unit, or leave it out.") from exc
+
+
+def cli_timeout_from_extra(extra: dict[str, Any], conn_id: str, default: float = 120) -> float:
+    """The ``cli_timeout`` extra in seconds (a number > 0; ``"2m"`` or ``0`` is refused)."""
+    value = extra_field(extra, "cli_timeout", default)
+    try:
+        seconds = float(parse_number(value, "cli_timeout") or 0.0)
+    except Kip848Error as exc:
+        raise InvalidClientSettings(f"Connection {conn_id!r}, extra cli_timeout: {exc.what}",
+                                    remedy="Set cli_timeout to a number of seconds (e.g. 120), without a unit, or "
+                                           "leave it out.") from exc
+    if seconds <= 0:
+        raise InvalidClientSettings(f"Connection {conn_id!r}, extra cli_timeout: must be more than 0 s, not {value!r}",
+                                    remedy="Set cli_timeout to a number of seconds (e.g. 120), or leave it out.")
+    return seconds
 
 
 def _flag(extra: dict[str, Any], name: str, default: bool, conn_id: str) -> bool:

@@ -26,7 +26,13 @@ from dataclasses import replace
 from typing import Self, TypeVar
 
 from airflow_provider_kip848.kafka import errors as E
-from airflow_provider_kip848.kafka.arguments import require_bool, require_group_id, similar_group_ids
+from airflow_provider_kip848.kafka.arguments import (
+    describe_similar,
+    require_bool,
+    require_group_id,
+    show_id,
+    similar_group_ids,
+)
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import (
     BrokerVersion,
@@ -249,8 +255,8 @@ class GroupAdmin(ABC):
         except E.GroupNotFound:
             near = similar_group_ids(group_id, self.group_ids())
             raise E.GroupNotFound(
-                f"Group {group_id!r} does not exist on this cluster"
-                + (f"; similar ids: {', '.join(repr(g) for g in near)}" if near else ""),
+                f"Group {show_id(group_id)} does not exist on this cluster"
+                + (f"; {describe_similar(group_id, near)}" if near else ""),
                 remedy="Fix the group id; to configure a group before its first start pass "
                        "allow_absent_group=True.") from None
 
@@ -471,6 +477,11 @@ def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupConditi
         desc = admin.describe_group(group_id)
     except E.GroupNotFound:
         desc = None
+    if desc is None and condition.kind == "empty" and not condition.allow_absent:
+        # an Empty wait on an id the cluster does not know fails (follow), naming the ids the user may have meant
+        absent = judge(condition, description=None)
+        return replace(absent, detail={**absent.detail, "group_id": group_id,
+                                       "similar": similar_group_ids(group_id, admin.group_ids())})
     if condition.kind == "migrated" and condition.liveness_s > 0 and desc is not None and desc.members:
         # a member's liveness shows as progress: its partitions' committed offsets advancing
         return judge(condition, description=desc, offsets=admin.group_offsets(group_id))

@@ -15,6 +15,7 @@ import difflib
 import json
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -23,13 +24,58 @@ import yaml
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 
-#: A JSON-schema ``pattern`` for group-id form fields: what :func:`require_group_id` accepts (no
-#: blanks around the id, no control or invisible characters), so a trigger form refuses it first.
-GROUP_ID_PATTERN = r"^(?!.*[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff])\S(.*\S)?$"
+
+def _ranges(codes: Iterable[int]) -> str:
+    """Code points as the body of a regex character class (``\\uXXXX`` / ``\\UXXXXXXXX`` escapes, ranges)."""
+    def esc(c: int) -> str:
+        return f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
+    out, ordered = [], sorted(set(codes))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(esc(ordered[i]) if i == j else f"{esc(ordered[i])}-{esc(ordered[j])}")
+        i = j + 1
+    return "".join(out)
+
+
+#: Code points that print as nothing or as a blank although their category is a letter, a symbol or a mark:
+#: the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and other variation
+#: selectors, the Braille blank, tags.
+_INVISIBLE_EXTRA = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
+                              *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9),
+                              *range(0xE0000, 0xE1000)})
+#: Characters no identifier may hold: controls, format characters (zero-width, direction marks, the soft
+#: hyphen), surrogates, line and paragraph separators, every space but the plain one (no-break, figure,
+#: narrow, ideographic ...) and :data:`_INVISIBLE_EXTRA`. Each prints as nothing or as a space, so an id
+#: holding one names another group than the one it shows.
+_INVISIBLE = frozenset(c for c in range(sys.maxunicode + 1)
+                       if unicodedata.category(chr(c)) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                       or (unicodedata.category(chr(c)) == "Zs" and c != 0x20)) | _INVISIBLE_EXTRA
+#: Combining marks (categories Mn, Mc, Me): refused with nothing to sit on (at the start of an id, or on a
+#: blank or an ASCII punctuation sign), where one prints over the quote or the dash around it.
+_MARKS = frozenset(c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith("M"))
+#: What a combining mark may not sit on (besides the start): the plain space and ASCII punctuation/symbols.
+_NO_BASE = frozenset(c for c in range(0x20, 0x7F) if not chr(c).isalnum())
+
+#: A JSON-schema ``pattern`` for group-id (and application-id, user-id) form fields: exactly what
+#: :func:`identifier_problem` accepts (no blanks around the id; none of :data:`_INVISIBLE`; no combining mark
+#: with nothing to sit on), so a trigger form refuses it first. Airflow validates Params with Python's
+#: ``re`` (jsonschema), which reads the ``\\U`` escapes. Another normalization form (a decomposed 'ü') is
+#: not refused: it is a different id, matched only exactly, and an id the cluster does not know is refused
+#: at run time showing the code points that differ.
+GROUP_ID_PATTERN = (rf"^(?!.*[{_ranges(_INVISIBLE)}])(?!(?:.*[{_ranges(_NO_BASE)}])?[{_ranges(_MARKS)}])"
+                    r"\S(.*\S)?$")
 
 #: What the name of an application controller in a deployment's registry looks like (never a module path:
 #: no ':' or '/'); the ownership map, the registry and the DAGs' forms check names with it.
 CONTROLLER_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+#: :data:`CONTROLLER_NAME_PATTERN` as a form's JSON-schema ``pattern``: anchored with a lookahead, because a
+#: ``$`` lets a trailing newline through (``re.search``, which jsonschema uses).
+CONTROLLER_NAME_FORM_PATTERN = rf"^{CONTROLLER_NAME_PATTERN}(?![\s\S])"
+#: A form's pattern for a user id (an approver): the rules of a group id (:func:`identifier_problem`).
+USER_ID_PATTERN = GROUP_ID_PATTERN
 
 #: Spellings of true and false a flag accepts (compared case-insensitively, surrounding blanks ignored).
 TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -95,27 +141,87 @@ def is_template(value: object) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def code_points(text: str) -> str:
+    """``text`` as its code points, ``U+0068 U+0308 ...``: how two ids that print alike are told apart."""
+    return " ".join(f"U+{ord(c):04X}" for c in text)
+
+
+def show_id(text: str) -> str:
+    """An id for a message: quoted, and followed by its code points when it holds anything but printable ASCII
+    (a decomposed 'ü', a no-break space or a Cyrillic 'е' print like the id the user meant)."""
+    if all(" " <= c <= "~" for c in text):
+        return repr(text)
+    return f"{text!r} ({code_points(text)})"
+
+
+def _char_problem(text: str, index: int) -> str | None:
+    code = ord(text[index])
+    if code in _INVISIBLE:
+        return "space-like" if unicodedata.category(text[index]) == "Zs" else "invisible"
+    if code in _MARKS:
+        base = index - 1
+        while base >= 0 and ord(text[base]) in _MARKS:
+            base -= 1
+        if base < 0 or ord(text[base]) in _NO_BASE:
+            return "a combining mark with no letter under it"
+    return None
+
+
+def hidden_characters(text: str) -> str | None:
+    """What in ``text`` prints as nothing, as a blank or over its neighbours (see :func:`identifier_problem`),
+    each character by code point, name and position; None when nothing does."""
+    found = [(i, c, why) for i, c in enumerate(text) if (why := _char_problem(text, i)) is not None]
+    if not found:
+        return None
+    listed = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for _, c, _ in found))
+    shown = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')} at character {i + 1} ({why})"
+                      for i, c, why in found[:6])
+    more = f" and {len(found) - 6} more" if len(found) > 6 else ""
+    return f"control or invisible characters ({listed}): {shown}{more}"
+
+
+def identifier_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an identifier a person typed (a group id, an application id, a user id), or None.
+
+    Refused: blanks around it; controls; every space-like character but the plain space (U+00A0, U+2007,
+    U+202F, U+3000 ... print as a space); format and other invisible characters (zero-width, direction marks,
+    the soft hyphen, variation selectors, the combining grapheme joiner, Hangul fillers, tags); a combining
+    mark with nothing to sit on (at the start, or on a blank or an ASCII punctuation sign). The reason names
+    each offending character by code point, because the id printed back looks like the one the user meant."""
+    if not text.strip():
+        return f"is empty ({text!r})"
+    if text != text.strip():
+        ends = dict.fromkeys(f"U+{ord(c):04X}" for c in (text[0], text[-1]) if c.isspace())
+        return f"has leading or trailing whitespace ({', '.join(ends)})"
+    hidden = hidden_characters(text)
+    return None if hidden is None else f"contains {hidden}"
+
+
 def require_group_id(group_id: object) -> str:
     """``group_id`` itself when it is a usable group id, else :class:`InvalidGroupId`.
 
     Kafka accepts any string as a group id, so an id with a stray blank or an
     invisible character names a *different* group: a config set on it, or a
-    wait on it, silently misses the real group. Leading or trailing whitespace
-    and control characters are therefore refused everywhere.
+    wait on it, silently misses the real group. :func:`identifier_problem` says
+    what is refused; the message names each character by code point. An id in
+    another Unicode normalization form than the real one is a different id too:
+    it is not refused here (a group may really be named so) but matched only
+    exactly, and one the cluster does not know is refused where it matters,
+    naming the similar ids with the code points that differ.
     """
     if not isinstance(group_id, str):
         raise InvalidGroupId(f"The group id must be a string, not {type(group_id).__name__} {group_id!r}.")
+    problem = identifier_problem(group_id)
+    if problem is None:
+        return group_id
     if not group_id.strip():
-        raise InvalidGroupId(f"The group id is empty ({group_id!r}).")
+        raise InvalidGroupId(f"The group id {problem}.")
     if group_id != group_id.strip():
-        raise InvalidGroupId(f"The group id {group_id!r} has leading or trailing whitespace.",
+        raise InvalidGroupId(f"The group id {show_id(group_id)} {problem}.",
                              remedy=f"Did you mean {group_id.strip()!r}? Remove the blanks around the id.")
-    bad = sorted({c for c in group_id if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp")})
-    if bad:
-        shown = ", ".join(f"U+{ord(c):04X}" for c in bad)
-        raise InvalidGroupId(f"The group id {group_id!r} contains control or invisible characters ({shown}).",
-                             remedy="Copy the id from kafka-groups --list, or type it again.")
-    return group_id
+    raise InvalidGroupId(f"The group id {show_id(group_id)} {problem}.",
+                         remedy="Copy the id from kafka-groups --list, or type it again (inside an id only the "
+                                "plain space U+0020 may stand for a blank).")
 
 
 def id_list(name: str, ids: Iterable[str] | None) -> tuple[str, ...]:
@@ -128,18 +234,46 @@ def id_list(name: str, ids: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(ids)
 
 
+def folded(text: str) -> str:
+    """``text`` as a person reads it: one normalization (NFKC), one case, no blanks or invisible characters."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text).casefold()
+                   if not c.isspace() and ord(c) not in _INVISIBLE)
+
+
 def similar_group_ids(group_id: str, known: Iterable[str], limit: int = 5) -> list[str]:
     """Known ids a mistyped ``group_id`` probably meant: the same after Unicode normalisation and case
-    folding (look-alike characters, blanks), or close by edit distance."""
-
-    def folded(text: str) -> str:
-        return "".join(c for c in unicodedata.normalize("NFKC", text).casefold()
-                       if not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf"))
-
+    folding (look-alike characters, another normalization form, blanks, invisible characters), or close by
+    edit distance."""
     ids = sorted(set(known) - {group_id})
     same = [g for g in ids if folded(g) == folded(group_id)]
     close = difflib.get_close_matches(group_id, ids, n=limit, cutoff=0.8)
     return list(dict.fromkeys(same + close))[:limit]
+
+
+def spell_difference(given: str, other: str) -> str | None:
+    """Where ``other`` differs from ``given`` in code points, when the difference does not show in print
+    (any character of it outside printable ASCII: a decomposed 'ü', a no-break space, a Cyrillic 'е');
+    None for a difference one can see (an ASCII typo)."""
+    matcher = difflib.SequenceMatcher(None, given, other, autojunk=False)
+    parts, hidden = [], False
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        mine, theirs = given[i1:i2], other[j1:j2]
+        hidden = hidden or any(not " " <= c <= "~" for c in mine + theirs)
+        parts.append(f"at character {j1 + 1} it has {code_points(theirs) or 'nothing'} where the given id has "
+                     f"{code_points(mine) or 'nothing'}")
+    return "; ".join(parts) if hidden and parts else None
+
+
+def describe_similar(given: str, near: Iterable[str]) -> str:
+    """``similar ids: ...`` for a message (empty without any): each id quoted, with its code points where it
+    differs from ``given`` only in a way print does not show (else the suggestion reads like the input)."""
+    shown = []
+    for other in near:
+        diff = spell_difference(given, other)
+        shown.append(f"{other!r} ({diff})" if diff else repr(other))
+    return f"similar ids: {', '.join(shown)}" if shown else ""
 
 
 def parse_number(value: object, name: str, *, minimum: float = 0, integer: bool = False,

@@ -10,12 +10,16 @@ them only through a private properties file, never argv.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: The shortest request timeout a client is given: below it every request times out, and a timeout is
+#: retriable, so a task would retry a setting that can never work.
+MIN_REQUEST_TIMEOUT_MS = 100
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 REDACTED = "***"
 
@@ -48,6 +52,15 @@ class ClientSettings:
                 f"security protocol {self.security_protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}."
             )
         object.__setattr__(self, "security_protocol", proto)
+        timeout = self.request_timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < MIN_REQUEST_TIMEOUT_MS:
+            raise InvalidClientSettings(
+                f"request_timeout_ms must be a whole number of milliseconds >= {MIN_REQUEST_TIMEOUT_MS}, not "
+                f"{timeout!r}.", remedy="Set it to e.g. 30000 (30 s, the default), or leave it out.")
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, local_path(value, name))
         if self.uses_sasl:
             mech = (self.sasl_mechanism or "PLAIN").upper()
             if mech not in SASL_MECHANISMS:
@@ -163,6 +176,23 @@ class ClientSettings:
             conf["ssl_password"] = self.ssl_key_password
             conf["ssl_check_hostname"] = self.ssl_check_hostname
         return conf
+
+
+def local_path(value: object, name: str) -> str:
+    """A path setting as the worker's file system reads it: ``~`` and ``~user`` expanded. A ``~user`` that names
+    no user on the worker, an empty or a non-text value is :class:`InvalidClientSettings` (Python would raise a
+    bare RuntimeError deep inside a client, or a client would look for a file literally named ``~user/...``)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidClientSettings(f"{name} must be a path on the worker, not {value!r}.",
+                                    remedy=f"Set {name} to a file the worker can read, or leave it out.")
+    if not value.startswith("~"):
+        return value
+    expanded = os.path.expanduser(value)
+    if expanded.startswith("~"):
+        user = value[1:].split("/", 1)[0]
+        raise InvalidClientSettings(f"{name} {value!r} starts with ~{user}, but the worker has no user {user!r}.",
+                                    remedy=f"Give {name} as an absolute path on the worker.")
+    return expanded
 
 
 def jaas_escape(value: str) -> str:

@@ -11,6 +11,8 @@ echo a credential back.
 
 from __future__ import annotations
 
+import re
+
 from confluent_kafka import KafkaError
 from kafka import errors as kerr
 
@@ -34,6 +36,28 @@ def redact(text: str, settings: ClientSettings) -> str:
             text = text.replace(secret, "***")
     return text
 
+
+
+#: The broker's own words in a response a client printed whole (kafka-python puts the request and the response
+#: into the message of the error it raises: ``error_message='Invalid metadata.version 7. Refusing ...'``).
+_ERROR_MESSAGE = re.compile(r"error_message=(?P<q>['\"])(?P<text>.+?)(?P=q)(?:,|\))")
+
+
+def broker_reason(exc: BaseException) -> str | None:
+    """The broker's (or controller's) reason for a refusal, wherever the client left it: in the exception's
+    own text (a response printed whole), or only in its ``__cause__`` / ``__context__`` / ``args`` (a
+    confluent-kafka ``KafkaException`` wrapping a ``KafkaError``). None when no reason was given."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts = [str(current), *(a.str() if isinstance(a, KafkaError) else str(a) for a in current.args)]
+        for text in texts:
+            found = [m.group("text") for m in _ERROR_MESSAGE.finditer(text) if m.group("text") not in ("None", "")]
+            if found:
+                return found[0]
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def feature_refusal(feature: str, plan: FeatureUpdate, outcome: str) -> E.Kip848Error:
@@ -87,6 +111,14 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> E.Kip848
         return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
     if isinstance(exc, kerr.UnsupportedVersionError):
         return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {exc}.")
+    if name in ("InvalidUpdateVersionError", "FeatureUpdateFailedError"):
+        # UpdateFeatures refused as a whole (v2+ answers carry only the top-level error): the controller's
+        # reason (a metadata.version downgrade that might lose metadata) is only in the response it printed
+        reason = broker_reason(exc) or getattr(exc, "description", "") or name
+        return E.InvalidFeatureLevel(f"The controller refused the feature change ({name}): {redact(reason, settings)}",
+                                     remedy="Read the controller's reason above: kafka-features describe shows the "
+                                            "finalized levels and the range each broker supports; a metadata.version "
+                                            "downgrade is refused where it could lose metadata.")
     if isinstance(exc, COORDINATOR_ERRORS):
         return E.CoordinatorUnavailable(
             f"A group coordinator at {where} kept answering {name} for {settings.request_timeout_ms} ms", error=name)
@@ -95,8 +127,8 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> E.Kip848
             f"The cluster at {where} kept answering {name} for {settings.request_timeout_ms} ms "
             "(a broker restarting or a coordinator loading)."
         )
-    return _refused(name, getattr(exc, "description", "") or "", str(exc), bool(getattr(exc, "retriable", False)),
-                    settings)
+    return _refused(name, broker_reason(exc) or getattr(exc, "description", "") or "", str(exc),
+                    bool(getattr(exc, "retriable", False)), settings)
 
 
 def _refused(name: str, description: str, text: str, retriable: bool, settings: ClientSettings) -> E.BrokerRefused:
@@ -126,8 +158,12 @@ def confluent_retriable(err: KafkaError) -> bool:
 def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
     """confluent-kafka KafkaException / KafkaError -> this provider's error (:class:`BrokerRefused` as fallback)."""
     err = exc if isinstance(exc, KafkaError) else next((a for a in exc.args[:1] if isinstance(a, KafkaError)), None)
+    cause = exc.__cause__
+    while err is None and cause is not None:  # a wrapper whose KafkaError (the reason) is only in its cause
+        err = next((a for a in cause.args[:1] if isinstance(a, KafkaError)), None)
+        cause = cause.__cause__
     if err is None:
-        return _refused(type(exc).__name__, "", str(exc), False, settings)
+        return _refused(type(exc).__name__, broker_reason(exc) or "", str(exc), False, settings)
     code = err.code()
     where = settings.bootstrap_servers
     text = err.str()

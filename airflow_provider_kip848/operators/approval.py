@@ -44,6 +44,7 @@ from airflow_provider_kip848.changecontrol.approvals import (
 )
 from airflow_provider_kip848.changecontrol.report import approval_record
 from airflow_provider_kip848.hooks.connection import extra_field
+from airflow_provider_kip848.kafka.arguments import USER_ID_PATTERN
 
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
 
@@ -252,7 +253,8 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
 def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Any]:
     """The Params every change DAG shares: who may approve, four eyes, approval expiry, audit location."""
     return {
-        "approvers": Param([], type="array", items={"type": "string"}, title="Approvers (Airflow user ids)",
+        "approvers": Param([], type="array", items={"type": "string", "pattern": USER_ID_PATTERN},
+                           title="Approvers (Airflow user ids)",
                            description="Only these users may answer the approval (Airflow refuses anybody else); "
                                        "empty: anybody allowed to answer approvals of this DAG."),
         "four_eyes": Param(True, type="boolean", title="Four-eyes rule",

@@ -30,7 +30,15 @@ from airflow_provider_kip848.controllers import ControllerRefused
 from airflow_provider_kip848.controllers.registry import ControllerRegistry
 from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit
 from airflow_provider_kip848.engine.state import touched
-from airflow_provider_kip848.fleet import ErrorBudget, OwnershipMap, Wave, WaveVerdict, plan_waves, select
+from airflow_provider_kip848.fleet import (
+    ErrorBudget,
+    OwnershipMap,
+    OwnershipNotApprovable,
+    Wave,
+    WaveVerdict,
+    plan_waves,
+    select,
+)
 from airflow_provider_kip848.fleet.names import (
     APPROVAL,
     DECISION_KEY,
@@ -52,7 +60,8 @@ from airflow_provider_kip848.fleet.results import MIGRATE, ApplicationResult, Wa
 from airflow_provider_kip848.fleet.waves import MIGRATED
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.api import take_snapshot
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.arguments import parse_flag
+from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.lock import ChangeLock
 from airflow_provider_kip848.operators.lock import release_change_lock, run_owner
 
@@ -81,10 +90,41 @@ def _ownership(params: dict) -> Any:
     return OwnershipMap.from_text(text, source=f"Variable {name}")
 
 
+#: the form's filters; its default for each is ``[]``, "not given"
+FILTERS = ("apps", "teams", "prefixes")
+
+
+def selection_filters(params: dict) -> dict[str, Any]:
+    """The run's selection, from its form, as :func:`~airflow_provider_kip848.fleet.select` takes it.
+
+    Every application of the ownership map is chosen only by ``all_applications``, never by filters left empty:
+    a form submitted with nothing filled would otherwise plan the whole fleet. Neither, or both at once, is
+    refused (:class:`InvalidArgument`); an empty ``readiness`` is refused by ``select`` (it never means both)."""
+    everything = parse_flag(params.get("all_applications", False), "all_applications")
+    named = {k: list(params[k]) for k in FILTERS if params.get(k)}
+    if everything and named:
+        raise InvalidArgument(f"all_applications and {', '.join(named)} at once: the run must say either every "
+                              "application or which ones",
+                              remedy="Set all_applications for every application of the ownership map, or name "
+                                     "apps / teams / prefixes, not both. Nothing was planned or changed.")
+    if not everything and not named:
+        raise InvalidArgument("the run selects no application: apps, teams and prefixes are empty, and empty "
+                              "filters never mean every application",
+                              remedy="Name the applications, teams or group prefixes to migrate, or set "
+                                     "all_applications to plan every application of the ownership map (the plan "
+                                     "and each wave's approval then say so). Nothing was planned or changed.")
+    return {"apps": named.get("apps"), "teams": named.get("teams"), "prefixes": named.get("prefixes"),
+            "readiness": params.get("readiness")}
+
+
 def _select(params: dict, inventory: Any) -> Any:
-    return select(inventory, _ownership(params), apps=params["apps"] or None, teams=params["teams"] or None,
-                  prefixes=params["prefixes"] or None, readiness=params["readiness"] or None, migration=MIGRATION,
-                  require_controller=True)
+    selection = select(inventory, _ownership(params), **selection_filters(params), migration=MIGRATION,
+                       require_controller=True)
+    if selection.unmatched:
+        raise InvalidArgument("the run's selection matched nothing for: " + "; ".join(selection.unmatched),
+                              remedy="Correct the names or prefixes (as the ownership map and the cluster spell "
+                                     "them), or leave them out. Nothing was planned or changed.")
+    return selection
 
 
 def check_controllers(selection: Any) -> None:
@@ -132,6 +172,7 @@ def make_plan(params: dict, context: dict) -> dict:
                                max_groups_per_wave=params["max_groups_per_wave"], parallelism=PARALLELISM)
     except Kip848Error as exc:
         raise AirflowFailException(str(exc)) from exc
+    # an application whose rules match no group: the plan is shown (written and logged below), never approvable
     owned = [g.group_id for a in selection.applications for g in a.groups]
     # the window as the guard read it: every wave runs in it, and its approvers see it as read
     markdown = wave_plan.render_markdown() + f"\n\n- {window_note(params)}"
@@ -152,6 +193,10 @@ def make_plan(params: dict, context: dict) -> dict:
         storage.write_text(f"{location}/plan.json", _json(out))
         storage.write_text(f"{location}/plan.md", markdown + "\n")
     log.info("%s", markdown)
+    try:
+        wave_plan.require_approvable()
+    except Kip848Error as exc:
+        raise AirflowFailException(str(exc)) from exc
     return out
 
 
@@ -200,6 +245,8 @@ def open_wave_step(number: int, params: dict, context: dict) -> dict:
     wave = waves[number - 1]
 
     markdown = Wave.from_dict(wave).render_markdown()
+    if planned["plan"].get("scope"):  # what the run chose, in words ("every application ..." only if it said so)
+        markdown = f"Selection: {planned['plan']['scope']}.\n\n{markdown}"
     return {"number": number, "hash": wave["wave_hash"], "wave": wave,
             "title": f"{len(wave['applications'])} application(s), {wave['group_count']} group(s)"
                      + (" (canary)" if wave["canary"] else ""),
@@ -222,7 +269,12 @@ def recheck_step(number: int, params: dict, context: dict) -> list[dict]:
     try:
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
             fresh = hook.inventory()
-        selection = _select({**params, "apps": list(approved.apps), "teams": [], "prefixes": []}, fresh)
+        if not approved.apps:
+            raise InvalidArgument(f"wave {number} names no application: nothing to recheck, nothing is moved")
+        selection = select(fresh, _ownership(params), apps=list(approved.apps), readiness=params.get("readiness"),
+                           migration=MIGRATION, require_controller=True)
+        if selection.idle:  # the map no longer gives an approvable plan on the cluster as it is now
+            raise OwnershipNotApprovable(selection.source, (), selection.idle)
     except Kip848Error as exc:
         raise AirflowFailException(str(exc)) from exc
     now = {a.app: a for a in selection.applications}
@@ -367,7 +419,7 @@ def judge_step(number: int, snapshot_dir: str, params: dict, context: dict) -> d
     owned = (ti.xcom_pull(task_ids=PLAN_TASK) or {}).get("owned_groups") or []
     try:
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-            types_after = _types(hook.inventory(owned), owned)
+            types_after = _types(hook.inventory(owned), owned) if owned else {}
     except Exception as exc:  # noqa: BLE001 - the record says unknown, never a guessed count
         log.warning("Groups by type after wave %d: unknown (%s)", number, exc)
         types_after = {}

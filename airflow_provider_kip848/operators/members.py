@@ -10,8 +10,9 @@ from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.controllers import ControllerError
 from airflow_provider_kip848.hooks.instances import named_controller, task_error
 from airflow_provider_kip848.hooks.members import departed_static_members
-from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_group_id_arg
+from airflow_provider_kip848.kafka.arguments import id_list, is_template, parse_flag
+from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
+from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
 class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
@@ -28,24 +29,48 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
     successor with ``UNRELEASED_INSTANCE_ID``); none such: nothing is removed, and the result says so (never
     "every member"). No controller named (an empty name): nothing is checked or removed, said in the result.
 
-    :param member_ids: member ids to remove; ``instance_ids``: group.instance.ids to remove;
-        neither (and no ``departed_of``): every member.
-    :returns: ``{group_id, group_type, removed, failed, not_found}`` (``departed_of``: also ``checked``)
+    The members are chosen one way only: ``member_ids`` / ``instance_ids``, ``departed_of``, or
+    ``all_members=True``. Every member is only ever that explicit flag: naming none of the three is refused
+    when the DAG is parsed, and lists that render empty remove nobody and say so (an empty selection never
+    widens to "every member").
+
+    :param member_ids: member ids to remove; ``instance_ids``: group.instance.ids to remove.
+    :param all_members: True: every member of the group (templated; parsed strictly).
+    :returns: ``{group_id, group_type, removed, failed, not_found, selection}`` (``selection``: whom the task was
+        asked to remove, in words; nothing removed on purpose: also ``checked``, why)
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "member_ids", "instance_ids",
-                       "departed_of", "controller_args")
+                       "all_members", "departed_of", "controller_args")
     supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
-                 departed_of: str | None = None, controller_args: dict[str, Any] | str | None = None,
-                 **kwargs: Any) -> None:
+                 all_members: bool | str = False, departed_of: str | None = None,
+                 controller_args: dict[str, Any] | str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
-        if departed_of is not None and (member_ids or instance_ids):
-            raise ValueError("departed_of chooses the members itself: give it without member_ids / instance_ids")
-        self.group_id, self.member_ids, self.instance_ids = group_id, member_ids or [], instance_ids or []
-        self.departed_of, self.controller_args = departed_of, controller_args
+        check_flag_arg(all_members, "all_members")
+        self.group_id, self.member_ids, self.instance_ids = group_id, member_ids, instance_ids
+        self.all_members, self.departed_of, self.controller_args = all_members, departed_of, controller_args
+        if not is_template(all_members):
+            self._choice(parse_flag(all_members, "all_members"))
+
+    def _choice(self, everyone: bool) -> str:
+        """How the members are chosen: ``ids``, ``departed`` or ``all``; InvalidArgument for none or several."""
+        ways = [way for way, given in (("ids", self.member_ids is not None or self.instance_ids is not None),
+                                       ("departed", self.departed_of is not None), ("all", everyone)) if given]
+        if len(ways) > 1:
+            words = {"ids": "member_ids / instance_ids", "departed": "departed_of", "all": "all_members=True"}
+            given = " and ".join(words[w] for w in ways)
+            raise InvalidArgument(f"{type(self).__name__} (task {self.task_id}) is given {given}: the members to "
+                                  "remove are chosen one way only",
+                                  remedy="Give member_ids / instance_ids, or departed_of, or all_members=True.")
+        if not ways:
+            raise InvalidArgument(f"{type(self).__name__} (task {self.task_id}) names no member to remove of group "
+                                  f"{self.group_id!r}: an empty selection never means every member",
+                                  remedy="Give member_ids / instance_ids, or departed_of (static members whose "
+                                         "instance is gone), or all_members=True to remove every member.")
+        return ways[0]
 
     def _departed(self) -> dict | list[str]:
         """The ``group.instance.id`` of the departed static members, or the result of a run with nothing to do."""
@@ -74,16 +99,27 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
         return ids
 
     def run(self, context: Any) -> dict:
-        if self.departed_of is not None:
+        way = self._choice(parse_flag(self.all_members, "all_members"))
+        member_ids, instance_ids = id_list("member_ids", self.member_ids), id_list("instance_ids", self.instance_ids)
+        selection = "every member"
+        if way == "departed":
             departed = self._departed()
             if isinstance(departed, dict):
                 self.log.info("Nobody removed from %s: %s", self.group_id, departed["checked"])
-                return departed
-            self.instance_ids = departed
-        everyone = not self.member_ids and not self.instance_ids
-        result = self.native_hook.remove_members(self.group_id, member_ids=self.member_ids,
-                                                 instance_ids=self.instance_ids, all_members=everyone,
-                                                 missing_ok=True, reason=f"airflow task {self.task_id}")
+                return {**departed, "selection": "static members whose instance is gone"}
+            member_ids, instance_ids = (), tuple(departed)
+        if way != "all":
+            if not member_ids and not instance_ids:
+                checked = ("member_ids and instance_ids name nobody: nobody was removed (every member is "
+                           "all_members=True, never an empty list)")
+                self.log.warning("Nobody removed from %s: %s", self.group_id, checked)
+                return {"group_id": self.group_id, "removed": [], "failed": {}, "not_found": [],
+                        "selection": "nobody", "checked": checked}
+            selection = "named: " + ", ".join([*member_ids, *instance_ids])
+        self.log.info("Removing from %s: %s", self.group_id, selection)
+        result = self.native_hook.remove_members(self.group_id, member_ids=member_ids, instance_ids=instance_ids,
+                                                 all_members=way == "all", missing_ok=True,
+                                                 reason=f"airflow task {self.task_id}")
         if result.removed:
             self.log.info("Removed from %s: %s", self.group_id, ", ".join(result.removed))
         else:
@@ -92,7 +128,7 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
             self.log.info("Already gone: %s", ", ".join(result.not_found))
         if result.failed:
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
-        return result.to_dict()
+        return {**result.to_dict(), "selection": selection}
 
     def audit_changes(self, context: Any, result: dict) -> list[Change]:
         if not result.get("removed"):

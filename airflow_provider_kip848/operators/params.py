@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN
+from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_FORM_PATTERN
 
 #: a window's opening or closing time as the form takes it: H:MM or HH:MM, 00:00 to 23:59, nothing after it
 WINDOW_TIME_PATTERN = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
@@ -43,7 +43,7 @@ def controller_params(description: str = "") -> dict[str, Any]:
     ``controllers.registry``) and the arguments it declares for a run. Never code: a module path, an unknown
     name or an undeclared argument is refused by the first task, before the lock and before anything runs."""
     return {
-        "app_controller": Param(None, type=["null", "string"], pattern=f"^{CONTROLLER_NAME_PATTERN}$",
+        "app_controller": Param(None, type=["null", "string"], pattern=CONTROLLER_NAME_FORM_PATTERN,
                                 title="Application controller (a name from the deployment's registry)",
                                 description=description or "How the application is stopped, started and "
                                 "checked: the name of its entry in the deployment's controller registry "

@@ -13,7 +13,8 @@ An Airflow 3 plugin (:class:`FleetViewPlugin`) that the API server mounts at ``/
 * ``GET /kip848/runs.json``: the same as JSON (:mod:`.fleet_runs` reads and summarises them).
 
 The fleet pages take ``conn_id`` (a ``kafka_admin`` connection, default ``kafka_admin_default``) and optionally
-``group_ids`` (comma-separated: only those groups) and ``timeout_s``. The facts come from one
+``group_ids`` (comma-separated: only those groups; given but empty: a 400, never every group) and
+``timeout_s``. The facts come from one
 :meth:`~airflow_provider_kip848.hooks.admin.KafkaGroupAdminHook.inventory` call (batched requests).
 A cluster that does not answer is an error banner with its message (HTTP 502), never an empty fleet;
 a fact that could not be read is shown as ``unknown``.
@@ -578,8 +579,10 @@ def read_fleet(conn_id: str, group_ids: Iterable[str] | None, timeout_s: float |
 
 
 def _group_ids(raw: str | None) -> list[str] | None:
-    """``a,b`` -> ["a", "b"] (each checked by the inventory: a bad id is a 400); None: every group."""
-    return [g.strip() for g in raw.split(",") if g.strip()] if raw else None
+    """``a,b`` -> ["a", "b"] (each checked by the inventory: a bad id is a 400); None (no ``group_ids``): every
+    group. Given but naming none (``group_ids=`` or ``,``): [], which the inventory refuses (a 400), never the
+    whole fleet."""
+    return None if raw is None else [g.strip() for g in raw.split(",") if g.strip()]
 
 
 def read_fleet_runs(dag_id: str, limit: int, run_id: str | None, ui_base: str) -> tuple[int, dict[str, Any]]:

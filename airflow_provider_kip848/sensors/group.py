@@ -483,6 +483,13 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
         return self._lag_condition(int(parse_number(self.max_lag, "max_lag", integer=True) or 0))
 
 
+def group_seen_by(snapshot_task_id: str) -> str:
+    """The template telling a :class:`KafkaGroupEmptySensor` (``allow_absent``) that the group existed before the
+    wait: the snapshot task taken before the stop described it (a snapshot of an id the cluster does not know
+    fails). Gone after that, it was deleted by the coordinator (Empty, without committed offsets): empty."""
+    return f"{{{{ (ti.xcom_pull(task_ids='{snapshot_task_id}') or {{}}).get('group_id') is not none }}}}"
+
+
 #: Default settle window of an Empty wait: twice the longest default heartbeat interval (classic
 #: clients 3 s, the consumer protocol 5 s), so a member still running has rejoined before it ends.
 EMPTY_SETTLE_SECONDS = 10.0
@@ -504,36 +511,46 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
         returned ``instances_gone``; templated, parsed strictly). The members left behind are forced out at the
         first poll then (when ``remove_members_after`` is set at all) and the group needs no settle time.
     :param controller, controller_args: the application's controller (a registry name; templated).
+    :param allow_absent: a group that does not exist counts as empty (templated flag, parsed strictly). Without
+        it, an id the cluster has not listed since the wait began fails the wait (``GroupNotFound`` naming the
+        similar ids, with the code points where they differ invisibly): a mistyped id is never "Empty". A group
+        seen during the wait and deleted later is empty either way. The offline DAGs pass
+        :func:`group_seen_by` their snapshot before the stop.
     """
 
     template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds", "instances_gone", "controller",
-                       "controller_args")
+                       "controller_args", "allow_absent")
 
     def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, instances_gone: bool | str = False,
                  controller: str | None = None, controller_args: dict[str, Any] | str | None = None,
-                 **kwargs: Any) -> None:
+                 allow_absent: bool | str = False, **kwargs: Any) -> None:
         self.settle_seconds = settle_seconds
-        if not is_template(instances_gone):
-            parse_flag(instances_gone, "instances_gone")
+        for flag, name in ((instances_gone, "instances_gone"), (allow_absent, "allow_absent")):
+            if not is_template(flag):
+                parse_flag(flag, name)
         self.instances_gone = instances_gone
+        self.allow_absent = allow_absent
         self.controller, self.controller_args = controller, controller_args
         first = EMPTY_SETTLE_SECONDS if is_template(settle_seconds) else parse_number(settle_seconds,
                                                                                         "settle_seconds")
-        super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0), **kwargs)
+        absent = False if is_template(allow_absent) else parse_flag(allow_absent, "allow_absent")
+        super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0, allow_absent=absent), **kwargs)
 
     def _apply_templated(self, carried: dict[str, Any] | None = None) -> None:
-        super()._apply_templated(carried)
         try:
             gone = parse_flag(self.instances_gone, "instances_gone")
+            absent = parse_flag(self.allow_absent, "allow_absent")
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
+        super()._apply_templated(carried)
         if gone:  # confirmed by the controller: no wait for members to leave or for the group to settle
             if self.remove_members_after is not None:
                 self.remove_members_after = 0.0
-            self.condition = GroupCondition("empty", settle_s=0.0)
+            self.condition = GroupCondition("empty", settle_s=0.0, allow_absent=absent)
 
     def _build_condition(self) -> GroupCondition:
-        return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0)
+        return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0,
+                              allow_absent=parse_flag(self.allow_absent, "allow_absent"))
 
     def _platform_status(self) -> ApplicationStatus | None:
         return self._ask(gone_confirmation)

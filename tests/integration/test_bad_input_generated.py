@@ -46,7 +46,10 @@ CONN = "kafka_generated"
 #: ids a user types for the real groups: blanks, case, a typo, invisible and look-alike characters
 GROUP_IDS = st.one_of(
     st.sampled_from([EMPTY, BUSY, EMPTY + " ", " " + BUSY, EMPTY.upper(), "gen-emtpy", "gen-\u200bempty",
-                     "gen-\u0435mpty", "gen-empty\n", "", "   ", "gen-absent"]),
+                     "gen-\u0435mpty", "gen-empty\n", "", "   ", "gen-absent",
+                     # space-like, invisible, a lone combining mark, another normalization form (issue 31.2)
+                     "gen-\u00a0empty", "gen-empty\u3000x", "gen-\u0301empty", "gen-\ufe0fempty",
+                     "gen-e\u0301mpty"]),
     st.text(alphabet=st.characters(codec="utf-8"), max_size=6).map(lambda t: "gen-" + t),
 )
 #: guard-flag values: the real booleans, and what arrives from a form, a template or a typo

@@ -229,13 +229,26 @@ CASES = [
         task_id="cmp", group_id=STREAMS, snapshot_path=s["snap_good"]),
      SnapshotConflict, "is a snapshot of group 'bad-op-empty', not 'bad-op-streams'", "Use another path"),
     # members
-    ("remove-members-unknown-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost"),
+    ("remove-members-unknown-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost",
+                                                                          all_members=True),
      E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+    # an empty selection never widens to every member (issue 31.1): refused when the DAG is parsed
+    ("remove-members-nobody-named", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY),
+     E.InvalidArgument, "names no member to remove of group 'bad-op-busy': an empty selection never means every "
+                        "member", "or all_members=True to remove every member"),
+    ("remove-members-every-member-and-ids", lambda s: RemoveGroupMembersOperator(
+        task_id="rm", group_id=BUSY, all_members=True, instance_ids=["busy-0"]),
+     E.InvalidArgument, "is given member_ids / instance_ids and all_members=True",
+     "Give member_ids / instance_ids, or departed_of, or all_members=True"),
+    ("remove-members-every-member-as-text", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
+                                                                                 all_members="si"),
+     E.InvalidArgument, "all_members must be true or false, not 'si'", "Pass all_members=True or all_members=False"),
     ("remove-members-ids-as-string", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
                                                                           member_ids="busy-member-1"),
      E.InvalidArgument, "member_ids must be a list of ids, not the string 'busy-member-1'",
      "Pass a list, e.g. member_ids=['busy-member-1']"),
-    ("remove-members-of-streams-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=STREAMS),
+    ("remove-members-of-streams-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=STREAMS,
+                                                                             all_members=True),
      E.WrongGroupType, "is a streams group: the broker rejects LeaveGroup", "Stop the application's instances"),
     # protocol direction (the preflight's verdict) and its inputs
     ("migrate-consumer-group-to-streams", preflight("classic_to_streams", EMPTY), None,

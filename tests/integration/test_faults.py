@@ -399,7 +399,7 @@ def _removal_case(broker, unique, tmp_path):
         wait_until(lambda: len(admin.describe_group(group).members) == 2, what="two classic members")
     for m in members:
         m.kill()  # crashed: their members stay for the 60 s session
-    kwargs = {"kafka_conn_id": CONN, "group_id": group}
+    kwargs = {"kafka_conn_id": CONN, "group_id": group, "all_members": True}
 
     def state(admin):
         return len(admin.describe_group(group).members)

@@ -181,6 +181,9 @@ def test_a_cluster_that_does_not_answer_is_an_error_banner(api, monkeypatch, kaf
     assert missing.status_code == 404 and "kafka_fleet_no_such_connection" in missing.json()["error"]
     bad_id = _get(api, "/fleet.json", conn_id=kafka_conn, group_ids="orders\u200b")  # an invisible character
     assert bad_id.status_code == 400 and "orders" in bad_id.json()["error"]
+    for nobody in ("", " , "):  # group_ids given but naming no group: refused, never the whole fleet
+        named_none = _get(api, "/fleet.json", conn_id=kafka_conn, group_ids=nobody)
+        assert named_none.status_code == 400 and "group_ids is empty" in named_none.json()["error"], nobody
     absent = _get(api, "/fleet", conn_id=kafka_conn, group_ids="kip848-fleet-no-such-group")
     assert absent.status_code == 200 and "Not found on the cluster: kip848-fleet-no-such-group" in absent.text
 

@@ -140,7 +140,7 @@ def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, 
     wait_until(lambda: len(native.describe_group(group).members) == 2, what="two members")
     for m in members:
         m.kill()
-    op = RemoveGroupMembersOperator(task_id="rm", group_id=group)
+    op = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True)
     result = op.execute(context)
     assert len(result["removed"]) == 2 and "static-0" in result["removed"]
     assert native.describe_group(group).is_empty
@@ -150,7 +150,7 @@ def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, 
     try:
         wait_until(lambda: native.describe_group(app_id).state == "Stable", what="streams app")
         with pytest.raises(AirflowFailException, match="rejects LeaveGroup for streams groups"):
-            RemoveGroupMembersOperator(task_id="rm2", group_id=app_id).execute(context)
+            RemoveGroupMembersOperator(task_id="rm2", group_id=app_id, all_members=True).execute(context)
     finally:
         app.stop()
 

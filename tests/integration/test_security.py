@@ -294,7 +294,7 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 results["restore"] = RestoreGroupOffsetsOperator(
                     task_id="restore", group_id=SECRETS_GROUP, snapshot_path=snapshot_path, **common).execute(context)
                 results["members"] = RemoveGroupMembersOperator(
-                    task_id="members", group_id=SECRETS_GROUP, **common).execute(context)
+                    task_id="members", group_id=SECRETS_GROUP, all_members=True, **common).execute(context)
                 results["preflight"] = MigrationPreflightOperator(
                     task_id="preflight", mode="classic_to_consumer", group_id=SECRETS_GROUP, **common).execute(context)
             results[f"compare-{backend}"] = CompareGroupOffsetsOperator(

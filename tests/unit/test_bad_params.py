@@ -157,7 +157,9 @@ def test_generated_group_ids_the_form_accepts_are_ids_the_provider_accepts(dagba
     accepted = refused = 0
 
     @given(st.one_of(st.text(max_size=8), st.sampled_from(["orders", " orders", "orders ", "ord\u200bers",
-                                                           "orders\n", "оrders", "\ufefforders", "a b"])))
+                                                           "orders\n", "оrders", "\ufefforders", "a b",
+                                                           "ord\u00a0ers", "orders\u3000v2", "\u0301orders",
+                                                           "orde\u0301rs", "ord\ufe0fers"])))
     @settings(max_examples=150, derandomize=True, database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
     def case(group_id):

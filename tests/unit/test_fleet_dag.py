@@ -6,8 +6,10 @@ import importlib.util
 
 import pytest
 
+from airflow_provider_kip848.fleet import plan_waves, select
 from airflow_provider_kip848.fleet.budget import WaveVerdict
 from airflow_provider_kip848.fleet.results import WaveRecord
+from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.operators import fleet_tasks
 from tests.conftest import REPO
 
@@ -142,3 +144,42 @@ def test_the_plan_tells_the_approvers_when_airflow_has_fewer_slots_than_a_wave_m
     assert fleet_tasks.slot_capacity_note(10, at_once + 2) is None  # a slot per application and two for the run
     assert fleet_tasks.slot_capacity_note(10, at_once + 1) is not None
     assert fleet_tasks.slot_capacity_note(0, 1) is None  # nothing to move: nothing to say
+
+
+# -- the run's selection (issue 31.1): every application only in so many words -----------------------------------
+
+
+@pytest.mark.parametrize("params, what", [
+    ({}, "the run selects no application: apps, teams and prefixes are empty"),
+    ({"apps": [], "teams": [], "prefixes": [], "all_applications": False}, "the run selects no application"),
+    ({"all_applications": True, "teams": ["payments"]}, "all_applications and teams at once"),
+    ({"all_applications": True, "apps": ["a"], "prefixes": ["p-"]}, "all_applications and apps, prefixes at once"),
+    ({"all_applications": "maybe"}, "all_applications must be true or false"),
+])
+def test_empty_filters_never_select_every_application(params, what):
+    with pytest.raises(InvalidArgument) as refused:
+        fleet_tasks.selection_filters({"readiness": ["ready_online"], **params})
+    assert what in str(refused.value) and refused.value.remedy
+
+
+def test_the_filters_a_run_names_are_what_it_selects():
+    assert fleet_tasks.selection_filters({"all_applications": True, "apps": [], "readiness": ["ready_online"]}) == {
+        "apps": None, "teams": None, "prefixes": None, "readiness": ["ready_online"]}
+    assert fleet_tasks.selection_filters({"teams": ["t"], "prefixes": [], "readiness": []}) == {
+        "apps": None, "teams": ["t"], "prefixes": None, "readiness": []}  # an empty readiness: select() refuses it
+
+
+def test_each_wave_approval_says_what_the_run_selected(module):
+    from tests.unit.test_fleet_planning import entry, inventory, ownership
+
+    plan = plan_waves(select(inventory(entry("orders-a"), entry("pay-eu-1")), ownership(), apps=["orders"]),
+                      canary=0)
+    planned = {"plan": plan.to_dict(), "plan_hash": plan.plan_hash}
+
+    class TI:
+        def xcom_pull(self, task_ids=None, key="return_value"):
+            return planned if task_ids == "plan" else None
+
+    params = {**module.dag_object.params.dump(), "dry_run": False}
+    opened = fleet_tasks.open_wave_step(1, params, {"ti": TI()})
+    assert opened["markdown"].startswith("Selection: applications orders.\n\n### Wave 1")

@@ -22,6 +22,7 @@ from airflow_provider_kip848.fleet import (
     GroupResult,
     OwnershipError,
     OwnershipMap,
+    OwnershipNotApprovable,
     plan_waves,
     remaining,
     select,
@@ -315,12 +316,85 @@ def test_expected_instances_differing_is_a_warning_not_a_hold():
     assert orders.warnings == ("orders-a has 3 member(s), the ownership map expects 2 instance(s)",)
 
 
-def test_conflicts_travel_into_the_plan():
-    inv = inventory(entry("orders-legacy-1"), entry("orders-a"))
-    plan = plan_waves(select(inv, ownership()))
-    assert [c.group_id for c in plan.conflicts] == ["orders-legacy-1"]
-    assert any("ownership conflict" in w for w in plan.warnings)
-    assert plan.to_dict()["conflicts"][0]["owner"] == "orders"
+def _whole_map_inventory(*extra: InventoryEntry) -> GroupInventory:
+    """A group for every application of MAP_YAML (none idle), plus ``extra``."""
+    return inventory(entry("orders-a"), entry("pay-eu-1"), entry("search-1"), entry("reco-1"),
+                     entry("orders-legacy-2", gtype=GroupType.CONSUMER), *extra)
+
+
+@pytest.mark.parametrize("filters", [{}, {"apps": ["search"]}, {"teams": ["discovery"]}, {"prefixes": ["pay-"]}])
+def test_a_group_claimed_by_two_applications_fails_the_plan_naming_both_rules(filters):
+    """The first rule no longer wins silently: whatever the run selects, the map is ambiguous (issue 31.6)."""
+    with pytest.raises(OwnershipNotApprovable) as err:
+        select(_whole_map_inventory(), ownership(), **filters)
+    assert [(c.group_id, c.rules) for c in err.value.conflicts] == [
+        ("orders-legacy-2", ((0, "orders"), (4, "legacy")))]
+    assert "group 'orders-legacy-2' is claimed by 2 applications: rules[0] (orders), rules[4] (legacy)" in \
+        str(err.value)
+    assert "Fix the ownership map" in str(err.value) and "Nothing was locked or changed" in str(err.value)
+    assert isinstance(err.value, InvalidArgument) and not err.value.retriable
+
+
+def test_an_application_matching_no_group_is_in_the_plan_which_is_not_approvable():
+    m = OwnershipMap.from_text(MAP_YAML.replace("orders-legacy-", "legacy-"), source="map.yaml")
+    sel = select(_whole_map_inventory(entry("pay-us-1")), m)  # legacy- matches nothing
+    assert [(i.app, i.rules) for i in sel.idle] == [("legacy", ((4, "prefix 'legacy-'"),))]
+    plan = plan_waves(sel, canary=0)
+    assert plan.waves and not plan.approvable
+    assert plan.blockers == ("application 'legacy' (team 'commerce') matches no group of the inventory with "
+                             "rules[4] (prefix 'legacy-')",)
+    md = plan.render_markdown()
+    assert "### Not approvable: fix the ownership map" in md and "application 'legacy'" in md
+    assert plan.to_dict()["approvable"] is False and plan.to_dict()["idle"][0]["app"] == "legacy"
+    with pytest.raises(OwnershipNotApprovable, match="application 'legacy' .* matches no group"):
+        plan.require_approvable()
+    # a filter does not hide it: the map is wrong whichever applications a run selects
+    assert not plan_waves(select(_whole_map_inventory(entry("pay-us-1")), m, apps=["orders"])).approvable
+    whole = plan_waves(select(_whole_map_inventory(entry("legacy-1")), m))
+    assert whole.approvable and whole.blockers == () and "Not approvable" not in whole.render_markdown()
+    whole.require_approvable()
+
+
+def test_a_rule_of_a_live_application_matching_nothing_is_a_warning():
+    m = OwnershipMap.from_obj({"rules": [{"prefix": "orders-", "app": "orders", "team": "t"},
+                                         {"prefix": "ordres-", "app": "orders", "team": "t"}]}, source="m")
+    sel = select(inventory(entry("orders-1")), m)
+    assert sel.idle == () and any("rules[1] (prefix 'ordres-') of application 'orders' matches no group" in w
+                                  for w in sel.warnings)
+    assert plan_waves(sel).approvable
+
+
+@pytest.mark.parametrize("filters, message", [
+    ({"apps": []}, "apps is empty: an empty filter selects no applications, it never means every one"),
+    ({"teams": ()}, "teams is empty"),
+    ({"prefixes": []}, "prefixes is empty"),
+    ({"prefixes": [""]}, "prefixes has an empty or non-text value '' (an empty prefix would match every group)"),
+    ({"prefixes": ""}, "an empty prefix would match every group"),
+    ({"prefixes": ["pay-", "  "]}, "prefixes has an empty or non-text value '  '"),
+    ({"apps": ""}, "apps has an empty or non-text value ''"),
+    ({"readiness": []}, "readiness is empty: it would hold back every application"),
+])
+def test_an_empty_filter_is_refused_never_every_application(filters, message):
+    with pytest.raises(InvalidArgument) as err:
+        select(fleet(), ownership(), **filters)
+    assert message in str(err.value) and err.value.remedy
+
+
+def test_the_selection_says_in_words_what_it_chose_and_what_matched_nothing():
+    inv, m = fleet(), ownership()
+    assert select(inv, m).scope == "every application of the ownership map"
+    assert select(inv, m, apps=["search", "payments"], readiness=["ready_online"]).scope == \
+        "applications payments, search (readiness ready_online)"
+    sel = select(inv, m, prefixes=["pay-", "ordrs-"], teams=["commerce"])
+    assert sel.scope == "teams commerce and applications owning a group starting with 'pay-', 'ordrs-'"
+    assert sel.unmatched == ("prefix 'ordrs-' matches no owned group of the inventory",)
+    assert select(inv, m, apps=["legacy"]).unmatched == ("application 'legacy' owns no group of the inventory",)
+    assert select(inv, m, prefixes=["legacy-"]).unmatched == (  # an unowned group is not the application's
+        "prefix 'legacy-' matches no owned group of the inventory",)
+    nothing = plan_waves(select(inv, m, apps=["legacy"]))
+    md = nothing.render_markdown()
+    assert "Selection: applications legacy." in md and "**Nothing selected**" in md and "**Matched nothing**" in md
+    assert "Selection: every application of the ownership map." in plan_waves(select(inv, m)).render_markdown()
 
 
 # -- waves -----------------------------------------------------------------------------------------------------
@@ -593,3 +667,40 @@ def test_require_controller_holds_back_a_ready_application_without_one():
         else:
             assert held.status == "held" and "no app_controller" in held.reason
     assert any(not a.app_controller for a in plain.ready), "the fixture must have a ready app without a controller"
+
+
+# -- generated filters (issue 31.1): never wider than asked ---------------------------------------------------------
+
+FILTER_VALUES = st.one_of(st.none(), st.just([]), st.just(()), st.just(""), st.just([""]), st.just(["  "]),
+                          st.lists(st.sampled_from(["orders", "payments", "search", "reco", "legacy", "commerce",
+                                                    "discovery", "orders-", "pay-", "pay-eu-", "reco-1", "zzz"]),
+                                   min_size=1, max_size=3))
+
+
+@given(apps=FILTER_VALUES, teams=FILTER_VALUES, prefixes=FILTER_VALUES,
+       readiness=st.one_of(st.none(), st.just([]), st.sampled_from([["ready_online"], ["offline_only"],
+                                                                    ["ready_online", "offline_only"]])))
+@settings(max_examples=150, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+def test_generated_filters_select_no_more_than_they_name(apps, teams, prefixes, readiness):
+    """Whatever the filters: refused (with a remedy), or every selected application matches every filter that was
+    given; an empty filter (or an empty value in one) is always refused, never read as "every application"."""
+    inv, m = fleet(), ownership()
+    values = [v for v in (apps, teams, prefixes, readiness) if v is not None]
+    empty = any(v in ([], (), "") or (isinstance(v, list) and any(not str(x).strip() for x in v)) for v in values)
+    try:
+        sel = select(inv, m, apps=apps, teams=teams, prefixes=prefixes, readiness=readiness)
+    except InvalidArgument as refused:
+        assert refused.remedy and not refused.retriable
+        return
+    assert not empty, f"an empty filter was accepted: {(apps, teams, prefixes, readiness)}"
+    everything = {a.app for a in select(inv, m).applications}
+    chosen = {a.app: a for a in sel.applications}
+    assert set(chosen) <= everything
+    for a in chosen.values():
+        assert apps is None or a.app in apps
+        assert teams is None or a.team in teams
+        assert prefixes is None or any(g.startswith(tuple(prefixes)) for g in a.group_ids)
+    if apps is None and teams is None and prefixes is None:
+        assert set(chosen) == everything and sel.scope.startswith("every application of the ownership map")
+    else:
+        assert "every application" not in sel.scope

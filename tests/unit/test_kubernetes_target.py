@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kip848.controllers import ControllerRegistryInvalid
+from airflow_provider_kip848.controllers import ControllerRegistryInvalid, PlatformError
 from airflow_provider_kip848.controllers.kubernetes import KubernetesController, label_selector
 from airflow_provider_kip848.controllers.registry import ControllerRegistry, dumps
 from airflow_provider_kip848.testing.kube_node import expand
@@ -67,6 +67,16 @@ def test_label_selector_is_what_kubectl_takes() -> None:
         {"key": "env", "operator": "NotIn", "values": ["dev"]}]}) == \
         "app=orders,tier=consumer,track in (stable,canary),!legacy,zone,env notin (dev)"
     assert label_selector(None) == ""
+
+
+@pytest.mark.parametrize("selector", [None, {}, {"matchLabels": {}}, {"matchLabels": {}, "matchExpressions": []}])
+def test_an_empty_workload_selector_never_selects_every_pod(selector) -> None:
+    """An empty selector lists every pod of the namespace: the waits would count other applications' pods as the
+    workload's (issue 31.1). Refused before a pod is listed."""
+    controller = resolve(**BASE).controller
+    with pytest.raises(PlatformError, match="has an empty selector: its pods cannot be told apart") as refused:
+        controller._selector({"spec": {"selector": selector}})
+    assert not refused.value.retriable and refused.value.remedy
 
 
 def test_expand_follows_kubernetes() -> None:

@@ -184,7 +184,7 @@ def test_conditions():
         "type consumer, 1 of 2 live member(s) on the new protocol, 1 expected"
     assert evaluate(FakeAdmin(done), "g", migrated).met
     assert evaluate(FakeAdmin(mixed), "g", GroupCondition("type", group_type="consumer")).met
-    assert evaluate(FakeAdmin(None), "g", GroupCondition("empty")).met
+    assert evaluate(FakeAdmin(None), "g", GroupCondition("empty", allow_absent=True)).met
     assert evaluate(FakeAdmin(None), "g", GroupCondition("state", states=("dead",))).met
     assert not evaluate(FakeAdmin(mixed), "g", GroupCondition("state", states=("Empty",))).met
     lagging = GroupOffsets("g", (PartitionOffsets("t", 0, 5, 0, 9), PartitionOffsets("t", 1, 9, 0, 9)))

@@ -18,10 +18,11 @@ instance that was never stopped. So:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     ConsumerGroupMember,
@@ -269,8 +270,25 @@ def test_members_before_the_group_was_ever_empty_are_a_stop_in_progress():
 
 def test_without_a_settle_window_the_first_empty_poll_is_enough():
     state = WaitState()
-    verdict = follow(GroupCondition("empty"), judge(GroupCondition("empty"), description=None), state, now=7.0)
+    absent_ok = GroupCondition("empty", allow_absent=True)
+    verdict = follow(absent_ok, judge(absent_ok, description=None), state, now=7.0)
     assert verdict.met and verdict.summary == "the group does not exist"
+
+
+def test_an_empty_wait_on_a_group_never_seen_fails_naming_similar_ids_in_code_points():
+    nfd, nfc = "hc-gru\u0308ppe", "hc-gr\u00fcppe"
+    absent = judge(GroupCondition("empty"), description=None)
+    assert not absent.met
+    with pytest.raises(GroupNotFound) as err:
+        follow(GroupCondition("empty"), replace(absent, detail={**absent.detail, "group_id": nfd,
+                                                                 "similar": [nfc]}), WaitState(), now=0.0)
+    assert "does not exist on this cluster, and has not since this wait began" in str(err.value)
+    assert "U+0075 U+0308" in str(err.value) and "U+00FC" in str(err.value) and not err.value.retriable
+    # seen during this wait, then gone: deleted (an Empty group without committed offsets), so empty
+    state = WaitState()
+    follow(EMPTY, judge(EMPTY, description=group(state="Empty")), state, now=0.0)
+    assert state.seen_at == 0.0
+    assert follow(EMPTY, judge(EMPTY, description=None), state, now=10.0).met
 
 
 def test_a_member_after_the_group_was_empty_fails_the_wait_and_is_named():
@@ -296,9 +314,9 @@ def test_a_member_after_the_wait_forced_members_out_fails_the_wait():
 
 def test_the_empty_rule_survives_the_trip_through_json():
     state = WaitState()
-    follow(EMPTY, judge(EMPTY, description=None), state, now=100.0)
+    follow(EMPTY, judge(EMPTY, description=group(state="Empty")), state, now=100.0)
     carried = WaitState.from_dict(json.loads(json.dumps(state.to_dict())))
-    assert carried.emptied_at == 100.0
+    assert carried.emptied_at == 100.0 and carried.seen_at == 100.0
     with pytest.raises(GroupNotEmpty, match="2.5 s after the group was empty: orders-0 on /10.0.0.0"):
         follow(EMPTY, judge(EMPTY, description=group(consumer(0))), carried, now=102.5)
 

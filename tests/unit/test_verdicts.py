@@ -105,8 +105,8 @@ def test_a_member_back_after_forced_removal_fails_the_wait_and_is_named():
         follow(empty, back, state, now=103.0)
 
 
-def test_a_group_that_does_not_exist_is_empty_once_settled():
-    empty = GroupCondition("empty", settle_s=2)
+def test_a_group_that_does_not_exist_is_empty_once_settled_when_absence_is_allowed():
+    empty = GroupCondition("empty", settle_s=2, allow_absent=True)
     state = WaitState()
     raw = judge(empty, description=None)
     assert not follow(empty, raw, state, now=0.0).met

@@ -443,6 +443,10 @@ class KafkaAdmin(ClusterAdmin):
         wanted: set[str] | None = None
         if group_ids is not None:
             wanted = {require_group_id(g) for g in id_list("group_ids", group_ids)}
+            if not wanted:  # an empty list names no group; every group is group_ids=None, never an empty list
+                raise E.InvalidArgument("inventory: group_ids is empty, it names no group.",
+                                        remedy="Name the groups to read, or leave group_ids out (None) to read every "
+                                               "group of the cluster.")
         reader = BatchReader(self._t, started + (self.request_timeout_s if timeout_s is None else float(timeout_s)))
         listed, unanswered = reader.list_groups()
         # the ids with group configs that no broker lists: described below, to tell a group that does not exist
@@ -701,8 +705,14 @@ class KafkaAdmin(ClusterAdmin):
         instance_ids = id_list("instance_ids", instance_ids)
         all_members = require_bool(all_members, "all_members")
         missing_ok = require_bool(missing_ok, "missing_ok")
-        if not all_members and not member_ids and not instance_ids:
-            raise E.InvalidArgument("remove_members needs member_ids, instance_ids or all_members=True.")
+        if not all_members and not member_ids and not instance_ids:  # never "every member" by omission
+            raise E.InvalidArgument(f"remove_members of group {group_id!r} names no member: an empty selection never "
+                                    "means every member.",
+                                    remedy="Pass member_ids or instance_ids, or all_members=True to remove every "
+                                           "member.")
+        if all_members and (member_ids or instance_ids):
+            raise E.InvalidArgument(f"remove_members of group {group_id!r} is given all_members=True and ids at once.",
+                                    remedy="Pass either the ids to remove or all_members=True, not both.")
         desc = self.describe_group(group_id)
         if isinstance(desc, StreamsGroupDescription):
             raise streams_group_refusal(group_id, "the broker rejects LeaveGroup for streams groups",

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_provider_kip848.kafka.arguments import describe_similar, show_id
 from airflow_provider_kip848.kafka.errors import (
     CoordinatorUnavailable,
     GroupNotEmpty,
+    GroupNotFound,
     InvalidArgument,
     Kip848Error,
     MemberNotReconciled,
@@ -59,9 +61,14 @@ class GroupCondition:
       epoch for ``reconcile_s`` seconds fails the wait (:class:`MemberNotReconciled`);
     * ``lag``: the group's total lag is at most ``max_lag`` (and no partition above
       ``max_partition_lag`` when given);
-    * ``empty``: the group has no members (a group that does not exist is empty), and has had none
-      for ``settle_s`` seconds: a member that is still running rejoins within a heartbeat or two of
-      leaving (or of being forced out), so a momentary Empty is not proof that the application stopped.
+    * ``empty``: the group has no members, and has had none for ``settle_s`` seconds: a member that is
+      still running rejoins within a heartbeat or two of leaving (or of being forced out), so a momentary
+      Empty is not proof that the application stopped. A group that does not exist is empty only when it
+      existed earlier in the same wait (the coordinator deletes an Empty group without committed offsets) or
+      with ``allow_absent`` (the caller saw it before the wait: an offline migration's snapshot before the
+      stop). An id the cluster never listed since the wait began fails the wait (:class:`GroupNotFound`,
+      naming similar ids): a mistyped id would otherwise be "Empty" at once while the real group keeps its
+      members.
     """
 
     kind: str
@@ -73,6 +80,7 @@ class GroupCondition:
     settle_s: float = 0.0
     liveness_s: float = 0.0
     reconcile_s: float = RECONCILE_LIMIT_S
+    allow_absent: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -96,6 +104,8 @@ class GroupCondition:
         if (isinstance(self.reconcile_s, bool) or not isinstance(self.reconcile_s, (int, float))
                 or self.reconcile_s <= 0):
             raise InvalidArgument(f"reconcile_s must be a number of seconds > 0, not {self.reconcile_s!r}")
+        if not isinstance(self.allow_absent, bool):
+            raise InvalidArgument(f"allow_absent must be a bool, not {self.allow_absent!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "states": [s.value for s in self.states]}
@@ -116,7 +126,8 @@ class GroupCondition:
                     f"the {'consumer' if self.group_type == 'classic' else 'classic'} protocol{live}")
         if self.kind == "lag":
             return f"total lag <= {self.max_lag}"
-        return f"no members for {self.settle_s:g} s" if self.settle_s else "no members"
+        absent = " (or gone)" if self.allow_absent else ""
+        return f"no members{absent} for {self.settle_s:g} s" if self.settle_s else f"no members{absent}"
 
 
 @dataclass(frozen=True)
@@ -152,7 +163,7 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
                                 "lag": {f"{p.topic}:{p.partition}": p.lag for p in offsets.partitions}})
     desc = description
     if desc is None:
-        met = kind == "empty" or (kind == "state" and GroupState.DEAD in condition.states)
+        met = (kind == "empty" and condition.allow_absent) or (kind == "state" and GroupState.DEAD in condition.states)
         return ConditionResult(met, "the group does not exist", {"exists": False})
     detail = _detail(desc)
     if offsets is not None:  # a migrated wait's liveness: progress is committed offsets advancing
@@ -265,6 +276,7 @@ class WaitState:
     offsets of its partitions then (what its progress is measured from).
     ``reconciling``: a migrated wait's members behind the group's assignment, by member id: since when at
     which member epoch (a member that moves to another epoch is progressing: its clock starts again).
+    ``seen_at``: when an Empty wait first saw the group exist (gone after that: deleted, so empty).
     """
 
     empty_since: float | None = None
@@ -273,6 +285,7 @@ class WaitState:
     emptied_at: float | None = None
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
     reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seen_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -283,7 +296,8 @@ class WaitState:
         return cls(empty_since=data.get("empty_since"), removed=list(data.get("removed") or []),
                    unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
                    members={str(k): dict(v) for k, v in (data.get("members") or {}).items()},
-                   reconciling={str(k): dict(v) for k, v in (data.get("reconciling") or {}).items()})
+                   reconciling={str(k): dict(v) for k, v in (data.get("reconciling") or {}).items()},
+                   seen_at=data.get("seen_at"))
 
 
 def member_names(members: list[dict[str, Any]]) -> str:
@@ -309,6 +323,7 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return follow_liveness(condition, result, state, now)
     if condition.kind != "empty":
         return result
+    result = _absent_or_gone(condition, result, state, now)
     if not result.met:
         state.empty_since = None
         members = result.detail.get("members") or []
@@ -335,6 +350,31 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
     return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
                            {**result.detail, "empty_for_s": round(empty_for, 3)})
+
+
+def absent_group_error(group_id: str, similar: list[str]) -> GroupNotFound:
+    """The error of an Empty wait on an id the cluster has not listed since the wait began."""
+    return GroupNotFound(
+        f"Group {show_id(group_id)} does not exist on this cluster, and has not since this wait began"
+        + (f"; {describe_similar(group_id, similar)}" if similar else "")
+        + ". A wait for Empty on it would pass at once while the real group keeps its members",
+        remedy="Fix the group id. If the group is meant to be absent (seen earlier and deleted by the coordinator "
+               "as an Empty group without committed offsets), wait with allow_absent=True.")
+
+
+def _absent_or_gone(condition: GroupCondition, result: ConditionResult, state: WaitState,
+                    now: float) -> ConditionResult:
+    """An Empty wait's verdict on whether the group exists: seen now (remembered), gone after it was seen
+    (deleted: empty), or never seen since the wait began (:class:`GroupNotFound`, unless ``allow_absent``)."""
+    if result.detail.get("exists", True):
+        if state.seen_at is None:
+            state.seen_at = now
+        return result
+    if result.met:  # allow_absent
+        return result
+    if state.seen_at is not None:
+        return ConditionResult(True, "the group no longer exists (deleted since this wait saw it)", result.detail)
+    raise absent_group_error(str(result.detail.get("group_id") or "?"), list(result.detail.get("similar") or []))
 
 
 def follow_reconciliation(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> None:

@@ -1,0 +1,188 @@
+"""An empty selection never widens to "everything", and the fleet map must be unambiguous (issue 31, classes 1 and 6).
+
+Against the session broker, on real groups:
+
+* ``RemoveGroupMembersOperator`` with no selection is refused when the DAG is parsed; lists that come out empty
+  remove nobody and say so; a flag that renders false with no ids is refused at run time; every member only with
+  ``all_members=True`` (and the result says "every member"). The members are counted before and after each case.
+* The fleet DAG's plan task (``fleet_tasks.make_plan``, on a real inventory of the whole broker): empty filters
+  without ``all_applications``, both at once, an empty readiness, and a prefix or application that matches no group
+  are refused before anything is planned; a group claimed by two applications fails the plan naming both rules;
+  an application whose rules match no group is shown in the written plan, and the plan fails (never approvable).
+  No change lock is taken and the groups (type, state, committed offsets, configs) are as before.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_kip848.fleet import OwnershipNotApprovable
+from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.lock import lock_topic
+from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.operators import fleet_tasks
+from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from tests.conftest import REPO, RecordingTI, wait_until
+
+
+def _members(admin: KafkaAdmin, group: str) -> list[str]:
+    return sorted(m.instance_id or m.member_id for m in admin.describe_group(group).members)
+
+
+def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka_conn, unique, tmp_path):
+    topic, group = unique("sel-rm"), unique("sel-rm-group")
+    create_topics(bootstrap, {topic: 2})
+    members = [ConsumerProcess.start(bootstrap, group, [topic], protocol="classic", client_id=f"c{i}",
+                                     session_timeout_ms=60000, instance_id="static-0" if i == 0 else None,
+                                     log_file=str(tmp_path / f"c{i}.log")) for i in range(2)]
+    wait_until(lambda: len(native.describe_group(group).members) == 2, what="two members")
+    for m in members:
+        m.kill()  # crashed: their members stay for the 60 s session, nobody rejoins
+    before = _members(native, group)
+    audit = str(tmp_path / "audit.jsonl")
+
+    # nothing named: refused when the DAG is parsed, never "every member"
+    with pytest.raises(E.InvalidArgument, match="names no member to remove .* an empty selection never means every"):
+        RemoveGroupMembersOperator(task_id="rm", group_id=group)
+    for kwargs, what in [({"all_members": True, "member_ids": ["x"]}, "all_members=True"),
+                         ({"all_members": True, "departed_of": "ctl"}, "departed_of and all_members=True"),
+                         ({"member_ids": [], "departed_of": "ctl"}, "member_ids / instance_ids and departed_of"),
+                         ({"all_members": "yes!"}, "all_members must be true or false")]:
+        with pytest.raises(E.InvalidArgument, match=what):
+            RemoveGroupMembersOperator(task_id="rm", group_id=group, **kwargs)
+
+    # lists that come out empty (e.g. rendered from an upstream task): nobody removed, and the result says so
+    for kwargs in ({"member_ids": []}, {"instance_ids": []}, {"member_ids": [], "instance_ids": ()}):
+        result = RemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
+                                            **kwargs).execute({"ti": RecordingTI()})
+        assert (result["removed"], result["selection"]) == ([], "nobody"), result
+        assert "name nobody: nobody was removed" in result["checked"]
+        assert _members(native, group) == before
+
+    # a templated flag that renders false, with no ids: refused at run time, nobody removed
+    templated = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members="{{ params.everyone }}")
+    templated.all_members = "False"  # what the template rendered
+    with pytest.raises(AirflowFailException, match="names no member to remove") as failed:
+        templated.execute({"ti": RecordingTI()})
+    assert isinstance(failed.value.__cause__, E.InvalidArgument)
+    assert _members(native, group) == before
+
+    # the typed API: nobody named, or every member and ids at once, refused before anything is sent
+    with pytest.raises(E.InvalidArgument, match="names no member: an empty selection never means every member"):
+        native.remove_members(group, member_ids=[], instance_ids=())
+    with pytest.raises(E.InvalidArgument, match="all_members=True and ids at once"):
+        native.remove_members(group, all_members=True, instance_ids=["static-0"])
+    assert _members(native, group) == before == sorted(before)
+
+    # named ids remove exactly those; every member only when asked for in so many words
+    named = RemoveGroupMembersOperator(task_id="rm", group_id=group, instance_ids=["static-0"],
+                                       audit_log=audit).execute({"ti": RecordingTI()})
+    assert (named["removed"], named["selection"]) == (["static-0"], "named: static-0")
+    assert len(_members(native, group)) == 1
+    everyone = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True,
+                                          audit_log=audit).execute({"ti": RecordingTI()})
+    assert everyone["selection"] == "every member" and len(everyone["removed"]) == 1
+    assert native.describe_group(group).is_empty
+
+
+# -- the fleet's plan ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet_defaults() -> dict:
+    """The fleet DAG's Params with their defaults (what a form submitted as is gives the plan task)."""
+    spec = importlib.util.spec_from_file_location("kip848_fleet_migration", REPO / "dags" / "kip848_fleet_migration.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag_object.params.dump()
+
+
+def _fingerprint(admin: KafkaAdmin, groups: list[str]) -> tuple:
+    """What a plan may never change: the groups' type and state, committed offsets, configs; no lock topic."""
+    facts = {g: (admin.group_listing(g).type.value, admin.describe_group(g).state.value,
+                 {str(tp): o for tp, o in admin.group_offsets(g).committed.items()},
+                 admin.describe_group_config(g).dynamic) for g in groups}
+    locks = {r: admin.topic_exists(lock_topic(r)) for g in groups for r in (f"group:{g}", "fleet:classic_to_consumer")}
+    return facts, locks
+
+
+def _map(path: Path, rules: list[dict]) -> str:
+    path.write_text(json.dumps({"version": 1, "rules": rules}))
+    return str(path)
+
+
+def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_map(native, bootstrap, kafka_conn, controllers,
+                                                                                 unique, tmp_path, fleet_defaults):
+    p = unique("selfleet") + "-"
+    topic = p + "topic"
+    create_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, (f"v{i}" for i in range(3)))
+    groups = [f"{p}orders-1", f"{p}pay-1", f"{p}shared-1"]
+    for group in groups:  # offset-only classic groups: ready online, owned by the maps below
+        assert consume(bootstrap, group, [topic], 3, group_protocol="classic")
+    good = [{"prefix": f"{p}orders-", "app": "orders", "team": "commerce"},
+            {"prefix": f"{p}pay-", "app": "payments", "team": "finance"},
+            {"prefix": f"{p}shared-", "app": "shared", "team": "platform"}]
+    good_map = _map(tmp_path / "good.json", good)
+    before = _fingerprint(native, groups)
+    ctx = {"run_id": "manual__selection", "ti": RecordingTI()}
+
+    def plan(**overrides) -> dict:
+        params = {**fleet_defaults, "kafka_conn_id": kafka_conn, "ownership_variable": None,
+                  "ownership_file": good_map, "report_dir": str(tmp_path / "reports"), **overrides}
+        return fleet_tasks.make_plan(params, ctx)
+
+    def refused(error: type[E.Kip848Error], what: str, **overrides) -> str:
+        with pytest.raises(AirflowFailException) as failed:
+            plan(**overrides)
+        cause = failed.value.__cause__
+        assert type(cause) is error and not cause.retriable, f"{type(cause).__name__}: {cause}"
+        assert what in str(failed.value), str(failed.value)
+        assert cause.remedy and str(failed.value).endswith(cause.remedy)
+        return str(failed.value)
+
+    # class 1: a form submitted with empty filters plans nothing; every application only when said in so many words
+    refused(E.InvalidArgument, "the run selects no application: apps, teams and prefixes are empty")
+    refused(E.InvalidArgument, "all_applications and prefixes at once", all_applications=True, prefixes=[p])
+    refused(E.InvalidArgument, "readiness is empty", prefixes=[p], readiness=[])
+    refused(E.InvalidArgument, f"matched nothing for: prefix '{p}ordrs-' matches no owned group",
+            prefixes=[f"{p}orders-", f"{p}ordrs-"])
+    refused(E.InvalidArgument, "prefixes has an empty or non-text value ''", prefixes=[""])
+    assert not (tmp_path / "reports").exists(), "nothing was planned"
+    everything = plan(all_applications=True)
+    assert "Selection: every application of the ownership map (readiness offline_only, ready_online)." in \
+        everything["markdown"]
+    assert sorted(a["app"] for a in everything["plan"]["held_back"]) == ["orders", "payments", "shared"]
+    some = plan(prefixes=[f"{p}pay-"])
+    assert f"Selection: applications owning a group starting with '{p}pay-' (readiness" in some["markdown"]
+    assert [a["app"] for a in some["plan"]["held_back"]] == ["payments"]  # no controller: held, never moved
+
+    # class 6: a group two applications claim fails the plan, naming both rules, whatever the run selects
+    claimed = _map(tmp_path / "claimed.json", [*good, {"regex": f"{p}(shared|legacy)-.*", "app": "legacy",
+                                                       "team": "platform"}])
+    for selection in ({"prefixes": [f"{p}orders-"]}, {"all_applications": True}):
+        message = refused(OwnershipNotApprovable, f"group '{p}shared-1' is claimed by 2 applications: rules[2] "
+                                                  "(shared), rules[3] (legacy)", ownership_file=claimed, **selection)
+        assert "Fix the ownership map" in message
+
+    # an application whose rules match no group: in the written plan, which fails (no plan is approvable)
+    ghost = _map(tmp_path / "ghost.json", [*good, {"prefix": f"{p}ghost-", "app": "ghost", "team": "platform"}])
+    reports = tmp_path / "ghost-reports"
+    message = refused(OwnershipNotApprovable, f"application 'ghost' (team 'platform') matches no group of the "
+                                              f"inventory with rules[3] (prefix '{p}ghost-')",
+                      ownership_file=ghost, prefixes=[f"{p}orders-"], report_dir=str(reports))
+    written = sorted(reports.rglob("plan.md"))
+    assert len(written) == 1, written
+    shown = written[0].read_text()
+    assert "### Not approvable: fix the ownership map" in shown and "application 'ghost'" in shown
+    plan_json = json.loads(written[0].with_name("plan.json").read_text())
+    assert plan_json["plan"]["approvable"] is False and plan_json["plan"]["idle"][0]["app"] == "ghost"
+    assert "ghost" in message
+
+    assert _fingerprint(native, groups) == before, "planning changed the cluster or took a lock"
