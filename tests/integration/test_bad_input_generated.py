@@ -36,6 +36,7 @@ from airflow_provider_kip848.kafka.rules.group_configs import config_group_type
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
@@ -275,3 +276,41 @@ def test_generated_operator_arguments(scene):
 
     case()
     assert len(seen) >= 28, f"only {len(seen)} distinct cases were generated"
+
+
+def test_generated_member_selections_never_widen_to_every_member(scene):
+    """``RemoveGroupMembersOperator`` with selections that name nobody (no ids, empty lists, a flag that is not
+    true, ids of no member): refused when the DAG is parsed or at run time, or a no-op that says so; the live
+    member of the busy group is never removed (issue 31.1)."""
+    observer, work, seen = scene["observer"], scene["work"], set()
+    ids = st.one_of(st.none(), st.sampled_from([[], (), ["gen-ghost-member"], "gen-ghost-member", [""]]))
+    not_true = st.sampled_from([False, "false", "False", "no", 0, "", "None", None, "ture", 2, [True]])
+
+    def members() -> list[str]:
+        return sorted(m.member_id for m in observer.describe_group(BUSY).members)
+
+    @given(group_id=st.sampled_from([BUSY, BUSY + " ", "gen-absent"]), member_ids=ids, instance_ids=ids,
+           all_members=not_true)
+    @settings(max_examples=30, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    def case(group_id, member_ids, instance_ids, all_members):
+        seen.add(repr((group_id, member_ids, instance_ids, all_members)))
+        before_members = members()
+
+        def build_and_run() -> Any:
+            task = RemoveGroupMembersOperator(task_id="rm", group_id=group_id, member_ids=member_ids,
+                                              instance_ids=instance_ids, all_members=all_members,
+                                              kafka_conn_id=CONN, audit_log=str(work / "audit.jsonl"))
+            return task.execute({"ti": RecordingTI()})
+
+        before, after, outcome = run_case(observer, (), build_and_run)
+        assert members() == before_members, f"{(member_ids, instance_ids, all_members)} removed a member"
+        assert after == before
+        if isinstance(outcome, E.Kip848Error):
+            assert not outcome.retriable, f"bad input marked retriable: {outcome}"
+            return
+        assert outcome["removed"] == [] and outcome["selection"] != "every member", outcome
+        assert outcome.get("checked") or outcome["not_found"], f"a no-op that does not say so: {outcome}"
+
+    case()
+    assert len(seen) >= 24, f"only {len(seen)} distinct cases were generated"

@@ -96,6 +96,12 @@ CASES = [
     ("fleet-apps-as-text", "kip848_fleet_migration", {"apps": "orders"}, "is not of type 'array'"),
     ("fleet-budget-as-text", "kip848_fleet_migration", {"max_failed_apps": "1"}, "is not of type 'null', 'integer'"),
     ("fleet-dry-run-as-text", "kip848_fleet_migration", {"dry_run": "no"}, "is not of type 'boolean'"),
+    # an empty selection never widens to every application (issue 31.1): a blank prefix matches every group
+    ("fleet-readiness-empty", "kip848_fleet_migration", {"readiness": []}, "[] should be non-empty"),
+    ("fleet-prefix-empty", "kip848_fleet_migration", {"prefixes": [""]}, "'' should be non-empty"),
+    ("fleet-app-empty", "kip848_fleet_migration", {"apps": ["orders", ""]}, "'' should be non-empty"),
+    ("fleet-every-application-as-text", "kip848_fleet_migration", {"all_applications": "yes"},
+     "is not of type 'boolean'"),
     # kip848_consumer_rolling_upgrade
     ("rolling-empty-group-id", "kip848_consumer_rolling_upgrade", {"group_id": ""}, "should be non-empty"),
     ("client-unknown", "kip848_consumer_rolling_upgrade", {"client": "go"},
