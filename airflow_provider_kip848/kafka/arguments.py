@@ -59,13 +59,21 @@ _MARKS = frozenset(c for c in range(sys.maxunicode + 1) if unicodedata.category(
 #: What a combining mark may not sit on (besides the start): the plain space and ASCII punctuation/symbols.
 _NO_BASE = frozenset(c for c in range(0x20, 0x7F) if not chr(c).isalnum())
 
-#: A JSON-schema ``pattern`` for group-id (and application-id, user-id) form fields: exactly what
+#: The Basic Multilingual Plane without the surrogates: what a form's pattern can name portably. A JSON-schema
+#: ``pattern`` is an ECMA-262 regex: a browser reads it without the ``u`` flag, where ``\\U`` escapes do not
+#: exist and an astral character is two UTF-16 surrogates (a class holding the surrogates would refuse every
+#: emoji), while Airflow's server reads it with Python's ``re``.
+_FORM_PLANE = frozenset(range(0x10000)) - frozenset(range(0xD800, 0xE000))
+
+#: A JSON-schema ``pattern`` for group-id (and application-id, user-id) form fields: what
 #: :func:`identifier_problem` accepts (no blanks around the id; none of :data:`_INVISIBLE`; no combining mark
-#: with nothing to sit on), so a trigger form refuses it first. Airflow validates Params with Python's
-#: ``re`` (jsonschema), which reads the ``\\U`` escapes. Another normalization form (a decomposed 'ü') is
-#: not refused: it is a different id, matched only exactly, and an id the cluster does not know is refused
-#: at run time showing the code points that differ.
-GROUP_ID_PATTERN = (rf"^(?!.*[{_ranges(_INVISIBLE)}])(?!(?:.*[{_ranges(_NO_BASE)}])?[{_ranges(_MARKS)}])"
+#: with nothing to sit on) within :data:`_FORM_PLANE`, in ``\\uXXXX`` escapes only, so the browser and the
+#: server read it alike and a trigger form refuses such an id first. The few invisible characters beyond the
+#: plane (tags, some format characters) are refused by the provider at the run's first task. Another
+#: normalization form (a decomposed 'ü') is not refused: it is a different id, matched only exactly, and an id
+#: the cluster does not know is refused at run time showing the code points that differ.
+GROUP_ID_PATTERN = (rf"^(?!.*[{_ranges(_INVISIBLE & _FORM_PLANE)}])"
+                    rf"(?!(?:.*[{_ranges(_NO_BASE)}])?[{_ranges(_MARKS & _FORM_PLANE)}])"
                     r"\S(.*\S)?$")
 
 #: What the name of an application controller in a deployment's registry looks like (never a module path:
