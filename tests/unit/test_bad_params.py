@@ -76,6 +76,15 @@ CASES = [
      "does not match"),
     ("remove-after-as-text", "kip1071_streams_offline_migration", {"remove_members_after": "soon"},
      "is not of type 'number'"),
+    # a maintenance window's time is HH:MM on the clock of window_tz: an offset, or another shape, is refused by
+    # the form (the guard refuses the rest of what cannot be what was meant: tests/unit/test_window_rules.py)
+    ("window-start-with-offset", "kip848_consumer_offline_migration", {"window_start": "02:00+02:00"},
+     "does not match"),
+    ("window-end-zulu", "kip1071_streams_offline_migration", {"window_end": "05:00Z"}, "does not match"),
+    ("window-start-without-colon", "kip1071_streams_rollback_to_classic", {"window_start": "0200"},
+     "does not match"),
+    ("window-end-24", "kip848_consumer_offline_migration", {"window_end": "24:00"}, "does not match"),
+    ("window-days-empty", "kip1071_streams_rollback_to_classic", {"window_days": ""}, "should be non-empty"),
     # kip848_consumer_offline_migration
     ("offline-target-unknown", "kip848_consumer_offline_migration", {"target_protocol": "streams"},
      "'streams' is not one of ['consumer', 'classic']"),
