@@ -52,13 +52,15 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
         check_flag_arg(all_members, "all_members")
         self.group_id, self.member_ids, self.instance_ids = group_id, member_ids, instance_ids
         self.all_members, self.departed_of, self.controller_args = all_members, departed_of, controller_args
+        #: departed_of was given (a template may render it empty: no controller named, nothing to look for)
+        self._by_departure = departed_of is not None
         if not is_template(all_members):
             self._choice(parse_flag(all_members, "all_members"))
 
     def _choice(self, everyone: bool) -> str:
         """How the members are chosen: ``ids``, ``departed`` or ``all``; InvalidArgument for none or several."""
         ways = [way for way, given in (("ids", self.member_ids is not None or self.instance_ids is not None),
-                                       ("departed", self.departed_of is not None), ("all", everyone)) if given]
+                                       ("departed", self._by_departure), ("all", everyone)) if given]
         if len(ways) > 1:
             words = {"ids": "member_ids / instance_ids", "departed": "departed_of", "all": "all_members=True"}
             given = " and ".join(words[w] for w in ways)
