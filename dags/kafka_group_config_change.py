@@ -59,8 +59,8 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN, title="Group id"),
-        "key": Param("streams.num.standby.replicas", type="string", enum=GROUP_CONFIG_KEYS, title="Config"),
-        "value": Param("1", type="string", maxLength=200, title="New value (ignored for delete)"),
+        "key": Param("consumer.session.timeout.ms", type="string", enum=GROUP_CONFIG_KEYS, title="Config"),
+        "value": Param("45000", type="string", maxLength=200, title="New value (ignored for delete)"),
         "action": Param("set", type="string", enum=["set", "delete"], title="Set or delete the override"),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
         "allow_absent_group": Param(False, type="boolean", title="Configure a group that does not exist yet",

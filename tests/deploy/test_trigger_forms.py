@@ -63,7 +63,9 @@ def form_groups(deployment: Deployment) -> list[str]:
     produce(deployment.bootstrap, FORM_TOPIC, (f"v{i}" for i in range(20)))
     groups = [v for fill in MUST_FILL.values() for v in fill.values() if v not in ABSENT_GROUPS]
     for group in groups:
-        consume(deployment.bootstrap, group, [FORM_TOPIC], 20, group_protocol="classic")
+        # the config change's default key is a consumer group's (consumer.session.timeout.ms): its group is one
+        protocol = "consumer" if group == MUST_FILL["kafka_group_config_change"]["group_id"] else "classic"
+        consume(deployment.bootstrap, group, [FORM_TOPIC], 20, group_protocol=protocol)
     return groups
 
 

@@ -72,6 +72,7 @@ def secured(tmp_path_factory, kafka_version, pytestconfig):
         grants = [
             (ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE_CONFIGS),  # the broker's group.* bounds
             (ResourceType.GROUP, CONFIG_GROUP, AclOperation.DESCRIBE_CONFIGS),     # not ALTER_CONFIGS
+            (ResourceType.GROUP, CONFIG_GROUP, AclOperation.DESCRIBE),             # its type, before a config
             (ResourceType.GROUP, OFFSETS_GROUP, AclOperation.DESCRIBE),            # not READ
             (ResourceType.TOPIC, TOPIC, AclOperation.READ),
         ]                                                                          # and nothing on DESCRIBE_GROUP
@@ -284,7 +285,7 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 task_id="feature", feature="streams.version", level=1, dry_run=True, **common).execute(context)
             results[f"config-{backend}"] = KafkaGroupConfigOperator(
                 task_id="config", group_id=SECRETS_GROUP, **common,
-                set_configs={"streams.num.standby.replicas": 1 if backend == "native" else 2},
+                set_configs={"consumer.heartbeat.interval.ms": 2000 if backend == "native" else 3000},
                     allow_absent_group=True).execute(context)
             if backend == "native":
                 results["snapshot"] = SnapshotGroupOffsetsOperator(
@@ -301,7 +302,7 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 task_id="compare", group_id=SECRETS_GROUP, snapshot_path=snapshot_path, **common).execute(context)
             with pytest.raises(AirflowFailException) as failed:
                 KafkaGroupConfigOperator(task_id="config", group_id=SECRETS_GROUP, kafka_conn_id=bad, backend=backend,
-                                         set_configs={"streams.num.standby.replicas": 0},
+                                         set_configs={"consumer.heartbeat.interval.ms": 2500},
                                              allow_absent_group=True).execute(context)
             assert isinstance(failed.value.__cause__, AuthenticationFailed)
             failures.append(str(failed.value))
