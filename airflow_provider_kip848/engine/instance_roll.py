@@ -40,12 +40,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kip848.controllers import ControllerError, Instance, NamedController
+from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
 from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.hooks.members import remove_static_members
+from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
-from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol
+from airflow_provider_kip848.kafka.model import ConsumerGroupMember
 
 #: member epoch of a static member that left on purpose (it keeps its assignment for its session, id released)
 LEFT_STATIC_EPOCH = -2
@@ -187,7 +187,8 @@ class InstanceRoll:
                 raise self._fail(f"instance {instance.name} runs again before the roll started it "
                                  f"({now.describe()}): something else restarts it; nothing was started")
             members = self._describe_all(f"after instance {instance.name} stopped")
-            held = {g: [m for m in ms if m.instance_id and _live(m) and m.protocol is MemberProtocol.CONSUMER
+            status = ApplicationStatus(known=True, instances=tuple(instances))  # _instances: known, or raised
+            held = {g: [m for m in ms if m.instance_id in departed_static_members(ms, status)
                         and _of(m, instance, instances)] for g, ms in members.items()}
             if not any(held.values()) or time.monotonic() >= deadline:
                 break
