@@ -472,7 +472,17 @@ def take_snapshot(admin: ClusterAdmin, group_id: str) -> OffsetSnapshot:
 def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupCondition) -> ConditionResult:
     """Read what ``condition`` needs about ``group_id`` and judge it (sensors and triggers call this)."""
     if condition.kind == "lag":
-        return judge(condition, offsets=admin.group_offsets(group_id))
+        try:
+            offsets = admin.group_offsets(group_id)
+        except E.GroupNotFound:
+            # its lag is unknown, not 0: fail as an Empty wait on an unknown id does, naming what was meant
+            near = similar_group_ids(group_id, admin.group_ids())
+            raise E.GroupNotFound(
+                f"Group {show_id(group_id)} does not exist on this cluster"
+                + (f"; {describe_similar(group_id, near)}" if near else "")
+                + ". A group that does not exist has no lag to drain (unknown, not 0)",
+                remedy="Fix the group id (kafka-groups --list shows every group with its type).") from None
+        return judge(condition, offsets=offsets)
     try:
         desc = admin.describe_group(group_id)
     except E.GroupNotFound:

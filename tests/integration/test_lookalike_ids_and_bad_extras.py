@@ -21,7 +21,7 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor
+from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupLagSensor
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 
@@ -201,4 +201,40 @@ def test_a_metadata_version_downgrade_the_controller_refuses_carries_its_reason(
         assert "The controller refused" in str(cause) and not cause.retriable
         assert "Refusing to perform the requested downgrade" in str(cause) or "metadata" in cause.what
         assert "Request '" not in str(cause)  # the reason, not the request dump
+        assert fingerprint(admin) == before
+
+
+def test_the_cli_backend_carries_the_controllers_reason_for_a_refused_downgrade(scene, cli):
+    """kafka-features prints the controller's refusal as "Can not downgrade ...": the CLI backend raises
+    InvalidFeatureLevel (not retriable) with that reason, as the native backend does (before: a KafkaToolError
+    saying only "1 out of 1 operation(s) failed"). Validated only (dry run): the shared broker is never changed."""
+    with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
+        before = fingerprint(admin)
+        current = cli.describe_features().level("metadata.version")
+        with pytest.raises(E.InvalidFeatureLevel) as refused:
+            cli.update_feature("metadata.version", current - 1, action="downgrade", dry_run=True)
+        message = str(refused.value)
+        assert message.startswith("kafka-features: Can not downgrade metadata.version to ")
+        assert "Refusing to perform the requested downgrade because it might delete metadata" in message
+        assert not refused.value.retriable
+        assert fingerprint(admin) == before
+
+
+def test_a_lag_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_caught_up(scene, kafka_conn):
+    """The lag of a group that does not exist is unknown, not 0: a lag wait on the decomposed id of a group fails at
+    its first poll, as the Empty wait does, naming the similar id by the code points that differ."""
+    with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
+        before = fingerprint(admin)
+        sensor = KafkaGroupLagSensor(task_id="lag", group_id=NFD, max_lag=0, poll_interval=0.2, timeout=30)
+        sensor._apply_templated()
+        with pytest.raises(AirflowFailException) as failed:
+            sensor.poke({})
+        message = str(failed.value)
+        assert "does not exist on this cluster; similar ids: 'lookalike-grüppe'" in message
+        assert "U+00FC" in message and "U+0308" in message  # the code points that differ, not two equal prints
+        assert "no lag to drain (unknown, not 0)" in message
+        assert isinstance(failed.value.__cause__, E.GroupNotFound)
+        caught_up = KafkaGroupLagSensor(task_id="lag", group_id=NFC, max_lag=0, poll_interval=0.2, timeout=30)
+        caught_up._apply_templated()
+        assert caught_up.poke({}).is_done  # the real id: its commits are at the log end
         assert fingerprint(admin) == before

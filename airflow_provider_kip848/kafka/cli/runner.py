@@ -97,7 +97,8 @@ def _write_private(path: Path, content: str) -> None:
 
 
 _CAUSE_RE = re.compile(r"(?:Caused by: |due to )(?:[\w.$]+\.)?(?P<cls>\w+(?:Exception|Error)): (?P<msg>[^\n]*)")
-_ERROR_LINE_RE = re.compile(r"^(?:Error: |Error while executing |Could not |\* Group )(?P<msg>.*)$", re.M)
+# "Can not <action> <feature> to <level>. ..." is kafka-features' refusal with the controller's reason
+_ERROR_LINE_RE = re.compile(r"^(?:Error: |Error while executing |Could not |Can not |\* Group )(?P<msg>.*)$", re.M)
 
 
 _REQUEST_DUMP_RE = re.compile(r"Request Request\(processor=.*\)\)\) ")
@@ -153,8 +154,11 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
         raise E.ConfigUnknown(message)
     if "InvalidConfigurationException" in out or "InvalidConfigException" in out:
         raise E.ConfigOutOfBounds(message)
-    if result.tool == "kafka-features" and ("Could not" in out or "InvalidUpdateVersion" in out):
-        raise E.InvalidFeatureLevel(message)
+    if result.tool == "kafka-features" and re.search(r"Could not|Can not |InvalidUpdateVersion", out):
+        raise E.InvalidFeatureLevel(message,  # the tool prints the controller's reason: "Can not downgrade ..."
+                                    remedy="Read the controller's reason above: kafka-features describe shows the "
+                                           "finalized levels and the range each broker supports; a metadata.version "
+                                           "downgrade is refused where it could lose metadata.")
     if "Could not match any topic-partitions" in out or "UnknownTopicOrPartitionException" in out:
         raise E.UnknownTopicOrPartition(message)
     if "UnsupportedVersionException" in out:
