@@ -90,6 +90,7 @@ CLUSTER_FILES = (
     "tests/integration/test_cluster_faults.py",
     "tests/e2e/test_cluster_dags.py",
     "tests/integration/test_fleet_operator.py",
+    "tests/integration/test_instance_roll_faults.py",
     "tests/integration/test_instance_verdicts.py",
     "tests/integration/test_inventory.py",
 )

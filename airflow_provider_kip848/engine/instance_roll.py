@@ -75,14 +75,16 @@ def _live(member: ConsumerGroupMember) -> bool:
     return member.member_epoch is None or member.member_epoch >= 0
 
 
-def _members(hook: KafkaGroupAdminHook, group_id: str) -> list[ConsumerGroupMember] | None:
-    """The group's members now; None when the coordinator cannot say (failing over, loading)."""
+def _members(hook: KafkaGroupAdminHook, group_id: str, log: Any) -> list[ConsumerGroupMember] | None:
+    """The group's members now; None when the coordinator cannot say (failing over, loading, not answering): never
+    "no members", which would take every member seen after it for a newcomer."""
     try:
         desc = hook.describe_group(group_id)
     except GroupNotFound:
         return []
     except Kip848Error as exc:
         if getattr(exc, "retriable", False):
+            log.info("Members of %s unknown for now (the coordinator cannot answer: %s): waiting", group_id, exc)
             return None
         raise
     return [m for m in desc.members if isinstance(m, ConsumerGroupMember)]
@@ -124,7 +126,7 @@ class InstanceRoll:
     def _describe_all(self, what: str) -> dict[str, list[ConsumerGroupMember]]:
         deadline = time.monotonic() + max(self.limits.instance_s, self.limits.poll_s)
         while True:
-            seen = {g: _members(self.hook, g) for g in self.group_ids}
+            seen = {g: _members(self.hook, g, self.log) for g in self.group_ids}
             if all(v is not None for v in seen.values()):
                 return {g: v or [] for g, v in seen.items()}
             if time.monotonic() >= deadline:
@@ -231,7 +233,7 @@ class InstanceRoll:
                                  "stops here, the other instances were not restarted" if first else
                                  f"{what} is not running after its start on {self.protocol} "
                                  f"({now.describe() if now else 'no longer listed'})")
-            members = {g: _members(self.hook, g) for g in self.group_ids}
+            members = {g: _members(self.hook, g, self.log) for g in self.group_ids}
             wrong: list[str] = []
             for group_id, ms in members.items():
                 if ms is None or group_id in joined:
