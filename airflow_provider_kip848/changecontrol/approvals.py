@@ -106,6 +106,28 @@ def is_approving(option: str | None) -> bool:
     return option in APPROVING_OPTIONS
 
 
+def connection_requires_four_eyes(value: Any, conn_id: str) -> bool:
+    """The connection extra ``four_eyes``: ``required`` (a run's Params cannot relax the rule) or ``default`` / unset
+    (the run's Param decides); JSON ``true`` / ``false`` read as those two. Read strictly: a value set outside the
+    connection form (an environment variable, the CLI, a secrets backend) that is neither is refused, never taken
+    for "not required" (a typo such as ``requried`` would otherwise let a run relax four eyes on production)."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return True
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("", "default", "false"):
+            return False
+        if text in ("required", "true"):
+            return True
+    raise ChangeControlError(
+        f"Connection {conn_id!r}: its extra four_eyes must be 'required' or 'default' (or unset), not {value!r}; "
+        "nothing was asked or changed",
+        remedy="Fix the connection's extra four_eyes ('required' on a production cluster: a run's Params cannot "
+               "relax it).")
+
+
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Who may approve one run's change, and for how long an approval stays valid."""

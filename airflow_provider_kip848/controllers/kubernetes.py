@@ -166,6 +166,10 @@ class KubernetesController(ApplicationController):
         kind, _, name = workload.partition("/")
         if kind not in WORKLOAD_KINDS:
             raise ValueError(f"workload must be deployment/NAME or statefulset/NAME, not {workload!r}")
+        if selector is not None and not str(selector).strip():
+            # a blank label selector selects every workload of the namespace (kubectl get -l ' ' lists all)
+            raise ValueError(f"selector must select something, not {selector!r}: a blank label selector matches "
+                             "every workload of the namespace")
         if bool(name) == bool(selector):
             raise ValueError("name the workload (workload: deployment/NAME) or select it (workload: deployment and "
                              "selector: ...), not both and not neither")

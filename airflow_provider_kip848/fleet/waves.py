@@ -45,6 +45,7 @@ from airflow_provider_kip848.fleet.ownership import (
     OwnershipNotApprovable,
     OwnershipRule,
 )
+from airflow_provider_kip848.kafka.arguments import describe_similar, show_id, similar_group_ids
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
 from airflow_provider_kip848.kafka.model import GroupType
@@ -269,8 +270,11 @@ def _names(kind: str, param: str, wanted: Iterable[str] | str | None, known: tup
     names = frozenset(values)
     missing = sorted(names - set(known))
     if missing:
-        raise InvalidArgument(f"{kind} {', '.join(map(repr, missing))} not in the ownership map "
-                              f"(it names: {', '.join(known) or 'none'})",
+        # a look-alike name (a Cyrillic 'о', a no-break space) prints as the real one: show the code points
+        hints = [h for m in missing if (h := describe_similar(m, similar_group_ids(m, known)))]
+        raise InvalidArgument(f"{kind} {', '.join(map(show_id, missing))} not in the ownership map "
+                              f"(it names: {', '.join(known) or 'none'})"
+                              + (f"; {'; '.join(hints)}" if hints else ""),
                               remedy=f"Name {kind} as the ownership map spells them.")
     return names
 
@@ -408,11 +412,11 @@ def select(inventory: GroupInventory, ownership: OwnershipMap, *, apps: Iterable
         chosen.append(app)
     chosen.sort(key=lambda a: (a.team, a.app))
     owners = [r for r in map(ownership.owner_of, ids) if r is not None]
-    unmatched = [f"application {a!r} owns no group of the inventory" for a in sorted(want_apps or ())
+    unmatched = [f"application {show_id(a)} owns no group of the inventory" for a in sorted(want_apps or ())
                  if not any(r.app == a for r in owners)]
-    unmatched += [f"team {t!r} owns no group of the inventory" for t in sorted(want_teams or ())
+    unmatched += [f"team {show_id(t)} owns no group of the inventory" for t in sorted(want_teams or ())
                   if not any(r.team == t for r in owners)]
-    unmatched += [f"prefix {p!r} matches no owned group of the inventory" for p in want_prefixes or ()
+    unmatched += [f"prefix {show_id(p)} matches no owned group of the inventory" for p in want_prefixes or ()
                   if not any(g.startswith(p) and ownership.owner_of(g) is not None for g in ids)]
     return Selection(migration=migration, applications=tuple(chosen), unowned=tuple(sorted(unowned)),
                      conflicts=conflicts, inventory_taken_at=inventory.taken_at.isoformat(),

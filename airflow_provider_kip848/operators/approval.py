@@ -39,6 +39,7 @@ from airflow_provider_kip848.changecontrol.approvals import (
     ChangeControlError,
     PlanChanged,
     check_plan,
+    connection_requires_four_eyes,
     is_approving,
     parse_users,
 )
@@ -101,9 +102,10 @@ class _ChangeControl(HITLOperator):
             rules = self._cluster_rules()
             approvers = self.approvers if parse_users(self.approvers) else rules.get("approvers")
             policy = ApprovalPolicy.from_values(approvers, self.four_eyes, self.approval_max_age_minutes)
+            required = connection_requires_four_eyes(rules.get("four_eyes"), str(self.kafka_conn_id))
         except ChangeControlError as exc:
             raise AirflowFailException(str(exc)) from exc
-        if not policy.four_eyes and str(rules.get("four_eyes") or "").strip().lower() == "required":
+        if not policy.four_eyes and required:
             self.log.warning("four_eyes=False ignored: connection %s requires the four-eyes rule.", self.kafka_conn_id)
             policy = replace(policy, four_eyes=True)
         return policy

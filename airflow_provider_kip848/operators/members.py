@@ -54,12 +54,14 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
         self.all_members, self.departed_of, self.controller_args = all_members, departed_of, controller_args
         #: departed_of was given (a template may render it empty: no controller named, nothing to look for)
         self._by_departure = departed_of is not None
+        #: member_ids / instance_ids were given (a template may render them None or empty: nobody to remove)
+        self._by_ids = member_ids is not None or instance_ids is not None
         if not is_template(all_members):
             self._choice(parse_flag(all_members, "all_members"))
 
     def _choice(self, everyone: bool) -> str:
         """How the members are chosen: ``ids``, ``departed`` or ``all``; InvalidArgument for none or several."""
-        ways = [way for way, given in (("ids", self.member_ids is not None or self.instance_ids is not None),
+        ways = [way for way, given in (("ids", self._by_ids),
                                        ("departed", self._by_departure), ("all", everyone)) if given]
         if len(ways) > 1:
             words = {"ids": "member_ids / instance_ids", "departed": "departed_of", "all": "all_members=True"}

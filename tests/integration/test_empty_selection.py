@@ -65,6 +65,14 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
         assert "name nobody: nobody was removed" in result["checked"]
         assert _members(native, group) == before
 
+    # ids from a template that renders None (a null Param under native rendering): nobody removed, said so
+    rendered = RemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
+                                          member_ids="{{ params.member_ids }}")  # type: ignore[arg-type]
+    rendered.member_ids = None  # what the template rendered
+    result = rendered.execute({"ti": RecordingTI()})
+    assert (result["removed"], result["selection"]) == ([], "nobody"), result
+    assert _members(native, group) == before
+
     # a templated flag that renders false, with no ids: refused at run time, nobody removed
     templated = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members="{{ params.everyone }}")
     templated.all_members = "False"  # what the template rendered

@@ -135,6 +135,33 @@ def test_connection_names_the_approvers_and_can_require_four_eyes(monkeypatch):
     assert dev.policy().four_eyes is False and dev.policy().approvers == ()
 
 
+@pytest.mark.parametrize("extra, required", [("required", True), (" Required ", True), (True, True), ("true", True),
+                                             ("default", False), ("", False), (None, False), (False, False)])
+def test_the_connections_four_eyes_rule_is_read_strictly(monkeypatch, extra, required):
+    from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_RULES_KAFKA", json.dumps({
+        "conn_type": "kafka_admin", "host": "broker:9092", "extra": {"four_eyes": extra}}))
+    run = KafkaChangeApprovalOperator(task_id="approval", subject="s", kafka_conn_id="rules_kafka", four_eyes=False)
+    assert run.policy().four_eyes is required
+
+
+@pytest.mark.parametrize("extra", ["requried", "yes", "on", 1, "strict"])
+def test_a_four_eyes_extra_that_is_neither_required_nor_default_fails_the_approval_never_relaxes_it(monkeypatch,
+                                                                                                   extra):
+    """Set outside the form (an env var, the CLI, a secrets backend), a typo used to read as "not required": a run
+    with four_eyes=false then let its triggering user approve a change on production."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_RULES_KAFKA", json.dumps({
+        "conn_type": "kafka_admin", "host": "broker:9092", "extra": {"four_eyes": extra}}))
+    run = KafkaChangeApprovalOperator(task_id="approval", subject="s", kafka_conn_id="rules_kafka", four_eyes=False)
+    with pytest.raises(AirflowFailException, match="extra four_eyes must be 'required' or 'default'"):
+        run.policy()
+
+
 def test_a_reused_approval_lists_its_approver_once():
     record = {"kind": "group_config", "target": "g:k", "before": None, "after": "1", "task_id": "apply",
               "at": "2026-11-24T12:00:00+00:00", "record_id": "r1",

@@ -50,6 +50,15 @@ Caused by: org.apache.kafka.common.errors.InvalidConfigurationException: {msg}
      "mechanism SCRAM-SHA-256\n", E.AuthenticationFailed, "invalid credentials"),
     ("kafka-get-offsets", 1, "Error occurred: Could not match any topic-partitions with the specified filters\n", "",
      E.UnknownTopicOrPartition, "Could not match any topic-partitions"),
+    # kafka-features prints "Can not/Could not <action> ..." before any cause: a timed-out call stays retriable
+    ("kafka-features", 1, "Can not upgrade streams.version to 1. Timed out waiting for a node assignment. Call: "
+     "updateFeatures\n", "1 out of 1 operation(s) failed.\n", E.KafkaConnectionError, "Timed out waiting for a node"),
+    ("kafka-features", 1, "Could not upgrade streams.version to 1. Call(callName=updateFeatures, deadlineMs=1) timed "
+     "out at 2 after 1 attempt(s)\n", "1 out of 1 operation(s) failed.\n", E.OperationTimedOut, "timed out at"),
+    ("kafka-features", 1, "Can not downgrade metadata.version to 29. The update failed for all features since the "
+     "following feature had an error: Unsupported metadata.version downgrade from 30 to 29. Refusing to perform the "
+     "requested downgrade because it might delete metadata information.\n", "1 out of 1 operation(s) failed.\n",
+     E.InvalidFeatureLevel, "Refusing to perform the requested downgrade"),
     ("kafka-features", 1, "", "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a "
      "node assignment. Call: describeFeatures\n", E.KafkaConnectionError, "no broker at"),
     ("kafka-consumer-groups", 3, "something odd\n", "", E.KafkaToolError, "something odd"),

@@ -293,6 +293,11 @@ def test_selection_filters():
         select(inv, m, apps=["paymnts"])
     with pytest.raises(InvalidArgument, match="teams 'nobody'"):
         select(inv, m, teams=["nobody"])
+    # a look-alike name fails closed and shows the code points that differ (it prints like the real one)
+    with pytest.raises(InvalidArgument) as lookalike:
+        select(inv, m, apps=["p\u0430yments"])  # Cyrillic 'а'
+    assert "applications 'pаyments' (U+0070 U+0430" in str(lookalike.value)
+    assert "similar ids: 'payments' (at character 2 it has U+0061 where the given id has U+0430)" in str(lookalike.value)
     with pytest.raises(InvalidArgument, match="readiness 'ready'"):
         select(inv, m, readiness=["ready"])
     with pytest.raises(InvalidArgument, match="migration 'classic_to_share'"):

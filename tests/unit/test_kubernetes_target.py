@@ -84,3 +84,11 @@ def test_expand_follows_kubernetes() -> None:
     assert expand("--client-id=$(POD_NAME) --protocol $(P)", env) == "--client-id=orders-0 --protocol classic"
     assert expand("$(UNDEFINED) stays", env) == "$(UNDEFINED) stays"
     assert expand("$$(POD_NAME) is escaped", env) == "$(POD_NAME) is escaped"
+
+
+@pytest.mark.parametrize("selector", ["", " ", "\t"])
+def test_a_blank_workload_selector_is_refused_never_lists_the_namespace(selector) -> None:
+    """``workload: deployment`` with a blank label selector used to list every Deployment of the namespace (and pick
+    the only one, silently): refused when the registry is read."""
+    with pytest.raises(ControllerRegistryInvalid, match="selector must select something"):
+        resolve(**{**BASE, "workload": "deployment", "selector": selector})

@@ -168,3 +168,12 @@ def test_approvers_with_another_separator_are_refused(value):
 
 def test_approvers_in_the_documented_forms_pass():
     assert parse_users("alice, bob") == parse_users("alice bob") == parse_users(["alice", "bob"]) == ("alice", "bob")
+
+
+def test_a_refusal_names_the_type_that_decided_it():
+    """The type the caller named (for_group_type), or a type this provider cannot read, is what the message says:
+    not "a consumer group, which takes no group configs" about a consumer group."""
+    with pytest.raises(ConfigNotApplicable, match=r"is set as a classic group \(for_group_type=classic\)"):
+        require_applicable("g", ["consumer.session.timeout.ms"], GroupType.CONSUMER, GroupType.CLASSIC)
+    with pytest.raises(ConfigNotApplicable, match=r"is of a group type this provider cannot read \(unknown\)"):
+        require_applicable("g", ["consumer.session.timeout.ms"], GroupType.UNKNOWN, None)

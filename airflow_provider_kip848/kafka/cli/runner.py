@@ -155,6 +155,10 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
     if "InvalidConfigurationException" in out or "InvalidConfigException" in out:
         raise E.ConfigOutOfBounds(message)
     if result.tool == "kafka-features" and re.search(r"Could not|Can not |InvalidUpdateVersion", out):
+        if re.search(r"[Tt]imed out|TimeoutException", out):
+            # kafka-features prints "Could not/Can not <action> <feature> ..." whatever the cause: a call that
+            # timed out is the cluster not answering (retriable), not a level the controller refused
+            raise _timeout_or_tool_error(out, message, settings)
         raise E.InvalidFeatureLevel(message,  # the tool prints the controller's reason: "Can not downgrade ..."
                                     remedy="Read the controller's reason above: kafka-features describe shows the "
                                            "finalized levels and the range each broker supports; a metadata.version "
@@ -171,6 +175,6 @@ def _timeout_or_tool_error(out: str, message: str, settings: ClientSettings) -> 
         # the Java admin client never reached a broker: the same error the native backend raises
         return E.KafkaConnectionError(f"{message.rstrip('.')} (no broker at {settings.bootstrap_servers} answered "
                                       f"within {settings.request_timeout_ms} ms).")
-    if "TimeoutException" in out:
+    if "TimeoutException" in out or re.search(r"[Tt]imed out", out):
         return E.OperationTimedOut(message)
     return E.KafkaToolError(message)

@@ -131,7 +131,12 @@ def require_applicable(group_id: str, set_names: Iterable[str], group_type: Grou
                        "(and name it with for_group_type).")
         target = types.pop()
     if target in (GroupType.CLASSIC, GroupType.UNKNOWN):
-        now = f"is a {group_type.value} group" if group_type is not None else "is to be a classic group"
+        if for_group_type is not None:  # the caller's type decides (parse_group_type refuses these two for it)
+            now = f"is set as a {target.value} group (for_group_type={target.value})"
+        elif group_type is GroupType.UNKNOWN:
+            now = "is of a group type this provider cannot read (unknown)"
+        else:
+            now = f"is a {group_type.value} group" if group_type is not None else "is to be a classic group"
         raise ConfigNotApplicable(
             f"Group {group_id!r} {now}, which takes no group configs: {by_type} would be stored and never apply.",
             remedy="If the group is about to move to the consumer or streams protocol (a migration carrying its "
