@@ -237,5 +237,5 @@ def plan_moves(value: Any, group_id: str) -> bool:
     return any(g["group_id"] == group_id for w in waves for a in w.applications for g in pending_groups(a))
 
 
-__all__ = ["GROUP_SCAN", "PlanWave", "RunFacts", "TaskFact", "count_active_runs", "group_url", "parse_plan", "pending_groups",
-           "plan_moves", "read_runs", "run_url", "task_url", "url_segment"]
+__all__ = ["GROUP_SCAN", "PlanWave", "RunFacts", "TaskFact", "count_active_runs", "group_url", "parse_plan",
+           "pending_groups", "plan_moves", "read_runs", "run_url", "task_url", "url_segment"]
