@@ -118,15 +118,19 @@ def _filter_options(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
             ("state", sorted({_state(s.value) for s in GroupState}))]
 
 
-def render_page(summary: dict[str, Any], *, group_ids: str | None = None, refresh_seconds: int | None = None) -> str:
+def render_page(summary: dict[str, Any], *, group_ids: str | None = None, refresh_seconds: int | None = None,
+                ownership_variable: str = DEFAULT_OWNERSHIP_VARIABLE) -> str:
     """The fleet page for a :func:`~.fleet_data.fleet_summary` (or an :func:`~.fleet_data.error_summary`: the
-    error banner only). ``group_ids``: the page's own parameter, kept by its filter form."""
+    error banner only). ``group_ids``, ``ownership_variable``: the page's own parameters, kept by its forms."""
     ok = summary.get("error") is None
+    variable = summary["ownership"]["variable"] if ok else ownership_variable
     return render("fleet_view.html", refresh_seconds=refresh_seconds, summary=summary, current="fleet",
+                  ownership_variable=variable,
                   readiness_order=READINESS_ORDER, filter_names=FILTER_NAMES, group_ids=group_ids,
                   sections=_sections(summary["groups"]) if ok else [],
                   filter_options=_filter_options(summary) if ok else [],
-                  clear_query=filter_query({}, conn_id=summary["conn_id"], group_ids=group_ids))
+                  clear_query=filter_query({}, conn_id=summary["conn_id"], group_ids=group_ids,
+                                           ownership_variable=variable))
 
 
 def render_runs_page(summary: dict[str, Any], *, refresh_seconds: int | None = None) -> str:
@@ -279,7 +283,8 @@ def fleet_page(request: Request, user: UserDep, conn_id: ConnIdQuery = DEFAULT_C
     filters = {"app": app, "team": team, "readiness": readiness, "type": type, "state": state}
     code, summary = _fleet(request, user, conn_id, group_ids, timeout_s, ownership_variable, filters)
     refresh = FLEET_REFRESH_S if summary.get("active_runs") else None
-    return HTMLResponse(render_page(summary, group_ids=group_ids, refresh_seconds=refresh), status_code=code)
+    return HTMLResponse(render_page(summary, group_ids=group_ids, refresh_seconds=refresh,
+                                    ownership_variable=ownership_variable), status_code=code)
 
 
 @app.get("/runs.json")
