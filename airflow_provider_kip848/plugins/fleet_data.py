@@ -245,6 +245,9 @@ def read_fleet(conn_id: str, group_ids: Iterable[str] | None, timeout_s: float |
     the page says why)."""
     try:
         checked = check_filters(filters or {})
+    except InvalidArgument as exc:  # before the cluster is read: nothing was asked of it
+        return 400, {**error_summary(conn_id, exc), "refused": "a filter"}
+    try:
         with KafkaGroupAdminHook(conn_id) as hook:
             inventory = hook.inventory(group_ids, timeout_s=timeout_s)
     except ConnectionNotFound as exc:

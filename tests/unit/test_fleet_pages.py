@@ -16,7 +16,7 @@ from airflow_provider_kip848.fleet.waves import Application, PlannedGroup, Wave,
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, MigrationVerdict, Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
-from airflow_provider_kip848.plugins.fleet_data import check_filters, fleet_summary
+from airflow_provider_kip848.plugins.fleet_data import check_filters, fleet_summary, read_fleet
 from airflow_provider_kip848.plugins.fleet_runs import FLEET_DAG_ID, RunFacts, TaskFact, run_summary
 from airflow_provider_kip848.plugins.fleet_view import render_page, render_runs_page
 from airflow_provider_kip848.plugins.run_facts import plan_moves
@@ -78,6 +78,10 @@ def test_filters_by_owner_readiness_type_and_state_on_the_server():
         check_filters({"readiness": "ready"})
     with pytest.raises(InvalidArgument, match="type='kafka'"):
         check_filters({"type": "kafka"})
+    # refused before the cluster is read (no such connection here: the filter is what the page names)
+    code, refused = read_fleet("kip848_no_such_conn", None, None, "/", filters={"state": "Sleeping"})
+    assert (code, refused["refused"], refused["groups"]) == (400, "a filter", None)
+    assert "Refused: a filter" in render_page(refused) and "state=&#39;Sleeping&#39;" in render_page(refused)
 
 
 def test_owners_of_an_unreadable_map_are_unknown_never_guessed():
