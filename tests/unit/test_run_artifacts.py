@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from airflow.models.taskinstancekey import TaskInstanceKey
 
 from airflow_provider_kip848.changecontrol import run_artifacts as ra
 from airflow_provider_kip848.kafka.errors import ArtifactRefused, InvalidArgument
-from airflow_provider_kip848.operators.report_link import ReportLink
+from airflow_provider_kip848.operators.report_link import ReportLink, ui_base_path
 from airflow_provider_kip848.plugins.reports import RunFacts, listed_dag_ids, render_markdown, report_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,15 @@ def test_the_report_link_and_page_path():
     assert ra.report_page_path("kip848_fleet_migration", RUN) == \
         "/kip848-reports/kip848_fleet_migration/manual__2026-11-28T00%3A20%3A00%2B00%3A00"
     assert ReportLink().name == "Report" and ReportLink().xcom_key == "_link_ReportLink"
+    key = TaskInstanceKey("kip848_fleet_migration", "report", RUN, 1, -1)
+    assert ReportLink().get_link(None, ti_key=key) == ra.report_page_path("kip848_fleet_migration", RUN)
+
+
+@pytest.mark.parametrize(("base_url", "path"), [("http://airflow.example:8080/", "/"), ("", "/"),
+                                                  ("https://example.com/airflow", "/airflow/")])
+def test_the_link_is_under_the_uis_base_path(monkeypatch, base_url, path):
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    assert ui_base_path() == path
 
 
 # -- the list page's rules and the run's report status ---------------------------------------------------------
