@@ -1,11 +1,11 @@
 """A run's report in the deployment's web UI (plugins/reports.py), checked on a run another test of the tier made.
 
-:func:`check_report_in_ui` is called by the test whose run it reads (the rolling upgrade of
-test_migration_across_workers.py: a report with its downtime chart and a validation page), so the tier makes no
-run of its own for it: the report task's "Report" extra link, the navigation's "Kafka change reports" list and the
-run's page in the UI's frame, its chart loaded, the page following Airflow's theme (light, then dark chosen in
-the user menu as a user does), the screenshots for the docs; and, with the REST API's token, 401 without one, a
-viewer reading it, the validation page sandboxed and a path that is not a file name of the run refused.
+:func:`check_report_in_ui` is called by the test whose run it reads (the fleet migration of test_fleet_run.py:
+the fleet report with its charts and the waves' validation pages), so the tier makes no run of its own for it:
+the report task's "Report" extra link, the navigation's "Kafka change reports" list and the run's page in the
+UI's frame, its charts loaded, the page following Airflow's theme (light, then dark chosen in the user menu as a
+user does), the screenshots for the docs; and, with the REST API's token, 401 without one, a viewer reading it,
+the validation pages sandboxed and a path that is not a file name of the run refused.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
     page_html = viewer.get(f"{base}{path}", timeout=60)
     assert page_html.status_code == 200, page_html.text
     assert 'id="report"' in page_html.text and 'data-file="report.json"' in page_html.text
-    validation = viewer.get(f"{base}{path}/validation/validate", timeout=60)
-    assert validation.status_code == 200, validation.text
-    assert "sandbox" in validation.headers["content-security-policy"]
+    for task_id in re.findall(r'class="validation" data-task="([^"]+)"', page_html.text):  # the waves' validations
+        validation = viewer.get(f"{base}{path}/validation/{task_id}", timeout=60)
+        assert validation.status_code == 200, validation.text
+        assert "sandbox" in validation.headers["content-security-policy"]
     for name in ("%2E%2E", ".env", "..%5Creport.json"):
         assert viewer.get(f"{base}{path}/files/{name}", timeout=30).status_code == 400, name
     assert viewer.get(f"{base}{path}/files/..%2F..%2Fsnapshots%2Fbefore.json", timeout=30).status_code in (400, 404)

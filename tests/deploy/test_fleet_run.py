@@ -1,7 +1,8 @@
 """A fleet migration in the deployment: two applications of real consumers under a real supervisord, two waves,
 each approved by a second person through Airflow's HITL; the per-application moves wait Deferred in the real
 triggerer; the fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task
-instance, and is captured for the docs (docs/screenshots/fleet_runs.png).
+instance, and is captured for the docs (docs/screenshots/fleet_runs.png); the run's fleet report is read on its report
+page (tests/deploy/reports.py).
 
 The applications' controllers are the deployment's: ``command`` entries of its registry, one running
 supervisorctl on the Celery worker, the other over SSH (a real sshd, through an Airflow SSH connection created
@@ -23,6 +24,7 @@ from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
+from tests.deploy.reports import check_report_in_ui
 
 DAG_ID = "kip848_fleet_migration"
 #: app -> path forced by the ownership map (None: the verdicts decide)
@@ -116,6 +118,8 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
             # an application links to its mapped task instance in the UI
             runs.locator("tr.app[data-app='deploy-billing'] a.airflow").first.click()
             page.wait_for_url(f"{deployment.base_url}/dags/{DAG_ID}/runs/**/tasks/wave_1.migrate/mapped/0**")
+        # the same run's report page (extra link, navigation, charts, theme, screenshots): no run of its own
+        check_report_in_ui(deployment, browser, screenshots, DAG_ID, run_id)
     finally:
         for c in apps:
             c.remove()
