@@ -172,9 +172,12 @@ def report_status(run: RunFacts) -> tuple[str, str]:
         outcome = run.report_xcom.get("outcome")
         return "written", f"report written{f', outcome {outcome}' if outcome else ''}"
     state = run.report_state
-    if state in ("success", "failed") and run.report_xcom is not None:
+    if state in ("success", "failed") and isinstance(run.report_xcom, Mapping):
+        # the provider's report tasks leave out "files" only when no location was configured (report.finish)
         return "no_file", ("the report task ran but wrote no file: no artifact location was configured (report_dir, "
                            f"the connection's artifacts_url or ${ARTIFACTS_ENV}); the report is in its log and XCom")
+    if state in ("success", "failed") and run.report_xcom is not None:
+        return "no_file", "the report task recorded no report folder; what it reported is in its log and XCom"
     if state == "failed":
         return "failed", "the report task failed before it recorded a report (see its log)"
     if state in (None, "scheduled", "queued", "running", "deferred", "up_for_retry", "up_for_reschedule",

@@ -112,6 +112,8 @@ def test_the_list_reads_the_provider_dags_the_user_may_read():
               report_xcom={"outcome": "migrated", "files": {"markdown": "/a/report.md"}}), "written", "migrated"),
     (RunFacts("d", "r", "success", report_state="success", report_xcom={"outcome": "dry_run", "title": "t"}),
      "no_file", "no artifact location"),
+    (RunFacts("d", "r", "success", report_state="success", report_xcom="Cluster features: ..."), "no_file",
+     "recorded no report folder"),
     (RunFacts("d", "r", "running", report_state=None), "pending", "not reached its report task"),
     (RunFacts("d", "r", "running", report_state="queued"), "pending", "report task queued"),
     (RunFacts("d", "r", "failed", report_state="failed"), "failed", "failed before it recorded"),
