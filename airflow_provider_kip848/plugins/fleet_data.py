@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from airflow_provider_kip848.fleet.names import FLEET_DAG_ID
+from airflow_provider_kip848.changecontrol.run_artifacts import PROVIDER_DAG_IDS
 from airflow_provider_kip848.fleet.ownership import GroupOwner, OwnershipMap
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.ownership import DEFAULT_OWNERSHIP_VARIABLE, read_ownership_map
@@ -47,8 +47,9 @@ UNOWNED = "unowned"
 #: the page's filters (query parameters), in the order the page shows them
 FILTERS = ("app", "team", "readiness", "type", "state")
 FILTER_NAMES = {"app": "application", "team": "team", "readiness": "readiness", "type": "type", "state": "state"}
-#: the DAGs whose runs keep the fleet page refreshing while one is active
-PROVIDER_DAGS = (FLEET_DAG_ID, *sorted({d for m in MIGRATION_DAGS.values() for d in m.values()}))
+#: the DAGs whose runs keep the fleet page refreshing while one is active: every DAG of the provider (each
+#: changes groups, their configs or the cluster's features, which the page shows)
+PROVIDER_DAGS = PROVIDER_DAG_IDS
 
 
 # -- filters (pure) -----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_provider_kip848.changecontrol.run_artifacts import REPORTS_URL_PREFIX
 from airflow_provider_kip848.fleet.names import (
     FLEET_DAG_ID,
     MIGRATE_TASK,
@@ -71,7 +72,6 @@ from airflow_provider_kip848.plugins.wave_status import (
     NO_STATUS,
     NOT_CREATED,
     NOT_MAPPED,
-    REPORTS_PREFIX,
     UNKNOWN,
     WAVE_STATUSES,
     WaveFacts,
@@ -340,7 +340,7 @@ def run_summary(run: RunFacts, ui_base: str = "/") -> dict[str, Any]:
 
 def report_url(ui_base: str, dag_id: str, run_id: str) -> str:
     """The run's report on the provider's reports page (``/kip848-reports/{dag_id}/{run_id}``, ids quoted)."""
-    return f"{ui_base}{REPORTS_PREFIX.lstrip('/')}/{url_segment(dag_id)}/{url_segment(run_id)}"
+    return f"{ui_base}{REPORTS_URL_PREFIX.lstrip('/')}/{url_segment(dag_id)}/{url_segment(run_id)}"
 
 
 def runs_summary(dag_id: str, dag_exists: bool, runs: Iterable[RunFacts], ui_base: str = "/",
@@ -359,6 +359,6 @@ def runs_summary(dag_id: str, dag_exists: bool, runs: Iterable[RunFacts], ui_bas
             "active": any(r["state"] in ACTIVE_RUN_STATES for r in summaries), "runs": summaries}
 
 
-__all__ = ["ACTIVE_RUN_STATES", "FLEET_DAG_ID", "REPORTS_PREFIX", "WAVE_STATUSES", "RunFacts", "TaskFact", "group_url",
+__all__ = ["ACTIVE_RUN_STATES", "FLEET_DAG_ID", "WAVE_STATUSES", "RunFacts", "TaskFact", "group_url",
            "move_step", "parse_plan", "read_runs", "report_url", "run_summary", "run_url", "runs_summary", "task_url",
            "wave_status"]

@@ -51,8 +51,6 @@ ACTIVE_STATES = frozenset({"scheduled", "queued", "running", "deferred", "up_for
 FAILED_STATES = frozenset({"failed", "upstream_failed"})
 #: DAG run states in which a run is on its way (the pages refresh themselves while one is)
 ACTIVE_RUN_STATES = frozenset({"queued", "running"})
-#: where the provider's reports page is mounted (``/kip848-reports/{dag_id}/{run_id}``)
-REPORTS_PREFIX = "/kip848-reports"
 NOT_RUN_STATES = frozenset({"skipped", "removed", "upstream_failed"})
 #: what the page says for a task instance with no state, for one that does not exist, and for an application's
 #: mapped task instance while its task is not expanded yet (only its map index -1 exists)
@@ -223,5 +221,5 @@ def wave_status(wave: WaveFacts, stopped_before: str | None = None) -> tuple[str
 
 
 __all__ = ["ACTIVE_RUN_STATES", "ACTIVE_STATES", "FAILED_STATES", "HASH_SHORT", "NOT_CREATED", "NOT_MAPPED",
-           "NOT_RUN_STATES", "NO_STATUS", "REPORTS_PREFIX", "UNKNOWN", "WAVE_STATUSES", "WaveFacts", "read_result",
+           "NOT_RUN_STATES", "NO_STATUS", "UNKNOWN", "WAVE_STATUSES", "WaveFacts", "read_result",
            "wave_facts", "wave_status"]

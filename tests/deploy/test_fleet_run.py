@@ -1,11 +1,11 @@
 """A fleet migration in the deployment: two applications of real consumers under a real supervisord, two waves,
 each approved by a second person through Airflow's HITL; the per-application moves wait Deferred in the real
 triggerer; the fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task
-instance, and is captured for the docs (docs/screenshots/fleet_runs.png). While the run goes on, ``runs.json`` is
-watched: a deferred move shows the step it waits in (per application and group, from what the move records), and
-no wave reads "unknown" (a wave whose validation runs reads "validating"). Afterwards a group's "fleet runs" link
-on the fleet page lists this run (its conf names prefixes, not groups: the UI's own Dag Runs filter misses it),
-linked to its report.
+instance, and is captured for the docs (docs/screenshots/fleet_runs.png); the run's fleet report is read on its report
+page (tests/deploy/reports.py). While the run goes on, ``runs.json`` is watched: a deferred move shows the step it
+waits in (per application and group, from what the move records), and no wave reads "unknown" (a wave whose
+validation runs reads "validating"). Afterwards a group's "fleet runs" link on the fleet page lists this run (its
+conf names prefixes, not groups: the UI's own Dag Runs filter misses it), linked to its report.
 
 The applications' controllers are the deployment's: ``command`` entries of its registry, one running
 supervisorctl on the Celery worker, the other over SSH (a real sshd, through an Airflow SSH connection created
@@ -28,6 +28,7 @@ from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
+from tests.deploy.reports import check_report_in_ui
 
 DAG_ID = "kip848_fleet_migration"
 #: app -> path forced by the ownership map (None: the verdicts decide)
@@ -159,6 +160,8 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
             row.locator("a.fleet-runs").click()
             expect(fleet.locator("#group-filter")).to_have_text(groups[0])
             expect(fleet.locator(f"section.run[data-run-id='{run_id}']")).to_be_visible()
+        # the same run's report page (extra link, navigation, charts, theme, screenshots): no run of its own
+        check_report_in_ui(deployment, browser, screenshots, DAG_ID, run_id)
     finally:
         for c in apps:
             c.remove()
