@@ -56,6 +56,8 @@ def get_provider_info() -> dict:
                 ],
             }
         ],
+        # the report tasks' "Report" button (operators/report_link.py): the run's report page of the reports plugin
+        "extra-links": ["airflow_provider_kip848.operators.report_link.ReportLink"],
         "sensors": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.sensors.group"]}
         ],

@@ -85,6 +85,7 @@ from airflow_provider_kip848.operators.fleet import KafkaApplicationMigrationOpe
 from airflow_provider_kip848.operators.fleet_tasks import MAX_WAVES, MIGRATION, PARALLELISM
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.params import artifact_params, window_params
+from airflow_provider_kip848.operators.report_link import with_report_link
 from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
 from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
@@ -200,7 +201,7 @@ def kip848_fleet_migration():
     def report(params: dict | None = None, **context: Any) -> dict:
         return steps.report_step(params, context)
 
-    previous >> report()
+    previous >> with_report_link(report())
 
 
 def wave(number: int) -> Any:

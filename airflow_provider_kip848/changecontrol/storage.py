@@ -57,6 +57,12 @@ def _io(location: str, what: str, call: Callable[[], T]) -> T:
         raise ArtifactUnwritable(f"Cannot {what} {location}: {exc.strerror or exc}.") from exc
 
 
+def read_with(location: str, call: Callable[[], T]) -> T:
+    """``call()``, a read of ``location`` (listing a folder ...): an ``OSError`` becomes :class:`ArtifactUnwritable`
+    naming the location."""
+    return _io(location, "read", call)
+
+
 def exists(location: str) -> bool:
     return _io(location, "check", lambda: storage_path(location).exists())
 

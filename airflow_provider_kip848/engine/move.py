@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -44,7 +44,14 @@ from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, Rol
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
 from airflow_provider_kip848.engine.offsets import compare_with_snapshot, restore_lost_offsets, write_snapshot
 from airflow_provider_kip848.engine.state import ARRIVALS, WAITS, MoveState, Step, path_of, wait_stage
-from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, ApplicationResult, GroupOutcome, StepRecord
+from airflow_provider_kip848.fleet.results import (
+    MIGRATE,
+    ROLLBACK,
+    ApplicationResult,
+    GroupOutcome,
+    MoveProgress,
+    StepRecord,
+)
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import instances_verdict, liveness_window, named_controller
 from airflow_provider_kip848.hooks.members import force_out_members
@@ -178,11 +185,13 @@ class ApplicationMove:
     """
 
     def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Any, task_id: str,
-                 log: Any) -> None:
+                 log: Any, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
         if kind not in (MIGRATE, ROLLBACK):
             raise InvalidArgument(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
         self.unit, self.kind, self.settings = unit, kind, settings
         self.context, self.task_id, self.log = context, task_id, log
+        #: told where the move stands after every recorded step (the operator pushes it for the fleet view)
+        self.on_progress = on_progress
         self._hook: KafkaGroupAdminHook | None = None
 
     # -- one admin client per task process ---------------------------------------------------------
@@ -255,8 +264,17 @@ class ApplicationMove:
                              storage.quarantine(location))
             return None
 
-    def save(self, state: MoveState) -> None:
+    def save(self, state: MoveState, pending: Mapping[str, str | None] | None = None) -> None:
+        """Record the move (durable: a retry takes it up here), then tell :attr:`on_progress` where it stands
+        (``pending``: each group's wait when the move defers on a stage)."""
         storage.write_text(self.record_location(), json.dumps(state.to_dict(), sort_keys=True, default=str))
+        if self.on_progress is not None:
+            progress = state.progress(self.unit.group_ids, time.time(), pending)
+            try:
+                self.on_progress(progress)
+            except Exception as exc:  # noqa: BLE001 - what the view shows; the record above is the move's truth
+                self.log.warning("%s: where the move stands (%s) could not be published for the fleet view: %s",
+                                 self.unit.app, progress.step, exc)
 
     # -- the steps ----------------------------------------------------------------------------------
 
@@ -383,7 +401,7 @@ class ApplicationMove:
         self.log.info("%s: waiting (deferred) for %s of %s", self.unit.app, ", ".join(stage),
                       ", ".join(e["group_id"] for e in entries if pending_condition(e) is not None))
         state.deferrals += 1
-        self.save(state)
+        self.save(state, pending={e["group_id"]: (pending_condition(e) or {}).get("step") for e in entries})
         return Waiting(waits=entries, poll_interval=float(self.settings.poll_interval),
                        timeout_s=sum(self._timeout_s(s) for s in stage) + DEFER_MARGIN_S, state=state,
                        remove_members_at=remove_at)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, StepRecord
+from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK, MoveProgress, StepRecord
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 
 
@@ -160,6 +160,24 @@ class MoveState:
                          ok=ok, detail=detail[:2000])
         self.steps.append(rec)
         return rec
+
+    def progress(self, group_ids: Iterable[str], now: float, pending: Mapping[str, str | None] | None = None,
+                 ) -> MoveProgress:
+        """Where the move stands for the fleet view: the next step, and each group's. ``pending``: in a wait
+        stage, the wait each group still waits for (None: it passed the stage), as the stage's entries say
+        when the move defers; without it every group is at the move's step."""
+        step = self.next_step
+        groups = {}
+        for gid in group_ids:
+            if step is None:
+                groups[gid] = "done"
+            elif pending is not None and gid in pending:
+                groups[gid] = pending[gid] or "done"
+            else:
+                groups[gid] = step.value
+        return MoveProgress(app=self.app, kind=self.kind, path=self.path, step=None if step is None else step.value,
+                            position=self.position, steps=tuple(s.value for s in self.path_steps), recorded_at=now,
+                            waiting=pending is not None, groups=groups)
 
     def to_dict(self) -> dict[str, Any]:
         return {"app": self.app, "kind": self.kind, "path": self.path, "started_at": self.started_at,

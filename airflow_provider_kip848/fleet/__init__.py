@@ -19,6 +19,7 @@ docs/fleet.md describes the file format and the rules.
 from airflow_provider_kip848.fleet.budget import ErrorBudget, GroupResult, Remaining, WaveVerdict, remaining
 from airflow_provider_kip848.fleet.ownership import (
     Conflict,
+    GroupOwner,
     IdleApplication,
     OwnershipError,
     OwnershipMap,
@@ -42,6 +43,7 @@ __all__ = [
     "Application",
     "Conflict",
     "ErrorBudget",
+    "GroupOwner",
     "GroupResult",
     "IdleApplication",
     "OwnershipError",

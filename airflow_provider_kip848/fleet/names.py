@@ -19,11 +19,16 @@ WINDOW_GUARD_TASK, LOCK_TASK, PLAN_TASK, REPORT_TASK = "window_guard", "lock", "
 OPEN, APPROVAL, RECHECK, MIGRATE_TASK, TO_VALIDATE, VALIDATE, JUDGE, TO_ROLL_BACK, ROLLBACK_TASK = (
     "open", "approval", "recheck", "migrate", "to_validate", "validate", "judge", "to_roll_back", "rollback")
 #: the wave tasks the fleet view shows, in order
-WAVE_TASKS = (OPEN, APPROVAL, RECHECK, MIGRATE_TASK, JUDGE, TO_ROLL_BACK, ROLLBACK_TASK)
+WAVE_TASKS = (OPEN, APPROVAL, RECHECK, MIGRATE_TASK, TO_VALIDATE, VALIDATE, JUDGE, TO_ROLL_BACK, ROLLBACK_TASK)
+#: the wave's validation (the fleet view's "validating" while one of them runs)
+VALIDATION_TASKS = (TO_VALIDATE, VALIDATE)
 
 # -- XCom keys
 #: every mapped move's :class:`~airflow_provider_kip848.fleet.results.ApplicationResult` (success or failure)
 RESULT_KEY = "fleet_result"
+#: where each mapped move stands (:class:`~airflow_provider_kip848.fleet.results.MoveProgress`), pushed after
+#: every recorded step: the fleet view's per-group step while the move runs
+PROGRESS_KEY = "fleet_progress"
 RETURN_KEY = "return_value"
 #: the approval's answer (approval task)
 DECISION_KEY = "decision"
@@ -47,7 +52,8 @@ def wave_task(number: int, task: str) -> str:
 
 
 __all__ = [
-    "APPROVAL", "DECISION_KEY", "FLEET_DAG_ID", "JUDGE", "LOCK_TASK", "MIGRATE_TASK", "OPEN", "PLAN_TASK", "RECHECK",
-    "REPORT_TASK", "RESULT_KEY", "RETURN_KEY", "ROLLBACK_TASK", "ROLLBACK_UNITS_KEY", "TO_ROLL_BACK", "TO_VALIDATE",
-    "VALIDATE", "WAVE_TASKS", "WAVE_VERDICTS_KEY", "WAVE_XCOMS", "WINDOW_GUARD_TASK", "wave_group", "wave_task",
+    "APPROVAL", "DECISION_KEY", "FLEET_DAG_ID", "JUDGE", "LOCK_TASK", "MIGRATE_TASK", "OPEN", "PLAN_TASK",
+    "PROGRESS_KEY", "RECHECK", "REPORT_TASK", "RESULT_KEY", "RETURN_KEY", "ROLLBACK_TASK", "ROLLBACK_UNITS_KEY",
+    "TO_ROLL_BACK", "TO_VALIDATE", "VALIDATE", "VALIDATION_TASKS", "WAVE_TASKS", "WAVE_VERDICTS_KEY", "WAVE_XCOMS",
+    "WINDOW_GUARD_TASK", "wave_group", "wave_task",
 ]

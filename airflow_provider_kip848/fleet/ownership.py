@@ -161,6 +161,26 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class GroupOwner:
+    """Who owns one group: ``app`` and ``team`` of the first rule that matches it (None: unowned), and
+    ``claims``: (app, team) of every application whose rules match it when there is more than one (a
+    :class:`Conflict`; empty otherwise)."""
+
+    group_id: str
+    app: str | None
+    team: str | None
+    claims: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def owned(self) -> bool:
+        return self.app is not None
+
+    @property
+    def conflict(self) -> bool:
+        return len(self.claims) > 1
+
+
+@dataclass(frozen=True)
 class OwnershipMap:
     """The rules in file order; ``source`` says where they were read from (for messages)."""
 
@@ -264,6 +284,21 @@ class OwnershipMap:
         ids = set(group_ids)
         idle = {i.app for i in self.idle(ids)}
         return tuple(r for r in self.rules if r.app not in idle and not any(r.matches(g) for g in ids))
+
+    def owners(self, group_ids: Iterable[str]) -> dict[str, GroupOwner]:
+        """Who owns each of ``group_ids``, by the rules :func:`~airflow_provider_kip848.fleet.waves.select`
+        applies (the first matching rule in file order; none: unowned), with every application that claims
+        a group matched by rules of more than one (a conflict: the fleet plan refuses it)."""
+        out = {}
+        for gid in group_ids:
+            matched = self.matching(gid)
+            claims: dict[str, str] = {}
+            for rule in matched:
+                claims.setdefault(rule.app, rule.team)
+            first = matched[0] if matched else None
+            out[gid] = GroupOwner(gid, first.app if first else None, first.team if first else None,
+                                  tuple(claims.items()) if len(claims) > 1 else ())
+        return out
 
     def unowned(self, group_ids: Iterable[str]) -> tuple[str, ...]:
         """The groups of ``group_ids`` no rule matches (sorted)."""
@@ -375,5 +410,5 @@ def _consistency(rules: list[OwnershipRule], problems: list[str]) -> None:
                                 f"{theirs!r} in rules[{first.index}] (one application, one {name})")
 
 
-__all__ = ["PATHS", "Conflict", "IdleApplication", "OwnershipError", "OwnershipMap", "OwnershipNotApprovable",
-           "OwnershipRule"]
+__all__ = ["PATHS", "Conflict", "GroupOwner", "IdleApplication", "OwnershipError", "OwnershipMap",
+           "OwnershipNotApprovable", "OwnershipRule"]

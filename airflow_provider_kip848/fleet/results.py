@@ -104,6 +104,51 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
+class MoveProgress:
+    """Where one application's move stands, as its task records it after every step (XCom ``fleet_progress``):
+    the fleet view shows each group's step from it while the move runs.
+
+    ``step``: the next step of the path (None: the path is done); ``position`` of ``len(steps)``; ``waiting``:
+    the move is deferred on the wait stage starting at ``step``; ``groups``: each group's step: the
+    application's step, or in a wait stage the wait the group was still in when the move deferred (the
+    triggerer's progress within a stage is not recorded until the stage ends); ``done`` for a group past the
+    stage; ``recorded_at``: epoch seconds of the record."""
+
+    app: str
+    kind: str
+    path: str
+    step: str | None
+    position: int
+    steps: tuple[str, ...]
+    recorded_at: float
+    waiting: bool = False
+    groups: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"app": self.app, "kind": self.kind, "path": self.path, "step": self.step, "position": self.position,
+                "steps": list(self.steps), "recorded_at": self.recorded_at, "waiting": self.waiting,
+                "groups": dict(self.groups)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveProgress:
+        """The record as :meth:`to_dict` wrote it; InvalidArgument if it is not one (never a guess)."""
+        if not isinstance(data, Mapping):
+            raise InvalidArgument(f"move progress: not an object, got {data!r}")
+        what = "move progress"
+        step = data.get("step")
+        if step is not None and not isinstance(step, str):
+            raise InvalidArgument(f"{what}: 'step' must be a string or null, got {step!r}")
+        position = _require(data, "position", int, what)
+        recorded = _opt_float(data, "recorded_at")
+        if recorded is None:
+            raise InvalidArgument(f"{what}: 'recorded_at' is missing")
+        return cls(app=_require(data, "app", str, what), kind=_require(data, "kind", str, what),
+                   path=_require(data, "path", str, what), step=step, position=position,
+                   steps=_names(data, "steps", what), recorded_at=recorded,
+                   waiting=bool(data.get("waiting")), groups=_text_map(data, "groups", what))
+
+
+@dataclass(frozen=True)
 class GroupOutcome:
     """One group at the end of its application's move: ``ok``, the type before and after, the state,
     live members after, the committed offsets compared with the snapshot (``offsets_regressed``: partitions
@@ -323,5 +368,5 @@ def apply_validation(results: Sequence[ApplicationResult], validated: Collection
     return out
 
 
-__all__ = ["MIGRATE", "ROLLBACK", "ApplicationResult", "GroupOutcome", "StepRecord", "WaveRecord",
+__all__ = ["MIGRATE", "ROLLBACK", "ApplicationResult", "GroupOutcome", "MoveProgress", "StepRecord", "WaveRecord",
            "apply_validation"]

@@ -373,6 +373,13 @@ class ArtifactUnwritable(Kip848Error):
     remedy = "Fix the location (it must be writable by the Airflow worker) or point the task at another one."
 
 
+class ArtifactRefused(InvalidArgument):
+    """A run's artifact asked for by a name that is not a plain file name of that run's report folder (a path,
+    ``..``, a hidden file, a link leading out of the folder): refused, nothing read."""
+
+    remedy = "Ask for a file by its name as the run's report page lists it (report.md, report.json, downtime.svg ...)."
+
+
 class InvalidClientSettings(Kip848Error):
     """The connection's bootstrap servers or security settings cannot be used."""
 

@@ -46,7 +46,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveSettings, Unit, Waiting
 from airflow_provider_kip848.engine.state import MoveState
-from airflow_provider_kip848.fleet.names import RESULT_KEY
+from airflow_provider_kip848.fleet.names import PROGRESS_KEY, RESULT_KEY
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK
 from airflow_provider_kip848.kafka.arguments import parse_number
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -118,8 +118,10 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             unit = Unit.from_dict(self.application)
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
+        ti = context["ti"]
         return ApplicationMove(unit, self.kind, self._settings(), context=context, task_id=self.task_id,
-                               log=self.log)
+                               log=self.log,
+                               on_progress=lambda p: ti.xcom_push(key=PROGRESS_KEY, value=p.to_dict()))
 
     # -- Airflow's side -----------------------------------------------------------------------------
 

@@ -16,7 +16,6 @@ import tempfile
 import time
 from typing import Any
 
-from airflow.sdk import Variable
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -32,7 +31,6 @@ from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, U
 from airflow_provider_kip848.engine.state import touched
 from airflow_provider_kip848.fleet import (
     ErrorBudget,
-    OwnershipMap,
     OwnershipNotApprovable,
     Wave,
     WaveVerdict,
@@ -59,6 +57,7 @@ from airflow_provider_kip848.fleet.names import (
 from airflow_provider_kip848.fleet.results import MIGRATE, ApplicationResult, WaveRecord, apply_validation
 from airflow_provider_kip848.fleet.waves import MIGRATED
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.ownership import OwnershipMapMissing, read_ownership_map
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
@@ -76,18 +75,11 @@ PARALLELISM = int(os.environ.get("KIP848_FLEET_PARALLELISM", "8"))
 
 
 def _ownership(params: dict) -> Any:
-
-
-    if params.get("ownership_file"):
-        return OwnershipMap.from_file(params["ownership_file"])
-    name = params.get("ownership_variable")
-    if not name:
-        raise AirflowFailException("Name the ownership map: ownership_file or ownership_variable.")
-    text = Variable.get(name, default=None)
-    if text is None:
-        raise AirflowFailException(f"There is no Airflow Variable {name!r} holding the ownership map: create it "
-                                   "(YAML or JSON, docs/fleet.md) or give ownership_file.")
-    return OwnershipMap.from_text(text, source=f"Variable {name}")
+    """The run's ownership map (its file, else its Variable), read as the fleet view reads it."""
+    try:
+        return read_ownership_map(variable=params.get("ownership_variable"), file=params.get("ownership_file"))
+    except OwnershipMapMissing as exc:
+        raise AirflowFailException(exc.what) from exc
 
 
 #: the form's filters; its default for each is ``[]``, "not given"

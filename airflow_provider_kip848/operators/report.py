@@ -22,6 +22,7 @@ from airflow_provider_kip848.changecontrol import report as run_reports
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.operators.downtime import measured_downtime
 from airflow_provider_kip848.operators.lock import release_change_lock
+from airflow_provider_kip848.operators.report_link import with_report_link
 
 #: a section of the report's results: a task id (its return value), ``(task id, key)`` (its return value, else
 #: that XCom key: a preflight that failed pushed its report there), or a mapping of such
@@ -172,13 +173,14 @@ class RunReport:
 
 
 def report_task(spec: RunReport, *, task_id: str = "report") -> Any:
-    """The DAG's report task (``trigger_rule="all_done"``: it runs however the run went)."""
+    """The DAG's report task (``trigger_rule="all_done"``: it runs however the run went), with the "Report"
+    extra link to the run's report page."""
 
     @task(task_id=task_id, trigger_rule="all_done")
     def report(params: dict[str, Any] | None = None, **context: Any) -> dict[str, Any]:
         return spec.build(params or {}, context)
 
-    return report()
+    return with_report_link(report())
 
 
 __all__ = ["PREFLIGHT", "OutcomeRule", "Pull", "RunReport", "change_rule", "downtime_rule", "group_after",

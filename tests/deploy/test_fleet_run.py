@@ -1,7 +1,11 @@
 """A fleet migration in the deployment: two applications of real consumers under a real supervisord, two waves,
 each approved by a second person through Airflow's HITL; the per-application moves wait Deferred in the real
 triggerer; the fleet runs page (Browse > Fleet migration runs) shows the waves and each application's task
-instance, and is captured for the docs (docs/screenshots/fleet_runs.png).
+instance, and is captured for the docs (docs/screenshots/fleet_runs.png); the run's fleet report is read on its report
+page (tests/deploy/reports.py). While the run goes on, ``runs.json`` is watched: a deferred move shows the step it
+waits in (per application and group, from what the move records), and no wave reads "unknown" (a wave whose
+validation runs reads "validating"). Afterwards a group's "fleet runs" link on the fleet page lists this run (its
+conf names prefixes, not groups: the UI's own Dag Runs filter misses it), linked to its report.
 
 The applications' controllers are the deployment's: ``command`` entries of its registry, one running
 supervisorctl on the Celery worker, the other over SSH (a real sshd, through an Airflow SSH connection created
@@ -10,6 +14,7 @@ in the deployment)."""
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import yaml
 from playwright.sync_api import expect
@@ -23,6 +28,7 @@ from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
+from tests.deploy.reports import check_report_in_ui
 
 DAG_ID = "kip848_fleet_migration"
 #: app -> path forced by the ownership map (None: the verdicts decide)
@@ -74,6 +80,22 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         response.raise_for_status()
         run_id = response.json()["dag_run_id"]
         deferred_seen = []
+        # what the runs page says while the run goes on: each wave's status, each move's step when deferred
+        statuses: set[str] = set()
+        steps: set[tuple[str, str | None, str | None]] = set()
+        runs_json = deployment.session("alice")
+
+        def watched() -> dict | None:
+            body = runs_json.get(f"{deployment.base_url}/kip848/runs.json", params={"run_id": run_id},
+                                 timeout=60).json()
+            run = body["runs"][0] if body["runs"] else None
+            for w in (run or {}).get("waves") or []:
+                statuses.add(w["status"])
+                for a in w["applications"]:
+                    for g in a["groups"] if a["step"] else []:
+                        steps.add((a["migrate"]["state"], a["step"]["step"], g["step"]))
+            return run if run and run["state"] in ("success", "failed") else None
+
         for wave in (1, 2):  # each wave asks its own approval, answered by a second person
             detail = deployment.wait_approval(DAG_ID, run_id, timeout=300)
             assert detail["task_instance"]["task_id"] == f"wave_{wave}.approval", detail
@@ -85,10 +107,12 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                 tis = deployment.api("alice", "GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances",
                                      params={"task_id": f"wave_{w}.migrate", "limit": 50}).json()["task_instances"]
                 states = [t["state"] for t in tis if t["task_id"] == f"wave_{w}.migrate"]
+                watched()
                 return states if states and all(s in ("deferred", "success", "failed") for s in states) else None
 
             deferred_seen += wait_for(migrating, 300, f"wave {wave}'s move deferred or done", interval=0.5,
                                       alive=deployment.check)
+        wait_for(watched, 600, f"{DAG_ID} run {run_id} finished (watched on the runs page)", alive=deployment.check)
         run = deployment.wait_run(DAG_ID, run_id, timeout=600)
         states = deployment.states(DAG_ID, run_id)
         assert run["state"] == "success", f"{states}\n{deployment.failed_task_logs(DAG_ID, run_id)}"
@@ -96,6 +120,13 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         assert deployment.xcom(DAG_ID, run_id, "report")["outcome"] == "completed"
         for g in groups:
             assert admin.group_listing(g).type is GroupType.CONSUMER, g
+        # while a move was deferred, the page named the wait each group was in (never unknown), and no wave's
+        # status was unknown on the way (its validation: validating)
+        deferred_steps = {(step, group) for state, step, group in steps if state == "deferred"}
+        assert deferred_steps and all(s and s.startswith("wait_") and g and g != "unknown"
+                                      for s, g in deferred_steps), steps
+        assert "unknown" not in statuses, statuses
+        print(f"wave statuses seen during the run: {sorted(statuses)}; steps: {sorted(map(str, steps))}")
 
         with signed_in(browser, deployment, "alice") as page:
             page.get_by_role("button", name="Browse").click()
@@ -113,9 +144,24 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                 expect(row).to_be_visible(timeout=UI_TIMEOUT_MS)
                 expect(row).to_have_attribute("data-state", "success")
             shot(page, screenshots, "fleet_runs")
+            # the run links to its report (the reports page)
+            expect(runs.locator(f"section.run[data-run-id='{run_id}'] a.report")).to_have_attribute(
+                "href", f"/kip848-reports/{DAG_ID}/{quote(run_id, safe='')}")
             # an application links to its mapped task instance in the UI
             runs.locator("tr.app[data-app='deploy-billing'] a.airflow").first.click()
             page.wait_for_url(f"{deployment.base_url}/dags/{DAG_ID}/runs/**/tasks/wave_1.migrate/mapped/0**")
+
+            # from the fleet page, a group's "fleet runs" link lists the fleet runs whose plan moved it: this one
+            page.get_by_role("button", name="Browse").click()
+            page.get_by_role("menuitem", name="Kafka fleet").click()
+            fleet = page.frame_locator("iframe[title='Kafka fleet']")
+            row = fleet.locator(f"tr.group[data-group='{groups[0]}']")
+            expect(row).to_be_visible(timeout=UI_TIMEOUT_MS)
+            row.locator("a.fleet-runs").click()
+            expect(fleet.locator("#group-filter")).to_have_text(groups[0])
+            expect(fleet.locator(f"section.run[data-run-id='{run_id}']")).to_be_visible()
+        # the same run's report page (extra link, navigation, charts, theme, screenshots): no run of its own
+        check_report_in_ui(deployment, browser, screenshots, DAG_ID, run_id)
     finally:
         for c in apps:
             c.remove()

@@ -108,8 +108,10 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
     unit, controller, before = _application(cluster, unique, tmp_path, controllers)
     context = {"ti": FleetTI()}
     killed: list[int] = []
+    published: list[dict] = []
 
     def kill_once(trigger) -> None:  # the first group's coordinator dies just as the restarted app joins
+        published.append(dict(context["ti"].xcom["fleet_progress"]))  # what the fleet view shows meanwhile
         state = trigger.carry["move"]
         if not killed and "start" in [s["step"] for s in state["steps"]]:
             killed.append(kill_coordinator(cluster, trigger.waits[0]["group_id"]))
@@ -128,6 +130,12 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
         waits = [s for s in result["steps"] if s["step"].startswith("wait_")]
         assert len(waits) == 6, waits
         assert deferrals == [6], deferrals  # position 6 = wait_migrated (lock, snapshot, stop, wait_empty, ...)
+        # the step published for the fleet view when the move deferred: the stage and each group's wait in it
+        assert [(p["step"], p["position"], p["waiting"]) for p in published] == [("wait_migrated", 6, True)]
+        assert set(published[0]["groups"]) == set(before)
+        assert set(published[0]["groups"].values()) <= {"wait_migrated", "wait_lag", "done"}, published
+        final = context["ti"].xcom["fleet_progress"]
+        assert (final["step"], final["waiting"], set(final["groups"].values())) == (None, False, {"done"})
         with _admin(cluster) as admin:  # the verdict is true, seen by an independent client
             for g in before:
                 desc = admin.describe_group(g)

@@ -19,6 +19,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
+from urllib.parse import quote
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_the_plugin_is_registered_for_the_api_server_and_the_ui():
     assert (runs["destination"], runs["href"], runs["name"]) == ("nav", "kip848/runs", "Fleet migration runs")
 
 
-def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, bootstrap, unique, tmp_path):
+def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, bootstrap, unique, tmp_path, monkeypatch):
     topic = unique("fleet")
     create_topics(bootstrap, {topic: 2})
     for partition in (0, 1):  # 10 records on each partition, so a group that read 15 has committed both
@@ -133,6 +134,35 @@ def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, boots
         assert rows[live]["links"]["runs"] == f"/dag_runs?conf_contains=%22{live}%22"
         assert rows[live]["links"]["dags"]["classic_to_consumer"]["dag_id"] == "kip848_consumer_rolling_upgrade"
 
+        # owners from the ownership map's Variable (here from the environment's secrets backend), as the fleet DAG
+        # reads it: the first matching rule, unowned when none matches, both applications when two claim a group
+        monkeypatch.setenv("AIRFLOW_VAR_KIP848_TEST_OWNERS", json.dumps({"rules": [
+            {"prefix": classic, "app": "billing", "team": "finance"},
+            {"prefix": consumer, "app": "orders", "team": "commerce"},
+            {"regex": f"{consumer}|{live}", "app": "audit", "team": "finance"}]}))
+        owned = _get(api, "/fleet.json", conn_id=kafka_conn, group_ids=",".join(ours),
+                     ownership_variable="kip848_test_owners").json()
+        owners = {g["group_id"]: g["owner"] for g in owned["groups"]}
+        assert (owners[classic]["app"], owners[classic]["team"], owners[classic]["conflict"]) == (
+            "billing", "finance", False)
+        assert owners[consumer]["conflict"] and [c["app"] for c in owners[consumer]["claims"]] == ["orders", "audit"]
+        assert owned["ownership"]["conflicts"] == [consumer] and owners[live]["app"] == "audit"
+        finance = _get(api, "/fleet.json", conn_id=kafka_conn, group_ids=",".join(ours), team="finance",
+                       ownership_variable="kip848_test_owners").json()
+        assert sorted(g["group_id"] for g in finance["groups"]) == sorted(ours)  # audit claims the consumer too
+        nobody = _get(api, "/fleet", conn_id=kafka_conn, group_ids=",".join(ours), team="nobody",
+                      ownership_variable="kip848_test_owners")
+        assert nobody.status_code == 200 and "No group matches team &#39;nobody&#39;." in nobody.text
+        parsed_nobody = _Rows()
+        parsed_nobody.feed(nobody.text)
+        assert parsed_nobody.rows == {}  # never every group
+        assert _get(api, "/fleet.json", conn_id=kafka_conn, group_ids=classic, state="Sleeping").status_code == 400
+        # no such Variable: the owners are unknown and the page says why, the groups are still shown
+        unread = _get(api, "/fleet.json", conn_id=kafka_conn, group_ids=classic,
+                      ownership_variable="kip848_no_such_variable").json()
+        assert unread["groups"][0]["owner"]["status"] == "unknown"
+        assert "no Airflow Variable 'kip848_no_such_variable'" in unread["ownership"]["error"]
+
         # the whole fleet (no group_ids): our groups are in it, as the inventory says
         whole = _get(api, "/fleet.json", conn_id=kafka_conn).json()
         assert whole["group_count"] >= 3 and sum(whole["by_type"].values()) == whole["group_count"]
@@ -151,7 +181,7 @@ def test_fleet_json_and_page_show_the_real_groups(api, kafka_conn, native, boots
                 assert f"{v.migration}: {v.readiness.value}" in parsed.rows[e.group_id]
         assert "classic &middot; Stable (1)" in page.text and "consumer &middot; Empty (1)" in page.text
         assert 'id="filter"' in page.text or "id='filter'" in page.text
-        assert "<a href='runs' id='nav-runs'>Fleet migration runs</a>" in page.text  # the runs page, in the frame
+        assert '<a href="runs" id="nav-runs">Fleet migration runs</a>' in page.text  # the runs page, in the frame
     finally:
         member.stop()
 
@@ -175,7 +205,7 @@ def test_a_cluster_that_does_not_answer_is_an_error_banner(api, monkeypatch, kaf
     assert body["groups"] is None and "127.0.0.1:1" in body["error"], body
     page = _get(api, "/fleet", conn_id=dead)
     assert page.status_code == 502
-    assert "class='banner error'" in page.text and "127.0.0.1:1" in page.text and "id='groups'" not in page.text
+    assert 'class="banner error"' in page.text and "127.0.0.1:1" in page.text and 'id="groups"' not in page.text
 
     missing = _get(api, "/fleet.json", conn_id="kafka_fleet_no_such_connection")
     assert missing.status_code == 404 and "kafka_fleet_no_such_connection" in missing.json()["error"]
@@ -555,6 +585,14 @@ def test_fleet_runs_show_waves_and_each_applications_progress(api, fleet_dag):
     assert body["error"] is None and body["dag_exists"] is True and body["warnings"] == []
     # newest first
     assert [r["run_id"] for r in body["runs"]] == [ids["D"], ids["C"], ids["B"], ids["A"]]
+    # a group's fleet runs: those whose recorded plan moves it (D recorded no plan), each linked to its report
+    moving = _get(api, "/runs.json", dag_id=FLEET_DAG_ID, limit=3, group_id="orders-eu").json()
+    assert (moving["group_id"], [r["run_id"] for r in moving["runs"]]) == ("orders-eu", [ids["C"], ids["B"], ids["A"]])
+    assert moving["runs"][0]["report_url"] == f"/kip848-reports/{FLEET_DAG_ID}/{quote(ids['C'], safe='')}"
+    assert moving["active"] is True  # C and B are running: the page reloads itself
+    none = _get(api, "/runs", dag_id=FLEET_DAG_ID, group_id="kip848-no-such-group")
+    assert none.status_code == 200 and 'id="no-runs"' in none.text and "planned to move group" in none.text
+    assert '<meta http-equiv="refresh"' not in none.text  # nothing shown is moving
     runs = {r["run_id"]: r for r in body["runs"]}
     a, b, c, d = (runs[ids[k]] for k in "ABCD")
     plan = _plan()
@@ -645,7 +683,7 @@ def test_fleet_runs_show_waves_and_each_applications_progress(api, fleet_dag):
     pd = parsed.runs[ids["D"]]
     assert pd["waves"] == {} and any(t.startswith("Plan not recorded") for t in pd["banners"]), pd["banners"]
     # the fleet page links to the runs page, and back
-    assert "href='fleet'" in page.text
+    assert 'href="fleet"' in page.text
 
 
 def test_fleet_runs_of_an_unknown_dag_or_run_say_so(api, airflow_db):
@@ -654,7 +692,7 @@ def test_fleet_runs_of_an_unknown_dag_or_run_say_so(api, airflow_db):
     body = _get(api, "/runs.json", run_id="no-such-run").json()
     assert body["runs"] == [] and "has no run 'no-such-run'" in body["warnings"][-1]
     page = _get(api, "/runs", dag_id="kip848_no_such_fleet_dag")
-    assert page.status_code == 200 and "id='no-runs'" in page.text and "no DAG" in page.text
+    assert page.status_code == 200 and 'id="no-runs"' in page.text and "no DAG" in page.text
 
 
 def test_fleet_runs_refuse_unauthenticated_and_unauthorized_requests(api, airflow_db):

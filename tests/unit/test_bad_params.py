@@ -224,3 +224,16 @@ def test_every_form_can_be_submitted_with_its_defaults_and_only_the_required_fie
         params.update(VALID.get(dag_id, {}))
         params.validate()
         assert set(VALID.get(dag_id, {})) == REQUIRED.get(dag_id, set()), "the required fields are the only ones filled"
+
+
+def test_every_report_task_links_to_its_report_page(dagbag):
+    """The report task of every DAG that writes a run report carries the "Report" extra link (operators/report_link.py):
+    the inventory's report is plain text in its log (no run folder), so it has none."""
+    from airflow_provider_kip848.operators.report_link import ReportLink
+
+    linked = {dag_id for dag_id, dag in dagbag.dags.items()
+              if any(isinstance(link, ReportLink) for link in dag.get_task("report").operator_extra_links)}
+    assert linked == set(dagbag.dags) - {"kafka_cluster_inventory"}
+    # only the report task: the link names the run's report, not the task it sits on
+    fleet = dagbag.dags["kip848_fleet_migration"]
+    assert [t.task_id for t in fleet.tasks if t.operator_extra_links] == ["report"]
