@@ -17,7 +17,7 @@ def test_the_pages_render_and_nothing_outside_them_is_served():
     index = client.get("/index.md")
     assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
     assert "<h1>airflow-provider-kip848</h1>" in index.text
-    assert '<a href="deploy.md#5-artifacts">deploy.md</a>' in index.text  # relative links work as in the repo
+    assert '<a href="deploy.md#8-artifacts-and-the-audit-log">deploy.md</a>' in index.text  # relative links work as in the repo
     assert "<table>" in client.get("/deploy.md").text
     runbook = client.get("/runbooks/kip1071_streams_offline_migration.md")
     assert runbook.status_code == 200
