@@ -111,4 +111,9 @@ def refuse_unattended_run(run_type: str, params: Mapping[str, object], *, contro
         raise UnattendedRunRefused(
             f"This {run_type} run was refused before the change lock, nothing done: a run nobody triggered uses "
             f"the Params' defaults, and {'; and '.join(reasons)}.",
-            remedy=f"{'; '.join(remedies).capitalize()}; or trigger the DAG by hand with the values you mean.")
+            remedy=f"{_sentence('; '.join(remedies))}; or trigger the DAG by hand with the values you mean.")
+
+
+def _sentence(text: str) -> str:
+    """``text`` with its first letter upper case (str.capitalize would lower the rest: 'DAG' -> 'dag')."""
+    return text[:1].upper() + text[1:]

@@ -124,5 +124,7 @@ def test_a_run_nobody_triggered_is_refused_with_an_unconfigured_controller_or_th
     assert "it names no application controller (app_controller's default is empty)" in str(err.value)
     assert "; and its application_id is the example's ('streams-wordcount', the DAG's shipped default)" in str(
         err.value)
+    assert ("Give app_controller a default in your copy of the DAG, naming an entry of the registry; give "
+            "application_id your application's value in your copy of the DAG; or trigger") in str(err.value)
     # a DAG without a controller Param (controllers=None): only the example values are checked
     refuse_unattended_run("scheduled", {"group_id": "orders"}, controllers=None, registry="r")
