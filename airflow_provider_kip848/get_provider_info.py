@@ -14,7 +14,7 @@ def get_provider_info() -> dict:
         "package-name": "airflow-provider-kip848",
         "name": "Kafka KIP-848 / KIP-1071 group administration",
         "description": (
-            "Consumer-group and Kafka Streams-group administration as reviewed, scheduled, "
+            "Consumer-group and Kafka Streams-group administration as reviewed, "
             "approval-gated DAGs: feature flags, group configs, offsets snapshots, member removal, "
             "and classic -> consumer / classic -> streams migrations with PySpark validation."
         ),
@@ -69,7 +69,11 @@ def get_provider_info() -> dict:
         # the deployment's application controllers (docs/controllers.md): a run names one, never code
         "config": {
             "kip848": {
-                "description": "airflow-provider-kip848: settings of the deployment (not of a run).",
+                "description": "airflow-provider-kip848: settings of the deployment (not of a run). Besides the "
+                               "options below, <dag_id>_schedule gives that DAG a maintenance-window schedule "
+                               "(five cron fields and an IANA zone, e.g. '0 2 * * SAT Europe/Berlin'; unset: "
+                               "none, the DAG runs when triggered; a value that does not read fails the DAG's "
+                               "import). See docs/deploy.md.",
                 "options": {
                     "controllers": {
                         "description": "The application controller registry: a YAML or JSON file every worker "

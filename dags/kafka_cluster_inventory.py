@@ -17,14 +17,16 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.kafka.model import feature_level_name
 from airflow_provider_kip848.operators.run_conf import check_run_conf
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 
 #: Features the KIP-848 / KIP-1071 runbooks care about, in the order they are checked.
 MIGRATION_FEATURES = ("metadata.version", "group.version", "streams.version", "share.version")
+DAG_ID = "kafka_cluster_inventory"
 
 
 @dag(
-    dag_id="kafka_cluster_inventory",
-    schedule=None,
+    dag_id=DAG_ID,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "kip848", "read-only"],

@@ -41,6 +41,7 @@ from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
 from airflow_provider_kip848.operators.runbook_steps import feature_readback
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 
 DAG_ID = "kafka_disable_group_feature"
 CONN = "{{ params.kafka_conn_id }}"
@@ -50,7 +51,7 @@ ACTION = "{{ 'disable' if params.level == 0 else 'downgrade' }}"
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -33,6 +33,7 @@ from airflow_provider_kip848.operators.approval import (
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.report import RunReport, change_rule, report_task
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 
 DAG_ID = "kafka_group_config_change"
 GROUP_CONFIG_KEYS = [
@@ -50,7 +51,7 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "group-config"],

@@ -40,6 +40,7 @@ from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperat
 from airflow_provider_kip848.operators.params import artifact_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 
 DAG_ID = "kip1071_delete_streams_group"
 CONN = "{{ params.kafka_conn_id }}"
@@ -53,7 +54,7 @@ SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; th
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "kip1071", "streams", "destructive"],

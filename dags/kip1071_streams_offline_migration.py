@@ -2,8 +2,11 @@
 
 Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
 
-1. Only inside the maintenance window (scheduled by the timetable; a manual
-   trigger outside it fails at once).
+1. Only inside the maintenance window (a trigger outside it fails at once).
+   No schedule unless the deployment gives one (``[kip848]
+   kip1071_streams_offline_migration_schedule``); a scheduled run needs
+   ``app_controller``'s default to name a controller of the registry and
+   ``application_id``'s default to be your application, not the example's.
 2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
    finalized, ``streams`` enabled, the group classic, no static members.
 3. Check the application's controller (a name from the deployment's registry,
@@ -55,7 +58,7 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import CronTriggerTimetable, Param, dag, task
+from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.changecontrol.window import window_note
@@ -101,6 +104,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     diagnose_streams,
     group_config_changes,
 )
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.topology import StreamsTopologyCheckOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
@@ -113,6 +117,9 @@ from airflow_provider_kip848.sensors.group import (
 )
 
 DAG_ID = "kip1071_streams_offline_migration"
+#: the example's application (the demo's word count): the form's default, which a run nobody triggered by hand (the
+#: deployment's schedule) refuses to act on; a copy of this DAG for your application changes the default
+EXAMPLE_APPLICATION = "streams-wordcount"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.application_id }}"
 #: the snapshot before the stop described the group: gone after that, it was deleted (empty)
@@ -136,7 +143,7 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
 
 @dag(
     dag_id=DAG_ID,
-    schedule=CronTriggerTimetable("0 2 * * SAT", timezone="UTC"),  # the maintenance window opens
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -146,7 +153,7 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
     user_defined_macros=MACROS,
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
-        "application_id": Param("streams-wordcount", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
+        "application_id": Param(EXAMPLE_APPLICATION, type="string", minLength=1, pattern=GROUP_ID_PATTERN,
                                 title="Streams application.id (the group)"),
         "declared_broker_version": Param(None, type=["null", "string"],
                                          title="Broker release (needed on 4.2: e.g. 4.2.1)"),
@@ -203,7 +210,8 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
     },
 )
 def kip1071_streams_offline_migration():
-    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
+    guard = MaintenanceWindowGuardOperator(task_id="window_guard",
+                                           example_params={"application_id": EXAMPLE_APPLICATION})
 
     preflight = MigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,

@@ -77,6 +77,7 @@ from airflow_provider_kip848.operators.offsets import (
 from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
@@ -107,7 +108,7 @@ INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,  # triggered when an application must go back; the window guard holds it to the window
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -96,6 +96,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     consumer_validation,
     group_config_changes,
 )
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
@@ -129,7 +130,7 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,  # triggered per group (a person, or a fleet wave); the window guard holds it to the window
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -92,6 +92,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     consumer_validation,
     group_config_changes,
 )
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
@@ -130,7 +131,7 @@ def _title(params: dict) -> str:
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["kafka", "kip848", "migration"],

@@ -86,6 +86,7 @@ from airflow_provider_kip848.operators.fleet_tasks import MAX_WAVES, MIGRATION, 
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.params import artifact_params, window_params
 from airflow_provider_kip848.operators.report_link import with_report_link
+from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
 from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
@@ -110,7 +111,7 @@ STEP_ARGS = {
 
 @dag(
     dag_id=DAG_ID,
-    schedule=None,
+    schedule=deployment_schedule(DAG_ID),  # None unless the deployment sets [kip848] <dag_id>_schedule (docs/deploy.md)
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -1,7 +1,8 @@
 """Maintenance windows: when a change with downtime may run.
 
-Scheduled runs get their start from a timetable (``CronTriggerTimetable``);
-manual triggers are checked by :func:`check_window`, which fails fast, with the
+No DAG has a timetable unless the deployment gives it one
+(``[kip848] <dag_id>_schedule``, :mod:`.schedule`); every run, scheduled or
+triggered, is checked by :func:`check_window`, which fails fast, with the
 next opening, instead of starting a downtime at the wrong hour.
 
 A window is read strictly, because a window that is not what was meant opens a

@@ -126,7 +126,7 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "relabeling": {"host": "Bootstrap servers", "login": "SASL username", "password": "SASL password"},
     "placeholders": {
         "host": "broker1:9092,broker2:9092",
-        "port": "9092 (only if Bootstrap servers has no port)",
+        "port": "9092 (used only if Bootstrap servers has no port; Airflow 3.3's Test button needs one)",
         "login": "only for SASL_PLAINTEXT / SASL_SSL",
     },
 }

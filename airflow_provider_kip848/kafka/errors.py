@@ -261,6 +261,23 @@ class InvalidMaintenanceWindow(InvalidArgument):
               "times on the clock of window_tz (an IANA zone such as Europe/Berlin).")
 
 
+class InvalidSchedule(InvalidArgument):
+    """A deployment's schedule for a DAG (``[kip848] <dag_id>_schedule``) that does not read: the DAG file's
+    import fails with it, never falling back to another schedule or to none."""
+
+    remedy = ("Give the schedule as five cron fields and an IANA time zone, e.g. '0 2 * * SAT Europe/Berlin', or "
+              "unset the option (the DAG then runs only when triggered).")
+
+
+class UnattendedRunRefused(Kip848Error):
+    """A run nobody triggered by hand (scheduled, backfill, asset-triggered) that would act with what the
+    deployment did not configure: an application controller missing from the registry, or the example's
+    application named by a shipped default."""
+
+    remedy = ("Configure what the run would use (the controller in [kip848] controllers, the group in your copy "
+              "of the DAG's Params), or trigger the run by hand with the values you mean.")
+
+
 class UnknownTopicOrPartition(Kip848Error):
     """A topic or partition named in the request does not exist."""
 

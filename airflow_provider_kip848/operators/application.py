@@ -50,6 +50,7 @@ from airflow_provider_kip848.hooks.instances import named_controller, task_error
 from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.operators.run_conf import check_run_conf
+from airflow_provider_kip848.operators.schedule import check_unattended_run
 
 
 def resolve(controller: object, controller_args: object) -> NamedController:
@@ -119,6 +120,7 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
 
     def execute(self, context: Any) -> dict[str, Any] | None:
         check_run_conf(context)  # the rolling upgrade's first task: a conf key no Param declares fails here
+        check_unattended_run(context)  # a scheduled run: only with a controller the registry has
         if self._unnamed():
             self.log.info("No application controller named: the application is not acted on or checked by this run.")
             return None

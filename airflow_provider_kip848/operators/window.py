@@ -12,6 +12,7 @@ in the approval. The window itself is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol.window import guard_window, max_window_hours
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.operators.run_conf import check_run_conf
+from airflow_provider_kip848.operators.schedule import check_unattended_run
 
 #: the Airflow configuration option holding the longest window a run may ask for (hours)
 MAX_WINDOW_SECTION, MAX_WINDOW_OPTION = "kip848", "max_window_hours"
@@ -40,6 +42,10 @@ class MaintenanceWindowGuardOperator(BaseOperator):
     :param window_start: ``HH:MM``; :param window_end: ``HH:MM`` (an end before the start spans midnight), on
         the clock of ``window_tz``: no UTC offset.
     :param window_tz: an IANA time zone.
+    :param example_params: Param values that are the shipped example's (``{"application_id":
+        "streams-wordcount"}``): a run nobody triggered by hand (scheduled, backfill, asset-triggered) acting on
+        them is refused here, as is one naming a controller the deployment's registry does not have
+        (:func:`~airflow_provider_kip848.operators.schedule.check_unattended_run`).
     """
 
     template_fields = ("window_days", "window_start", "window_end", "window_tz")
@@ -47,13 +53,17 @@ class MaintenanceWindowGuardOperator(BaseOperator):
 
     def __init__(self, *, window_days: str = "{{ params.window_days }}",
                  window_start: str = "{{ params.window_start }}", window_end: str = "{{ params.window_end }}",
-                 window_tz: str = "{{ params.window_tz }}", **kwargs: Any) -> None:
+                 window_tz: str = "{{ params.window_tz }}", example_params: Mapping[str, object] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.example_params = dict(example_params or {})
         self.window_days, self.window_start, self.window_end = window_days, window_start, window_end
         self.window_tz = window_tz
 
     def execute(self, context: Any) -> dict[str, Any]:
         check_run_conf(context)  # the first task: a conf key no Param declares fails the run here
+        # a run nobody triggered (the deployment's schedule): only with a configured controller, never the example
+        check_unattended_run(context, example_params=self.example_params)
         window = {"window_days": self.window_days, "window_start": self.window_start,
                   "window_end": self.window_end, "window_tz": self.window_tz}
         try:

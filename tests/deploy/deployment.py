@@ -47,6 +47,58 @@ DEPLOYMENT_PACKAGES = ("apache-airflow-providers-celery", "psycopg2-binary", "as
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
+#: the extras and the packages docs/deploy.md installs with the wheel (section 1)
+EXTRAS = "spark,ssh"
+#: the one Celery worker command of docs/deploy.md (section 2); the tier adds a host name per worker
+WORKER_COMMAND = ("celery", "worker", "--concurrency", "4")
+#: the schedule the tier gives the shipped streams migration (docs/deploy.md, "How to give a DAG a maintenance-window
+#: schedule"): once a year, so the only scheduled run is the one Airflow starts when the form's "Unpause on trigger"
+#: unpauses the DAG (catchup=False: the latest window's), which the first task refuses (no controller, the example's
+#: application); tests/deploy/test_trigger_forms.py checks both
+STREAMS_SCHEDULE = ("kip1071_streams_offline_migration_schedule", "0 2 1 1 * UTC")
+#: settings of the tier that docs/deploy.md does not ask of a deployment, and why
+TIER_ONLY = {
+    ("logging", "worker_log_server_port"): "two workers on one host need two log-server ports",
+    ("logging", "trigger_log_server_port"): "free ports on a machine shared with other test sessions",
+    ("dag_processor", "refresh_interval"): "a test waits for the DAGs to appear",
+    ("dag_processor", "min_file_process_interval"): "the DAG files never change while the deployment runs: "
+                                                    "re-parsing them every 30 s cost most of a core on 2-core CI",
+    ("dag_processor", "parsing_processes"): "2 cores shared with the rest of the suite",
+    ("scheduler", "scheduler_heartbeat_sec"): "a test waits for the scheduler's health",
+    ("kip848", STREAMS_SCHEDULE[0]): "shows the scheduled-run refusal (the doc gives it as an example)",
+}
+
+
+def airflow_cfg(*, api: str, db: str, redis: str, fernet_key: str, secret_key: str, jwt_secret: str,
+                passwords_file: str, controllers: str) -> dict[str, dict[str, str]]:
+    """The airflow.cfg of every component, as docs/deploy.md lists it (tests/unit/test_deploy_doc.py compares the
+    two), and the tier's own settings (TIER_ONLY). ``db``, ``redis``: host:port."""
+    database = f"airflow@{db}/airflow"
+    return {
+        "core": {
+            "executor": "CeleryExecutor",
+            "load_examples": "False",
+            "fernet_key": fernet_key,
+            "execution_api_server_url": f"{api}/execution/",
+            # the connection form's Test button (Airflow 3 disables it by default)
+            "test_connection": "Enabled",
+            "simple_auth_manager_users": ",".join(f"{u}:{r}" for u, r in USERS.items()),
+            "simple_auth_manager_passwords_file": passwords_file,
+        },
+        "api": {"base_url": f"{api}/", "secret_key": secret_key},
+        "api_auth": {"jwt_secret": jwt_secret},
+        "database": {"sql_alchemy_conn": f"postgresql+psycopg2://{database}"},
+        "celery": {"broker_url": f"redis://{redis}/0", "result_backend": f"db+postgresql+psycopg2://{database}",
+                   "worker_concurrency": "4"},
+        # the deployment's application controller registry: the test session's file, so the applications a test
+        # registers are the ones the deployment's workers can name
+        "kip848": {"controllers": controllers, STREAMS_SCHEDULE[0]: STREAMS_SCHEDULE[1]},
+        "logging": {"worker_log_server_port": str(free_port()), "trigger_log_server_port": str(free_port())},
+        "dag_processor": {"refresh_interval": "5", "min_file_process_interval": "3600", "parsing_processes": "1"},
+        "scheduler": {"scheduler_heartbeat_sec": "2"},
+    }
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -111,6 +163,9 @@ class Deployment:
     procs: dict[str, Proc] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     passwords: dict[str, str] = field(default_factory=dict)
+    #: the wheel install() built (None: a reused venv)
+    wheel: Path | None = None
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -128,8 +183,9 @@ class Deployment:
         wheel = next(dist.glob("airflow_provider_kip848-*.whl"))
         subprocess.run([uv, "venv", "--quiet", "--python", self.python, str(self.venv)], check=True)
         subprocess.run([uv, "pip", "install", "--quiet", "--python", str(self.venv / "bin" / "python"),
-                        "-c", str(CONSTRAINTS), f"{wheel}[spark,ssh]", *DEPLOYMENT_PACKAGES], check=True,
+                        "-c", str(CONSTRAINTS), f"{wheel}[{EXTRAS}]", *DEPLOYMENT_PACKAGES], check=True,
                        cwd=self.root)
+        self.wheel = wheel
         self.timings["install"] = time.monotonic() - started
 
     @property
@@ -170,38 +226,20 @@ class Deployment:
         pw_file = self.root / "passwords.json"
         self.passwords = {user: secrets.token_urlsafe(12) for user in USERS}
         pw_file.write_text(json.dumps(self.passwords))
-        db = f"airflow@127.0.0.1:{self.pg_port}/airflow"
+        self.settings = airflow_cfg(
+            api=self.base_url, db=f"127.0.0.1:{self.pg_port}", redis=f"127.0.0.1:{self.redis_port}",
+            fernet_key=_fernet_key(), secret_key=secrets.token_hex(16), jwt_secret=secrets.token_hex(32),
+            passwords_file=str(pw_file), controllers=os.environ["AIRFLOW__KIP848__CONTROLLERS"])
         self.common_env = {
             "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            "AIRFLOW__CORE__FERNET_KEY": _fernet_key(),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw_file),
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
-            "AIRFLOW__API__BASE_URL": f"{self.base_url}/",
-            "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
-            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{db}",
-            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-            "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg2://{db}",
-            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
-            # the DAG files never change while the deployment runs (a new file is still parsed at the next refresh):
-            # re-parsing all of them every 30 s, Airflow's default, cost most of a core on the 2-core CI machine
-            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-            "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
-            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            # docs/deploy.md's airflow.cfg, given to every component as AIRFLOW__<SECTION>__<KEY>
+            **{f"AIRFLOW__{section.upper()}__{key.upper()}": value
+               for section, options in self.settings.items() for key, value in options.items()},
             # where every worker writes snapshots, reports and audit records (one location per deployment)
             "KIP848_ARTIFACTS_URL": str(self.artifacts),
             # install-time caches only (Kafka CLI jars, Spark's Ivy cache): never artifacts
             "KIP848_CACHE_DIR": os.environ.get("KIP848_CACHE_DIR", str(REPO / ".cache")),
-            # the deployment's application controller registry ([kip848] controllers): the test session's file,
-            # so the applications a test registers are the ones the deployment's workers can name
-            "AIRFLOW__KIP848__CONTROLLERS": os.environ["AIRFLOW__KIP848__CONTROLLERS"],
             # the fleet DAG's wave slots (default 6), a deployment's setting: the tier's fleet runs have at most two
             # waves, and each unused slot still runs four task processes one after the other (about 25 s a slot);
             # three keep an unused slot in every run (the end-to-end tier runs the default six)
@@ -247,8 +285,7 @@ class Deployment:
     def start_worker(self, name: str) -> None:
         """A Celery worker; ``worker2`` serves no logs (one log-server port per host: a real second worker
         is a second machine)."""
-        cmd = [str(self.venv / "bin" / "airflow"), "celery", "worker", "--celery-hostname", f"{name}@%h",
-               "--concurrency", "4"]
+        cmd = [str(self.venv / "bin" / "airflow"), *WORKER_COMMAND, "--celery-hostname", f"{name}@%h"]
         if name != "worker1":
             cmd.append("--skip-serve-logs")
         self._spawn(name, cmd, env=self.component_env(name))

@@ -1,5 +1,6 @@
-"""The four-eyes rule in the web UI: the triggering user is refused, a second admin approves on the
-Required Actions page, and the change is applied."""
+"""The four-eyes rule in the web UI: the triggering user is refused (her Approve and her Reject alike: Airflow's
+HITL accepts answers only from the assigned users), a second admin approves on the Required Actions page, and the
+change is applied."""
 
 from __future__ import annotations
 
@@ -47,7 +48,16 @@ def test_self_approval_refused_second_admin_approves(deployment: Deployment, bro
         expect(page.get_by_text("Access Denied").first).to_be_visible()  # Airflow refuses: alice is not assigned
         expect(page.get_by_text("Not alice: they triggered this run (four-eyes rule).")).to_be_visible()
         shot(page, screenshots, "self_approval_refused")
-    assert deployment.pending_approvals(DAG_ID, run_id), "the refused click answered the approval"
+        # nor may she reject it: Airflow refuses every answer of a user not assigned (docs/change-control.md)
+        open_required_action(page, deployment, run_id)  # a fresh page: no toast left from the Approve click
+        expect(page.get_by_text("Access Denied")).to_have_count(0)
+        page.get_by_role("button", name="Reject").click()
+        expect(page.get_by_text("Access Denied").first).to_be_visible()
+    assert deployment.pending_approvals(DAG_ID, run_id), "a refused click answered the approval"
+    refused = deployment.answer(detail, "alice", "Reject")
+    assert refused.status_code == 403, refused.text
+    assert "User=alice (id=alice) is not a respondent for the task." in refused.json()["detail"], refused.text
+    assert deployment.pending_approvals(DAG_ID, run_id), "alice's rejection answered the approval"
 
     with signed_in(browser, deployment, "bob") as page:  # the second person
         open_required_action(page, deployment, run_id)

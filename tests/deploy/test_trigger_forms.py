@@ -4,7 +4,12 @@ A person triggers the ten DAGs one after the other in the browser (the module's 
 the deployment side by side, as a platform team's would; each test then follows its run to its end, rejecting in the UI
 what asks a second person. (One after the other, each form's run held the tier for the whole run: the fleet DAG's run
 alone, refused by its closed window, is about 150 s of wave tasks.) Each DAG names its own group, so no run waits on
-another's change lock."""
+another's change lock.
+
+"Unpause on trigger" stays checked, as a person leaves it: no example DAG has a schedule of its own, so each form
+creates exactly one run (counted by REST once every run ended). The one schedule the tier gives (the streams
+migration's, deployment.STREAMS_SCHEDULE, as docs/deploy.md shows) makes Airflow start the latest window's run when
+the DAG is unpaused; that run is refused at its first task (no controller configured, the example's application)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from playwright.sync_api import expect
 
 from airflow_provider_kip848.testing.clients import consume, create_topics, produce
 from tests.deploy.browser import fill_param, open_trigger_form, shot, signed_in, submit_trigger_form
-from tests.deploy.deployment import Deployment, wait_for
+from tests.deploy.deployment import STREAMS_SCHEDULE, Deployment, wait_for
 
 FORM_TOPIC = "deploy-form-orders"
 #: What a user must type into each DAG's trigger form; everything else keeps its default. Each group (a classic group
@@ -69,16 +74,31 @@ def form_groups(deployment: Deployment) -> list[str]:
     return groups
 
 
+#: the DAG the tier gives a schedule ([kip848] <dag_id>_schedule): the others must have none
+SCHEDULED_BY_THE_TIER = STREAMS_SCHEDULE[0].removesuffix("_schedule")
+#: each DAG's runs before this module's forms were submitted (other tests of the tier trigger some DAGs too)
+RUNS_BEFORE: dict[str, set[str]] = {}
+#: the DAGs that were paused when their form was opened: its "Unpause on trigger" (checked) unpaused them
+UNPAUSED_BY_THE_FORM: set[str] = set()
+
+
 def trigger_from_form(page, deployment: Deployment, screenshots, dag_id: str) -> dict[str, Any]:
-    """Fill ``dag_id``'s form as MUST_FILL says, submit it, and return the new run."""
+    """Fill ``dag_id``'s form as MUST_FILL says, submit it with "Unpause on trigger" as the form has it (checked),
+    and return the new manual run."""
     before = {r["dag_run_id"] for r in deployment.runs(dag_id)}
+    RUNS_BEFORE.setdefault(dag_id, before)
+    paused = deployment.api("alice", "GET", f"/dags/{dag_id}").json()["is_paused"]
     open_trigger_form(page, deployment, dag_id)
+    if paused:  # the form offers the checkbox only for a paused DAG (another test of the tier may have unpaused it)
+        expect(page.get_by_text(f"Unpause {dag_id} on trigger")).to_be_visible()
+        UNPAUSED_BY_THE_FORM.add(dag_id)
     for name, value in MUST_FILL[dag_id].items():
         fill_param(page, name, value)
     if dag_id == "kip848_consumer_rolling_upgrade":
         shot(page, screenshots, "trigger_form")
     submit_trigger_form(page)
-    return wait_for(lambda: next((r for r in deployment.runs(dag_id) if r["dag_run_id"] not in before), None),
+    return wait_for(lambda: next((r for r in deployment.runs(dag_id) if r["dag_run_id"] not in before
+                                  and r["run_type"] == "manual"), None),
                     60, f"a new {dag_id} run", alive=deployment.check)
 
 
@@ -150,3 +170,32 @@ def test_trigger_from_the_form_with_defaults(deployment: Deployment, browser, sc
         assert not [t for t in changing if states.get(t) == "success"], states
         return
     assert states.get("report") == "success", states
+
+
+def test_unpause_on_trigger_started_no_run_of_its_own(deployment: Deployment, triggered):
+    """Last (after every form's run and the late DAGs' ended): each form made exactly one run and left its DAG
+    unpaused (the paused ones through the form's checkbox, the others by the test of the tier that triggered them
+    first); no DAG the deployment did not schedule has a run that is not manual, whoever unpaused it. The tier's one schedule gave the streams
+    migration exactly one scheduled run (the latest window's, started when a form or a test first unpaused it),
+    refused at its first task before the change lock: no controller configured, the example's application."""
+    assert set(RUNS_BEFORE) == set(MUST_FILL), "run after the forms' tests"
+    assert UNPAUSED_BY_THE_FORM, "no form offered 'Unpause on trigger' (every DAG unpaused before)"
+    for dag_id in MUST_FILL:
+        runs = deployment.runs(dag_id)
+        new = [r for r in runs if r["dag_run_id"] not in RUNS_BEFORE[dag_id]]
+        manual = [r for r in new if r["run_type"] == "manual"]
+        assert len(manual) == 1 and manual[0]["dag_run_id"] == triggered[dag_id]["dag_run_id"], (dag_id, new)
+        assert not deployment.api("alice", "GET", f"/dags/{dag_id}").json()["is_paused"], dag_id
+        scheduled = [r for r in runs if r["run_type"] != "manual"]
+        if dag_id != SCHEDULED_BY_THE_TIER:
+            assert new == manual and not scheduled, (dag_id, new, scheduled)
+            continue
+        assert [r["logical_date"][:16] for r in scheduled] == ["2026-01-01T02:00"], scheduled  # 0 2 1 1 * UTC
+        run = deployment.wait_run(dag_id, scheduled[0]["dag_run_id"])
+        states = deployment.states(dag_id, run["dag_run_id"])
+        assert run["state"] == "failed" and states["window_guard"] == "failed", states
+        assert states["lock"] != "success" and states["controller"] != "success", states
+        log = deployment.failed_task_logs(dag_id, run["dag_run_id"])
+        assert ("This scheduled run was refused before the change lock, nothing done: a run nobody triggered uses "
+                "the Params' defaults, and it names no application controller") in log, log
+        assert "its application_id is the example's ('streams-wordcount', the DAG's shipped default)" in log, log
