@@ -126,6 +126,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self._removal_done = False
         self._wait = WaitState()
         self._notes: list[str] = []
+        self._last_summary = ""
 
     # -- deferrable ----------------------------------------------------------
 
@@ -188,7 +189,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         started = time.time()
         self._apply_templated()
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:  # say what was last seen, as the deferred wait's timeout does
+                raise AirflowSensorTimeout(
+                    f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
+                    f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
         self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
         return None  # unreachable: defer() raises TaskDeferred
@@ -265,6 +271,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         except Kip848Error as exc:
             raise AirflowFailException(str(exc) + self._who(getattr(exc, "members", None))) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
+        self._last_summary = result.summary
         if result.met:
             again = self._on_met(context, result.detail, self._wait, self._notes)
             if again is None:
