@@ -137,6 +137,10 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
         assert all(f.is_alive() and f.error is None for f in feeders), "the producers ran throughout"
         lags = [s["detail"] for s in waits if s["step"] == "wait_lag"]
         assert len(lags) == 2 and all("caught up by the baseline rule" in d for d in lags), lags
+        ended = {(s["step"], s["group_id"]): s["ended_at"] for s in waits}
+        print("figures: fleet move lag waits ended " + ", ".join(  # after each group was migrated (not asserted)
+            f"{ended[('wait_lag', g)] - ended[('wait_migrated', g)]:.1f} s" for g in sorted(before))
+            + " after their group was migrated, with producers running")
         assert deferrals == [6], deferrals  # position 6 = wait_migrated (lock, snapshot, stop, wait_empty, ...)
         with _admin(cluster) as admin:  # the verdict is true, seen by an independent client
             for g in before:
