@@ -11,6 +11,7 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, PartitionOffsets
 from airflow_provider_kip848.kafka.rules.conditions import ConditionResult, GroupCondition, WaitState, follow, judge
 from airflow_provider_kip848.kafka.rules.lag import LagMargin, baseline_from_snapshot, keep_samples
+from airflow_provider_kip848.spark import checks
 
 #: a live consumer's lag between two auto-commits, and the lag the snapshot saw before the change
 BASELINE = {"t:0": 10, "t:1": 12}
@@ -171,3 +172,14 @@ def test_bad_lag_arguments_are_refused(bad):
 def test_the_condition_survives_the_trigger_s_json():
     again = GroupCondition.from_dict(BASE.to_dict())
     assert again == BASE and again.baseline == BASELINE
+
+
+def test_the_validation_s_lag_check_without_max_total_lag_is_against_the_lag_before():
+    before = [{"topic": "t", "partition": 0, "lag": 10}, {"topic": "t", "partition": 1, "lag": 12}]
+    live = [{"topic": "t", "partition": 0, "lag": 14}, {"topic": "t", "partition": 1, "lag": 3}]
+    verdict = checks.lag_verdict_against_before(live, before, margin=LagMargin())
+    assert verdict.passed and "the lag before the change 22" in verdict.summary
+    assert not checks.lag_verdict(live, max_total_lag=0).passed  # the old rule on a live application
+    behind = [{"topic": "t", "partition": 0, "lag": 10}, {"topic": "t", "partition": 1, "lag": 119}]
+    failed = checks.lag_verdict_against_before(behind, before, margin=LagMargin())
+    assert not failed.passed and failed.offending == [{"topic": "t", "partition": 1, "lag": 119, "allowed": 118}]
