@@ -51,7 +51,9 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
     DAG goes back: stop it, wait for Empty, start it on classic, wait for it,
     compare the offsets with the snapshot, and report "rolled back". The
     application is never left down by the DAG.
-11. Otherwise compare offsets with the snapshot, wait for the lag to drain,
+11. Otherwise compare offsets with the snapshot, wait until the group has caught
+    up (its lag back at the level of the snapshot before the stop plus a margin,
+    or not growing while it commits; ``max_lag`` an absolute override),
     snapshot again and validate with PySpark; report.
 """
 
@@ -87,7 +89,14 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
+from airflow_provider_kip848.operators.params import (
+    artifact_params,
+    downtime_params,
+    lag_params,
+    lag_wait_args,
+    validation_params,
+    window_params,
+)
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import (
     PREFLIGHT,
@@ -200,6 +209,7 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
         **downtime_params(),
         "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        **lag_params(),
         "output_topic": Param(None, type=["null", "string"], title="Output topic (captured before/after)",
                               description="Empty: no output capture."),
         **window_params(),
@@ -357,8 +367,9 @@ def kip1071_streams_offline_migration():
         baseline=start_baseline("fallback_start"), **CONTROLLER)
     fallback_compare = CompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
-    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
-                                   deferrable=True, poll_interval=POLL,
+    # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.stable_timeout_minutes }}")
     snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
@@ -378,7 +389,10 @@ def kip1071_streams_offline_migration():
                                       "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
                                       "allow_advanced": True},
                 "lag": {"before": "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
-                        "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}", "max_total_lag": 0},
+                        "after": "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}",
+                        "max_total_lag": "{{ params.max_lag }}",
+                        "margin_fraction": "{{ params.lag_margin_fraction }}",
+                        "margin_records": "{{ params.lag_margin_records }}"},
                 # the processing gap, from the output records' timestamps (the report's downtime section)
                 "output_timing": {"between": ["{{ ti.xcom_pull(task_ids='capture_output_before') }}",
                                               "{{ ti.xcom_pull(task_ids='capture_output_after') }}"]}},
@@ -395,7 +409,8 @@ def kip1071_streams_offline_migration():
                  "lint": "lint_client_config", "group_settings": "carry_over_settings",
                  "stopped": "stop_application", "emptied": "wait_empty", "restored": "restore_lost_offsets",
                  "started": "start_application", "offsets_vs_snapshot": "compare_offsets",
-                 "restart_rebalance_delay_restored": "restore_rebalance_delay", "validation": "validate",
+                 "restart_rebalance_delay_restored": "restore_rebalance_delay", "lag": "wait_lag_drained",
+                 "validation": "validate",
                  "fallback": {"stopped": "fallback_stop", "restarted": "fallback_start",
                               "back": "fallback_wait_classic", "offsets_vs_snapshot": "fallback_compare_offsets"}},
         extra=lambda p, context: {"output_records_written_during_run": output_written(context)},
@@ -474,7 +489,9 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=streams",
-               "wait for a streams group, Stable", "compare offsets, drain lag, validate with PySpark"),
+               "wait for a streams group, Stable",
+               "compare offsets, wait until caught up (lag at its level before the stop, or not growing)",
+               "validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {k: desc[k] for k in ("type", "state")}, "members": len(desc["members"]),
                "live_members": live, "expected_instances": expected, "group_configs": before,

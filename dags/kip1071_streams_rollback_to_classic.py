@@ -39,7 +39,9 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", downgrade):
 10. If that does not happen in time, the DAG goes back to where it started:
     stop, Empty, start on streams, wait for it, compare the offsets with the
     snapshot, and report "rolled back". The application is never left down.
-11. Otherwise: wait for the lag to drain, compare offsets with the snapshot,
+11. Otherwise: wait until the group has caught up (its lag back at the level of
+    the snapshot before the stop plus a margin, or not growing while it commits;
+    ``max_lag`` an absolute override), compare offsets with the snapshot,
     snapshot again and validate with PySpark; report.
 """
 
@@ -74,7 +76,14 @@ from airflow_provider_kip848.operators.offsets import (
     RestoreGroupOffsetsOperator,
     SnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.params import artifact_params, downtime_params, validation_params, window_params
+from airflow_provider_kip848.operators.params import (
+    artifact_params,
+    downtime_params,
+    lag_params,
+    lag_wait_args,
+    validation_params,
+    window_params,
+)
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.schedule import deployment_schedule
@@ -139,6 +148,7 @@ INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the streams protocol."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        **lag_params(),
         **window_params(),
         **validation_params(),
         **artifact_params(),
@@ -200,8 +210,9 @@ def kip1071_streams_rollback_to_classic():
         task_id="wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic", expected_members=EXPECTED,
         deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
         expected_instances=INSTANCES, baseline=start_baseline("start_application"), **CONTROLLER)
-    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP, max_lag=0,
-                                   deferrable=True, poll_interval=POLL,
+    # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
+    wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
     compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
@@ -216,7 +227,9 @@ def kip1071_streams_rollback_to_classic():
         task_id="validate", kafka_conn_id=CONN, output_dir=f"{SNAPSHOTS}/validation", reader="{{ params.reader }}",
         title="{{ params.application_id }} back to classic",
         checks={"offsets_preserved": {"before": BEFORE, "after": AFTER, "allow_advanced": True},
-                "lag": {"before": BEFORE, "after": AFTER, "max_total_lag": 0}},
+                "lag": {"before": BEFORE, "after": AFTER, "max_total_lag": "{{ params.max_lag }}",
+                        "margin_fraction": "{{ params.lag_margin_fraction }}",
+                        "margin_records": "{{ params.lag_margin_records }}"}},
     )
 
     # -- back to where the run started: only when the classic application did not come in within its deadline
@@ -248,7 +261,7 @@ def kip1071_streams_rollback_to_classic():
                  "lint": "lint_client_config", "settings_on_classic": "settings_on_classic",
                  "stopped": "stop_application", "emptied": "wait_empty", "restored": "restore_lost_offsets",
                  "started": "start_application", "back": "wait_classic", "offsets_vs_snapshot": "compare_offsets",
-                 "validation": "validate",
+                 "lag": "wait_lag_drained", "validation": "validate",
                  "rollback": {"stopped": "rollback_stop", "restarted": "rollback_start",
                               "back": "rollback_wait_streams", "offsets_vs_snapshot": "rollback_compare_offsets"}},
         change_tasks=("wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
@@ -335,7 +348,8 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
                "restore any lost committed offset from the snapshot", "start with group.protocol=classic",
                f"wait for a classic group with {expected} member(s) on it, each proven alive, and every instance "
                "running on the platform, none restarted since the start",
-               "drain lag, compare offsets, validate with PySpark"),
+               "wait until caught up (lag at its level before the stop, or not growing)",
+               "compare offsets, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
                "live_members": len(live), "expected_instances": expected, "instances": instances,

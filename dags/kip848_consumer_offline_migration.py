@@ -43,7 +43,9 @@ Runbook (Kafka docs, "Consumer Rebalance Protocol", upgrade and downgrade, offli
    does not join), the DAG goes back by the same road: stop, Empty, start on
    the source protocol, wait for it, compare the offsets with the snapshot, and
    report "rolled back". The application is never left down by the DAG.
-10. Otherwise: wait for the lag to drain, snapshot again, validate with PySpark
+10. Otherwise: wait until the group has caught up (its lag back at the level of
+    the snapshot before the stop plus a margin, or not growing while it commits;
+    ``max_lag`` an absolute override), snapshot again, validate with PySpark
     (offsets preserved, lag, and the output's continuity when there is an
     output topic); report.
 """
@@ -84,6 +86,9 @@ from airflow_provider_kip848.operators.params import (
     artifact_params,
     carried_consumer_params,
     downtime_params,
+    lag_params,
+    lag_plan_line,
+    lag_wait_args,
     validation_params,
     window_params,
 )
@@ -166,7 +171,7 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the source protocol."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
-        "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
+        **lag_params(),
         "output_topic": Param(None, type=["null", "string"], title="Output topic to check for gaps",
                               description="Empty: skip the gap check."),
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
@@ -248,8 +253,9 @@ def kip848_consumer_offline_migration():
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
         deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
         baseline=start_baseline("start_application"), **CONTROLLER)
+    # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   max_lag="{{ params.max_lag }}", deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
     compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
@@ -293,7 +299,7 @@ def kip848_consumer_offline_migration():
                  "lint": "lint_client_config", "group_settings": "carry_over_settings",
                  "group_configs": "set_group_configs", "stopped": "stop_application", "emptied": "wait_empty",
                  "restored": "restore_lost_offsets", "started": "start_application", "migration": "wait_migrated",
-                 "offsets_vs_snapshot": "compare_offsets", "validation": "validate",
+                 "offsets_vs_snapshot": "compare_offsets", "lag": "wait_lag_drained", "validation": "validate",
                  "rollback": {"stopped": "rollback_stop", "restarted": "rollback_start", "back": "rollback_wait_back",
                               "offsets_vs_snapshot": "rollback_compare_offsets"}},
         change_tasks=("set_group_configs", "wait_empty", "restore_lost_offsets", "rollback_wait_empty"),
@@ -374,7 +380,7 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
                "restore any lost committed offset from the snapshot", f"start with group.protocol={target}",
                f"wait for a {target} group with {expected} member(s) on it, each proven alive, and every "
                "instance running on the platform, none restarted since the start",
-               "drain lag, compare offsets, validate with PySpark"),
+               lag_plan_line(params), "compare offsets, validate with PySpark"),
         changes=tuple(changes), checks=tuple(checks or ()), notes=tuple(notes),
         facts={"group": {"type": desc.type.value, "state": desc.state.value}, "members": len(desc.members),
                "group_configs": before,

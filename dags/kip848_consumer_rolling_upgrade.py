@@ -81,6 +81,9 @@ from airflow_provider_kip848.operators.params import (
     artifact_params,
     carried_consumer_params,
     controller_params,
+    lag_params,
+    lag_plan_line,
+    lag_wait_args,
     validation_params,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
@@ -177,7 +180,7 @@ def _title(params: dict) -> str:
                                             "rollback to classic this DAG offers: fail the preflight, or only "
                                             "warn in the plan."),
         **carried_consumer_params(),
-        "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to before validating"),
+        **lag_params(),
         "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1,
                                                 title="First-instance gate (minutes)",
                                                 description="With a controller that can restart one instance: the "
@@ -270,7 +273,7 @@ def kip848_consumer_rolling_upgrade():
                      else []),
                    f"roll instances with group.protocol={target} {rolled_by}",
                    f"wait until {expected} member(s) run the {target} protocol and none the {source} one, {checked}",
-                   f"wait until lag <= {params['max_lag']}",
+                   lag_plan_line(params),
                    "snapshot again and validate with PySpark", "report"),
             changes=tuple(changes),
             checks=tuple(preflight_report["checks"]),
@@ -324,8 +327,9 @@ def kip848_consumer_rolling_upgrade():
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
         baseline=start_baseline("roll_application"), **CONTROLLER,
     )
+    # caught up at the lag before the roll (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   max_lag="{{ params.max_lag }}", deferrable=True,
+                                   baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(), deferrable=True,
                                    poll_interval="{{ params.poll_seconds }}",
                                    timeout_minutes="{{ params.rollout_timeout_minutes }}")
     snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,

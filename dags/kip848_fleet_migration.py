@@ -84,7 +84,7 @@ from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperat
 from airflow_provider_kip848.operators.fleet import KafkaApplicationMigrationOperator
 from airflow_provider_kip848.operators.fleet_tasks import MAX_WAVES, MIGRATION, PARALLELISM
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.params import artifact_params, window_params
+from airflow_provider_kip848.operators.params import artifact_params, lag_params, lag_wait_args, window_params
 from airflow_provider_kip848.operators.report_link import with_report_link
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
@@ -104,7 +104,7 @@ STEP_ARGS = {
     "poll_interval": "{{ params.poll_seconds }}", "remove_members_after": "{{ params.remove_members_after }}",
     "empty_settle_seconds": "{{ params.empty_settle_seconds }}",
     "empty_timeout_minutes": "{{ params.empty_timeout_minutes }}",
-    "start_timeout_minutes": "{{ params.start_timeout_minutes }}", "max_lag": "{{ params.max_lag }}",
+    "start_timeout_minutes": "{{ params.start_timeout_minutes }}", **lag_wait_args(),
     "first_instance_timeout_minutes": "{{ params.first_instance_timeout_minutes }}",
 }
 
@@ -163,7 +163,7 @@ STEP_ARGS = {
                                                             "the first one must come in on the new protocol "
                                                             "within this, before any other restarts."),
         "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
-        "max_lag": Param(0, type="integer", minimum=0, title="Lag to drain to"),
+        **lag_params("of each group after its move (the baseline: the move's own snapshot)"),
         "validation_mode": Param(VALIDATION_MODE, type="string", enum=list(VALIDATION_MODES),
                                  title="Wave validation: where Spark runs",
                                  description="local: a Spark session in the worker; client: spark-submit to the "

@@ -42,7 +42,12 @@ from airflow_provider_kip848.controllers import ApplicationStatus, ControllerErr
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
-from airflow_provider_kip848.engine.offsets import compare_with_snapshot, restore_lost_offsets, write_snapshot
+from airflow_provider_kip848.engine.offsets import (
+    compare_with_snapshot,
+    load_snapshot,
+    restore_lost_offsets,
+    write_snapshot,
+)
 from airflow_provider_kip848.engine.state import ARRIVALS, WAITS, MoveState, Step, path_of, wait_stage
 from airflow_provider_kip848.fleet.results import (
     MIGRATE,
@@ -66,6 +71,12 @@ from airflow_provider_kip848.kafka.rules.conditions import (
     is_live,
     pending_condition,
     staged_wait,
+)
+from airflow_provider_kip848.kafka.rules.lag import (
+    MARGIN_FRACTION,
+    MARGIN_RECORDS,
+    WINDOW_SECONDS,
+    baseline_from_snapshot,
 )
 
 #: attempts of an action that meets a retriable error (each action is idempotent)
@@ -151,7 +162,12 @@ class MoveSettings:
     empty_settle_seconds: float = 10.0
     empty_timeout_minutes: float = 10.0
     start_timeout_minutes: float = 10.0
-    max_lag: int = 0
+    #: the lag wait (kafka/rules/lag.py): the absolute override (None: the baseline rule over the move's own
+    #: snapshot before the change, or the not-growing rule), the margin over a lag before, the window
+    max_lag: int | None = None
+    lag_margin_fraction: float = MARGIN_FRACTION
+    lag_margin_records: int = MARGIN_RECORDS
+    lag_window_seconds: float = WINDOW_SECONDS
     audit_log: str | None = None
     #: the online path's first-instance gate, with a controller that can restart one instance (instance_roll)
     first_instance_timeout_minutes: float = 5.0
@@ -345,7 +361,10 @@ class ApplicationMove:
             # snapshot described): one gone by now was deleted by the coordinator (Empty, no offsets)
             return GroupCondition("empty", settle_s=settle, allow_absent=True)
         if step is Step.WAIT_LAG:
-            return GroupCondition("lag", max_lag=int(self.settings.max_lag))
+            return GroupCondition("lag", max_lag=self.settings.max_lag, baseline=self._lag_baseline(group),
+                                  margin_fraction=self.settings.lag_margin_fraction,
+                                  margin_records=self.settings.lag_margin_records,
+                                  window_s=self.settings.lag_window_seconds)
         protocol = self.settings.target_protocol if step is Step.WAIT_MIGRATED else self.settings.source_protocol
         key = f"{group.group_id}:{protocol}"
         if key not in state.liveness:  # read once in a worker, then carried with the state
@@ -355,6 +374,19 @@ class ApplicationMove:
                 state.liveness[key], _ = liveness_window(hook, group.group_id, protocol, config)
         return GroupCondition("migrated", group_type=protocol, min_members=self.unit.expected(group),
                               liveness_s=float(state.liveness[key]))
+
+    def _lag_baseline(self, group: UnitGroup) -> dict[str, int | None] | None:
+        """Each partition's lag in the move's snapshot before the change (the lag wait's baseline); None with
+        ``max_lag`` (the override needs none) or when the snapshot cannot be read: the not-growing rule then,
+        said in the log and in the wait's summary (never "lag 0")."""
+        if self.settings.max_lag is not None:
+            return None
+        try:
+            return baseline_from_snapshot(load_snapshot(self.snapshot_path(group.group_id)))
+        except Kip848Error as exc:
+            self.log.warning("Group %s: no lag baseline (%s); its lag wait uses the not-growing rule alone.",
+                             group.group_id, exc)
+            return None
 
     def _entries(self, state: MoveState, stage: tuple[Step, ...], started: float,
                  removed: Mapping[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:

@@ -50,6 +50,8 @@ from airflow_provider_kip848.fleet.names import PROGRESS_KEY, RESULT_KEY
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK
 from airflow_provider_kip848.kafka.arguments import parse_number
 from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, WINDOW_SECONDS
+from airflow_provider_kip848.operators.params import lag_settings
 from airflow_provider_kip848.triggers.move import KafkaMoveTrigger
 
 #: the key of the move's state in the trigger's ``carry``
@@ -66,21 +68,25 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         ``<snapshot_dir>/<app>/<group>.json`` (the rollback compares with the one the migration took), the
         move's record ``<snapshot_dir>/<app>/move-<kind>.json``.
     :param poll_interval, remove_members_after, empty_settle_seconds, empty_timeout_minutes,
-        start_timeout_minutes, max_lag: as in the single-group DAGs (templated).
+        start_timeout_minutes, max_lag, lag_margin_fraction, lag_margin_records, lag_window_seconds: as in the
+        single-group DAGs (templated; the lag wait's baseline is the move's own snapshot before the change).
     :param first_instance_timeout_minutes: the online path's first-instance gate (templated; a controller that
         can restart one instance: see :mod:`airflow_provider_kip848.engine.instance_roll`).
     """
 
     template_fields = ("application", "kafka_conn_id", "snapshot_dir", "audit_log", "poll_interval",
                        "remove_members_after", "empty_settle_seconds", "empty_timeout_minutes",
-                       "start_timeout_minutes", "max_lag", "first_instance_timeout_minutes")
+                       "start_timeout_minutes", "max_lag", "first_instance_timeout_minutes", "lag_margin_fraction",
+                       "lag_margin_records", "lag_window_seconds")
     ui_color = "#fdf1e6"
 
     def __init__(self, *, application: Any, kafka_conn_id: str, snapshot_dir: str, kind: str = MIGRATE,
                  target_protocol: str = "consumer", source_protocol: str = "classic",
                  poll_interval: Any = 5, remove_members_after: Any = 30, empty_settle_seconds: Any = 10,
-                 empty_timeout_minutes: Any = 10, start_timeout_minutes: Any = 10, max_lag: Any = 0,
-                 audit_log: str | None = None, first_instance_timeout_minutes: Any = 5, **kwargs: Any) -> None:
+                 empty_timeout_minutes: Any = 10, start_timeout_minutes: Any = 10, max_lag: Any = None,
+                 audit_log: str | None = None, first_instance_timeout_minutes: Any = 5,
+                 lag_margin_fraction: Any = MARGIN_FRACTION, lag_margin_records: Any = MARGIN_RECORDS,
+                 lag_window_seconds: Any = WINDOW_SECONDS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if kind not in (MIGRATE, ROLLBACK):
             raise ValueError(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
@@ -90,6 +96,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         self.empty_settle_seconds, self.empty_timeout_minutes = empty_settle_seconds, empty_timeout_minutes
         self.start_timeout_minutes, self.max_lag, self.audit_log = start_timeout_minutes, max_lag, audit_log
         self.first_instance_timeout_minutes = first_instance_timeout_minutes
+        self.lag_margin_fraction, self.lag_margin_records = lag_margin_fraction, lag_margin_records
+        self.lag_window_seconds = lag_window_seconds
 
     # -- inputs -------------------------------------------------------------------------------------
 
@@ -105,7 +113,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 empty_settle_seconds=float(parse_number(self.empty_settle_seconds, "empty_settle_seconds") or 0.0),
                 empty_timeout_minutes=float(parse_number(self.empty_timeout_minutes, "timeout_minutes") or 0.0),
                 start_timeout_minutes=float(parse_number(self.start_timeout_minutes, "timeout_minutes") or 0.0),
-                max_lag=int(parse_number(self.max_lag, "max_lag", integer=True) or 0),
+                **lag_settings(self.max_lag, self.lag_margin_fraction, self.lag_margin_records,
+                               self.lag_window_seconds),
                 audit_log=None if self.audit_log in (None, "", "None") else str(self.audit_log),
                 first_instance_timeout_minutes=float(parse_number(self.first_instance_timeout_minutes,
                                                                   "first_instance_timeout_minutes",

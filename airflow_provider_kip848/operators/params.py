@@ -12,7 +12,8 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_FORM_PATTERN
+from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_FORM_PATTERN, parse_number
+from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, WINDOW_SECONDS
 
 #: a window's opening or closing time as the form takes it: H:MM or HH:MM, 00:00 to 23:59, nothing after it
 WINDOW_TIME_PATTERN = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
@@ -106,3 +107,58 @@ def validation_params() -> dict[str, Any]:
         "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
         "reader": Param("connector", type="string", enum=["connector", "python"], title="Spark Kafka reader"),
     }
+
+
+def lag_params(what: str = "before validating") -> dict[str, Any]:
+    """The lag wait's rules (``KafkaGroupLagSensor``, the fleet's moves; kafka/rules/lag.py): on a live application
+    the lag is never 0, so "caught up" is the lag before the change (the run's offsets snapshot) plus a margin, or
+    a lag that stops growing while the group commits; ``max_lag`` only as an explicit override."""
+    return {
+        "max_lag": Param(None, type=["null", "integer"], minimum=0, title=f"Absolute lag override {what}",
+                         description="Empty (the default): the group has caught up when its lag is back at its "
+                                     "level before the change (the offsets snapshot) plus the margin below, or "
+                                     "stops growing over the window while it commits where records arrive. A "
+                                     "number: wait for total lag <= it instead (0 only when nobody writes to "
+                                     "the topics during the change: a live producer never lets lag reach 0)."),
+        "lag_margin_fraction": Param(MARGIN_FRACTION, type="number", minimum=0,
+                                     title="Lag margin: fraction of the lag before",
+                                     description="A partition (and the total) has caught up at its lag before the "
+                                                 "change + this fraction of it + the records below."),
+        "lag_margin_records": Param(MARGIN_RECORDS, type="integer", minimum=0, title="Lag margin: records",
+                                    description="Added to every allowance (a live consumer's lag moves between two "
+                                                "commits by its write rate times the commit interval)."),
+        "lag_window_seconds": Param(WINDOW_SECONDS, type="number", minimum=1,
+                                    title="Lag window without a baseline (s)",
+                                    description="The not-growing rule: over this long no partition's lag grows "
+                                                "beyond the margin and the group commits wherever records "
+                                                "arrive (a stopped consumer never passes while records arrive)."),
+    }
+
+
+def lag_settings(max_lag: Any, fraction: Any, records: Any, window: Any) -> dict[str, Any]:
+    """Rendered lag Params as :class:`~airflow_provider_kip848.engine.move.MoveSettings` takes them (``max_lag``
+    None: no override); a value that is not a number raises :class:`InvalidArgument`, naming the Param."""
+    override = parse_number(max_lag, "max_lag", integer=True, optional=True)
+    return {"max_lag": None if override is None else int(override),
+            "lag_margin_fraction": float(parse_number(fraction, "lag_margin_fraction") or 0.0),
+            "lag_margin_records": int(parse_number(records, "lag_margin_records", integer=True) or 0),
+            "lag_window_seconds": float(parse_number(window, "lag_window_seconds", minimum=1) or 0.0)}
+
+
+def lag_wait_args() -> dict[str, str]:
+    """The :func:`lag_params` as a lag wait's templated arguments (``KafkaGroupLagSensor(**lag_wait_args(), ...)``)."""
+    return {name: f"{{{{ params.{name} }}}}"
+            for name in ("max_lag", "lag_margin_fraction", "lag_margin_records", "lag_window_seconds")}
+
+
+def lag_plan_line(params: dict[str, Any], *, baseline: bool = True) -> str:
+    """The plan's step for the lag wait, as the run will judge it (``baseline``: the DAG took a snapshot first)."""
+    if params.get("max_lag") is not None:
+        return f"wait until total lag <= {params['max_lag']} (max_lag, the absolute override)"
+    margin = (f"{params.get('lag_margin_fraction', MARGIN_FRACTION):g} x + "
+              f"{params.get('lag_margin_records', MARGIN_RECORDS)}")
+    growing = (f"not growing over {params.get('lag_window_seconds', WINDOW_SECONDS):g} s while the group commits "
+               "where records arrive")
+    if not baseline:
+        return f"wait until the lag is {growing} (no offsets snapshot before the change: no baseline)"
+    return f"wait until the lag is back at its level in the snapshot before ({margin} records), or {growing}"

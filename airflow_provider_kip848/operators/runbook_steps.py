@@ -21,6 +21,7 @@ from airflow_provider_kip848.changecontrol.plan import Change
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.arguments import topic_list
 from airflow_provider_kip848.kafka.rules.carried_settings import CarriedSetting, carry_over, to_set
+from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator, consumer_migration_checks
 
 #: the streams group config the migration lowers for the restart only (put back once the group is Stable)
@@ -146,7 +147,9 @@ def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: A
         params = params or {}
         return consumer_migration_checks(before_snap["path"], after_snap["path"], before_out, after_out,
                                          max_lag=params["max_lag"], output_topic=params["output_topic"],
-                                         id_source=params["id_source"], allowed_duplicates=params["allowed_duplicates"])
+                                         id_source=params["id_source"], allowed_duplicates=params["allowed_duplicates"],
+                                         margin_fraction=params.get("lag_margin_fraction", MARGIN_FRACTION),
+                                         margin_records=params.get("lag_margin_records", MARGIN_RECORDS))
 
     @task.short_circuit(task_id="spark_enabled", ignore_downstream_trigger_rules=False)
     def spark_enabled(params: dict | None = None) -> bool:

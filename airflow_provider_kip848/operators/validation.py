@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 from airflow_provider_kip848.spark import job
 from airflow_provider_kip848.spark.jvm_output import line_level
@@ -30,15 +31,19 @@ RUN_MODES = ("local", "spark-submit")
 
 
 def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_before: dict[str, Any],
-                              output_after: dict[str, Any], *, max_lag: int, output_topic: str | None,
-                              id_source: str = "key", allowed_duplicates: int = 0) -> dict[str, Any]:
+                              output_after: dict[str, Any], *, max_lag: int | None, output_topic: str | None,
+                              id_source: str = "key", allowed_duplicates: int = 0,
+                              margin_fraction: float = MARGIN_FRACTION,
+                              margin_records: int = MARGIN_RECORDS) -> dict[str, Any]:
     """The validation spec of a consumer group's migration (offline or rolling): its committed offsets never
     went back and its lag drained (the two snapshots); with an output topic, every id between the two
     captures of it once (up to ``allowed_duplicates`` extra copies) and the output records' timing (the
     report's processing gap). One definition for the DAGs that move a consumer group."""
     spec: dict[str, Any] = {
         "offsets_preserved": {"before": before_snapshot, "after": after_snapshot, "allow_advanced": True},
-        "lag": {"before": before_snapshot, "after": after_snapshot, "max_total_lag": max_lag},
+        # max_lag None: the lag after against the lag before plus the margin (the lag wait's baseline rule)
+        "lag": {"before": before_snapshot, "after": after_snapshot, "max_total_lag": max_lag,
+                "margin_fraction": margin_fraction, "margin_records": margin_records},
     }
     if output_topic:
         between = [output_before, output_after]

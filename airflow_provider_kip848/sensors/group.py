@@ -24,6 +24,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController, member_instance
+from airflow_provider_kip848.engine.offsets import load_snapshot
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.hooks.instances import (
@@ -44,6 +45,12 @@ from airflow_provider_kip848.kafka.rules.conditions import (
     WaitState,
     follow,
     follow_failure,
+)
+from airflow_provider_kip848.kafka.rules.lag import (
+    MARGIN_FRACTION,
+    MARGIN_RECORDS,
+    WINDOW_SECONDS,
+    baseline_from_snapshot,
 )
 from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
 
@@ -119,6 +126,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self._removal_done = False
         self._wait = WaitState()
         self._notes: list[str] = []
+        self._last_summary = ""
 
     # -- deferrable ----------------------------------------------------------
 
@@ -181,7 +189,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         started = time.time()
         self._apply_templated()
         if not self.deferrable:
-            return super().execute(context)
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:  # say what was last seen, as the deferred wait's timeout does
+                raise AirflowSensorTimeout(
+                    f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
+                    f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
         self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
         return None  # unreachable: defer() raises TaskDeferred
@@ -258,6 +271,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         except Kip848Error as exc:
             raise AirflowFailException(str(exc) + self._who(getattr(exc, "members", None))) from exc
         self.log.info("Group %s: %s (waiting for %s)", self.group_id, result.summary, self.condition.describe())
+        self._last_summary = result.summary
         if result.met:
             again = self._on_met(context, result.detail, self._wait, self._notes)
             if again is None:
@@ -463,24 +477,78 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
 
 
 class KafkaGroupLagSensor(KafkaGroupConditionSensor):
-    """Wait until the group's total lag is at most ``max_lag`` (and each partition's at most
-    ``max_partition_lag`` when given)."""
+    """Wait until the group has caught up (:mod:`~airflow_provider_kip848.kafka.rules.lag`), and say by which rule.
 
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "max_lag")
+    On a live application the lag is never 0 (records keep arriving between two commits), so "caught up" is:
 
-    def __init__(self, *, max_lag: int | str, max_partition_lag: int | None = None, **kwargs: Any) -> None:
+    * ``baseline``: the lag back at its level before the change: each partition's and the total lag at most
+      the lag in ``baseline_snapshot`` (the run's offsets snapshot before the change) plus
+      ``lag_margin_fraction`` x it + ``lag_margin_records``, with commits advancing where records arrive;
+    * ``not_growing``: over ``lag_window_seconds``, no partition's lag grew beyond that margin, the group
+      committed on every partition with records arriving, and the others sit at lag 0 (or their lag before).
+      The only rule without a baseline (no snapshot): the result says so. A consumer that stopped never
+      passes while records arrive;
+    * ``max_lag``: when given, the absolute override: total lag <= ``max_lag``, nothing else.
+
+    A lag that cannot be known (records and no commit, a group that does not exist, offsets that cannot be
+    read) is never caught up. The result's ``detail["rule"]`` names the rule that held, its ``summary`` why.
+
+    :param max_lag: the absolute override (templated; None or empty: the rules above).
+    :param baseline_snapshot: where the run's offsets snapshot before the change is (templated; None: no
+        baseline, the not-growing rule alone). A snapshot that cannot be read fails the wait (not "no baseline").
+    :param lag_margin_fraction, lag_margin_records: the margin over a lag before (templated).
+    :param lag_window_seconds: the not-growing rule's window (templated).
+    :param max_partition_lag: no partition above it, under every rule (None: no cap).
+    """
+
+    template_fields = (*KafkaGroupConditionSensor.template_fields, "max_lag", "baseline_snapshot",
+                       "lag_margin_fraction", "lag_margin_records", "lag_window_seconds")
+
+    def __init__(self, *, max_lag: int | str | None = None, max_partition_lag: int | None = None,
+                 baseline_snapshot: str | None = None, lag_margin_fraction: float | str = MARGIN_FRACTION,
+                 lag_margin_records: int | str = MARGIN_RECORDS, lag_window_seconds: float | str = WINDOW_SECONDS,
+                 **kwargs: Any) -> None:
         self.max_lag = max_lag
         if max_partition_lag is not None:
             max_partition_lag = int(parse_number(max_partition_lag, "max_partition_lag", integer=True) or 0)
         self.max_partition_lag = max_partition_lag
-        first = 0 if is_template(max_lag) else int(parse_number(max_lag, "max_lag", integer=True) or 0)
-        super().__init__(condition=self._lag_condition(first), **kwargs)
+        self.baseline_snapshot = baseline_snapshot
+        self.lag_margin_fraction, self.lag_margin_records = lag_margin_fraction, lag_margin_records
+        self.lag_window_seconds = lag_window_seconds
+        # what can be checked when the DAG is parsed is checked now (templates: when rendered)
+        first = self._lag_condition(baseline=None, parse=lambda value, name, **kw: (
+            None if is_template(value) else parse_number(value, name, **kw)))
+        super().__init__(condition=first, **kwargs)
 
-    def _lag_condition(self, max_lag: int) -> GroupCondition:
-        return GroupCondition("lag", max_lag=max_lag, max_partition_lag=self.max_partition_lag)
+    def _lag_condition(self, *, baseline: dict[str, int | None] | None,
+                       parse: Callable[..., float | None] = parse_number) -> GroupCondition:
+        max_lag = parse(self.max_lag, "max_lag", integer=True, optional=True)
+        fraction = parse(self.lag_margin_fraction, "lag_margin_fraction")
+        records = parse(self.lag_margin_records, "lag_margin_records", integer=True)
+        window = parse(self.lag_window_seconds, "lag_window_seconds", minimum=1)
+        return GroupCondition("lag", max_lag=None if max_lag is None else int(max_lag),
+                              max_partition_lag=self.max_partition_lag, baseline=baseline,
+                              margin_fraction=MARGIN_FRACTION if fraction is None else float(fraction),
+                              margin_records=MARGIN_RECORDS if records is None else int(records),
+                              window_s=WINDOW_SECONDS if window is None else float(window))
 
     def _build_condition(self) -> GroupCondition:
-        return self._lag_condition(int(parse_number(self.max_lag, "max_lag", integer=True) or 0))
+        try:
+            baseline = None
+            if parse_number(self.max_lag, "max_lag", integer=True, optional=True) is None and not _absent(
+                    self.baseline_snapshot):
+                baseline = baseline_from_snapshot(load_snapshot(str(self.baseline_snapshot)))
+            condition = self._lag_condition(baseline=baseline)
+        except Kip848Error as exc:  # bad input or a snapshot that cannot be read: a retry would repeat it
+            if exc.retriable:
+                raise
+            raise AirflowFailException(str(exc)) from exc
+        self.log.info("Group %s: caught up means %s", self.group_id, condition.describe())
+        return condition
+
+
+def _absent(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() in ("", "None"))
 
 
 def group_seen_by(snapshot_task_id: str) -> str:

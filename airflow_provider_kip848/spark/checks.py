@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_provider_kip848.kafka.rules.lag import LagMargin
+
 MAX_LISTED = 50
 OFFSET_STATUSES = ("equal", "advanced", "regressed", "missing", "new")
 EXPLANATIONS = (None, "compaction", "transactions")
@@ -107,6 +109,30 @@ def lag_verdict(rows: Iterable[Mapping[str, Any]], *, max_total_lag: int, max_pa
     return Verdict("lag", passed, f"total lag {total} (max allowed {max_total_lag}), worst partition {worst}",
                    {"total_lag": total, "max_partition_lag": worst, "partitions": len(rows)}, offending,
                    {f"lag_{label}": per_partition})
+
+
+def lag_verdict_against_before(after_rows: Iterable[Mapping[str, Any]], before_rows: Iterable[Mapping[str, Any]], *,
+                               margin: LagMargin, max_partition_lag: int | None = None) -> Verdict:
+    """The lag after against the lag before the change (the lag wait's baseline rule, kafka/rules/lag.py): the
+    total and each partition at most their lag before plus ``margin``; a live application's lag is never 0, so
+    this is the check when no absolute ``max_total_lag`` is given."""
+    after_rows, before_rows = list(after_rows), list(before_rows)
+    before = {(r["topic"], r["partition"]): int(r["lag"] or 0) for r in before_rows}
+    total_before = sum(before.values())
+    allowed_total = margin.allowance(total_before)
+    total = sum(r["lag"] or 0 for r in after_rows)
+    worst = max((r["lag"] or 0 for r in after_rows), default=0)
+    offending = [{"topic": r["topic"], "partition": r["partition"], "lag": r["lag"],
+                  "allowed": margin.allowance(before.get((r["topic"], r["partition"]), 0))} for r in after_rows
+                 if (r["lag"] or 0) > margin.allowance(before.get((r["topic"], r["partition"]), 0))
+                 or (max_partition_lag is not None and (r["lag"] or 0) > max_partition_lag)][:MAX_LISTED]
+    passed = total <= allowed_total and not offending
+    return Verdict("lag", passed, f"total lag {total} (max allowed {allowed_total}: the lag before the change "
+                                  f"{total_before} + {margin.describe()}), worst partition {worst}",
+                   {"total_lag": total, "max_partition_lag": worst, "partitions": len(after_rows),
+                    "total_lag_before": total_before, "allowed_total": allowed_total}, offending,
+                   {"lag_after": {f"{r['topic']}:{r['partition']}": int(r["lag"] or 0) for r in after_rows},
+                    "lag_before": {f"{t}:{p}": v for (t, p), v in before.items()}})
 
 
 def with_lag_before(after: Verdict, before: Verdict) -> Verdict:

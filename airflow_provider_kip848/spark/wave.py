@@ -21,7 +21,8 @@ Spec (JSON; ``groups`` required, every group has at least one check)::
       "groups": [
         {"group_id": "orders-consumer", "app": "orders",
          "offsets_preserved": {"before": <snapshot>, "after": <snapshot>, "allow_advanced": true},
-         "lag": {"after": <snapshot>, "before": <snapshot> | null, "max_total_lag": 0, "max_partition_lag": null},
+         "lag": {"after": <snapshot>, "before": <snapshot> | null, "max_total_lag": 0, "max_partition_lag": null,
+                 "margin_fraction": 0.5, "margin_records": 100},   # max_total_lag null: after <= before + margin
          "continuity": {"ranges": {"topic:partition": [start, end]} | "between": [capture1, capture2],
                         "id_source": "key" | "value" | "json:<field>", "id_type": "long",
                         "expected_min": null, "expected_max": null, "allowed_duplicates": 0},
@@ -57,6 +58,7 @@ from typing import Any
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number, require_choice, require_group_id
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.model import OffsetSnapshot, TopicPartition
+from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, LagMargin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import checks
 from airflow_provider_kip848.spark.checks import MAX_LISTED, Verdict
@@ -91,8 +93,10 @@ class OffsetsCheck:
 class LagCheck:
     after: SnapshotRef
     before: SnapshotRef | None = None
-    max_total_lag: int = 0
+    #: None: the lag after against the lag before plus ``margin`` (a live application's lag is never 0)
+    max_total_lag: int | None = 0
     max_partition_lag: int | None = None
+    margin: LagMargin = field(default_factory=LagMargin)
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,8 @@ class GroupSpec:
         if self.lag:
             lag = self.lag
             out["lag"] = {"after": _ref_out(lag.after), "before": None if lag.before is None else _ref_out(lag.before),
-                          "max_total_lag": lag.max_total_lag, "max_partition_lag": lag.max_partition_lag}
+                          "max_total_lag": lag.max_total_lag, "max_partition_lag": lag.max_partition_lag,
+                          "margin_fraction": lag.margin.fraction, "margin_records": lag.margin.records}
         if self.continuity:
             c = self.continuity
             out[CONTINUITY] = {"ranges": _ranges_out(c.ranges), "id_source": c.id_source, "id_type": c.id_type,
@@ -273,12 +278,20 @@ def _offsets(value: object, where: str) -> OffsetsCheck:
 
 
 def _lag(value: object, where: str) -> LagCheck:
-    cfg = _section(value, where, "lag", ("before", "after", "max_total_lag", "max_partition_lag"))
+    cfg = _section(value, where, "lag", ("before", "after", "max_total_lag", "max_partition_lag", "margin_fraction",
+                                         "margin_records"))
     before = cfg.get("before")
+    max_total = _int(cfg.get("max_total_lag", 0), f"{where}: max_total_lag", optional=True)
+    if max_total is None and before in (None, ""):
+        raise InvalidArgument(f"{where}: lag without max_total_lag is judged against the lag before the change: "
+                              "give lag.before (the snapshot before) or a max_total_lag")
+    fraction = parse_number(cfg.get("margin_fraction", MARGIN_FRACTION), f"{where}: lag.margin_fraction")
+    records = _int(cfg.get("margin_records", MARGIN_RECORDS), f"{where}: lag.margin_records")
     return LagCheck(_snapshot_ref(cfg.get("after"), f"{where}: lag.after"),
                     None if before in (None, "") else _snapshot_ref(before, f"{where}: lag.before"),
-                    _int(cfg.get("max_total_lag", 0), f"{where}: max_total_lag") or 0,
-                    _int(cfg.get("max_partition_lag"), f"{where}: max_partition_lag", optional=True))
+                    max_total,
+                    _int(cfg.get("max_partition_lag"), f"{where}: max_partition_lag", optional=True),
+                    LagMargin(float(fraction or 0.0), int(records or 0)))
 
 
 def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:
@@ -375,7 +388,7 @@ def inline_snapshots(spec: WaveSpec, read_text: Callable[[str], str] | None = No
             lag=None if lag is None else LagCheck(
                 load_snapshot(lag.after, read_text),
                 None if lag.before is None else load_snapshot(lag.before, read_text),
-                lag.max_total_lag, lag.max_partition_lag),
+                lag.max_total_lag, lag.max_partition_lag, lag.margin),
             continuity=group.continuity, counts=group.counts, output_timing=group.output_timing)
 
     return WaveSpec(tuple(inline(g) for g in spec.groups), spec.title, spec.bootstrap_servers, dict(spec.security),
@@ -554,9 +567,16 @@ def run_wave(spark, spec: WaveSpec, read_text: Callable[[str], str] | None = Non
                                                    allow_advanced=o.allow_advanced))
         if g.lag:
             lag = g.lag
-            verdict = checks.lag_verdict(checks.lag_rows(load_snapshot(lag.after, read_text)),
-                                         max_total_lag=lag.max_total_lag, max_partition_lag=lag.max_partition_lag)
-            if lag.before is not None:
+            if lag.max_total_lag is None and lag.before is not None:  # against the lag before (parse: before given)
+                verdict = checks.lag_verdict_against_before(
+                    checks.lag_rows(load_snapshot(lag.after, read_text)),
+                    checks.lag_rows(load_snapshot(lag.before, read_text)), margin=lag.margin,
+                    max_partition_lag=lag.max_partition_lag)
+            else:
+                verdict = checks.lag_verdict(checks.lag_rows(load_snapshot(lag.after, read_text)),
+                                             max_total_lag=lag.max_total_lag or 0,
+                                             max_partition_lag=lag.max_partition_lag)
+            if lag.before is not None and lag.max_total_lag is not None:
                 verdict = checks.with_lag_before(verdict, checks.lag_verdict(
                     checks.lag_rows(load_snapshot(lag.before, read_text)), max_total_lag=sys.maxsize, label="before"))
             verdicts.append(verdict)

@@ -27,7 +27,8 @@ from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import evaluate_condition, read_preflight_facts, take_snapshot
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
+from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState, follow, follow_failure
+from airflow_provider_kip848.kafka.rules.lag import baseline_from_snapshot
 from airflow_provider_kip848.kafka.rules.preflight import run_preflight
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
@@ -36,6 +37,7 @@ from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGr
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
 from tests.conftest import set_kafka_connection, wait_until
+from tests.e2e.helpers import Feeder
 
 CONN = "kafka_cluster"
 #: a request rides out a failover (the dead node is fenced after broker.session.timeout.ms, 9 s)
@@ -330,6 +332,75 @@ def test_a_paused_coordinator_never_yields_a_false_description(cluster, unique, 
     assert all(user_data == 2 for _, state, user_data in described if state is GroupState.STABLE), seen
     assert any("members" not in s for s in seen), f"the pause was never felt: {seen}"
     _report(record_property, paused_node=node, answers=len(described), retriable_errors=len(seen) - len(described))
+
+
+# -- (e) the lag wait on a live application while its coordinator pauses -----------------------------------------
+
+def _lag_polls(admin, group, condition, state, seconds: float, verdicts: list[str], *, until_met: bool = False):
+    """Poll as the lag wait polls (evaluate_condition, then follow; a failed read goes to follow_failure, which
+    raises only what ends the wait) for ``seconds``: each verdict recorded, "unknown: <error>" for a failed read."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        try:
+            result = follow(condition, evaluate_condition(admin, group, condition), state, time.time())
+        except E.Kip848Error as exc:
+            follow_failure(exc, state, time.time(), 300.0)  # raises a failure that is not "unknown for now"
+            verdicts.append(f"unknown: {type(exc).__name__}")
+            continue
+        verdicts.append(f"met by {result.detail['rule']}" if result.met else "not met")
+        if result.met and until_met:
+            return result
+        time.sleep(0.5)  # the wait's poll interval
+    return None
+
+
+def test_the_lag_wait_says_unknown_while_the_coordinator_pauses_and_never_passes_a_dead_consumer(
+        cluster, unique, tmp_path, record_property):
+    """A producer writes throughout. SIGSTOP the group's coordinator node past the request timeout and the broker
+    session (the group moves), then SIGCONT it: the lag wait of a live consumer reads "unknown" while nobody can
+    answer, never fails for it, and ends caught up once the group commits again; the same wait on a killed consumer
+    never passes and never fails, through another pause."""
+    topic, group = _topic_with_records(cluster, unique), unique("g")
+    feeder = Feeder(cluster.bootstrap_servers, topic, lambda: False, every_s=0.02, limit=1_000_000)
+    feeder.start()
+    members = _members(cluster, group, topic, tmp_path, 1, "consumer")
+    live, dead = [], []
+    try:
+        with _admin(cluster, timeout_ms=3000) as admin:
+            wait_until(lambda: len(admin.group_offsets(group).committed) == 4, timeout=120,
+                       what="the consumer committed on the 4 partitions")
+            condition = GroupCondition("lag", baseline=baseline_from_snapshot(take_snapshot(admin, group)),
+                                       window_s=3.0)
+            state = WaitState()
+            node = coordinator_node(cluster.bootstrap_servers, group)
+            _lag_polls(admin, group, condition, state, 1.0, live)  # the client caches the coordinator
+            cluster.pause_node(node)
+            paused_at = time.monotonic()
+            _lag_polls(admin, group, condition, state, 14.0, live)  # > the request timeout and the broker session
+            cluster.resume_node(node)
+            met = _lag_polls(admin, group, condition, state, 120.0, live, until_met=True)
+            caught_up_s = time.monotonic() - paused_at
+            assert met is not None, f"a live consumer never caught up after the pause: {live}"
+            assert any(v.startswith("unknown") for v in live), f"the pause was never felt: {live}"
+
+            members[0].kill()  # dead: records keep arriving, its committed offsets stay
+            dead_state = WaitState()
+            node = coordinator_node(cluster.bootstrap_servers, group)
+            _lag_polls(admin, group, condition, dead_state, 2.0, dead)
+            cluster.pause_node(node)
+            _lag_polls(admin, group, condition, dead_state, 14.0, dead)
+            cluster.resume_node(node)
+            _lag_polls(admin, group, condition, dead_state, 10.0, dead)
+    finally:
+        for m in members:
+            m.stop()
+        feeder.stop()
+    assert feeder.error is None, feeder.error
+    assert not any(v.startswith("met") for v in dead), f"a dead consumer passed the lag wait: {dead}"
+    assert any(v.startswith("unknown") for v in dead) and "not met" in dead, dead
+    _report(record_property, lag_paused_node=node, lag_caught_up_after_pause_s=round(caught_up_s, 1),
+            lag_rule=met.detail["rule"], lag_unknown_polls=sum(v.startswith("unknown") for v in live),
+            dead_polls=len(dead))
 
 
 # -- forced removal, a member that comes back, streams groups -----------------------------------------------------

@@ -26,6 +26,7 @@ from airflow_provider_kip848.testing.clients import create_topics, produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
 from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
+from tests.e2e.helpers import Feeder
 from tests.integration.test_cluster_faults import _first_event, _rebuilt
 
 CONN = "kafka_cluster_fleet"
@@ -81,7 +82,7 @@ def _application(cluster, unique, tmp_path, controllers, groups: int = 2):
 def _operator(unit, tmp_path, **kw) -> KafkaApplicationMigrationOperator:
     args = {"kafka_conn_id": CONN, "snapshot_dir": str(tmp_path / "snapshots"), "poll_interval": 0.5,
             "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
-            "start_timeout_minutes": 2, "max_lag": 0, **kw}
+            "start_timeout_minutes": 2, **kw}
     return KafkaApplicationMigrationOperator(task_id="wave_1.migrate", application=unit, **args)
 
 
@@ -105,7 +106,13 @@ def _drive(op, context, before_wait=None, deferrals: list | None = None):
 
 
 def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, unique, tmp_path, controllers):
+    """A producer writes to each group's topic throughout (live traffic, issue 32): the lag waits end by their rule
+    against the move's own snapshot, never waiting for a lag of 0."""
     unit, controller, before = _application(cluster, unique, tmp_path, controllers)
+    feeders = [Feeder(cluster.bootstrap_servers, part.topics[0], lambda: False, first=30, every_s=0.04,
+                      limit=1_000_000) for part in controller.parts]
+    for feeder in feeders:
+        feeder.start()
     context = {"ti": FleetTI()}
     killed: list[int] = []
     published: list[dict] = []
@@ -129,6 +136,13 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
         # (both groups) were followed by one trigger
         waits = [s for s in result["steps"] if s["step"].startswith("wait_")]
         assert len(waits) == 6, waits
+        assert all(f.is_alive() and f.error is None for f in feeders), "the producers ran throughout"
+        lags = [s["detail"] for s in waits if s["step"] == "wait_lag"]
+        assert len(lags) == 2 and all("caught up by the baseline rule" in d for d in lags), lags
+        ended = {(s["step"], s["group_id"]): s["ended_at"] for s in waits}
+        print("figures: fleet move lag waits ended " + ", ".join(  # after each group was migrated (not asserted)
+            f"{ended[('wait_lag', g)] - ended[('wait_migrated', g)]:.1f} s" for g in sorted(before))
+            + " after their group was migrated, with producers running")
         assert deferrals == [6], deferrals  # position 6 = wait_migrated (lock, snapshot, stop, wait_empty, ...)
         # the step published for the fleet view when the move deferred: the stage and each group's wait in it
         assert [(p["step"], p["position"], p["waiting"]) for p in published] == [("wait_migrated", 6, True)]
@@ -147,6 +161,8 @@ def test_an_application_moves_offline_while_a_coordinator_dies(cluster, conn, un
         assert {o["group_id"]: (o["ok"], o["type_after"], o["members_after"]) for o in result["groups"]} == {
             g: (True, "consumer", 1) for g in before}
     finally:
+        for feeder in feeders:
+            feeder.stop()
         controller.stop()
 
 

@@ -185,6 +185,9 @@ def test_a_wave_spec_reads_each_groups_checks_and_round_trips():
     ({"groups": [{"group_id": "g1", "lag": {"after": None}}]}, "snapshot path or a snapshot object"),
     ({"groups": [{"group_id": "g1", "lag": {"after": {"format": "x"}}}]}, "not an offsets snapshot"),
     ({"groups": [{"group_id": "g1", "lag": {"after": "/a", "max_total_lag": "lots"}}]}, "max_total_lag"),
+    ({"groups": [{"group_id": "g1", "lag": {"after": "/a", "max_total_lag": None}}]}, "give lag.before"),
+    ({"groups": [{"group_id": "g1", "lag": {"after": "/a", "before": "/b", "max_total_lag": None,
+                                            "margin_records": -1}}]}, "margin_records"),
     ({"groups": [{"group_id": "g1", "offsets_preserved": {"before": "/a", "after": "/b", "allow_advanced": "?"}}]},
      "allow_advanced"),
 ])

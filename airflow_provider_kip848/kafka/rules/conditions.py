@@ -32,6 +32,15 @@ from airflow_provider_kip848.kafka.model import (
     StreamsGroupMember,
     TaskAssignment,
 )
+from airflow_provider_kip848.kafka.rules.lag import (
+    MARGIN_FRACTION,
+    MARGIN_RECORDS,
+    WINDOW_SECONDS,
+    LagMargin,
+    judge_caught_up,
+    keep_samples,
+    sample_of,
+)
 
 KINDS = ("state", "type", "migrated", "lag", "empty")
 #: how long a wait rides out a coordinator that stays unavailable (a partition that never loads) before it fails
@@ -59,8 +68,12 @@ class GroupCondition:
       epoch at the group's assignment epoch and its partitions or tasks the target ones, as
       ``kafka-consumer-groups --describe --members --verbose`` shows them); a member behind at the same
       epoch for ``reconcile_s`` seconds fails the wait (:class:`MemberNotReconciled`);
-    * ``lag``: the group's total lag is at most ``max_lag`` (and no partition above
-      ``max_partition_lag`` when given);
+    * ``lag``: the group has caught up (:mod:`~airflow_provider_kip848.kafka.rules.lag`): with ``max_lag``, the
+      absolute override (total lag at most ``max_lag``); else its lag back at the level before the change
+      (``baseline``: each partition's lag then, from the run's offsets snapshot, plus the margin
+      ``margin_fraction`` x it + ``margin_records``), or not growing over ``window_s`` seconds while the group
+      commits where records arrive (the only rule without a baseline). No partition above
+      ``max_partition_lag`` when given; a lag that cannot be known is never caught up;
     * ``empty``: the group has no members, and has had none for ``settle_s`` seconds: a member that is
       still running rejoins within a heartbeat or two of leaving (or of being forced out), so a momentary
       Empty is not proof that the application stopped. A group that does not exist is empty only when it
@@ -81,6 +94,10 @@ class GroupCondition:
     liveness_s: float = 0.0
     reconcile_s: float = RECONCILE_LIMIT_S
     allow_absent: bool = False
+    baseline: dict[str, int | None] | None = None
+    margin_fraction: float = MARGIN_FRACTION
+    margin_records: int = MARGIN_RECORDS
+    window_s: float = WINDOW_SECONDS
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -92,8 +109,18 @@ class GroupCondition:
             raise InvalidArgument(f"group_type {self.group_type!r} is not classic, consumer, streams or share")
         if self.kind == "migrated" and GroupType.parse(self.group_type) is GroupType.SHARE:
             raise InvalidArgument("a migrated condition takes group_type classic, consumer or streams, not share")
-        if self.kind == "lag" and self.max_lag is None:
-            raise InvalidArgument("a lag condition needs max_lag", remedy="Pass max_lag (e.g. 0).")
+        for name in ("max_lag", "max_partition_lag"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidArgument(f"{name} must be a whole number >= 0 or None, not {value!r}")
+        LagMargin(self.margin_fraction, self.margin_records)  # refuses a bad margin, naming it
+        if isinstance(self.window_s, bool) or not isinstance(self.window_s, (int, float)) or self.window_s <= 0:
+            raise InvalidArgument(f"the lag wait's window must be a number of seconds > 0, not {self.window_s!r}")
+        if self.baseline is not None and (not isinstance(self.baseline, dict) or any(
+                not isinstance(k, str) or (v is not None and (isinstance(v, bool) or not isinstance(v, int)))
+                for k, v in self.baseline.items())):
+            raise InvalidArgument("a lag baseline maps 'topic:partition' to the lag before the change (a whole "
+                                  "number, or None where it was unknown)")
         if isinstance(self.min_members, bool) or not isinstance(self.min_members, int) or self.min_members < 1:
             raise InvalidArgument(f"the expected number of members must be a whole number >= 1, not "
                                   f"{self.min_members!r}", remedy="Pass the number of instances the application runs.")
@@ -125,7 +152,16 @@ class GroupCondition:
             return (f"type {self.group_type}, Stable, {self.min_members}+ live member(s), each reconciled, none on "
                     f"the {'consumer' if self.group_type == 'classic' else 'classic'} protocol{live}")
         if self.kind == "lag":
-            return f"total lag <= {self.max_lag}"
+            cap = f", each partition <= {self.max_partition_lag}" if self.max_partition_lag is not None else ""
+            if self.max_lag is not None:
+                return f"total lag <= {self.max_lag}{cap} (max_lag, the absolute override)"
+            margin = LagMargin(self.margin_fraction, self.margin_records).describe()
+            growing = (f"lag not growing over {self.window_s:g} s (beyond {margin}) while the group commits where "
+                       f"records arrive")
+            if self.baseline is None:
+                return f"{growing}{cap} (no baseline: no offsets snapshot before the change)"
+            return (f"lag back at the level before the change ({len(self.baseline)} partition(s), total "
+                    f"{sum(v or 0 for v in self.baseline.values())}) plus {margin}, or {growing}{cap}")
         absent = " (or gone)" if self.allow_absent else ""
         return f"no members{absent} for {self.settle_s:g} s" if self.settle_s else f"no members{absent}"
 
@@ -148,6 +184,11 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
     if kind == "lag":
         if offsets is None:
             raise InvalidArgument("a lag condition is judged over the group's offsets")
+        if condition.max_lag is None:  # judged over several polls: follow_lag
+            unknown_tps = [f"{p.topic}:{p.partition}" for p in offsets.uncommitted_with_records]
+            return ConditionResult(False, f"total lag {offsets.total_lag}",
+                                   {"total_lag": offsets.total_lag, "uncommitted": unknown_tps,
+                                    "sample": sample_of(offsets)})
         worst = max((p.lag or 0 for p in offsets.partitions), default=0)
         max_lag = condition.max_lag if condition.max_lag is not None else 0
         unknown = offsets.uncommitted_with_records
@@ -157,8 +198,11 @@ def judge(condition: GroupCondition, *, description: GroupDescription | None = N
         if unknown:  # a lag cannot be 0 where nothing was committed: unknown, so not met
             summary += (f"; lag unknown on {len(unknown)} partition(s) with records and no commit yet "
                         f"({', '.join(f'{p.topic}:{p.partition}' for p in unknown[:5])})")
+        if met:
+            summary += f": within max_lag {max_lag} (the absolute override)"
         return ConditionResult(met, summary,
-                               {"total_lag": offsets.total_lag, "max_partition_lag": worst,
+                               {"rule": "max_lag" if met else None, "total_lag": offsets.total_lag,
+                                "max_partition_lag": worst,
                                 "uncommitted": [f"{p.topic}:{p.partition}" for p in unknown],
                                 "lag": {f"{p.topic}:{p.partition}": p.lag for p in offsets.partitions}})
     desc = description
@@ -277,6 +321,8 @@ class WaitState:
     ``reconciling``: a migrated wait's members behind the group's assignment, by member id: since when at
     which member epoch (a member that moves to another epoch is progressing: its clock starts again).
     ``seen_at``: when an Empty wait first saw the group exist (gone after that: deleted, so empty).
+    ``lag_samples``: a lag wait's earlier polls (``{"at", "offsets"}``, oldest first, the window's reference
+    first: :func:`~airflow_provider_kip848.kafka.rules.lag.keep_samples`).
     """
 
     empty_since: float | None = None
@@ -286,6 +332,7 @@ class WaitState:
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
     reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)
     seen_at: float | None = None
+    lag_samples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -297,7 +344,7 @@ class WaitState:
                    unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
                    members={str(k): dict(v) for k, v in (data.get("members") or {}).items()},
                    reconciling={str(k): dict(v) for k, v in (data.get("reconciling") or {}).items()},
-                   seen_at=data.get("seen_at"))
+                   seen_at=data.get("seen_at"), lag_samples=[dict(s) for s in data.get("lag_samples") or []])
 
 
 def member_names(members: list[dict[str, Any]]) -> str:
@@ -314,9 +361,12 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
     group was empty, or after this wait forced members out, means an instance is still running (a slow
     consumer's next poll, a process the controller did not stop): the wait fails, naming it.
 
-    For ``migrated`` with ``liveness_s``: :func:`follow_liveness`.
+    For ``migrated`` with ``liveness_s``: :func:`follow_liveness`. For ``lag`` without ``max_lag``:
+    :func:`follow_lag`.
     """
     state.unavailable_since = None
+    if condition.kind == "lag" and condition.max_lag is None:
+        return follow_lag(condition, result, state, now)
     if condition.kind == "migrated":
         follow_reconciliation(condition, result, state, now)
     if condition.kind == "migrated" and condition.liveness_s > 0:
@@ -350,6 +400,19 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
     return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
                            {**result.detail, "empty_for_s": round(empty_for, 3)})
+
+
+def follow_lag(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> ConditionResult:
+    """A lag wait's verdict over this poll and the earlier ones (``state.lag_samples``): the baseline rule, else
+    the not-growing rule (:func:`~airflow_provider_kip848.kafka.rules.lag.judge_caught_up`); the verdict's
+    detail names the rule that held (``rule``)."""
+    sample = result.detail.get("sample") or {}
+    verdict = judge_caught_up(now, sample, state.lag_samples, baseline=condition.baseline,
+                              margin=LagMargin(condition.margin_fraction, condition.margin_records),
+                              window_s=condition.window_s, max_partition_lag=condition.max_partition_lag,
+                              unknown_in_offsets=list(result.detail.get("uncommitted") or []))
+    state.lag_samples = keep_samples([*state.lag_samples, {"at": now, "offsets": sample}], now, condition.window_s)
+    return ConditionResult(verdict.met, verdict.summary, verdict.detail)
 
 
 def absent_group_error(group_id: str, similar: list[str]) -> GroupNotFound:
