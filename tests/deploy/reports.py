@@ -56,12 +56,14 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         assert viewer.get(f"{base}{path}/files/{name}", timeout=30).status_code == 400, name
     assert viewer.get(f"{base}{path}/files/..%2F..%2Fsnapshots%2Fbefore.json", timeout=30).status_code in (400, 404)
 
-    with signed_in(browser, deployment, "alice") as page:
-        # the report task's extra link
-        page.goto(f"{base}/dags/{dag_id}/runs/{run_id}/tasks/report")
-        link = page.get_by_role("link", name="Report", exact=True)
-        expect(link).to_have_attribute("href", path)
+    # the report task's extra link as the REST API gives it to the UI: the DAG declares it, the worker stored it
+    task = deployment.api("alice", "GET", f"/dags/{dag_id}/tasks/report").json()
+    assert "Report" in task.get("extra_links", []), task.get("extra_links")
+    quoted = requests.utils.quote(run_id, safe="")
+    links = deployment.api("alice", "GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/report/links").json()
+    assert links["extra_links"] == {"Report": path}, links
 
+    with signed_in(browser, deployment, "alice") as page:
         # Browse > Kafka change reports: the run in the list, its report in the UI's frame
         page.get_by_role("button", name="Browse").click()
         page.get_by_role("menuitem", name=TITLE).click()
@@ -72,7 +74,7 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         row.locator("a.report-link").click()
         expect(frame.locator("#report h1").first).to_be_visible()
         expect(frame.locator("#run-id")).to_have_text(run_id)
-        wait_for(lambda: _chart_loaded(page), 60, "the report's chart loaded in the UI's frame",
+        wait_for(lambda: _chart_loaded(page), 60, "the report's charts loaded in the UI's frame",
                  alive=deployment.check)
         expect(frame.locator("html")).to_have_class(re.compile(r"\blight\b"))
         shot(page, screenshots, "report_page_light")
@@ -84,9 +86,12 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         assert frame.locator("body").evaluate("b => getComputedStyle(b).backgroundColor") != "rgb(255, 255, 255)"
         shot(page, screenshots, "report_page_dark")
 
-        # the extra link opens the page itself (same origin: in the UI's tab), dark from the stored choice
-        page.goto(f"{base}/dags/{dag_id}/runs/{run_id}/tasks/report")
-        page.get_by_role("link", name="Report", exact=True).click()
+        # the task instance's extra link (its Logs tab lists the extra links) opens the page itself (same origin:
+        # in the UI's tab), dark from the stored choice
+        page.goto(f"{base}/dags/{dag_id}/runs/{quoted}/tasks/report")
+        link = page.get_by_role("link", name="Report", exact=True)
+        expect(link).to_have_attribute("href", path)
+        link.click()
         page.wait_for_url(f"{base}{path}")
         expect(page.locator("#report img").first).to_be_visible()
         expect(page.locator("html")).to_have_class(re.compile(r"\bdark\b"))
