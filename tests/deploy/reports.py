@@ -22,13 +22,11 @@ from tests.deploy.deployment import Deployment, wait_for
 TITLE = "Kafka change reports"
 
 
-def _chart_loaded(page: Page) -> bool:
+def _charts_loaded(frame) -> bool:
     """Every image of the report in the UI's frame loaded (an image that failed has no natural width)."""
-    frame = page.frame(url=re.compile(r".*/kip848-reports/.+"))
-    if frame is None:
-        return False
-    return frame.evaluate("() => { const imgs = [...document.querySelectorAll('#report img')];"
-                          " return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0); }")
+    return frame.locator("#report").evaluate(
+        "r => { const imgs = [...r.querySelectorAll('img')];"
+        " return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0); }")
 
 
 def choose_theme(page: Page, label: str) -> None:
@@ -69,7 +67,7 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         row.locator("a.report-link").click()
         expect(frame.locator("#report h1").first).to_be_visible()
         expect(frame.locator("#run-id")).to_have_text(run_id)
-        wait_for(lambda: _chart_loaded(page), 60, "the report's charts loaded in the UI's frame",
+        wait_for(lambda: _charts_loaded(frame), 60, "the report's charts loaded in the UI's frame",
                  alive=deployment.check)
         expect(frame.locator("html")).to_have_class(re.compile(r"\blight\b"))
         shot(page, screenshots, "report_page_light")
