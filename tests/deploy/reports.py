@@ -84,9 +84,9 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         links = deployment.api("alice", "GET", f"{ti_path}/links").json()
         keys = [x["key"] for x in deployment.api("alice", "GET", f"{ti_path}/xcomEntries").json().get("xcom_entries", [])]
         assert links.get("extra_links") == {"Report": path}, (links, keys)
-        # the task instance's extra link (its Logs tab lists the extra links) opens the page itself (same origin:
-        # in the UI's tab), dark from the stored choice
-        page.goto(f"{base}/dags/{dag_id}/runs/{quoted}/tasks/report")
+        # the task instance's extra link (on its Details tab) opens the page itself (same origin: in the UI's tab),
+        # dark from the stored choice
+        page.goto(f"{base}/dags/{dag_id}/runs/{quoted}/tasks/report/details")
         link = page.get_by_role("link", name="Report", exact=True)
         expect(link).to_have_attribute("href", path)
         link.click()
