@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import requests
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
 from airflow_provider_kip848.changecontrol.run_artifacts import report_page_path
@@ -23,7 +24,15 @@ TITLE = "Kafka change reports"
 
 
 def _charts_loaded(frame) -> bool:
-    """Every image of the report in the UI's frame loaded (an image that failed has no natural width)."""
+    """Every image of the report in the UI's frame loaded (an image that failed has no natural width); False while
+    the frame is still navigating to the report."""
+    try:
+        return _images_loaded(frame)
+    except PlaywrightError:
+        return False
+
+
+def _images_loaded(frame) -> bool:
     return frame.locator("#report").evaluate(
         "r => { const imgs = [...r.querySelectorAll('img')];"
         " return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0); }")
