@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import requests
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, expect
 
 from airflow_provider_kip848.changecontrol.run_artifacts import report_page_path
@@ -22,13 +23,19 @@ from tests.deploy.deployment import Deployment, wait_for
 TITLE = "Kafka change reports"
 
 
-def _chart_loaded(page: Page) -> bool:
-    """Every image of the report in the UI's frame loaded (an image that failed has no natural width)."""
-    frame = page.frame(url=re.compile(r".*/kip848-reports/.+"))
-    if frame is None:
+def _charts_loaded(frame) -> bool:
+    """Every image of the report in the UI's frame loaded (an image that failed has no natural width); False while
+    the frame is still navigating to the report."""
+    try:
+        return _images_loaded(frame)
+    except PlaywrightError:
         return False
-    return frame.evaluate("() => { const imgs = [...document.querySelectorAll('#report img')];"
-                          " return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0); }")
+
+
+def _images_loaded(frame) -> bool:
+    return frame.locator("#report").evaluate(
+        "r => { const imgs = [...r.querySelectorAll('img')];"
+        " return imgs.length > 0 && imgs.every(i => i.complete && i.naturalWidth > 0); }")
 
 
 def choose_theme(page: Page, label: str) -> None:
@@ -56,12 +63,9 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         assert viewer.get(f"{base}{path}/files/{name}", timeout=30).status_code == 400, name
     assert viewer.get(f"{base}{path}/files/..%2F..%2Fsnapshots%2Fbefore.json", timeout=30).status_code in (400, 404)
 
-    with signed_in(browser, deployment, "alice") as page:
-        # the report task's extra link
-        page.goto(f"{base}/dags/{dag_id}/runs/{run_id}/tasks/report")
-        link = page.get_by_role("link", name="Report", exact=True)
-        expect(link).to_have_attribute("href", path)
+    quoted = requests.utils.quote(run_id, safe="")
 
+    with signed_in(browser, deployment, "alice") as page:
         # Browse > Kafka change reports: the run in the list, its report in the UI's frame
         page.get_by_role("button", name="Browse").click()
         page.get_by_role("menuitem", name=TITLE).click()
@@ -72,7 +76,7 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         row.locator("a.report-link").click()
         expect(frame.locator("#report h1").first).to_be_visible()
         expect(frame.locator("#run-id")).to_have_text(run_id)
-        wait_for(lambda: _chart_loaded(page), 60, "the report's chart loaded in the UI's frame",
+        wait_for(lambda: _charts_loaded(frame), 60, "the report's charts loaded in the UI's frame",
                  alive=deployment.check)
         expect(frame.locator("html")).to_have_class(re.compile(r"\blight\b"))
         shot(page, screenshots, "report_page_light")
@@ -84,9 +88,17 @@ def check_report_in_ui(deployment: Deployment, browser, screenshots, dag_id: str
         assert frame.locator("body").evaluate("b => getComputedStyle(b).backgroundColor") != "rgb(255, 255, 255)"
         shot(page, screenshots, "report_page_dark")
 
-        # the extra link opens the page itself (same origin: in the UI's tab), dark from the stored choice
-        page.goto(f"{base}/dags/{dag_id}/runs/{run_id}/tasks/report")
-        page.get_by_role("link", name="Report", exact=True).click()
+        # the report task's extra link as the REST API gives it to the UI (the DAG declares it, the worker stored it)
+        ti_path = f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/report"
+        links = deployment.api("alice", "GET", f"{ti_path}/links").json()
+        keys = [x["key"] for x in deployment.api("alice", "GET", f"{ti_path}/xcomEntries").json().get("xcom_entries", [])]
+        assert links.get("extra_links") == {"Report": path}, (links, keys)
+        # the task instance's extra link (on its Details tab) opens the page itself (same origin: in the UI's tab),
+        # dark from the stored choice
+        page.goto(f"{base}/dags/{dag_id}/runs/{quoted}/tasks/report/details")
+        link = page.get_by_role("link", name="Report", exact=True)
+        expect(link).to_have_attribute("href", path)
+        link.click()
         page.wait_for_url(f"{base}{path}")
         expect(page.locator("#report img").first).to_be_visible()
         expect(page.locator("html")).to_have_class(re.compile(r"\bdark\b"))

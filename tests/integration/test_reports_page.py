@@ -17,7 +17,9 @@ from urllib.parse import quote
 
 import pytest
 
+from airflow_provider_kip848.changecontrol.run_artifacts import report_page_path
 from airflow_provider_kip848.changecontrol.runpaths import run_location
+from airflow_provider_kip848.operators.report_link import ReportLink, with_report_link
 from airflow_provider_kip848.plugins.reports import FILE_CSP, URL_PREFIX, ReportsPlugin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +81,7 @@ def stand_in(airflow_db):
         def report():
             return {}
 
-        validate() >> report()
+        validate() >> with_report_link(report())
     DagBundlesManager().sync_bundles_to_db()
     with create_session() as session:
         update_dag_parsing_results_in_db("test-dags", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
@@ -117,6 +119,9 @@ def _make_run(sdag, run_id: str, run_after: datetime, state: str, tis: dict, xco
         for task_id, value in xcoms.items():
             XComModel.set("return_value", value, dag_id=DAG_ID, task_id=task_id, run_id=run_id, map_index=-1,
                           serialize=False, session=session)
+        if tis.get("report") in ("success", "failed"):  # what the task runner pushes when the task ends
+            XComModel.set(ReportLink().xcom_key, report_page_path(DAG_ID, run_id), dag_id=DAG_ID, task_id="report",
+                          run_id=run_id, map_index=-1, serialize=False, session=session)
 
 
 def _report_folder(folder: Path, markdown: str) -> dict:
@@ -245,3 +250,12 @@ def test_unauthenticated_and_unauthorized_requests_are_refused(api, runs):
     assert _get(api, "/", role="nobody", dag_id=DAG_ID).status_code == 403
     nothing = _get(api, "/", role="nobody")
     assert nothing.status_code == 200 and "may read none of these DAGs" in nothing.text
+
+
+def test_the_report_task_has_its_extra_link(api, runs):
+    """The REST API the UI reads a task instance's extra links from (the link as the worker stored it)."""
+    client, tokens = api
+    links = client.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(runs['A'], safe='')}/taskInstances/report/links",
+                       headers={"Authorization": f"Bearer {tokens['admin']}"})
+    assert links.status_code == 200, links.text
+    assert links.json()["extra_links"] == {"Report": report_page_path(DAG_ID, runs["A"])}
