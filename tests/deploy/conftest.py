@@ -22,7 +22,9 @@ CONN_ID = "kafka_admin_default"
 # other tests, and the browser's event loop (Playwright's sync API runs one in this thread) with them: a later test's
 # asyncio.run() in this thread would fail while it runs.
 @pytest.fixture(scope="package")
-def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig) -> Iterator[Deployment]:
+def deployment(tmp_path_factory: pytest.TempPathFactory, kafka, pytestconfig, controllers) -> Iterator[Deployment]:
+    # controllers: the registry file its [kip848] controllers names exists from the start (empty), as a
+    # deployment's would; a scheduled run that starts before any test registers a controller reads it
     started = time.monotonic()
     root = tmp_path_factory.mktemp("deployment")
     # KIP848_DEPLOY_VENV: reuse an installed venv (local iteration only: CI always builds and installs)
