@@ -52,11 +52,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.hooks.ownership import DEFAULT_OWNERSHIP_VARIABLE
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
+from airflow_provider_kip848.plugins.auth import require_dag_reader, signed_in_user
 from airflow_provider_kip848.plugins.fleet_data import (
     FILTER_NAMES,
     FILTERS,
@@ -141,21 +141,14 @@ def render_runs_page(summary: dict[str, Any], *, refresh_seconds: int | None = N
 
 # -- the app ------------------------------------------------------------------------------------
 
-_bearer = HTTPBearer(auto_error=False)
-
-
-async def authorized_user(request: Request, conn_id: Annotated[str, Query()] = DEFAULT_CONN_ID,
-                          credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
-                          ) -> BaseUser:
+async def authorized_user(user: Annotated[Any, Depends(signed_in_user)],
+                          conn_id: Annotated[str, Query()] = DEFAULT_CONN_ID) -> BaseUser:
     """The signed-in user (the REST API's own check: bearer token or the UI's cookie), allowed to read
     ``conn_id``; 401 without a valid token, 403 without the permission."""
-    # The API server's security module: ~2 s to import and only the API server serves requests, while every
-    # Airflow process (scheduler, each task) loads plugins: imported where a request is served.
+    # The API server's auth manager: imported where a request is served (plugins/auth.py says why).
     from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see above
     from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails  # noqa: PLC0415
-    from airflow.api_fastapi.core_api.security import get_user  # noqa: PLC0415 - see above
 
-    user = await get_user(request, None, credentials)
     if not get_auth_manager().is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id),
                                                        user=user):
         raise HTTPException(status.HTTP_403_FORBIDDEN,
@@ -164,36 +157,12 @@ async def authorized_user(request: Request, conn_id: Annotated[str, Query()] = D
     return user
 
 
-#: what the runs pages read of a DAG: its runs, their task instances and their XComs
-RUNS_ACCESS = ("RUN", "TASK_INSTANCE", "XCOM")
-
-
-async def authorized_dag_reader(request: Request, dag_id: Annotated[str, Query()] = FLEET_DAG_ID,
-                                credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
-                                ) -> BaseUser:
-    """The signed-in user (as :func:`authorized_user`), allowed to read ``dag_id``'s runs, task instances and
-    XComs (``is_authorized_dag(GET)`` for each, with the DAG's team, as the REST API checks them); 401 without
+async def authorized_dag_reader(user: Annotated[Any, Depends(signed_in_user)],
+                                dag_id: Annotated[str, Query()] = FLEET_DAG_ID) -> BaseUser:
+    """The signed-in user, allowed to read ``dag_id``'s runs, task instances and XComs (``is_authorized_dag(GET)``
+    for each, with the DAG's team, as the REST API checks them: :func:`~.auth.require_dag_reader`); 401 without
     a valid token, 403 without the permission."""
-    # The API server's security module and the metadata DB's models: imported where a request is served
-    # (see authorized_user).
-    from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see above
-    from airflow.api_fastapi.auth.managers.models.resource_details import (  # noqa: PLC0415 - see above
-        DagAccessEntity,
-        DagDetails,
-    )
-    from airflow.api_fastapi.core_api.security import get_user  # noqa: PLC0415 - see above
-    from airflow.models.dag import DagModel  # noqa: PLC0415 - see above
-
-    user = await get_user(request, None, credentials)
-    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
-    manager = get_auth_manager()
-    refused = [entity for entity in RUNS_ACCESS
-               if not manager.is_authorized_dag(method="GET", access_entity=DagAccessEntity[entity], details=details,
-                                                user=user)]
-    if refused:
-        raise HTTPException(status.HTTP_403_FORBIDDEN,
-                            f"Forbidden: the fleet runs view reads the runs, task instances and XComs of DAG "
-                            f"{dag_id!r}; this user may not read its {', '.join(e.lower() for e in refused)}")
+    require_dag_reader(user, dag_id, "the fleet runs view")
     return user
 
 
@@ -206,7 +175,7 @@ def _ui_base(request: Request) -> str:
 def may_read_variable(user: Any, key: str) -> bool:
     """Whether ``user`` may read the Airflow Variable ``key`` (``is_authorized_variable(GET)``, as the REST API
     checks it): the owners come from the ownership map's Variable."""
-    from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see authorized_user
+    from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see plugins/auth.py
     from airflow.api_fastapi.auth.managers.models.resource_details import VariableDetails  # noqa: PLC0415
 
     return bool(get_auth_manager().is_authorized_variable(method="GET", details=VariableDetails(key=key), user=user))
