@@ -195,8 +195,22 @@ def _record_line(msg: Any, args: argparse.Namespace) -> str:
     }) + "\n"
 
 
+#: errors librdkafka hands the application (without an error_cb) while a broker is down or a coordinator moves,
+#: and recovers from by itself: a real application logs them and polls on, as confluent-kafka's examples do.
+#: Raising on them can make an instance exit when a node of a 3-node cluster is killed or paused: suspected (not
+#: shown) in CI runs of test_instance_roll_faults where, after a roll that had ended right, the group did not show
+#: both instances within 120 s (the test now prints the group and the processes when that recurs). A refusal by
+#: the group coordinator (an unsupported protocol, an unknown group type) is not among them: the instance exits.
+TRANSIENT_ERRORS = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT,
+    KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})
+
+
 def _records(batch: list[Any]) -> list[Any]:
-    """The batch's records (end-of-partition events skipped; any other error raised). A slow consumer's
+    """The batch's records (end-of-partition events skipped, transient errors printed and skipped; any other
+    error raised). A slow consumer's
     ``_MAX_POLL_EXCEEDED`` is printed and skipped, as a real application does: librdkafka has left the group
     and joins again on this poll, so the instance runs on (raising here made a slow instance exit just after it
     rejoined, which a test of a member coming back then raced against)."""
@@ -208,6 +222,9 @@ def _records(batch: list[Any]) -> list[Any]:
                 continue
             if error.code() == KafkaError._MAX_POLL_EXCEEDED:
                 print(f"rejoining: {error.str()}", flush=True)
+                continue
+            if error.code() in TRANSIENT_ERRORS and not error.fatal():
+                print(f"transient: {error.str()}", flush=True)
                 continue
             raise KafkaException(error)
         processed.append(msg)

@@ -390,6 +390,14 @@ class Deployment:
             for log in sorted((self.root / "homes").glob(f"*/logs/dag_id={dag_id}/run_id={run_id}/"
                                                           f"task_id={task}/*.log")):
                 parts.append(f"--- {log.relative_to(self.root)}\n{log.read_text(errors='replace')[-3000:]}")
+        # what the components said about them (a task failed with nothing in its own log after "Pre Execute",
+        # twice under load: killed, or failed by the scheduler or the worker's supervisor, which log it there)
+        for proc in self.procs.values():
+            if proc.log.exists():
+                said = [line for line in proc.log.read_text(errors="replace").splitlines()
+                        if run_id in line and any(task in line for task in failed)]
+                if said:
+                    parts.append(f"--- {proc.name}'s log on these tasks\n" + "\n".join(said[-15:])[-3000:])
         return "\n".join(parts)
 
     def wait_approval(self, dag_id: str, run_id: str, timeout: float = 300) -> dict:

@@ -7,6 +7,10 @@ waits in (per application and group, from what the move records), and no wave re
 validation runs reads "validating"). Afterwards a group's "fleet runs" link on the fleet page lists this run (its
 conf names prefixes, not groups: the UI's own Dag Runs filter misses it), linked to its report.
 
+A producer writes to the offline-forced application's input throughout the run (issue 32): its offline move (stop,
+Empty, start on the consumer protocol) ends its lag wait by the rule against the lag before, not at a deadline, and
+the test prints how long after the broker's convergence (wait_migrated) that was (docs/performance.md).
+
 The applications' controllers are the deployment's: ``command`` entries of its registry, one running
 supervisorctl on the Celery worker, the other over SSH (a real sshd, through an Airflow SSH connection created
 in the deployment)."""
@@ -29,6 +33,7 @@ from airflow_provider_kip848.testing.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 from tests.deploy.reports import check_report_in_ui
+from tests.e2e.helpers import Feeder
 
 DAG_ID = "kip848_fleet_migration"
 #: app -> path forced by the ownership map (None: the verdicts decide)
@@ -63,6 +68,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                       "expected_instances": 1, **({"migration": path} if path else {})})
     ownership = tmp_path / "ownership.yaml"
     ownership.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
+    feeder: Feeder | None = None
     try:
         def caught_up() -> bool:
             try:
@@ -72,6 +78,9 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                 return False
 
         wait_for(caught_up, 120, "both applications Stable and caught up")
+        # live traffic (~20 records/s) into the offline application from before the run until it has ended
+        feeder = Feeder(bootstrap, "deploy-billing-in", lambda: False, first=30, every_s=0.05, limit=1_000_000)
+        feeder.start()
         deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
         response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
             "ownership_file": str(ownership), "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
@@ -112,7 +121,12 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
 
             deferred_seen += wait_for(migrating, 300, f"wave {wave}'s move deferred or done", interval=0.5,
                                       alive=deployment.check)
-        wait_for(watched, 600, f"{DAG_ID} run {run_id} finished (watched on the runs page)", alive=deployment.check)
+        try:
+            wait_for(watched, 600, f"{DAG_ID} run {run_id} finished (watched on the runs page)",
+                     alive=deployment.check)
+            assert feeder.is_alive() and feeder.error is None, "the producer ran throughout the run"
+        finally:
+            written = feeder.stop()
         run = deployment.wait_run(DAG_ID, run_id, timeout=600)
         states = deployment.states(DAG_ID, run_id)
         assert run["state"] == "success", f"{states}\n{deployment.failed_task_logs(DAG_ID, run_id)}"
@@ -126,6 +140,18 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         assert deferred_steps and all(s and s.startswith("wait_") and g and g != "unknown"
                                       for s, g in deferred_steps), steps
         assert "unknown" not in statuses, statuses
+        # the offline move under live traffic: its lag wait passed by a rule against the lag before the move
+        billing = deployment.api("alice", "GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/wave_1.migrate/"
+                                 "xcomEntries/return_value", params={"map_index": 0, "deserialize": "true",
+                                                                     "stringify": "false"}).json()["value"]
+        assert billing["app"] == "deploy-billing" and billing["path"] == "offline" and billing["ok"], billing
+        ended = {s["step"]: s for s in billing["steps"] if s.get("group_id") == groups[0]}
+        assert ended["wait_lag"]["ok"] and ("caught up by the baseline rule" in ended["wait_lag"]["detail"]
+                                            or "caught up by the not-growing rule" in ended["wait_lag"]["detail"]), ended
+        assert written > 0
+        print(f"figures: deployment fleet offline move lag wait ended "
+              f"{ended['wait_lag']['ended_at'] - ended['wait_migrated']['ended_at']:.1f} s after the group was "
+              f"migrated, {written} records written; {ended['wait_lag']['detail']}")
         print(f"wave statuses seen during the run: {sorted(statuses)}; steps: {sorted(map(str, steps))}")
 
         with signed_in(browser, deployment, "alice") as page:
@@ -163,6 +189,8 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         # the same run's report page (extra link, navigation, charts, theme, screenshots): no run of its own
         check_report_in_ui(deployment, browser, screenshots, DAG_ID, run_id)
     finally:
+        if feeder is not None:
+            feeder.stop()  # again when the run ended early: a no-op after the first
         for c in apps:
             c.remove()
         admin.close()
