@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 
-from airflow_provider_kip848.testing.broker import LocalKafka
+from kip848_harness.broker import LocalKafka
 
 #: Kafka's defaults for the three idle settings of the fast tuning
 KAFKA_DEFAULTS = {"metadata.max.idle.interval.ms": "500", "num.io.threads": "8", "num.network.threads": "3"}

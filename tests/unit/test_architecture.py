@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "airflow_provider_kip848"
+#: the test harness's package (harness/, a distribution of its own): nothing in the product imports it
+HARNESS = "kip848_harness"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 
 #: top-level part of the package -> layer
@@ -152,6 +154,8 @@ def _check(imp: Import) -> list[str]:
             if a is not None and b is not None and a != b and KAFKA_LAYERS.get(b, 99) > KAFKA_LAYERS.get(a, -1):
                 problems.append(f"{where}: kafka/{a} (core layer {KAFKA_LAYERS.get(a)}) imports a higher part, "
                                 f"kafka/{b} (core layer {KAFKA_LAYERS.get(b)})")
+    if imp.target == HARNESS or imp.target.startswith(HARNESS + "."):
+        problems.append(f"{where}: the product imports the test harness {HARNESS} (only tests, benchmarks and the demo may)")
     if not internal:
         return problems
     if dst == "testing":
@@ -177,7 +181,7 @@ def test_the_package_keeps_its_layout_rules():
 def test_every_part_of_the_package_has_a_layer():
     parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
              if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
-    assert parts - set(LAYERS) == {"testing"}
+    assert parts - set(LAYERS) == set()
     kafka_parts = {p.stem if p.is_file() else p.name for p in (ROOT / "kafka").iterdir()
                    if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
     assert kafka_parts == set(KAFKA_LAYERS)
@@ -193,8 +197,8 @@ PLANTED = {
         "kafka/api.py", "from airflow_provider_kip848.changecontrol import plan\n",
         "the core imports something outside kafka/"),
     "the product importing the test harness": (
-        "operators/lock.py", "from airflow_provider_kip848.testing.broker import LocalKafka\n",
-        "the product imports testing/"),
+        "operators/lock.py", "from kip848_harness.broker import LocalKafka\n",
+        "the product imports the test harness"),
     "a sideways import between sensors and operators": (
         "sensors/group.py", "from airflow_provider_kip848.operators import base\n", "side by side"),
     "a lower core layer importing a higher one": (
@@ -241,7 +245,7 @@ def test_the_cli_backend_loads_neither_the_harness_nor_airflow():
         from airflow_provider_kip848.kafka.settings import ClientSettings
         KafkaCli(ClientSettings("127.0.0.1:9092"), KafkaTools())
         loaded = sorted(m for m in sys.modules
-                        if m.startswith("airflow_provider_kip848.testing") or m == "airflow" or m.startswith("airflow."))
+                        if m.startswith("kip848_harness") or m == "airflow" or m.startswith("airflow."))
         print(loaded)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

@@ -18,8 +18,8 @@ from airflow_provider_kip848.kafka.errors import (
     ToolchainError,
     UnsupportedKafkaVersion,
 )
-from airflow_provider_kip848.testing.broker import FAST_TUNING, LocalKafka, _Node, _random_cluster_id, _State
-from airflow_provider_kip848.testing.errors import LocalKafkaError
+from kip848_harness.broker import FAST_TUNING, LocalKafka, _Node, _random_cluster_id, _State
+from kip848_harness.errors import LocalKafkaError
 
 
 @pytest.mark.parametrize("version, major", [("1.8.0_392", 8), ("11.0.2", 11), ("17.0.15", 17), ("21", 21),
@@ -172,7 +172,7 @@ def test_unknown_tool_lists_the_known_ones(tmp_path):
 
 
 def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airflow_provider_kip848.testing", *args],
+    return subprocess.run([sys.executable, "-m", "kip848_harness", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
 

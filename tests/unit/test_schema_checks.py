@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from airflow_provider_kip848.testing import schema_checks
+from kip848_harness import schema_checks
 
 
 @pytest.fixture

@@ -274,7 +274,7 @@ class KafkaDistribution:
         if not self.is_resolved():
             raise ToolchainError(
                 f"Kafka {self.version} is not in the cache ({self.home}).",
-                remedy="Fetch it first: python -m airflow_provider_kip848.testing kafka fetch "
+                remedy="Fetch it first: python -m kip848_harness kafka fetch "
                        "(or call KafkaDistribution.ensure())",
             )
         java = find_java()

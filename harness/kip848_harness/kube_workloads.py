@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-CONSUMER_APP = "airflow_provider_kip848.testing.consumer_app"
+CONSUMER_APP = "kip848_harness.consumer_app"
 CONFIG_MOUNT = "/etc/app"
 #: the env var the manifests' applications read group.protocol from
 PROTOCOL_ENV = "GROUP_PROTOCOL"

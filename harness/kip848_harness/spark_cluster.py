@@ -41,8 +41,8 @@ from typing import Any
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
 from airflow_provider_kip848.kafka.cli.java import find_java
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.processes import die_with_parent, send_signal
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -46,11 +46,11 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.kube_node import KubeNode
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
-from airflow_provider_kip848.testing.sshd import free_port
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.kube_node import KubeNode
+from kip848_harness.processes import die_with_parent, send_signal
+from kip848_harness.sshd import free_port
+from kip848_harness.waiting import wait_until
 
 #: the Kubernetes release scripts/k8s-control-plane.sh builds (keep both in step)
 K8S_VERSION = "v1.37.2"

@@ -9,7 +9,7 @@ when it exits, ``CrashLoopBackOff`` between restarts, stopped with SIGTERM and
 the pod's grace period when deleted. This agent gives exactly that lifecycle to
 real processes, so real consumers join real Kafka groups as pods come and go::
 
-    python -m airflow_provider_kip848.testing.kube_node --kubeconfig admin.kubeconfig --node kip848-node-0 \\
+    python -m kip848_harness.kube_node --kubeconfig admin.kubeconfig --node kip848-node-0 \\
         --workdir /tmp/node
 
 What it does, like a kubelet:
@@ -65,7 +65,7 @@ from typing import IO, Any
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
+from kip848_harness.processes import die_with_parent, send_signal
 
 log = logging.getLogger("kip848.kube_node")
 HOST_IP = "127.0.0.1"
@@ -600,7 +600,7 @@ class KubeNode:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "airflow_provider_kip848.testing.kube_node", "--kubeconfig", str(self.kubeconfig),
+            [sys.executable, "-m", "kip848_harness.kube_node", "--kubeconfig", str(self.kubeconfig),
              "--node", self.name, "--workdir", str(self.workdir)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
             start_new_session=True)
