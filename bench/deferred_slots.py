@@ -370,8 +370,8 @@ def main() -> None:
 
     import psutil
 
-    from kip848_harness.broker import LocalKafka
     from kip848_harness.clients import create_topics
+    from kip848_harness.kafka_cluster import LocalKafka
 
     n = args.n
     delays = [args.base + i * args.step for i in range(n)]

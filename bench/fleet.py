@@ -53,8 +53,8 @@ from confluent_kafka.admin import AdminClient
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.waiting import wait_until
 
 TOPIC = "fleet-groups"

@@ -774,7 +774,7 @@ def main() -> None:
         signal.signal(sig, _interrupt)
 
     from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
-    from kip848_harness.broker import LocalKafka
+    from kip848_harness.kafka_cluster import LocalKafka
 
     home = Path(tempfile.mkdtemp(prefix="kip848-fleet-run-"))
     print(f"working directory: {home}", flush=True)

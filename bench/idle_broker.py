@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 
-from kip848_harness.broker import LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
 
 #: Kafka's defaults for the three idle settings of the fast tuning
 KAFKA_DEFAULTS = {"metadata.max.idle.interval.ms": "500", "num.io.threads": "8", "num.network.threads": "3"}

@@ -129,8 +129,8 @@ from kip848_harness.apps import (  # noqa: E402  # noqa: E402
     StreamsApp,
     wordcount_properties,
 )
-from kip848_harness.broker import LocalKafka  # noqa: E402
 from kip848_harness.clients import ConsumerProcess, create_topics  # noqa: E402
+from kip848_harness.kafka_cluster import LocalKafka  # noqa: E402
 from kip848_harness.registry import RegistryFile  # noqa: E402
 from kip848_harness.waiting import wait_until  # noqa: E402
 from kip848_harness.windows import open_window  # noqa: E402

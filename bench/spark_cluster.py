@@ -53,8 +53,8 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import wave
 from airflow_provider_kip848.spark.standalone import PythonSubmission, RestSubmissionClient, StandaloneMaster
 from airflow_provider_kip848.spark.submit import connector_conf, runner_jar, stage_wave
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import create_topics
+from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.spark_cluster import LocalSparkCluster
 from kip848_harness.waiting import wait_until
 

@@ -79,7 +79,7 @@ from kip848_harness import schema_checks  # noqa: E402
 # why this keeps every validation of a value).
 schema_checks.install()
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION  # noqa: E402
-from kip848_harness.broker import LocalKafka  # noqa: E402
+from kip848_harness.kafka_cluster import LocalKafka  # noqa: E402
 
 #: test_spark.py and test_spark_cluster.py: one work unit (see _work_unit), marked ``spark``
 _SPARK_FILES = "tests/integration/test_spark"

@@ -46,7 +46,7 @@ def screenshot(url: str, target: Path) -> None:
 
 
 def main() -> int:
-    from kip848_harness.broker import LocalKafka
+    from kip848_harness.kafka_cluster import LocalKafka
 
     work = Path(tempfile.mkdtemp(prefix="kip848-screens-"))
     kafka = LocalKafka(work / "kafka", die_with_parent=True)

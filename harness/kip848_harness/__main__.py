@@ -24,7 +24,8 @@ from pathlib import Path
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION, KAFKA_TOOLS, KafkaDistribution
 from airflow_provider_kip848.kafka.errors import Kip848Error
-from kip848_harness.broker import BrokerStatus, LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.kafka_state import BrokerStatus
 
 
 def instance_dir(name: str) -> Path:

@@ -24,8 +24,8 @@ from confluent_kafka import libversion
 
 from airflow_provider_kip848.controllers import ApplicationController, ApplicationStatus, Arg, ClientConfig, Instance
 from kip848_harness.apps import StreamsApp, describe_topology, wordcount_properties
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import ConsumerProcess
+from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.processes import find_processes, wait_visible
 
 _STOP_MODE = Arg("string", run=True, enum=("graceful", "kill"),

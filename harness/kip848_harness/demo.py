@@ -37,7 +37,6 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness import schema_checks
 from kip848_harness.appcontrol import LocalWordCountController
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import (
     ConsumerProcess,
     create_topics,
@@ -47,6 +46,7 @@ from kip848_harness.clients import (
     read_topic,
 )
 from kip848_harness.dagrun import run_dag, run_state
+from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.registry import REGISTRY_ENV, RegistryFile
 from kip848_harness.windows import open_window
 

@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import libversion
 
 from kip848_harness.apps import WORDCOUNT_MAIN_CLASS, wordcount_properties
-from kip848_harness.broker import LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.supervisor import LocalSupervisor, SupervisorError
 
 #: the consumer application's module (``python -m``)

@@ -13,9 +13,9 @@ import pytest
 from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import consume, create_topics, produce
 from kip848_harness.errors import PortInUseError
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import wait_until
 
 

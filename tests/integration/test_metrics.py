@@ -24,8 +24,8 @@ from airflow_provider_kip848.kafka.metrics import GroupMetricsSample, parse_prom
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import set_kafka_connection, start_or_fail, wait_until
 
 PROTOCOLS = ("classic", "consumer", "streams")

@@ -23,8 +23,8 @@ from airflow_provider_kip848.operators.offsets import (
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import set_kafka_connection, start_or_fail, wait_until
 
 

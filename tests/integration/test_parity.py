@@ -11,8 +11,8 @@ from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from kip848_harness.broker import LocalKafka
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import start_or_fail, wait_until
 
 

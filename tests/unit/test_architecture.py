@@ -197,7 +197,7 @@ PLANTED = {
         "kafka/api.py", "from airflow_provider_kip848.changecontrol import plan\n",
         "the core imports something outside kafka/"),
     "the product importing the test harness": (
-        "operators/lock.py", "from kip848_harness.broker import LocalKafka\n",
+        "operators/lock.py", "from kip848_harness.kafka_cluster import LocalKafka\n",
         "the product imports the test harness"),
     "a sideways import between sensors and operators": (
         "sensors/group.py", "from airflow_provider_kip848.operators import base\n", "side by side"),
