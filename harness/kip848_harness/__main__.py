@@ -1,9 +1,9 @@
-"""Command line of the embedded local Kafka.
+"""Command line of the embedded local Kafka (also the console script ``kip848-local``, the harness's).
 
     python -m kip848_harness kafka fetch   [--version V]
     python -m kip848_harness kafka start   [--nodes N] [--version V] [--port P] [--controller-port P]
-                                                          [--tuning fast|production] [--fresh] [--name N]
-                                                          [--metrics | --no-metrics]
+                                         [--tuning fast|production] [--fresh] [--name N]
+                                         [--metrics | --no-metrics]
     python -m kip848_harness kafka status  [--name N]
     python -m kip848_harness kafka stop    [--name N]
     python -m kip848_harness kafka node stop|kill|pause|resume|start|restart ID [--name N]

@@ -160,7 +160,7 @@ class LocalWordCountController(ApplicationController):
 
 
 class LocalConsumerAppController(ApplicationController):
-    """Stops and starts the instances of one consumer application (``testing.consumer_app``, real
+    """Stops and starts the instances of one consumer application (``kip848_harness.consumer_app``, real
     confluent-kafka consumers) on a local broker: the example offline consumer migration's demo.
 
     Instances are found by their command line (the app module and ``--group``). ``stop_mode`` ``graceful``

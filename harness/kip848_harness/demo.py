@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {dags} has no example DAGs; run from the checkout or pass --dags-folder", file=sys.stderr)
         return 2
 
-    # the demo's dag.test() runs check each Param schema once, as the test processes do (testing/schema_checks.py)
+    # the demo's dag.test() runs check each Param schema once, as the test processes do (schema_checks.py)
     schema_checks.install()
     cache = default_cache_dir()
     work = cache / "demo"

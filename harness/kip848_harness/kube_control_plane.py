@@ -19,7 +19,7 @@ this Python and die with it; their logs are in the work directory. Start-up wait
 for ``/readyz`` and for the controller manager's first ServiceAccount, never for
 a fixed delay.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations

@@ -39,7 +39,14 @@ limits, networking (every pod's IP is 127.0.0.1), live updates of mounted
 ConfigMaps (the Kubernetes controller rolls pods with a hash annotation
 instead, as production deployments do). docs/controllers.md says so.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Why over 500 lines: it is one state machine, a pod's lifecycle as a kubelet reports it (bind, start, Ready,
+exit, CrashLoopBackOff, restart, SIGTERM and the grace period, removal), run by one class whose methods share
+one lock over the pods' runtimes and are called from the watch thread and the tending loop alike; the parts that
+could stand alone (the environment and volumes of a container, about 100 lines) read the API through the same
+client and are used by one method, ``_start``. Split, a reader would follow one pod's life across files; the
+launcher of the agent's process (``KubeNode``, 40 lines) stays beside the ``main`` it runs.
+
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations

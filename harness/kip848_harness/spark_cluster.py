@@ -20,7 +20,7 @@ terminates workers (which stop their executors and drivers) before the master.
 The pids are kept in ``state.json`` so another process (the demo's command
 line) can stop a cluster it did not start.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Run as root, sshd needs its privilege-separation directory ``/run/sshd``
 (it chroots its pre-authentication child there); it is created when missing.
 Run as a normal user it neither needs nor uses it, and can only log that user in.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations

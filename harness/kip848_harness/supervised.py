@@ -27,7 +27,7 @@ The work directory holds:
 :class:`SupervisedWordCount` does the same for Kafka's ``WordCountDemo`` (a Kafka Streams application): one
 instance, a full properties file per protocol (``classic.properties``, ``streams.properties``).
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ control socket is a unix socket, whose path Linux limits to 107 bytes: a
 Start-up waits on a condition (``supervisorctl pid`` names our process), never
 on a fixed delay.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
