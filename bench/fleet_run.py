@@ -5,7 +5,7 @@ cluster (Kafka's own distribution, 3 combined broker+controller nodes, topics
 on 3 replicas). Each application owns ``--groups-per-app`` (default 2) consumer
 groups, each reading a topic of its own (2 partitions, ``--records`` keyed
 records), with ``--instances`` (default 1) real confluent-kafka consumer
-processes per group (``testing.consumer_app`` under
+processes per group (``kip848_harness.consumer_app`` under
 ``LocalConsumerFleetAppController``), started on the classic protocol and
 caught up (lag 0) before the run. Each application is registered in the
 bench's controller registry (``[kip848] controllers``: a file in the working

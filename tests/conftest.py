@@ -75,7 +75,7 @@ from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
 from kip848_harness import schema_checks  # noqa: E402
 
 # dag.test() serializes every DAG several times and each time checks every Param's schema against its meta-schema:
-# a quarter of an end-to-end worker's CPU. The test process checks each schema once (testing/schema_checks.py says
+# a quarter of an end-to-end worker's CPU. The test process checks each schema once (kip848_harness/schema_checks.py says
 # why this keeps every validation of a value).
 schema_checks.install()
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION  # noqa: E402
@@ -616,7 +616,7 @@ _KUBE = _OnDemandKube()
 @pytest.fixture
 def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     """The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager built from their Go modules,
-    cached outside the checkout) and one node whose pods run as local processes (testing.kube_node)."""
+    cached outside the checkout) and one node whose pods run as local processes (kip848_harness.kube_node)."""
     return _KUBE.get(tmp_path_factory, pytestconfig)
 
 

@@ -2,7 +2,7 @@
 ``supervisorctl`` on the worker and over SSH (Airflow's SSHHook to the session's OpenSSH server), with their
 group on the session's broker.
 
-* The operator's recipe (``testing.supervised``): a start writes the protocol file and starts the program
+* The operator's recipe (``kip848_harness.supervised``): a start writes the protocol file and starts the program
   group, the status is supervisorctl's own, the config is the files the application reads, a stop stops the
   group and is confirmed by the status, a roll restarts one process at a time. What the broker shows (the
   members, their protocol) and what supervisord did (its log, the pids) is checked, not only what the

@@ -1,4 +1,4 @@
-"""The test processes' remembered meta-schema check keeps every validation of a value (testing/schema_checks.py)."""
+"""The test processes' remembered meta-schema check keeps every validation of a value (kip848_harness/schema_checks.py)."""
 
 from __future__ import annotations
 
