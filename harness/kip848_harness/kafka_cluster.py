@@ -143,7 +143,7 @@ class LocalKafka(NodeLifecycle):
         self.last_start: StartReport | None = None
 
     @classmethod
-    def existing(cls, workdir: Path | str, **kwargs: Any) -> LocalKafka:
+    def existing(cls, workdir: Path | str, **kwargs: Any) -> LocalKafka:  # Any: the keyword arguments of __init__
         """The cluster already created in ``workdir``, with the version and node count it was started with
         (defaults when nothing was started there yet)."""
         try:
