@@ -1,5 +1,6 @@
 # Two commands do all set-up on a fresh machine with Python 3.11, Java 17 and Maven:
-#   make demo   - venv + package, fetch Kafka from Maven Central, run the main job on a local broker
+#   make demo   - venv + package and its test harness (harness/), fetch Kafka from Maven Central, run the main job on a
+#                 local broker
 #   make test   - the whole test suite against real local brokers
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -13,17 +14,17 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: demo test test-fast check system-deps k8s-control-plane venv kafka-fetch kafka-start kafka-stop lock clean
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(STAMP): pyproject.toml harness/pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
 	  { echo "error: '$(PYTHON)' is not Python 3.11: install Python 3.11 or run make PYTHON=/path/to/python3.11" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev,spark,spark-submit,ssh,kubernetes]'
+	$(PY) -m pip install --quiet -c $(CONSTRAINTS) -e '.[dev,spark,spark-submit,ssh,kubernetes]' -e ./harness
 	@touch $@
 
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m airflow_provider_kip848.testing.demo --dags-folder dags
+	$(PY) -m kip848_harness.demo --dags-folder dags
 
 # Static checks first (lint + import order, types), then every test.
 check: $(STAMP)
@@ -57,17 +58,17 @@ test-fast: check
 
 # Conveniences (not part of the two-command set-up).
 kafka-fetch: $(STAMP)
-	$(PY) -m airflow_provider_kip848.testing kafka fetch
+	$(PY) -m kip848_harness kafka fetch
 kafka-start: $(STAMP)
-	$(PY) -m airflow_provider_kip848.testing kafka start
+	$(PY) -m kip848_harness kafka start
 kafka-stop: $(STAMP)
-	$(PY) -m airflow_provider_kip848.testing kafka stop
+	$(PY) -m kip848_harness kafka stop
 
 # Re-pin the exact versions the suite runs on (after changing a range in pyproject.toml).
 lock:
-	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit,ssh,kubernetes]' apache-airflow-providers-celery psycopg2-binary asyncpg
-	.lock-venv/bin/pip freeze --exclude airflow-provider-kip848 | grep -v '^-e' > $(CONSTRAINTS)
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet '.[dev,spark,spark-submit,ssh,kubernetes]' ./harness apache-airflow-providers-celery psycopg2-binary asyncpg
+	.lock-venv/bin/pip freeze --exclude airflow-provider-kip848 --exclude kip848-harness | grep -v '^-e' > $(CONSTRAINTS)
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info harness/build harness/*.egg-info

@@ -40,9 +40,9 @@ from confluent_kafka.admin import AdminClient
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.waiting import wait_until
 
 LIVE_TOPIC, LIVE_GROUP = "lat-live", "lat-live-group"
 OFFSETS_TOPIC, OFFSETS_GROUP = "lat-offsets", "lat-offsets-group"

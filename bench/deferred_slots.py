@@ -293,7 +293,7 @@ def role_dag(args) -> None:
         from airflow.utils.session import create_session
         from airflow.utils.state import TaskInstanceState as S
 
-        from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
+        from kip848_harness.hitl import prepare_in_main_thread
 
         prepare_in_main_thread()
         import bench_deferred_slots as mod  # noqa: E402
@@ -370,8 +370,8 @@ def main() -> None:
 
     import psutil
 
-    from airflow_provider_kip848.testing.broker import LocalKafka
-    from airflow_provider_kip848.testing.clients import create_topics
+    from kip848_harness.clients import create_topics
+    from kip848_harness.kafka_cluster import LocalKafka
 
     n = args.n
     delays = [args.base + i * args.step for i in range(n)]

@@ -36,10 +36,10 @@ import airflow_provider_kip848.triggers.group as trigger_module
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics
-from airflow_provider_kip848.testing.faults import coordinator_node, restore
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.clients import ConsumerProcess, create_topics
+from kip848_harness.faults import coordinator_node, restore
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.waiting import wait_until
 
 TOPIC, GROUP = "fo-in", "fo-group"
 

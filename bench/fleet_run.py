@@ -5,7 +5,7 @@ cluster (Kafka's own distribution, 3 combined broker+controller nodes, topics
 on 3 replicas). Each application owns ``--groups-per-app`` (default 2) consumer
 groups, each reading a topic of its own (2 partitions, ``--records`` keyed
 records), with ``--instances`` (default 1) real confluent-kafka consumer
-processes per group (``testing.consumer_app`` under
+processes per group (``kip848_harness.consumer_app`` under
 ``LocalConsumerFleetAppController``), started on the classic protocol and
 caught up (lag 0) before the run. Each application is registered in the
 bench's controller registry (``[kip848] controllers``: a file in the working
@@ -105,7 +105,7 @@ from typing import Any
 
 from _airflow_local import AirflowServices, airflow_env, db_migrate, executor_env, free_port, stop_session
 
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.windows import open_window
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
@@ -166,7 +166,7 @@ class Fleet:
     def controller(self, app: str) -> Any:
         """The application's own controller, as its team drives it (the bench starts and stops the fleet with it;
         the DAG resolves the registry entry :meth:`register` wrote)."""
-        from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
+        from kip848_harness.appcontrol import LocalConsumerFleetAppController
 
         return LocalConsumerFleetAppController(**self._every()[app]["args"])
 
@@ -232,7 +232,7 @@ def start_fleet(fleet: Fleet, bootstrap: str, records: int) -> float:
     """Topics, records, every application started on classic; seconds until all are caught up."""
     from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
-    from airflow_provider_kip848.testing.clients import create_topics, produce
+    from kip848_harness.clients import create_topics, produce
 
     t0 = time.monotonic()
     create_topics(bootstrap, {t: 2 for t in fleet.topics}, timeout=120)
@@ -402,8 +402,8 @@ class Sampler(threading.Thread):
 def role_dag(args: argparse.Namespace) -> None:
     """dag.test(use_executor=True) of the fleet DAG; writes its result (state, times, task instances, the
     judges' WaveRecords, the report's return value) as JSON to ``--out``."""
-    from airflow_provider_kip848.testing.dagrun import load_dag
-    from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
+    from kip848_harness.dagrun import load_dag
+    from kip848_harness.hitl import prepare_in_main_thread
 
     prepare_in_main_thread()
     dag = load_dag(DAG_ID, REPO / "dags")
@@ -440,8 +440,8 @@ def role_dag(args: argparse.Namespace) -> None:
 def role_single(args: argparse.Namespace) -> None:
     """dag.test(use_executor=True) of the single-group offline DAG on ``solo-app``; writes its state, task
     instances and the stop and migrated results (their ``stop_started_at`` and ``met_at``) to ``--out``."""
-    from airflow_provider_kip848.testing.dagrun import load_dag
-    from airflow_provider_kip848.testing.hitl import prepare_in_main_thread
+    from kip848_harness.dagrun import load_dag
+    from kip848_harness.hitl import prepare_in_main_thread
 
     prepare_in_main_thread()
     dag = load_dag(SINGLE_DAG_ID, REPO / "dags")
@@ -774,7 +774,7 @@ def main() -> None:
         signal.signal(sig, _interrupt)
 
     from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
-    from airflow_provider_kip848.testing.broker import LocalKafka
+    from kip848_harness.kafka_cluster import LocalKafka
 
     home = Path(tempfile.mkdtemp(prefix="kip848-fleet-run-"))
     print(f"working directory: {home}", flush=True)
@@ -796,7 +796,7 @@ def main() -> None:
                       solo=not args.no_single)
         # the deployment's controller registry ([kip848] controllers), in the working directory: activated here,
         # so the environment of every Airflow process below (built from this one's) names it
-        from airflow_provider_kip848.testing.registry import RegistryFile
+        from kip848_harness.registry import RegistryFile
 
         fleet.register(RegistryFile(home / "controllers.json").activate())
         setup["fleet"] = start_fleet(fleet, bootstrap, args.records)

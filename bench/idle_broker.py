@@ -1,6 +1,6 @@
 """An idle test broker's CPU with the fast tuning's idle settings and with Kafka's defaults for them, side by side.
 
-The fast tuning (``testing.broker.FAST_TUNING``) writes the controller's no-op metadata record every 5 s instead of
+The fast tuning (``kip848_harness.kafka_tuning.FAST_TUNING``) writes the controller's no-op metadata record every 5 s instead of
 500 ms and runs 2 request-handler and 2 network threads instead of 8 and 3. Each round starts one single-node
 broker per variant (alternating which goes first), lets it settle, and reads its JVM's CPU time from ``/proc`` over
 the same window; prints each variant's share of a core and the ratio.
@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 
-from airflow_provider_kip848.testing.broker import LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
 
 #: Kafka's defaults for the three idle settings of the fast tuning
 KAFKA_DEFAULTS = {"metadata.max.idle.interval.ms": "500", "num.io.threads": "8", "num.network.threads": "3"}

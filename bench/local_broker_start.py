@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from airflow_provider_kip848.kafka.cli.distribution import KAFKA_TOOLS, TOOL_JVM_OPTIONS, KafkaDistribution
-from airflow_provider_kip848.testing.broker import LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
 
 
 def _time(fn) -> float:

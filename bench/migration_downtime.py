@@ -122,18 +122,18 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin  # noqa: E402
 from airflow_provider_kip848.kafka.settings import ClientSettings  # noqa: E402
-from airflow_provider_kip848.testing.appcontrol import LocalWordCountController  # noqa: E402
-from airflow_provider_kip848.testing.apps import (  # noqa: E402  # noqa: E402
+from kip848_harness.appcontrol import LocalWordCountController  # noqa: E402
+from kip848_harness.apps import (  # noqa: E402  # noqa: E402
     WORDCOUNT_INPUT_TOPIC,
     WORDCOUNT_OUTPUT_TOPIC,
     StreamsApp,
     wordcount_properties,
 )
-from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics  # noqa: E402
-from airflow_provider_kip848.testing.registry import RegistryFile  # noqa: E402
-from airflow_provider_kip848.testing.waiting import wait_until  # noqa: E402
-from airflow_provider_kip848.testing.windows import open_window  # noqa: E402
+from kip848_harness.clients import ConsumerProcess, create_topics  # noqa: E402
+from kip848_harness.kafka_cluster import LocalKafka  # noqa: E402
+from kip848_harness.registry import RegistryFile  # noqa: E402
+from kip848_harness.waiting import wait_until  # noqa: E402
+from kip848_harness.windows import open_window  # noqa: E402
 
 DELAY_KEY = "streams.initial.rebalance.delay.ms"
 BROKER_DELAY_KEY = "group.streams.initial.rebalance.delay.ms"
@@ -446,7 +446,7 @@ class Bench:
         return open_window()
 
     def run_dag(self, module: str, conf: dict, before_answer=None):
-        from airflow_provider_kip848.testing.dagrun import run_dag, run_state
+        from kip848_harness.dagrun import run_dag, run_state
 
         t0 = time.time()
         run, answers, report = run_dag(module, conf, dags_folder=REPO / "dags", decide=lambda d: "Approve",

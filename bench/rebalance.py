@@ -46,8 +46,8 @@ from collections import Counter
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import create_topics
+from kip848_harness.clients import create_topics
+from kip848_harness.kafka_cluster import LocalKafka
 
 TOPIC = "rebalance-900"
 VARIANTS = {

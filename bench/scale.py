@@ -44,8 +44,8 @@ from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import OffsetSnapshot
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import create_topics
+from kip848_harness.clients import create_topics
+from kip848_harness.kafka_cluster import LocalKafka
 
 GROUPS_TOPIC = "scale-groups"
 SNAP_GROUP = "scale-snapshot-group"

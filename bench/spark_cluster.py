@@ -53,10 +53,10 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.spark import wave
 from airflow_provider_kip848.spark.standalone import PythonSubmission, RestSubmissionClient, StandaloneMaster
 from airflow_provider_kip848.spark.submit import connector_conf, runner_jar, stage_wave
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import create_topics
-from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.clients import create_topics
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.spark_cluster import LocalSparkCluster
+from kip848_harness.waiting import wait_until
 
 PARTITIONS = 2
 

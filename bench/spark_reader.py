@@ -19,8 +19,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import create_topics, produce
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 
 
 def plain_consumer(bootstrap: str, ranges) -> int:

@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC  # noqa: E402
-from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC  # noqa: E402
+from kip848_harness.kafka_cluster import LocalKafka  # noqa: E402
 
 TARGET = REPO / "airflow_provider_kip848" / "kafka" / "cli" / "resources" / "kafka-classes.txt"
 

@@ -2,7 +2,7 @@
 # Debian packages the test suite runs: the deploy tier's (tests/deploy) PostgreSQL server, Redis and Chromium
 # (Playwright drives Debian's chromium: its own browser download is not reachable from every machine), and
 # OpenSSH's server, which the integration tests start as their own sshd on a free port of 127.0.0.1
-# (airflow_provider_kip848/testing/sshd.py). Its package must not start the system's ssh service: the install
+# (harness/kip848_harness/sshd.py). Its package must not start the system's ssh service: the install
 # runs with a policy-rc.d that forbids starting services, so nothing listens on port 22 afterwards.
 # Installs only what is missing; as root directly, otherwise through passwordless sudo.
 set -euo pipefail

@@ -72,14 +72,14 @@ os.environ["AIRFLOW__KIP848__CONTROLLERS"] = str(_AIRFLOW_HOME / "controllers.js
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")
 
 from airflow_provider_kip848.kafka.errors import Kip848Error  # noqa: E402
-from airflow_provider_kip848.testing import schema_checks  # noqa: E402
+from kip848_harness import schema_checks  # noqa: E402
 
 # dag.test() serializes every DAG several times and each time checks every Param's schema against its meta-schema:
-# a quarter of an end-to-end worker's CPU. The test process checks each schema once (testing/schema_checks.py says
+# a quarter of an end-to-end worker's CPU. The test process checks each schema once (kip848_harness/schema_checks.py says
 # why this keeps every validation of a value).
 schema_checks.install()
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION  # noqa: E402
-from airflow_provider_kip848.testing.broker import LocalKafka  # noqa: E402
+from kip848_harness.kafka_cluster import LocalKafka  # noqa: E402
 
 #: test_spark.py and test_spark_cluster.py: one work unit (see _work_unit), marked ``spark``
 _SPARK_FILES = "tests/integration/test_spark"
@@ -369,7 +369,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     """A Spark standalone cluster (one master, two workers) from the installed pyspark, started by the first test of
     the module that needs it and stopped after its last."""
-    from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster
+    from kip848_harness.spark_cluster import LocalSparkCluster
 
     cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
     try:
@@ -399,7 +399,7 @@ def spark_session(pytestconfig):
 @pytest.fixture
 def cluster(kafka_cluster: LocalKafka) -> Iterator[LocalKafka]:
     """The 3-node cluster; after the test, every node killed, stopped or paused by it runs again."""
-    from airflow_provider_kip848.testing.faults import restore
+    from kip848_harness.faults import restore
 
     restore(kafka_cluster)
     yield kafka_cluster
@@ -450,7 +450,7 @@ def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
 def controllers():
     """The session's controller registry file (``[kip848] controllers``): ``controllers.add(name, kind, target)``
     registers an application's controller; a run then names it (``app_controller``)."""
-    from airflow_provider_kip848.testing.registry import RegistryFile
+    from kip848_harness.registry import RegistryFile
 
     return RegistryFile(os.environ["AIRFLOW__KIP848__CONTROLLERS"]).activate()
 
@@ -483,7 +483,7 @@ def cli(bootstrap, kafka_version):
 
 def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "condition", interval: float = 0.5):
     """Poll ``condition`` until it returns a truthy value; fail the test (never hang) after ``timeout``."""
-    from airflow_provider_kip848.testing.waiting import wait_until as poll
+    from kip848_harness.waiting import wait_until as poll
 
     try:
         return poll(condition, timeout=timeout, what=what, interval=interval)
@@ -562,7 +562,7 @@ def _platform_or_fail(platform, what: str, config: pytest.Config) -> None:
 def supervisor(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     """The session's real supervisord (drive it with ``.ctl``/``run_ctl``). Tests add programs under unique names
     and remove them."""
-    from airflow_provider_kip848.testing.supervisor import LocalSupervisor
+    from kip848_harness.supervisor import LocalSupervisor
 
     manager = LocalSupervisor(tmp_path_factory.mktemp("supervisor"), die_with_parent=True)
     _platform_or_fail(manager, "supervisord", pytestconfig)
@@ -574,7 +574,7 @@ def supervisor(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
 def sshd(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     """The session's real OpenSSH server on 127.0.0.1 (a free port), accepting the current user with its own
     throwaway key; ``connection_uri()`` is the Airflow SSH connection to it."""
-    from airflow_provider_kip848.testing.sshd import LocalSshd
+    from kip848_harness.sshd import LocalSshd
 
     server = LocalSshd(tmp_path_factory.mktemp("sshd"), die_with_parent=True)
     _platform_or_fail(server, "sshd", pytestconfig)
@@ -590,7 +590,7 @@ class _OnDemandKube:
         self.plane = None
 
     def get(self, tmp_path_factory: pytest.TempPathFactory, config: pytest.Config):
-        from airflow_provider_kip848.testing.kube_control_plane import KubeControlPlane
+        from kip848_harness.kube_control_plane import KubeControlPlane
 
         if self.plane is None:
             plane = KubeControlPlane(tmp_path_factory.mktemp("kube"))
@@ -616,7 +616,7 @@ _KUBE = _OnDemandKube()
 @pytest.fixture
 def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig):
     """The Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager built from their Go modules,
-    cached outside the checkout) and one node whose pods run as local processes (testing.kube_node)."""
+    cached outside the checkout) and one node whose pods run as local processes (kip848_harness.kube_node)."""
     return _KUBE.get(tmp_path_factory, pytestconfig)
 
 
@@ -625,7 +625,7 @@ def kube_namespace(kube, request: pytest.FixtureRequest):
     """A fresh namespace of the session's control plane for this test (deleted afterwards: its pods stop)."""
     import hashlib
 
-    from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
+    from kip848_harness.kube_control_plane import KubeNamespace
 
     digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:10]
     namespace = KubeNamespace(kube, f"t{digest}-{RUN_TOKEN}")

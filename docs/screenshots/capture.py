@@ -46,7 +46,7 @@ def screenshot(url: str, target: Path) -> None:
 
 
 def main() -> int:
-    from airflow_provider_kip848.testing.broker import LocalKafka
+    from kip848_harness.kafka_cluster import LocalKafka
 
     work = Path(tempfile.mkdtemp(prefix="kip848-screens-"))
     kafka = LocalKafka(work / "kafka", die_with_parent=True)
@@ -59,7 +59,7 @@ def main() -> int:
     os.environ.update(env)
     # the deployment's controller registry ([kip848] controllers), imported only now: it imports Airflow, whose
     # configuration must see the scratch AIRFLOW_HOME; prepare() registers the applications it starts there
-    from airflow_provider_kip848.testing.registry import REGISTRY_ENV, RegistryFile
+    from kip848_harness.registry import REGISTRY_ENV, RegistryFile
 
     registry = RegistryFile(work / "controllers.json").activate()
     env[REGISTRY_ENV] = str(registry.path)
@@ -94,10 +94,10 @@ def main() -> int:
 def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
     from airflow_provider_kip848.kafka.native import KafkaAdmin
     from airflow_provider_kip848.kafka.settings import ClientSettings
-    from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
-    from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-    from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
-    from airflow_provider_kip848.testing.windows import open_window
+    from kip848_harness.appcontrol import LocalWordCountController
+    from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+    from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+    from kip848_harness.windows import open_window
 
     bs = kafka.bootstrap_servers
     with KafkaAdmin(ClientSettings(bs)) as admin:
@@ -135,9 +135,9 @@ def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
 
 
 def capture(module: str, conf: dict, target: Path, env: dict) -> None:
-    from airflow_provider_kip848.testing.hitl import HitlClient, prepare_in_main_thread
+    from kip848_harness.hitl import HitlClient, prepare_in_main_thread
 
-    code = ("import sys, json; from airflow_provider_kip848.testing.dagrun import run_dag; "
+    code = ("import sys, json; from kip848_harness.dagrun import run_dag; "
             f"run_dag({module!r}, json.loads(sys.argv[1]), dags_folder={str(REPO / 'dags')!r})")
     child = subprocess.Popen([sys.executable, "-c", code, json.dumps(conf)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

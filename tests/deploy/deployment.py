@@ -37,7 +37,7 @@ from typing import Any
 import requests
 from uv import find_uv_bin
 
-from airflow_provider_kip848.testing.processes import die_with_parent
+from kip848_harness.processes import die_with_parent
 
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "constraints" / "python3.11.txt"

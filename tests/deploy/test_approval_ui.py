@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 from tests.deploy.browser import shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 

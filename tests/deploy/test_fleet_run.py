@@ -27,9 +27,9 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.supervised import SupervisedConsumerApp
+from kip848_harness.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 from tests.deploy.reports import check_report_in_ui

@@ -16,7 +16,7 @@ import re
 import requests
 from playwright.sync_api import expect
 
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment
 

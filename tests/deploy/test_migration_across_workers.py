@@ -14,7 +14,7 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
 from tests.deploy.browser import shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 from tests.e2e.helpers import Feeder

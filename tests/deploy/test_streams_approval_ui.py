@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.windows import open_window
 from tests.deploy.browser import UI_TIMEOUT_MS, shot, signed_in
 from tests.deploy.deployment import Deployment, wait_for
 from tests.e2e.test_streams_offline_migration import classic_wordcount

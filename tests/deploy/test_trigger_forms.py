@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 from tests.deploy.browser import fill_param, open_trigger_form, shot, signed_in, submit_trigger_form
 from tests.deploy.deployment import STREAMS_SCHEDULE, Deployment, wait_for
 

@@ -1,4 +1,4 @@
-"""Running the example DAGs end to end (see airflow_provider_kip848.testing.dagrun)."""
+"""Running the example DAGs end to end (see kip848_harness.dagrun)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 from confluent_kafka import Producer
 
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
-from airflow_provider_kip848.testing import dagrun
-from airflow_provider_kip848.testing.clients import Record, read_topic
+from kip848_harness import dagrun
+from kip848_harness.clients import Record, read_topic
 from tests.conftest import REPO
 
 

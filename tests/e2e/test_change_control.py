@@ -29,7 +29,7 @@ PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
 @pytest.fixture
 def users(monkeypatch, tmp_path) -> dict[str, str]:
     """Three SimpleAuthManager users with passwords; all-admins mode off for this test. Returns tokens."""
-    from airflow_provider_kip848.testing.hitl import HitlClient
+    from kip848_harness.hitl import HitlClient
 
     passwords = tmp_path / "passwords.json"
     passwords.write_text(json.dumps(PASSWORDS))
@@ -52,7 +52,7 @@ class ScriptedApprovers(threading.Thread):
         self.stop_flag = threading.Event()
 
     def run(self) -> None:
-        from airflow_provider_kip848.testing.hitl import PARKED, HitlClient
+        from kip848_harness.hitl import PARKED, HitlClient
 
         try:
             clients = {u: HitlClient(t) for u, t in self.tokens.items()}

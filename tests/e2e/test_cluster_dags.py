@@ -12,8 +12,8 @@ import time
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from kip848_harness.clients import produce
+from kip848_harness.faults import coordinator_node, kill_coordinator
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import (
     Feeder,

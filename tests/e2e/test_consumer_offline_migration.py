@@ -17,10 +17,10 @@ from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.appcontrol import LocalConsumerAppController
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.supervised import SupervisedConsumerApp
+from kip848_harness.windows import open_window
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import (
     Feeder,

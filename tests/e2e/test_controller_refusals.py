@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException, ParamValidationError
 
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.operators.application import KafkaApplicationControllerOperator
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 from tests.e2e.test_consumer_offline_migration import DAG, conf

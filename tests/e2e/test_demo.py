@@ -35,7 +35,7 @@ def test_demo_runs_the_headline_migration_and_cleans_up(tmp_path, kafka_version)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env["KIP848_CACHE_DIR"] = str(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow_provider_kip848.testing.demo", "--dags-folder", str(REPO / "dags")],
+        [sys.executable, "-m", "kip848_harness.demo", "--dags-folder", str(REPO / "dags")],
         capture_output=True, text=True, env=env, timeout=900, cwd=tmp_path,
     )
     out = proc.stdout
@@ -52,5 +52,5 @@ def test_demo_runs_the_headline_migration_and_cleans_up(tmp_path, kafka_version)
     assert _processes_mentioning(f"-Dkip848.app={tmp_path}") == []
     # this demo's consumer apps (named by its broker's address: other runs on the machine have their own)
     bootstrap = re.search(r"ready at (\S+) in", out).group(1)
-    assert [p for p in _processes_mentioning("airflow_provider_kip848.testing.consumer_app")
+    assert [p for p in _processes_mentioning("kip848_harness.consumer_app")
             if p in _processes_mentioning(f"--bootstrap-servers\0{bootstrap}\0")] == []

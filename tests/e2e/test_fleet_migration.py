@@ -23,10 +23,10 @@ from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.appcontrol import LocalConsumerFleetAppController
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.supervised import SupervisedConsumerApp
+from kip848_harness.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 

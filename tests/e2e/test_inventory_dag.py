@@ -6,8 +6,8 @@ import json
 import re
 import sys
 
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import consume, create_topics, produce
 from tests.conftest import REPO
 
 

@@ -31,22 +31,22 @@ from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.apps import (
+from kip848_harness.apps import (
     WORDCOUNT_INPUT_TOPIC,
     WORDCOUNT_MAIN_CLASS,
     WORDCOUNT_OUTPUT_TOPIC,
     wordcount_properties,
 )
-from airflow_provider_kip848.testing.clients import create_topics, decode_long, latest_by_key, produce, read_topic
-from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
-from airflow_provider_kip848.testing.kube_workloads import (
+from kip848_harness.clients import create_topics, decode_long, latest_by_key, produce, read_topic
+from kip848_harness.kube_control_plane import KubeNamespace
+from kip848_harness.kube_workloads import (
     PROTOCOL_ENV,
     consumer_app,
     controller_target,
     on_consumer_protocol,
     wordcount_app,
 )
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 from tests.e2e.test_consumer_offline_migration import conf

@@ -19,8 +19,8 @@ from airflow_provider_kip848.kafka.lock import ChangeLock, LockHolder
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.fleet_tasks import MIGRATION
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.clients import consume, create_topics, produce
+from kip848_harness.windows import open_window
 from tests.e2e.helpers import load_dag, run_dag, state
 
 #: dag -> (the resource its lock task locks, given the group; what its form needs beyond the group and defaults)

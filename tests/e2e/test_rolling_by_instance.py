@@ -11,8 +11,8 @@ import signal
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.supervised import SupervisedConsumerApp
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import approve, run_dag, state
 

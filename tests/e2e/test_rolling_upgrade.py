@@ -8,8 +8,8 @@ import time
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.appcontrol import LocalConsumerAppController
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import wait_until
 from tests.e2e.helpers import (
     Feeder,

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
 from tests.conftest import REPO, wait_until
 
 

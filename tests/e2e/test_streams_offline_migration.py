@@ -10,9 +10,9 @@ from airflow_provider_kip848.changecontrol.audit import read_audit
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import (
+from kip848_harness.appcontrol import LocalWordCountController
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import (
     create_topics,
     decode_long,
     latest_by_key,
@@ -20,8 +20,8 @@ from airflow_provider_kip848.testing.clients import (
     read_topic,
     set_topic_configs,
 )
-from airflow_provider_kip848.testing.supervised import SupervisedWordCount
-from airflow_provider_kip848.testing.windows import closed_window, open_window
+from kip848_harness.supervised import SupervisedWordCount
+from kip848_harness.windows import closed_window, open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import (
     Feeder,

@@ -7,11 +7,11 @@ import time
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.supervised import SupervisedWordCount
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.appcontrol import LocalWordCountController
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.supervised import SupervisedWordCount
+from kip848_harness.windows import open_window
 from tests.conftest import wait_until
 from tests.e2e.helpers import approve, run_dag, state
 from tests.e2e.test_streams_offline_migration import count_of

@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.errors import KafkaConnectionError
 from airflow_provider_kip848.kafka.model import GroupType
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
 TOPIC = "gen-topic"

@@ -37,8 +37,8 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupStateSensor,
     KafkaGroupTypeSensor,
 )
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
 TOPIC, OTHER_TOPIC = "bad-op-topic", "bad-op-other-topic"

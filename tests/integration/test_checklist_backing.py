@@ -25,10 +25,10 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.testing import dagrun
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness import dagrun
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.windows import open_window
 from tests.conftest import REPO, set_kafka_connection, wait_until
 
 #: settings a librdkafka client refuses with group.protocol=consumer (the lint's errors), as an application has them

@@ -34,8 +34,8 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator, SnapshotGroupOffsetsOperator
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import Feeder
 
@@ -432,7 +432,7 @@ def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn,
 def test_a_streams_group_is_never_sent_leavegroup(cluster, conn, unique, tmp_path, context):
     """remove_members_after on a streams group: no LeaveGroup (the broker rejects it), the wait says it waits for
     streams.session.timeout.ms and ends Empty when the killed instance's member expires."""
-    from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+    from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 
     app_id = unique("wc")
     create_topics(cluster.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})

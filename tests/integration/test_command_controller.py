@@ -2,7 +2,7 @@
 ``supervisorctl`` on the worker and over SSH (Airflow's SSHHook to the session's OpenSSH server), with their
 group on the session's broker.
 
-* The operator's recipe (``testing.supervised``): a start writes the protocol file and starts the program
+* The operator's recipe (``kip848_harness.supervised``): a start writes the protocol file and starts the program
   group, the status is supervisorctl's own, the config is the files the application reads, a stop stops the
   group and is confirmed by the status, a roll restarts one process at a time. What the broker shows (the
   members, their protocol) and what supervisord did (its log, the pids) is checked, not only what the
@@ -32,12 +32,12 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model.groups import ConsumerGroupDescription, GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics
-from airflow_provider_kip848.testing.processes import find_processes, send_signal
-from airflow_provider_kip848.testing.registry import RegistryFile
-from airflow_provider_kip848.testing.sshd import LocalSshd, descendants, free_port
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
-from airflow_provider_kip848.testing.supervisor import LocalSupervisor
+from kip848_harness.clients import create_topics
+from kip848_harness.processes import find_processes, send_signal
+from kip848_harness.registry import RegistryFile
+from kip848_harness.sshd import LocalSshd, descendants, free_port
+from kip848_harness.supervised import SupervisedConsumerApp
+from kip848_harness.supervisor import LocalSupervisor
 from tests.conftest import wait_until
 
 INSTANCES = 2

@@ -18,9 +18,9 @@ from airflow_provider_kip848.kafka.model import GroupType, coordinator_partition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
-from airflow_provider_kip848.testing.faults import FAST_CLEANER, compact_group_partition
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import consume, create_topics, produce
+from kip848_harness.faults import FAST_CLEANER, compact_group_partition
 from tests.conftest import set_kafka_connection, wait_until
 
 

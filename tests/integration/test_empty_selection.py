@@ -27,7 +27,7 @@ from airflow_provider_kip848.kafka.lock import lock_topic
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.operators import fleet_tasks
 from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import REPO, RecordingTI, wait_until
 
 

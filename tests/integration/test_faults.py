@@ -43,8 +43,8 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupStateSensor
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import REPO, RecordingTI, set_kafka_connection, start_or_fail, wait_until
 
 CONN = "kafka_restartable"

@@ -21,10 +21,10 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.fleet import RESULT_KEY, KafkaApplicationMigrationOperator
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerFleetAppController
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from kip848_harness.appcontrol import LocalConsumerFleetAppController
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.faults import coordinator_node, kill_coordinator
+from kip848_harness.supervised import SupervisedConsumerApp
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 from tests.e2e.helpers import Feeder
 from tests.integration.test_cluster_faults import _first_event, _rebuilt

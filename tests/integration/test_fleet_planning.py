@@ -13,7 +13,7 @@ import json
 from airflow_provider_kip848.fleet import ErrorBudget, OwnershipMap, plan_waves, remaining, select
 from airflow_provider_kip848.kafka.inventory import Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import wait_until
 
 

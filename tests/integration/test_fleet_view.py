@@ -28,7 +28,7 @@ from airflow_provider_kip848.fleet.results import ApplicationResult, GroupOutcom
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
 from airflow_provider_kip848.plugins.fleet_runs import FLEET_DAG_ID
 from airflow_provider_kip848.plugins.fleet_view import URL_PREFIX, FleetViewPlugin, group_links
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import set_kafka_connection, wait_until
 
 

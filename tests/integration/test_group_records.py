@@ -14,7 +14,7 @@ from airflow_provider_kip848.kafka.group_records import RecordType, commit_stall
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.model.groups import coordinator_partition
 from airflow_provider_kip848.kafka.native.group_log import group_records, record_time
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import wait_until
 
 

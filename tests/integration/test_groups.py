@@ -6,8 +6,8 @@ import pytest
 
 from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound, WrongGroupType
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol, StreamsTask
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import wait_until
 
 

@@ -23,9 +23,9 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
-from airflow_provider_kip848.testing.supervised import SupervisedConsumerApp
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.faults import coordinator_node, kill_coordinator
+from kip848_harness.supervised import SupervisedConsumerApp
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 
 CONN = "kafka_cluster_roll"

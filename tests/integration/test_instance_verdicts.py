@@ -26,9 +26,9 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.application import KafkaApplicationStartOperator
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
-from airflow_provider_kip848.testing.appcontrol import LocalConsumerAppController
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator
+from kip848_harness.appcontrol import LocalConsumerAppController
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.faults import coordinator_node, kill_coordinator
 from tests.conftest import set_kafka_connection, wait_until
 
 #: a slow consumer's client settings: the classic protocol's shortest session on the test broker, and a poll

@@ -20,9 +20,9 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.native.admin import _committed
 from airflow_provider_kip848.kafka.native.batch import BatchReader
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
-from airflow_provider_kip848.testing.faults import coordinator_node
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.faults import coordinator_node
 from tests.conftest import wait_until
 
 

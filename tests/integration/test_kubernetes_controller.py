@@ -37,16 +37,16 @@ from airflow_provider_kip848.controllers.registry import resolve_controller
 from airflow_provider_kip848.kafka.model.groups import ConsumerGroupDescription, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.clients import create_topics
-from airflow_provider_kip848.testing.kube_control_plane import KubeNamespace
-from airflow_provider_kip848.testing.kube_workloads import (
+from kip848_harness.clients import create_topics
+from kip848_harness.kube_control_plane import KubeNamespace
+from kip848_harness.kube_workloads import (
     PROTOCOL_ENV,
     consumer_app,
     consumer_app_config_map,
     controller_target,
     on_consumer_protocol,
 )
-from airflow_provider_kip848.testing.registry import RegistryFile
+from kip848_harness.registry import RegistryFile
 from tests.conftest import wait_until
 from tests.integration.test_command_controller import group_of
 

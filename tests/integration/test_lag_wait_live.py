@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
 
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.sensors.group import KafkaGroupLagSensor
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics
+from kip848_harness.clients import ConsumerProcess, create_topics
 from tests.conftest import wait_until
 from tests.e2e.helpers import Feeder
 

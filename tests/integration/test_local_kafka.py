@@ -13,9 +13,9 @@ import pytest
 from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
-from airflow_provider_kip848.testing.errors import PortInUseError
+from kip848_harness.clients import consume, create_topics, produce
+from kip848_harness.errors import PortInUseError
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import wait_until
 
 
@@ -72,7 +72,7 @@ def test_cli_port_in_use_prints_one_clear_line(tmp_path):
         port = busy.getsockname()[1]
         env = dict(os.environ)
         proc = subprocess.run(
-            [sys.executable, "-m", "airflow_provider_kip848.testing", "kafka", "start",
+            [sys.executable, "-m", "kip848_harness", "kafka", "start",
              "--workdir", str(tmp_path / "k"), "--port", str(port)],
             capture_output=True, text=True, env=env, timeout=120,
         )
@@ -135,7 +135,7 @@ def test_fast_tuning_reached_the_broker(kafka):
 
 
 def test_failing_tool_raises_with_the_tools_message(kafka):
-    from airflow_provider_kip848.testing.errors import ToolError
+    from kip848_harness.errors import ToolError
 
     with pytest.raises(ToolError) as err:
         kafka.run_tool("kafka-features", ["upgrade", "--feature", "no.such.feature=1"])

@@ -22,7 +22,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupLagSensor
-from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
+from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 
 TOPIC = "lookalike-topic"

@@ -23,9 +23,9 @@ from airflow_provider_kip848.kafka.errors import InvalidClientSettings, MetricsU
 from airflow_provider_kip848.kafka.metrics import GroupMetricsSample, parse_prometheus_text, read_group_metrics
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import ConsumerProcess, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import set_kafka_connection, start_or_fail, wait_until
 
 PROTOCOLS = ("classic", "consumer", "streams")
@@ -226,7 +226,7 @@ def test_each_node_of_a_cluster_has_its_own_exporter(fresh_kafka):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airflow_provider_kip848.testing", "kafka", *args],
+    return subprocess.run([sys.executable, "-m", "kip848_harness", "kafka", *args],
                           capture_output=True, text=True, timeout=180, env=dict(os.environ))
 
 

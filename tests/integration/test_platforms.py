@@ -20,8 +20,8 @@ import paramiko
 import pytest
 from airflow.providers.ssh.hooks.ssh import SSHHook
 
-from airflow_provider_kip848.testing.sshd import LocalSshd
-from airflow_provider_kip848.testing.supervisor import LocalSupervisor
+from kip848_harness.sshd import LocalSshd
+from kip848_harness.supervisor import LocalSupervisor
 from tests.conftest import wait_until
 
 

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.errors import MemberNotReconciled
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState, follow
-from airflow_provider_kip848.testing.clients import create_topics
+from kip848_harness.clients import create_topics
 from tests.conftest import wait_until
 
 

@@ -17,7 +17,7 @@ from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.errors import AuthenticationFailed, AuthorizationFailed
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import is_child_of, process_cmdlines, start_or_fail
 
 PASSWORD = 'kip848-S3cr3t"pw\\with=special #chars'

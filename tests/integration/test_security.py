@@ -45,8 +45,8 @@ from airflow_provider_kip848.operators.offsets import (
     SnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import RecordingTI, is_child_of, process_cmdlines, start_or_fail, wait_until
 
 #: quotes, backslash, '=', ':', '#', a space and non-ASCII: everything a JAAS string or a properties file can trip on

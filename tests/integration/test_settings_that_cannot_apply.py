@@ -18,7 +18,7 @@ from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator
-from airflow_provider_kip848.testing.clients import create_topics, produce
+from kip848_harness.clients import create_topics, produce
 
 
 @pytest.mark.parametrize("backend", ["native", "cli"])

@@ -22,7 +22,7 @@ from airflow_provider_kip848.operators.validation import (
 )
 from airflow_provider_kip848.spark.job import run_spec
 from airflow_provider_kip848.spark.reader import read_kafka
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,8 @@ from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.spark import wave
 from airflow_provider_kip848.spark.job import run_spec
-from airflow_provider_kip848.testing.clients import consume, create_topics, read_topic
-from airflow_provider_kip848.testing.spark_cluster import _get_json
+from kip848_harness.clients import consume, create_topics, read_topic
+from kip848_harness.spark_cluster import _get_json
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.slow

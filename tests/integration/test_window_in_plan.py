@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 from airflow_provider_kip848.changecontrol.window import window_note
-from airflow_provider_kip848.testing.clients import consume, create_topics, produce
+from kip848_harness.clients import consume, create_topics, produce
 from tests.e2e.helpers import load_dag
 
 

@@ -10,9 +10,9 @@ Layers, lowest first (docs/index.md draws them):
 4. ``operators/`` and ``sensors/`` (not each other)
 5. ``get_provider_info.py`` and ``plugins/`` (the UI's fleet view; not each other).
 
-``testing/`` (the embedded broker, demo apps, DAG-run helpers) may import anything; nothing in the
-package imports it, under its name in the package or as its own package (``kip848_harness``,
-``kip848_testing``). An import inside a function of the package needs a comment naming the real
+The test harness (``harness/kip848_harness``: the embedded broker, demo apps, DAG-run helpers; a distribution
+of its own, not in the provider's wheel) may import anything; nothing in the package imports it, under that name
+or the names it had (``airflow_provider_kip848.testing``) or could have (``kip848_testing``). An import inside a function of the package needs a comment naming the real
 cycle or the optional dependency it avoids.
 
 Each check names the decision record (docs/adr/) that a failure breaks: read it before changing
@@ -208,9 +208,8 @@ def test_the_package_keeps_its_layout_rules():
 def test_every_part_of_the_package_has_a_layer():
     parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
              if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
-    # the harness has no layer: inside the package today, a package of its own after issue 33
-    assert parts - set(LAYERS) <= {"testing"}, breaks(
-        ADR_LAYERS, f"{sorted(parts - set(LAYERS) - {'testing'})} have no layer (add them to LAYERS and docs/index.md)")
+    assert parts - set(LAYERS) == set(), breaks(
+        ADR_LAYERS, f"{sorted(parts - set(LAYERS))} have no layer (add them to LAYERS and docs/index.md)")
     kafka_parts = {p.stem if p.is_file() else p.name for p in (ROOT / "kafka").iterdir()
                    if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())}
     assert kafka_parts == set(KAFKA_LAYERS), breaks(
@@ -228,7 +227,7 @@ PLANTED = {
         "kafka/api.py", "from airflow_provider_kip848.changecontrol import plan\n",
         "the core imports something outside kafka/"),
     "the product importing the test harness": (
-        "operators/lock.py", "from airflow_provider_kip848.testing.broker import LocalKafka\n",
+        "operators/lock.py", "from kip848_harness.kafka_cluster import LocalKafka\n",
         "the product imports the test harness"),
     "a sideways import between sensors and operators": (
         "sensors/group.py", "from airflow_provider_kip848.operators import base\n", "side by side"),

@@ -186,7 +186,7 @@ def test_the_window_guard_operator_fails_outside_its_window_and_on_a_window_it_c
     from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
-    from airflow_provider_kip848.testing.windows import closed_window, open_window
+    from kip848_harness.windows import closed_window, open_window
 
     def guard(window: dict[str, str], **change: str) -> dict:
         params = {**window, **change}

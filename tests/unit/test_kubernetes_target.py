@@ -9,7 +9,7 @@ import pytest
 from airflow_provider_kip848.controllers import ControllerRegistryInvalid, PlatformError
 from airflow_provider_kip848.controllers.kubernetes import KubernetesController, label_selector
 from airflow_provider_kip848.controllers.registry import ControllerRegistry, dumps
-from airflow_provider_kip848.testing.kube_node import expand
+from kip848_harness.kube_node import expand
 
 BASE = {"workload": "deployment/orders", "namespace": "orders", "protocol_env": "KAFKA_GROUP_PROTOCOL"}
 

@@ -18,8 +18,10 @@ from airflow_provider_kip848.kafka.errors import (
     ToolchainError,
     UnsupportedKafkaVersion,
 )
-from airflow_provider_kip848.testing.broker import FAST_TUNING, LocalKafka, _Node, _random_cluster_id, _State
-from airflow_provider_kip848.testing.errors import LocalKafkaError
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.kafka_state import ClusterState, NodeState, random_cluster_id
+from kip848_harness.kafka_tuning import FAST_TUNING
 
 
 @pytest.mark.parametrize("version, major", [("1.8.0_392", 8), ("11.0.2", 11), ("17.0.15", 17), ("21", 21),
@@ -84,9 +86,9 @@ def test_pom_for_4_2_1_uses_published_examples_but_4_2_1_streams():
 
 def _props(kafka: LocalKafka, *ports: tuple[int, int, int | None]) -> dict[str, str]:
     """The server.properties the launcher writes for the first node of a cluster on ``ports``."""
-    nodes = [_Node(i + 1, port, cport, sasl) for i, (port, cport, sasl) in enumerate(ports)]
-    state = _State(version=kafka.version, host="127.0.0.1", cluster_id="c", tuning=kafka.tuning, nodes=nodes)
-    return _load_properties(kafka._server_properties(state, nodes[0]))
+    nodes = [NodeState(i + 1, port, cport, sasl) for i, (port, cport, sasl) in enumerate(ports)]
+    state = ClusterState(version=kafka.version, host="127.0.0.1", cluster_id="c", tuning=kafka.tuning, nodes=nodes)
+    return _load_properties(kafka.server_properties(state, nodes[0]))
 
 
 def test_server_properties_single_node_kraft_and_fast_tuning(tmp_path):
@@ -155,7 +157,7 @@ def test_unknown_tuning_is_refused(tmp_path):
 
 
 def test_cluster_ids_look_like_kafka_uuids():
-    ids = {_random_cluster_id() for _ in range(200)}
+    ids = {random_cluster_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", i) for i in ids)
 
@@ -172,7 +174,7 @@ def test_unknown_tool_lists_the_known_ones(tmp_path):
 
 
 def _run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "airflow_provider_kip848.testing", *args],
+    return subprocess.run([sys.executable, "-m", "kip848_harness", *args],
                           capture_output=True, text=True, env=env, timeout=120)
 
 

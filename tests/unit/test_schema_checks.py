@@ -1,4 +1,4 @@
-"""The test processes' remembered meta-schema check keeps every validation of a value (testing/schema_checks.py)."""
+"""The test processes' remembered meta-schema check keeps every validation of a value (kip848_harness/schema_checks.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from airflow_provider_kip848.testing import schema_checks
+from kip848_harness import schema_checks
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from airflow_provider_kip848.testing.spark_cluster import LocalSparkCluster, SparkClusterError, _free_ports, spark_home
+from kip848_harness.spark_cluster import LocalSparkCluster, SparkClusterError, _free_ports, spark_home
 
 STATE = {"host": "127.0.0.1", "master_port": 17077, "ui_port": 18080, "rest_port": 16066,
          "worker_ui_ports": [18081, 18082], "master_pid": None, "worker_pids": [None, None]}

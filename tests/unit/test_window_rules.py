@@ -27,7 +27,7 @@ from airflow_provider_kip848.changecontrol.window import (
 )
 from airflow_provider_kip848.kafka.errors import InvalidMaintenanceWindow
 from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.windows import open_window
 
 
 def window(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, str]:

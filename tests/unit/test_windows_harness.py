@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from airflow_provider_kip848.changecontrol.window import MaintenanceWindow
-from airflow_provider_kip848.testing.windows import closed_window, open_window
+from kip848_harness.windows import closed_window, open_window
 
 
 def _window(params: dict[str, str]) -> MaintenanceWindow:

@@ -274,8 +274,8 @@ class KafkaDistribution:
         if not self.is_resolved():
             raise ToolchainError(
                 f"Kafka {self.version} is not in the cache ({self.home}).",
-                remedy="Fetch it first: python -m airflow_provider_kip848.testing kafka fetch "
-                       "(or call KafkaDistribution.ensure())",
+                remedy="Fetch it first: call KafkaDistribution.ensure() (in the project's checkout, where the "
+                       "test harness is installed: python -m kip848_harness kafka fetch)",
             )
         java = find_java()
         return [

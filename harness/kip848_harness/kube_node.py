@@ -9,7 +9,7 @@ when it exits, ``CrashLoopBackOff`` between restarts, stopped with SIGTERM and
 the pod's grace period when deleted. This agent gives exactly that lifecycle to
 real processes, so real consumers join real Kafka groups as pods come and go::
 
-    python -m airflow_provider_kip848.testing.kube_node --kubeconfig admin.kubeconfig --node kip848-node-0 \\
+    python -m kip848_harness.kube_node --kubeconfig admin.kubeconfig --node kip848-node-0 \\
         --workdir /tmp/node
 
 What it does, like a kubelet:
@@ -39,7 +39,14 @@ limits, networking (every pod's IP is 127.0.0.1), live updates of mounted
 ConfigMaps (the Kubernetes controller rolls pods with a hash annotation
 instead, as production deployments do). docs/controllers.md says so.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Why over 500 lines: it is one state machine, a pod's lifecycle as a kubelet reports it (bind, start, Ready,
+exit, CrashLoopBackOff, restart, SIGTERM and the grace period, removal), run by one class whose methods share
+one lock over the pods' runtimes and are called from the watch thread and the tending loop alike; the parts that
+could stand alone (the environment and volumes of a container, about 100 lines) read the API through the same
+client and are used by one method, ``_start``. Split, a reader would follow one pod's life across files; the
+launcher of the agent's process (``KubeNode``, 40 lines) stays beside the ``main`` it runs.
+
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ from typing import IO, Any
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
+from kip848_harness.processes import die_with_parent, send_signal
 
 log = logging.getLogger("kip848.kube_node")
 HOST_IP = "127.0.0.1"
@@ -600,7 +607,7 @@ class KubeNode:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "airflow_provider_kip848.testing.kube_node", "--kubeconfig", str(self.kubeconfig),
+            [sys.executable, "-m", "kip848_harness.kube_node", "--kubeconfig", str(self.kubeconfig),
              "--node", self.name, "--workdir", str(self.workdir)],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
             start_new_session=True)

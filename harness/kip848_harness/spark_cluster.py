@@ -20,7 +20,7 @@ terminates workers (which stop their executors and drivers) before the master.
 The pids are kept in ``state.json`` so another process (the demo's command
 line) can stop a cluster it did not start.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
 from airflow_provider_kip848.kafka.cli.java import find_java
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.processes import die_with_parent, send_signal
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, given, run_location
-from airflow_provider_kip848.testing.hitl import AutoResponder, prepare_in_main_thread  # noqa: PLC0415 - Airflow reads its config at first import
+from kip848_harness.hitl import AutoResponder, prepare_in_main_thread  # noqa: PLC0415 - Airflow reads its config at first import
 
 
 def load_dag(module: str, dags_folder: str | Path):

@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 from confluent_kafka import libversion
 
 from airflow_provider_kip848.controllers import ApplicationController, ApplicationStatus, Arg, ClientConfig, Instance
-from airflow_provider_kip848.testing.apps import StreamsApp, describe_topology, wordcount_properties
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import ConsumerProcess
-from airflow_provider_kip848.testing.processes import find_processes, wait_visible
+from kip848_harness.apps import StreamsApp, describe_topology, wordcount_properties
+from kip848_harness.clients import ConsumerProcess
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.processes import find_processes, wait_visible
 
 _STOP_MODE = Arg("string", run=True, enum=("graceful", "kill"),
                  description="graceful: SIGTERM (a classic Streams app keeps its members until the session times "
@@ -149,7 +149,7 @@ class LocalWordCountController(ApplicationController):
 
     def topology(self) -> str | None:
         """WordCountDemo's ``Topology#describe()``, built by this release's Kafka Streams from the demo's own
-        topology method (:func:`~airflow_provider_kip848.testing.apps.describe_topology`)."""
+        topology method (:func:`~kip848_harness.apps.describe_topology`)."""
         return describe_topology(self.kafka.distribution, self.apps_dir)
 
     def actions(self, group_protocol: str | None) -> Mapping[str, str]:
@@ -160,7 +160,7 @@ class LocalWordCountController(ApplicationController):
 
 
 class LocalConsumerAppController(ApplicationController):
-    """Stops and starts the instances of one consumer application (``testing.consumer_app``, real
+    """Stops and starts the instances of one consumer application (``kip848_harness.consumer_app``, real
     confluent-kafka consumers) on a local broker: the example offline consumer migration's demo.
 
     Instances are found by their command line (the app module and ``--group``). ``stop_mode`` ``graceful``
@@ -171,7 +171,7 @@ class LocalConsumerAppController(ApplicationController):
     a failed start and the way back); ``static`` gives each instance a ``group.instance.id``.
     """
 
-    APP = "airflow_provider_kip848.testing.consumer_app"
+    APP = "kip848_harness.consumer_app"
     schema: ClassVar[Mapping[str, Arg]] = {
         "workdir": Arg("string", required=True), "bootstrap_servers": Arg("string", required=True),
         "group_id": Arg("string", required=True), "topics": Arg("array", required=True),

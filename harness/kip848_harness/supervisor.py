@@ -21,7 +21,7 @@ control socket is a unix socket, whose path Linux limits to 107 bytes: a
 Start-up waits on a condition (``supervisorctl pid`` names our process), never
 on a fixed delay.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import IO
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.processes import die_with_parent, send_signal
+from kip848_harness.waiting import wait_until
 
 #: Linux's sun_path holds 108 bytes with the terminating NUL; stay well below it.
 MAX_SOCKET_PATH = 100
@@ -315,7 +315,7 @@ class LocalSupervisor:
         # supervisord logs a CRIT line for a control socket without credentials (the socket is 0700 anyway)
         password = secrets.token_hex(16)
         return (
-            "; written by airflow_provider_kip848.testing.supervisor: rewritten at every start\n"
+            "; written by kip848_harness.supervisor: rewritten at every start\n"
             "[unix_http_server]\n"
             f"file={socket}\n"
             "chmod=0700\n"

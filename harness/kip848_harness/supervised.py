@@ -27,7 +27,7 @@ The work directory holds:
 :class:`SupervisedWordCount` does the same for Kafka's ``WordCountDemo`` (a Kafka Streams application): one
 instance, a full properties file per protocol (``classic.properties``, ``streams.properties``).
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from airflow_provider_kip848.testing.apps import WORDCOUNT_MAIN_CLASS, wordcount_properties
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.supervisor import LocalSupervisor, SupervisorError
+from kip848_harness.apps import WORDCOUNT_MAIN_CLASS, wordcount_properties
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.supervisor import LocalSupervisor, SupervisorError
 
 #: the consumer application's module (``python -m``)
-CONSUMER_APP_MODULE = "airflow_provider_kip848.testing.consumer_app"
+CONSUMER_APP_MODULE = "kip848_harness.consumer_app"
 #: each command's timeout in the targets
 TIMEOUT_SECONDS = 60
 #: how long the roll waits for a restarted process to be RUNNING (supervisorctl restart already waits startsecs)
@@ -56,7 +56,7 @@ ROLL_RUNNING_WAIT_SECONDS = 20
 #: ("userData from a custom assignor would be lost"), so a roll to the consumer protocol would fail
 CLASSIC_DEFAULTS = {"group.protocol": "classic", "partition.assignment.strategy": "range"}
 CONSUMER_DEFAULTS = {"group.protocol": "consumer", "group.remote.assignor": "uniform"}
-_PROPERTIES_HEADER = "# written by airflow_provider_kip848.testing.supervised\n"
+_PROPERTIES_HEADER = "# written by kip848_harness.supervised\n"
 
 
 def _q(path: Path | str) -> str:
@@ -165,7 +165,7 @@ class _Supervised:
         number = "n=0" if self.instances == 1 else f'n="${{SUPERVISOR_PROCESS_NAME#{self.name}_}}"'
         _write_executable(self.launcher_path, (
             "#!/bin/sh\n"
-            f"# {self.name}: launcher run by supervisord (written by airflow_provider_kip848.testing.supervised)\n"
+            f"# {self.name}: launcher run by supervisord (written by kip848_harness.supervised)\n"
             "set -eu\n"
             f"cd {_q(self.workdir)}\n"
             f"protocol=$(cat {_q(self.protocol_path)})\n"
@@ -184,7 +184,7 @@ class _Supervised:
             "#!/bin/sh\n"
             f"# {self.name}: rolling restart with the protocol given as $1, one process at a time: each is\n"
             "# RUNNING again before the next one is restarted; the first failure ends the roll (exit 1).\n"
-            "# (written by airflow_provider_kip848.testing.supervised)\n"
+            "# (written by kip848_harness.supervised)\n"
             "set -u\n"
             'protocol="${1:-}"\n'
             'case "$protocol" in\n'
@@ -291,7 +291,7 @@ class _Supervised:
 
 
 class SupervisedConsumerApp(_Supervised):
-    """``instances`` consumer application processes (:mod:`~airflow_provider_kip848.testing.consumer_app`,
+    """``instances`` consumer application processes (:mod:`~kip848_harness.consumer_app`,
     real confluent-kafka consumers) of group ``group_id`` under supervisord, configured by files.
 
     ``classic_properties`` and ``consumer_properties`` add to (or override) the per-protocol defaults

@@ -1,6 +1,6 @@
 """Kubernetes manifests of the test applications, as a team would write them for the Kubernetes controller.
 
-A consumer application (``testing.consumer_app``: real confluent-kafka
+A consumer application (``kip848_harness.consumer_app``: real confluent-kafka
 consumers) as a Deployment or a StatefulSet, reading ``group.protocol`` where
 its team put it: an env var (``GROUP_PROTOCOL``), or a properties file in a
 ConfigMap mounted at ``/etc/app`` (``protocol_source="configmap"``). A
@@ -9,7 +9,7 @@ membership, ``KAFKA_GROUP_INSTANCE_ID`` from ``metadata.name``). Pods run on
 the test control plane's node agent (:mod:`.kube_node`), whose "image" is the
 command: this Python and the consumer module.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any
 
-CONSUMER_APP = "airflow_provider_kip848.testing.consumer_app"
+CONSUMER_APP = "kip848_harness.consumer_app"
 CONFIG_MOUNT = "/etc/app"
 #: the env var the manifests' applications read group.protocol from
 PROTOCOL_ENV = "GROUP_PROTOCOL"

@@ -207,7 +207,7 @@ def decode_long(value: bytes) -> int:
 
 
 class ConsumerProcess:
-    """A running :mod:`~airflow_provider_kip848.testing.consumer_app` process (a real group member)."""
+    """A running :mod:`~kip848_harness.consumer_app` process (a real group member)."""
 
     def __init__(self, process: subprocess.Popen, record_file: str | None, log_file: str) -> None:
         self.process = process
@@ -234,7 +234,7 @@ class ConsumerProcess:
     ) -> ConsumerProcess:
         """Start one instance; ``extra_args`` go to the app as they are (e.g. its faults: ``--poll-pause-s``,
         ``--exit-after-s``)."""
-        cmd = [sys.executable, "-m", "airflow_provider_kip848.testing.consumer_app",
+        cmd = [sys.executable, "-m", "kip848_harness.consumer_app",
                "--bootstrap-servers", bootstrap_servers, "--group", group_id, "--topics", ",".join(topics),
                "--protocol", protocol, "--client-id", client_id]
         if instance_id:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
-from airflow_provider_kip848.testing.processes import die_with_parent as _die_with_parent
+from kip848_harness.processes import die_with_parent as _die_with_parent
 
 WORDCOUNT_MAIN_CLASS = "org.apache.kafka.streams.examples.wordcount.WordCountDemo"
 

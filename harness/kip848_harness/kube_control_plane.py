@@ -19,7 +19,7 @@ this Python and die with it; their logs are in the work directory. Start-up wait
 for ``/readyz`` and for the controller manager's first ServiceAccount, never for
 a fixed delay.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.kube_node import KubeNode
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
-from airflow_provider_kip848.testing.sshd import free_port
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.kube_node import KubeNode
+from kip848_harness.processes import die_with_parent, send_signal
+from kip848_harness.sshd import free_port
+from kip848_harness.waiting import wait_until
 
 #: the Kubernetes release scripts/k8s-control-plane.sh builds (keep both in step)
 K8S_VERSION = "v1.37.2"

@@ -7,7 +7,7 @@ every record it processed to a JSON-lines file (so tests can prove continuity:
 no gap, no unexpected duplicate). SIGTERM closes it cleanly (it leaves the
 group); SIGKILL is a crash (its membership stays until the session times out).
 
-    python -m airflow_provider_kip848.testing.consumer_app --bootstrap-servers B --group G \\
+    python -m kip848_harness.consumer_app --bootstrap-servers B --group G \\
         --topics t1,t2 --protocol consumer [--client-id C] [--instance-id I] [--record-file F]
 
 It can also read its client configuration from Java properties files, as an
@@ -16,7 +16,7 @@ in order after the built-in defaults and ``--property``): then a file's
 ``group.protocol`` decides the protocol, and ``bootstrap.servers`` and
 ``group.id`` may come from a file instead of the command line::
 
-    python -m airflow_provider_kip848.testing.consumer_app --config-file app.properties \\
+    python -m kip848_harness.consumer_app --config-file app.properties \\
         --config-file consumer.properties --topics t1 --client-id app-0
 
 Two faults for tests: ``--poll-pause-s`` (a slow consumer: it sleeps after each

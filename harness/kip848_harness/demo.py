@@ -34,11 +34,10 @@ from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing import schema_checks
-from airflow_provider_kip848.testing.appcontrol import LocalWordCountController
-from airflow_provider_kip848.testing.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
-from airflow_provider_kip848.testing.broker import LocalKafka
-from airflow_provider_kip848.testing.clients import (
+from kip848_harness import schema_checks
+from kip848_harness.appcontrol import LocalWordCountController
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
+from kip848_harness.clients import (
     ConsumerProcess,
     create_topics,
     decode_long,
@@ -46,9 +45,10 @@ from airflow_provider_kip848.testing.clients import (
     produce,
     read_topic,
 )
-from airflow_provider_kip848.testing.dagrun import run_dag, run_state
-from airflow_provider_kip848.testing.registry import REGISTRY_ENV, RegistryFile
-from airflow_provider_kip848.testing.windows import open_window
+from kip848_harness.dagrun import run_dag, run_state
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.registry import REGISTRY_ENV, RegistryFile
+from kip848_harness.windows import open_window
 
 CONN_ID = "kafka_admin_default"
 
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {dags} has no example DAGs; run from the checkout or pass --dags-folder", file=sys.stderr)
         return 2
 
-    # the demo's dag.test() runs check each Param schema once, as the test processes do (testing/schema_checks.py)
+    # the demo's dag.test() runs check each Param schema once, as the test processes do (schema_checks.py)
     schema_checks.install()
     cache = default_cache_dir()
     work = cache / "demo"

@@ -20,8 +20,9 @@ from airflow_provider_kip848.kafka.model import TopicPartition, coordinator_part
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.testing.broker import LocalKafka, read_from
-from airflow_provider_kip848.testing.clients import create_topics, produce
+from kip848_harness.clients import create_topics, produce
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.kafka_process import read_from
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -25,7 +25,7 @@ class BrokerStartError(LocalKafkaError):
 
 
 class BrokerNotRunning(LocalKafkaError):
-    remedy = "Start it first: python -m airflow_provider_kip848.testing kafka start"
+    remedy = "Start it first: python -m kip848_harness kafka start"
 
 
 class ToolError(LocalKafkaError):

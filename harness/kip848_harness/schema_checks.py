@@ -9,7 +9,7 @@ value. DAG serialization resolves every Param of every task several times (``Par
 :func:`install` replaces ``jsonschema.validate`` in the test process with the same function whose meta-schema
 check is remembered per (validator class, schema content). The value is still validated on every call, with the
 same error (``best_match``) as before; a schema that fails its check raises as before and is never remembered.
-Only the harness installs it (``tests/conftest.py`` in the test processes, ``testing/demo.py`` in ``make demo``);
+Only the harness installs it (``tests/conftest.py`` in the test processes, ``kip848_harness/demo.py`` in ``make demo``);
 a deployment's Airflow runs unchanged.
 """
 

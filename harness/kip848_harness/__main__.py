@@ -1,14 +1,14 @@
-"""Command line of the embedded local Kafka.
+"""Command line of the embedded local Kafka (also the console script ``kip848-local``, the harness's).
 
-    python -m airflow_provider_kip848.testing kafka fetch   [--version V]
-    python -m airflow_provider_kip848.testing kafka start   [--nodes N] [--version V] [--port P] [--controller-port P]
-                                                          [--tuning fast|production] [--fresh] [--name N]
-                                                          [--metrics | --no-metrics]
-    python -m airflow_provider_kip848.testing kafka status  [--name N]
-    python -m airflow_provider_kip848.testing kafka stop    [--name N]
-    python -m airflow_provider_kip848.testing kafka node stop|kill|pause|resume|start|restart ID [--name N]
-    python -m airflow_provider_kip848.testing kafka cli TOOL [ARGS...]    (e.g. kafka-features describe)
-    python -m airflow_provider_kip848.testing kafka wordcount [--application-id A] [--group-protocol streams|classic]
+    python -m kip848_harness kafka fetch   [--version V]
+    python -m kip848_harness kafka start   [--nodes N] [--version V] [--port P] [--controller-port P]
+                                         [--tuning fast|production] [--fresh] [--name N]
+                                         [--metrics | --no-metrics]
+    python -m kip848_harness kafka status  [--name N]
+    python -m kip848_harness kafka stop    [--name N]
+    python -m kip848_harness kafka node stop|kill|pause|resume|start|restart ID [--name N]
+    python -m kip848_harness kafka cli TOOL [ARGS...]    (e.g. kafka-features describe)
+    python -m kip848_harness kafka wordcount [--application-id A] [--group-protocol streams|classic]
 
 Every failure prints one line ``error: <what is wrong>. <what to do>`` and exits 2.
 """
@@ -24,7 +24,8 @@ from pathlib import Path
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION, KAFKA_TOOLS, KafkaDistribution
 from airflow_provider_kip848.kafka.errors import Kip848Error
-from airflow_provider_kip848.testing.broker import BrokerStatus, LocalKafka
+from kip848_harness.kafka_cluster import LocalKafka
+from kip848_harness.kafka_state import BrokerStatus
 
 
 def instance_dir(name: str) -> Path:
@@ -32,7 +33,7 @@ def instance_dir(name: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m airflow_provider_kip848.testing",
+    parser = argparse.ArgumentParser(prog="python -m kip848_harness",
                                      description=__doc__.split("\n")[0])
     top = parser.add_subparsers(dest="component", required=True)
     kafka = top.add_parser("kafka", help="the embedded Apache Kafka broker")
@@ -175,7 +176,7 @@ def _cli(rest: list[str]) -> int:
     if len(rest) >= 2 and rest[0] == "--name":
         name, rest = rest[1], rest[2:]
     if not rest or rest[0] in ("-h", "--help"):
-        print("usage: python -m airflow_provider_kip848.testing kafka cli [--name N] TOOL [ARGS...]\n"
+        print("usage: python -m kip848_harness kafka cli [--name N] TOOL [ARGS...]\n"
               f"tools: {', '.join(sorted(KAFKA_TOOLS))}")
         return 0 if rest else 2
     tool, tool_args = rest[0], rest[1:]

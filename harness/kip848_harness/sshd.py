@@ -22,7 +22,7 @@ Run as root, sshd needs its privilege-separation directory ``/run/sshd``
 (it chroots its pre-authentication child there); it is created when missing.
 Run as a normal user it neither needs nor uses it, and can only log that user in.
 
-Nothing in the product imports this module (see ``testing/__init__``).
+Nothing in the product imports this module (see ``kip848_harness/__init__``).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from typing import IO
 import paramiko
 
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
-from airflow_provider_kip848.testing.errors import LocalKafkaError
-from airflow_provider_kip848.testing.processes import die_with_parent, send_signal
-from airflow_provider_kip848.testing.waiting import wait_until
+from kip848_harness.errors import LocalKafkaError
+from kip848_harness.processes import die_with_parent, send_signal
+from kip848_harness.waiting import wait_until
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = "ssh-keygen"
@@ -318,7 +318,7 @@ class LocalSshd:
 
     def _config(self) -> str:
         lines = [
-            "# written by airflow_provider_kip848.testing.sshd: rewritten at every start",
+            "# written by kip848_harness.sshd: rewritten at every start",
             f"ListenAddress {self.host}",
             f"Port {self.port}",
             f"HostKey {_quoted(self.host_key_path)}",
