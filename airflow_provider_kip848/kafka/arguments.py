@@ -359,7 +359,7 @@ def require_single_values(values: Iterable[object], name: str, documented: str) 
 # -- structured text (ownership maps, controller registries) -------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently)."""
 
 
@@ -375,7 +375,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
                                                     key_node.start_mark)
         seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)

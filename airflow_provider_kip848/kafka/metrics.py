@@ -357,7 +357,8 @@ def fetch_metrics_text(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> str:
         raise MetricsUnavailable(f"The metrics endpoint {url} did not answer ({why}).", urls=(url,)) from None
     if len(body) > MAX_RESPONSE_BYTES:
         raise MetricsUnreadable(f"The metrics endpoint {url} sent more than {MAX_RESPONSE_BYTES >> 20} MB.")
-    return body.decode("utf-8", errors="replace")
+    text: str = body.decode("utf-8", errors="replace")
+    return text
 
 
 def read_group_metrics(urls: str | Iterable[str], *, timeout: float = DEFAULT_TIMEOUT) -> GroupMetricsSample:

@@ -106,7 +106,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def _error_name(code: int) -> str:
-    return kerr.for_code(code).__name__
+    name: str = kerr.for_code(code).__name__
+    return name
 
 
 def _retriable(code: int) -> bool:

@@ -290,9 +290,11 @@ class Transport:
         admin = self.kafka_python
 
         async def find() -> int:
-            return await admin._find_coordinator_id(group_id)
+            node_id: int = await admin._find_coordinator_id(group_id)
+            return node_id
 
-        return self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(find)))
+        coordinator: int = self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(find)))
+        return coordinator
 
     def for_group(self, group_id: str | None, call: Callable[[], T]) -> T:
         """Run ``call``; a coordinator that stayed unavailable is reported with the group's

@@ -112,7 +112,7 @@ class NativeOffsets(NativeBase):
             self._check_partitions_exist(tps)
             timeout = self._t.timeout_s
             out: list[dict[TopicPartition, int]] = []
-            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):  # type: ignore[no-untyped-call]  # untyped
                 request = {ConfluentTopicPartition(tp.topic, tp.partition): spec for tp in tps}
 
                 # the request and its per-partition answers are retried as one: a partition whose leader
@@ -154,7 +154,7 @@ class NativeOffsets(NativeBase):
                    for tp, o in sorted(offsets.items())}
 
         def commit() -> dict[Any, Any]:
-            results = self._t.kafka_python.alter_group_offsets(group_id, commits)
+            results: dict[Any, Any] = self._t.kafka_python.alter_group_offsets(group_id, commits)
             raise_retriable((getattr(error, "errno", 0) or 0, f"OffsetCommit of {tp}") for tp, error in results.items())
             return results
 
