@@ -145,13 +145,13 @@ def with_lag_before(after: Verdict, before: Verdict) -> Verdict:
 
 def id_column(id_source: str = "key", id_type: str = "long") -> Any:
     """The id of a record (Spark's Kafka schema) from ``key``, ``value`` or ``json:<field>`` of the value."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    from pyspark.sql import functions as sql_functions  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     check_id_source(id_source)
     if id_source in ("key", "value"):
-        col = F.col(id_source).cast("string")
+        col = sql_functions.col(id_source).cast("string")
     else:
-        col = F.get_json_object(F.col("value").cast("string"), f"$.{id_source[5:]}")
+        col = sql_functions.get_json_object(sql_functions.col("value").cast("string"), f"$.{id_source[5:]}")
     return col.cast(id_type)
 
 

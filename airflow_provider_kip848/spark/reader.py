@@ -80,9 +80,9 @@ def _read_connector(spark, settings: ClientSettings, ranges: Ranges, headers: bo
     frame = reader.load()
     if headers:
         return frame.select(*columns, "headers")
-    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
+    from pyspark.sql.functions import lit  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
 
-    return frame.select(*columns, F.lit(None).cast("array<struct<key: string, value: binary>>").alias("headers"))
+    return frame.select(*columns, lit(None).cast("array<struct<key: string, value: binary>>").alias("headers"))
 
 
 def _read_python(spark, settings: ClientSettings, ranges: Ranges, headers: bool = True):

@@ -54,7 +54,7 @@ from airflow_provider_kip848.kafka.model import (
     TopicPartition,
     normalize_state,
 )
-from airflow_provider_kip848.kafka.native import converters as C
+from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
 from airflow_provider_kip848.kafka.native.transport import Transport
 from airflow_provider_kip848.kafka.translate import GROUP_ID_NOT_FOUND, translate_kafka_python
@@ -285,9 +285,9 @@ class BatchReader:
                 missing[broker] = f"node {broker} did not answer ApiVersions" + (
                     f" ({type(answer).__name__})" if isinstance(answer, Exception) else "")
                 continue
-            versions.append(C.broker_version(broker, answer))
+            versions.append(converters.broker_version(broker, answer))
             if features is None:
-                features = C.cluster_features(_feature_dict(answer))
+                features = converters.cluster_features(_feature_dict(answer))
         return versions, features, missing
 
     # -- FindCoordinator -------------------------------------------------------------------------
