@@ -70,7 +70,7 @@ class FleetHistoryInvalid(InvalidArgument):
 
 def build_fleet_report(*, plan: Mapping[str, Any] | None, waves: Sequence[WaveRecord],
                        types_before: Mapping[str, int] | None, types_after: Mapping[str, int] | None,
-                       run_id: str, dag_id: str, outcome: str,
+                       run_id: str, dag_id: str, outcome: str,  # Any: JSON of several shapes (XCom, reports)
                        held_back: Sequence[str | Mapping[str, Any]] | None = None,
                        started_at: float | None = None, ended_at: float | None = None) -> dict[str, Any]:
     """The report of one fleet run, as plain JSON (what report.json holds and the Markdown renders).
@@ -370,7 +370,7 @@ def _count_of(types: Mapping[str, int] | None, name: str) -> int | None:
     return None if types is None else int(types.get(name, 0))
 
 
-def types_chart_svg(report: Mapping[str, Any]) -> str | None:
+def types_chart_svg(report: Mapping[str, Any]) -> str | None:  # Any: JSON of several shapes (XCom, reports)
     """Groups by type before the run (x 0) and after each wave that ran (x: its number), one line per type; a
     point whose inventory was not taken breaks the line. None when no inventory was taken at all."""
     section = report["types"]
@@ -382,7 +382,8 @@ def types_chart_svg(report: Mapping[str, Any]) -> str | None:
                           x_label="wave (0: before the run)")
 
 
-def gap_chart_svg(report: Mapping[str, Any], *, max_bars: int = MAX_GAP_BARS) -> str | None:
+def gap_chart_svg(  # Any: JSON of several shapes (XCom, reports)
+        report: Mapping[str, Any], *, max_bars: int = MAX_GAP_BARS) -> str | None:
     """The longest processing gap per application, longest first (at most ``max_bars``; an application whose
     gap was not measured says so, without a bar). None when no application ran."""
     ranked = report["longest_gaps"]
@@ -425,7 +426,8 @@ def _lock_md(lock: Mapping[str, Any] | None) -> list[str]:
     return [f"- change lock: **refused**: {_md(lock['refused'])}"]
 
 
-def render_fleet_markdown(report: Mapping[str, Any], *, charts: Mapping[str, str] | None = None) -> str:
+def render_fleet_markdown(  # Any: JSON of several shapes (XCom, reports)
+        report: Mapping[str, Any], *, charts: Mapping[str, str] | None = None) -> str:
     """The report as a person reads it: the run, the summary, groups by type, the waves, the applications, the
     longest gaps, what was held back. ``charts``: key of :data:`FILE_NAMES` -> the chart's file name relative to
     the Markdown (linked as images; a chart not named is not linked)."""
@@ -640,7 +642,7 @@ def _longest(seconds: float | None, during: str | None, path: str | None) -> str
 # -- files -----------------------------------------------------------------------------------------------------
 
 
-def write_fleet_report(directory: str, report: Mapping[str, Any], *,
+def write_fleet_report(directory: str, report: Mapping[str, Any], *,  # Any: JSON of several shapes (XCom, reports)
                        history: Sequence[HistoryEntry] | None = None) -> dict[str, str]:
     """Write report.json, report.md and the charts (``types_by_wave.svg``, ``gaps.svg`` and, given the
     ``history``, ``history.svg``) in ``directory`` (a local path or an ObjectStoragePath URL), each all or
@@ -693,7 +695,7 @@ class HistoryEntry:
     longest_gap_s: float | None = None
 
     @classmethod
-    def from_report(cls, report: Mapping[str, Any]) -> HistoryEntry:
+    def from_report(cls, report: Mapping[str, Any]) -> HistoryEntry:  # Any: JSON read back (XCom, a file, a response)
         s, types, gap = report["summary"], report["types"], report["summary"]["longest_gap"]
         return cls(run_id=report["run_id"], dag_id=report["dag_id"], ended_at=report["ended_at"],
                    outcome=report["outcome"], plan_hash=report.get("plan_hash"), migration=report.get("migration"),
@@ -701,7 +703,7 @@ class HistoryEntry:
                    apps_failed=s["applications_failed"], apps_rolled_back=s["applications_rolled_back"],
                    longest_gap_app=gap["app"] if gap else None, longest_gap_s=gap["gap_s"] if gap else None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"v": HISTORY_VERSION, "run_id": self.run_id, "dag_id": self.dag_id, "ended_at": self.ended_at,
                 "outcome": self.outcome, "plan_hash": self.plan_hash, "migration": self.migration,
                 "types_before": None if self.types_before is None else dict(self.types_before),
@@ -712,7 +714,7 @@ class HistoryEntry:
                                                                            "gap_s": self.longest_gap_s}}
 
     @classmethod
-    def from_dict(cls, data: Any) -> HistoryEntry:
+    def from_dict(cls, data: object) -> HistoryEntry:
         """Strict: every key of :meth:`to_dict`, no other, each of its type (InvalidArgument otherwise)."""
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"not a JSON object: {data!r}")
@@ -784,7 +786,7 @@ def load_history(location: str) -> list[HistoryEntry]:
     return parse_history(storage.read_text(location), source=location)
 
 
-def append_history(location: str, report: Mapping[str, Any]) -> bool:
+def append_history(location: str, report: Mapping[str, Any]) -> bool:  # Any: JSON of several shapes (XCom, reports)
     """Add the run of ``report`` to the history at ``location``, one line. False (and nothing written) when the
     history already has this DAG run: a retried report task does not count its run twice. The history is read
     first, strictly, so a run is never appended after a line that cannot be read."""

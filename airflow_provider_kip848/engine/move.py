@@ -67,6 +67,7 @@ from airflow_provider_kip848.kafka.lock import ChangeLock
 from airflow_provider_kip848.kafka.rules.conditions import (
     UNAVAILABLE_LIMIT_S,
     GroupCondition,
+    TaskLog,
     advance_staged,
     is_live,
     pending_condition,
@@ -118,7 +119,7 @@ class Unit:
     expected_instances: int | None = None
 
     @classmethod
-    def from_dict(cls, unit: Any) -> Unit:
+    def from_dict(cls, unit: Any) -> Unit:  # Any: JSON read back (XCom, a file, a response)
         """Strict: a unit without its application, team, path, controller or groups is refused."""
         if not isinstance(unit, Mapping) or not isinstance(unit.get("groups"), list) or not unit["groups"]:
             raise InvalidArgument(f"application must be a mapping with a non-empty 'groups' list, got {unit!r}")
@@ -200,8 +201,9 @@ class ApplicationMove:
     :param task_id: the task's id (audit records and the approvals they quote).
     """
 
-    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Any, task_id: str,
-                 log: Any, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
+    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Mapping[str, Any], task_id: str,
+                 # Any: a task's Context (or the Airflow layers' dict of it)
+                 log: TaskLog, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
         if kind not in (MIGRATE, ROLLBACK):
             raise InvalidArgument(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
         self.unit, self.kind, self.settings = unit, kind, settings
@@ -322,7 +324,8 @@ class ApplicationMove:
             self.save(state)
         return self._finish(state, failed=None)
 
-    def resume(self, state: MoveState, event: Mapping[str, Any]) -> Waiting | Finished:
+    def resume(  # Any: JSON of several shapes (XCom, reports)
+            self, state: MoveState, event: Mapping[str, Any]) -> Waiting | Finished:
         """Continue after the stage's trigger fired with ``event``."""
         stage = wait_stage(state.path_steps, state.position)
         if not stage:

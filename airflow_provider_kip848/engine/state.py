@@ -179,7 +179,7 @@ class MoveState:
                             position=self.position, steps=tuple(s.value for s in self.path_steps), recorded_at=now,
                             waiting=pending is not None, groups=groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "kind": self.kind, "path": self.path, "started_at": self.started_at,
                 "position": self.position, "steps": [s.to_dict() for s in self.steps], "gone": self.gone,
                 "baseline": self.baseline, "liveness": dict(self.liveness), "waits": dict(self.waits),
@@ -187,7 +187,7 @@ class MoveState:
                 "attempts": self.attempts, "deferrals": self.deferrals, "result": self.result}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MoveState:
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveState:  # Any: JSON read back (XCom, a file, a response)
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"move state must be an object, got {type(data).__name__}")
         texts = {k: data.get(k) for k in ("app", "kind", "path")}

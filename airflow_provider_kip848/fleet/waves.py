@@ -96,7 +96,7 @@ class PlannedGroup:
     path: str | None = None
     entry: InventoryEntry | None = field(default=None, compare=False, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "type": self.type, "state": self.state, "member_count": self.member_count,
                 "status": self.status, "readiness": self.readiness, "path": self.path, "reason": self.reason,
                 "remedy": self.remedy}
@@ -105,7 +105,7 @@ class PlannedGroup:
         return {"group_id": self.group_id, "readiness": self.readiness, "path": self.path}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PlannedGroup:
+    def from_dict(cls, data: Mapping[str, Any]) -> PlannedGroup:  # Any: JSON read back (XCom, a file, a response)
         """The group as :meth:`to_dict` wrote it (an XCom); without its inventory entry."""
         try:
             return cls(group_id=str(data["group_id"]), type=str(data["type"]), state=str(data["state"]),
@@ -153,7 +153,7 @@ class Application:
     def group_ids(self) -> tuple[str, ...]:
         return tuple(g.group_id for g in self.groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "team": self.team, "rule_index": self.rule_index, "status": self.status,
                 "path": self.path, "reason": self.reason, "app_controller": self.app_controller,
                 "app_controller_args": dict(self.app_controller_args),
@@ -161,7 +161,7 @@ class Application:
                 "warnings": list(self.warnings), "groups": [g.to_dict() for g in self.groups]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Application:
+    def from_dict(cls, data: Mapping[str, Any]) -> Application:  # Any: JSON read back (XCom, a file, a response)
         """The application as :meth:`to_dict` wrote it (an XCom)."""
         try:
             return cls(app=str(data["app"]), team=str(data["team"]), rule_index=int(data["rule_index"]),
@@ -464,7 +464,7 @@ class WaveLimits:
                 raise InvalidArgument(f"{name} must be a whole number >= {low}, got {value!r}",
                                       remedy="Fix the fleet plan's limits.")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"canary": self.canary, "wave_size": self.wave_size, "max_groups_per_wave": self.max_groups_per_wave,
                 "parallelism": self.parallelism}
 
@@ -527,7 +527,7 @@ class Wave:
         return _digest(self._canonical())
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Wave:
+    def from_dict(cls, data: Mapping[str, Any]) -> Wave:  # Any: JSON read back (XCom, a file, a response)
         """The wave as :meth:`to_dict` wrote it (an XCom): same content, same ``wave_hash``. A dict whose
         ``wave_hash`` does not match its content is refused (it was edited, or is of another version)."""
         try:
@@ -545,7 +545,7 @@ class Wave:
         gone = set(apps)
         return replace(self, applications=tuple(a for a in self.applications if a.app not in gone))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"number": self.number, "migration": self.migration, "canary": self.canary,
                 "oversized": self.oversized, "group_count": self.group_count, "teams": list(self.teams),
                 "wave_hash": self.wave_hash, "applications": [a.to_dict() for a in self.applications]}
@@ -650,7 +650,7 @@ class WavePlan:
         unowned groups. Reasons, lag, member counts and the inventory's time are not in it."""
         return _digest(self._canonical())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"migration": self.migration, "plan_hash": self.plan_hash, "limits": self.limits.to_dict(),
                 "inventory_taken_at": self.inventory_taken_at, "inventory_complete": self.inventory_complete,
                 "summary": {"waves": len(self.waves), "applications": len(self.applications),

@@ -391,7 +391,7 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def load_strict(text: str, *, json_only: bool = False) -> Any:
+def load_strict(text: str, *, json_only: bool = False) -> Any:  # Any: a document of any shape; callers check it
     """JSON or YAML text (a deployment's file, an Airflow Variable) parsed safely and strictly: a key repeated
     in one mapping is an error in both formats (neither silently keeps the last). Raises ValueError (JSON)
     or ``yaml.YAMLError`` (YAML)."""

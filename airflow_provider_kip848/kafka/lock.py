@@ -75,11 +75,11 @@ class LockHolder:
     acquired_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LockHolder:
+    def from_dict(cls, data: dict[str, Any]) -> LockHolder:  # Any: JSON read back (XCom, a file, a response)
         fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
         return cls(**fields)
 
@@ -98,7 +98,7 @@ class LockResult:
     reentered: bool = False
     took_over_from: LockHolder | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"held": True, "resource": self.resource, "topic": self.topic, "holder": self.holder.to_dict(),
                 "reentered": self.reentered,
                 "took_over_from": self.took_over_from.to_dict() if self.took_over_from else None}

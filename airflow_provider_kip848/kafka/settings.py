@@ -79,10 +79,10 @@ class ClientSettings:
     def uses_ssl(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
-    def with_overrides(self, **changes: Any) -> ClientSettings:
+    def with_overrides(self, **changes: Any) -> ClientSettings:  # Any: field values, each of its field's type
         return replace(self, **changes)
 
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """The settings for logs and reports: every secret replaced by ``***``."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         for secret in ("sasl_password", "ssl_key_password"):
@@ -90,7 +90,7 @@ class ClientSettings:
                 out[secret] = REDACTED
         return out
 
-    def confluent_config(self) -> dict[str, Any]:
+    def confluent_config(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """librdkafka properties for confluent-kafka's AdminClient, Producer and Consumer."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
@@ -152,7 +152,7 @@ class ClientSettings:
             props["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else ""
         return props
 
-    def kafka_python_config(self) -> dict[str, Any]:
+    def kafka_python_config(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """Keyword arguments for kafka-python's ``KafkaAdminClient``."""
         conf: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap_servers.split(","),

@@ -122,13 +122,14 @@ class KafkaRangeDataSource(DataSource):
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:  # Any: JSON of several shapes (XCom, reports)
         self.spec = spec
 
     def partitions(self):
         return [KafkaRange(t, p, a, b) for t, p, a, b in self.spec["ranges"]]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(  # Any: pyspark's objects (an optional extra, untyped here)
+            self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, KafkaRange):
             raise TypeError(f"not a partition of this source: {partition!r}")
         yield from read_range(self.spec["config"], partition.topic, partition.partition, partition.start, partition.end,
@@ -136,6 +137,7 @@ class KafkaRangeReader(DataSourceReader):
 
 
 def read_range(config: dict[str, Any], topic: str, partition: int, start: int, end: int, *,
+               # Any: pyspark's objects (an optional extra, untyped here)
                timeout: float = 120.0, headers: bool = True) -> Iterator[tuple[Any, ...]]:
     """Rows of one ``[start, end)`` range; offsets missing inside it (compaction, transaction markers) are skipped."""
     consumer = Consumer({

@@ -162,7 +162,7 @@ class GroupSpec:
             raise InvalidArgument(f"{where} asks for no check; give at least one of {', '.join(CHECKS)}.")
         return spec
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, Any] = {"group_id": self.group_id}
         if self.app is not None:
             out["app"] = self.app
@@ -240,7 +240,7 @@ class WaveSpec:
             spec.settings()  # refuse a spec that reads records without a cluster to read them from
         return spec
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"format": WAVE_FORMAT, "version": WAVE_VERSION, "title": self.title,
                 "bootstrap_servers": self.bootstrap_servers, "security": dict(self.security), "reader": self.reader,
                 "output_dir": self.output_dir, "groups": [g.to_dict() for g in self.groups]}
@@ -294,7 +294,7 @@ def _lag(value: object, where: str) -> LagCheck:
                     LagMargin(float(fraction or 0.0), int(records or 0)))
 
 
-def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:
+def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:  # Any: JSON of several shapes (XCom, reports)
     """``ranges`` ({"topic:partition": [start, end]}) or ``between`` (two topic-offsets captures: from the
     first capture's log end to the second's, i.e. exactly what was written in between)."""
     out = {}
@@ -408,7 +408,7 @@ def read_partitions(spec: WaveSpec) -> list[TopicPartition]:
                    for tp, (start, end) in check.ranges.items() if end > start})
 
 
-def range_tags(spec: WaveSpec) -> list[tuple[Any, ...]]:
+def range_tags(spec: WaveSpec) -> list[tuple[Any, ...]]:  # Any: pyspark's objects (an optional extra, untyped here)
     """One row per group and partition it reads (:data:`TAG_SCHEMA`): ``(gk, topic, partition, pk, c_start,
     c_end, n_start, n_end, t_start, t_end, id_key)``, ``gk`` the group's index in the wave, ``pk`` the
     partition's in :func:`read_partitions`, one ``[start, end)`` per record check (continuity, counts,
@@ -455,12 +455,12 @@ class GroupVerdicts:
     def failed_checks(self) -> list[str]:
         return [v.check for v in self.verdicts if not v.passed]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "app": self.app, "passed": self.passed,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupVerdicts:
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupVerdicts:  # Any: JSON read back (XCom, a file, a response)
         return cls(str(data["group_id"]), tuple(Verdict.from_dict(v) for v in data.get("verdicts") or ()),
                    data.get("app"))
 
@@ -492,7 +492,8 @@ def overall_verdict(groups: Sequence[GroupVerdicts]) -> Verdict:
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 
 
-def outcome(group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reason: str = "") -> dict[str, Any]:
+def outcome(  # Any: JSON of several shapes (XCom, reports)
+        group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reason: str = "") -> dict[str, Any]:
     """Each group's verdict (``pass``, ``fail`` or ``unknown``) and the wave's, small enough for an XCom.
 
     Strict on purpose: a caller rolls back on anything but ``pass``, so no report (``report`` None), a group
@@ -534,7 +535,7 @@ def outcome(group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reaso
             "application_id": context.get("application_id"), "master": context.get("master")}
 
 
-def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:
+def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:  # Any: JSON of several shapes (XCom, reports)
     """The wave report at ``path``, or None with the reason it cannot be used (missing, unreadable, not a wave
     report)."""
     try:
@@ -618,7 +619,8 @@ class RecordFigures:
     buckets: dict[int, int] = field(default_factory=dict)
     width_ms: int = 1000
 
-    def add(self, r: Any, partitions: Sequence[TopicPartition]) -> None:
+    def add(  # Any: pyspark's objects (an optional extra, untyped here)
+            self, r: Any, partitions: Sequence[TopicPartition]) -> None:
         """Add one row of :func:`record_figures`' result (a group's partition, its ids, a listed id or gap,
         or a rate bucket)."""
         if r.role == 1:  # an output-rate bucket
@@ -816,7 +818,7 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
 
 
 def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[str], str] | None = None
-        ) -> dict[str, Any]:
+        ) -> dict[str, Any]:  # Any: pyspark's objects (an optional extra, untyped here)
     """Judge the wave, write the report (when ``output_dir`` is set) and return it."""
     wave = spec if isinstance(spec, WaveSpec) else WaveSpec.from_dict(spec)
     if spark is None:
@@ -832,7 +834,7 @@ def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[
     return report
 
 
-def summary_line(report: Mapping[str, Any]) -> str:
+def summary_line(report: Mapping[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
     """The one line the job prints for its caller: the overall verdict and each group's."""
     return json.dumps({"passed": report["passed"], "files": report.get("files", {}),
                        "overall": report["overall"]["summary"],

@@ -155,7 +155,8 @@ class BatchReader:
     def _wait_s(self) -> float:
         return min(self._t.timeout_s, max(self.remaining(), MIN_WAIT_S))
 
-    def exchange(self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
+    def exchange(  # Any: kafka-python's and confluent-kafka's objects are untyped
+            self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
         """Send every ``(node, request)`` and wait for all answers; a failure is returned in the answer's
         place (an exception), and a node that let a request time out is marked unresponsive.
 
@@ -524,7 +525,8 @@ def _describe_rows(kind: str, response: Any) -> Iterable[tuple[str, int, str, An
             yield g.group_id, g.error_code, message, g
 
 
-def offset_fetch_request(group_ids: list[str], *, require_stable: bool) -> Any:
+def offset_fetch_request(  # Any: kafka-python's and confluent-kafka's objects are untyped
+        group_ids: list[str], *, require_stable: bool) -> Any:
     """OffsetFetch v8+ of every committed offset of each group (``require_stable``: see
     ``KafkaAdmin.group_offsets``; the fleet inventory reads plain, a view over many groups)."""
     group = OffsetFetchRequest.OffsetFetchRequestGroup

@@ -261,11 +261,13 @@ class Transport:
                                                 f"{'; '.join(unreachable)}).", remedy=error.remedy)
         return error
 
-    def kafka_python_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def kafka_python_call(  # Any: forwards to kafka-python's untyped admin methods
+            self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a kafka-python admin method, retried and translated."""
         return self.retrying(lambda: getattr(self.kafka_python, method)(*args, **kwargs))
 
     def send(self, request_factory: Callable[[], Any], *, node_id: int | None = None, group_id: str | None = None,
+             # Any: kafka-python's and confluent-kafka's objects are untyped
              errors: Callable[[Any], Iterable[tuple[int, str | None]]] | None = None) -> Any:
         """Send a raw request (to ``node_id``, or to ``group_id``'s coordinator) through kafka-python.
 
@@ -336,7 +338,7 @@ class Transport:
         except errors.Kip848Error:
             return None
 
-    def result(self, future: Any) -> Any:
+    def result(self, future: Any) -> Any:  # Any: kafka-python's and confluent-kafka's objects are untyped
         """The result of a confluent-kafka future, translated.
 
         Not retried: a future's answer is final (asking it again returns the same error), and sending the

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 from airflow_provider_kip848.kafka.model import (
@@ -112,7 +111,7 @@ class PreflightReport:
     def check(self, name: str) -> Check:
         return next(c for c in self.checks if c.name == name)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"mode": self.mode, "group_id": self.group_id, "passed": self.passed,
                 "failures": [c.name for c in self.failures], "warnings": [c.name for c in self.warnings],
                 "checks": [asdict(c) for c in self.checks]}

@@ -38,7 +38,8 @@ def leader_epoch(epoch: int | None) -> int | None:
     return epoch if epoch is not None and epoch >= 0 else None
 
 
-def committed_offsets(group: Any) -> dict[TopicPartition, tuple[int, int | None]]:
+def committed_offsets(  # Any: kafka-python's and confluent-kafka's objects are untyped
+        group: Any) -> dict[TopicPartition, tuple[int, int | None]]:
     """One group of an OffsetFetch v8+ answer: partition -> (committed offset, leader epoch); -1 (none) left out."""
     return {TopicPartition(t.name, p.partition_index): (p.committed_offset, leader_epoch(p.committed_leader_epoch))
             for t in group.topics for p in t.partitions if p.committed_offset is not None and p.committed_offset >= 0}
