@@ -11,7 +11,7 @@ them only through a private properties file, never argv.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings
@@ -78,9 +78,6 @@ class ClientSettings:
     @property
     def uses_ssl(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
-
-    def with_overrides(self, **changes: Any) -> ClientSettings:  # Any: field values, each of its field's type
-        return replace(self, **changes)
 
     def redacted(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """The settings for logs and reports: every secret replaced by ``***``."""

@@ -14,10 +14,6 @@ class ConfigEntry:
     source: str
     sensitive: bool = False
 
-    @property
-    def is_dynamic(self) -> bool:
-        return self.source.startswith("DYNAMIC_")
-
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
