@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_kip848.fleet.waves import MIGRATED, PENDING, TARGET_TYPE, Application, Wave, WavePlan
+from airflow_provider_kip848.fleet.applications import MIGRATED, PENDING, TARGET_TYPE, Application
+from airflow_provider_kip848.fleet.waves import Wave, WavePlan
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 

@@ -286,7 +286,7 @@ class OwnershipMap:
         return tuple(r for r in self.rules if r.app not in idle and not any(r.matches(g) for g in ids))
 
     def owners(self, group_ids: Iterable[str]) -> dict[str, GroupOwner]:
-        """Who owns each of ``group_ids``, by the rules :func:`~airflow_provider_kip848.fleet.waves.select`
+        """Who owns each of ``group_ids``, by the rules :func:`~airflow_provider_kip848.fleet.selection.select`
         applies (the first matching rule in file order; none: unowned), with every application that claims
         a group matched by rules of more than one (a conflict: the fleet plan refuses it)."""
         out = {}
