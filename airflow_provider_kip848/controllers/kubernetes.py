@@ -47,6 +47,11 @@ what references it) and asks the API server whether this identity may do the
 step (``SelfSubjectAccessReview``): a wrong name or a missing permission is a
 clear error, and nothing is scaled. The exact Role is :data:`ROLE_RULES`
 (docs/controllers.md).
+
+Why over 500 lines: one :class:`~.protocol.ApplicationController` implementation for two workload kinds
+(Deployment, StatefulSet) over one API: its status, stop, start, roll and instance actions share the workload
+lookup, the pod selection and the rollout watch, and each action's refusal and verdict wording is written once
+for both kinds. What stands alone (the label selector, the API errors' wording) is a module function already.
 """
 
 from __future__ import annotations

@@ -20,6 +20,11 @@ next to the application's snapshots). A task process that ends without finishing
 executor that loses a resumed deferred task, a worker that dies) is retried by Airflow, and the retry
 takes the move up at its recorded step: a migrated application is never counted failed for it, nor
 rolled back.
+
+Why over 500 lines: :class:`ApplicationMove` is one state machine. Every step method reads and records the
+same :class:`~.state.MoveState`, and where a move defers and resumes is read top to bottom in the order the
+steps run; the step implementations themselves are elsewhere (:mod:`.offsets`, :mod:`.application`,
+:mod:`.lock`, :mod:`.instance_roll`). Split, the order of the steps would be spread over modules.
 """
 
 from __future__ import annotations

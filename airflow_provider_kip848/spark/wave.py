@@ -41,6 +41,12 @@ The job writes ``validation.json`` (``overall`` and ``groups``) and ``validation
 ``output_dir`` and prints a one-line summary. Its exit code is 0 when it judged the wave (passed or
 not: the caller reads the verdicts) and 1 when it could not; ``--fail-on-failed-checks`` exits 3
 when a group failed.
+
+Why over 500 lines: this is the wave job's one contract with its callers: the spec it is given
+(:class:`WaveSpec`, parsed strictly), the pass over the records, the verdicts and the outcome the operator acts
+on (:func:`outcome`), and the ``spark-submit`` entry point (:func:`main`); the operator, the single-group job
+(:mod:`.job`), the bench and the tests use them as ``wave.<name>``. The pure checks are in :mod:`.checks`,
+the readers in :mod:`.reader`.
 """
 
 from __future__ import annotations

@@ -23,6 +23,11 @@ Failures are per group and per node, never for the whole batch:
 
 Nothing here decides what a failure means for the caller; it returns what
 was answered, what failed (with why) and what is gone.
+
+Why over 500 lines: nearly all of it is one class, :class:`BatchReader`, whose methods are the steps of one
+inventory read: they share one deadline, one request count, the coordinators found once and the answers of the
+step before. Split by request type, each part would reach back into that state; side by side, the chunking and
+retry rules of every step read the same way.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ resumed by the triggerer) evaluated against the cluster by one function,
 :func:`judge`, over facts that :func:`~airflow_provider_kip848.kafka.api.evaluate_condition`
 reads; both the non-deferrable ``poke`` and the deferrable trigger call that.
 There is one source of truth for "is the group there yet".
+
+Why over 500 lines: a condition is a contract between the sensors, the triggers and the engine: its JSON
+value (:class:`GroupCondition`), the judge that reads it, and the wait state carried between polls
+(:class:`WaitState`, the staged waits) are serialised by a trigger in one process and read back in another.
+Kept in one module, the format and every reader of it change in one place.
 """
 
 from __future__ import annotations
