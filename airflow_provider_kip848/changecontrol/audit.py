@@ -39,14 +39,14 @@ AUDIT_FORMAT = "kip848-audit/1"
 class AuditRecord:
     kind: str  # feature | feature_override_dependent_groups | group_config | offsets | members | group
     target: str  # e.g. "streams.version", "my-group:consumer.session.timeout.ms", "my-group"
-    before: Any
-    after: Any
+    before: Any  # Any: a value of any kind a change sets
+    after: Any  # Any: a value of any kind a change sets
     cluster_id: str | None = None
     triggered_by: str | None = None
-    approvals: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     plan_hash: str | None = None
-    plan: dict[str, Any] | None = None
-    change_control: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None  # Any: JSON of several shapes
+    change_control: dict[str, Any] | None = None  # Any: JSON of several shapes
     dag_id: str | None = None
     run_id: str | None = None
     task_id: str | None = None

@@ -16,8 +16,8 @@ from typing import Any
 class Change:
     kind: str  # feature | group_config | offsets | members | application | protocol
     target: str
-    before: Any
-    after: Any
+    before: Any  # Any: a value of any kind a change sets
+    after: Any  # Any: a value of any kind a change sets
     note: str = ""
 
 
@@ -26,9 +26,9 @@ class Plan:
     title: str
     steps: tuple[str, ...]
     changes: tuple[Change, ...] = ()
-    checks: tuple[dict[str, Any], ...] = ()
+    checks: tuple[dict[str, Any], ...] = ()  # Any: JSON of several shapes
     notes: tuple[str, ...] = ()
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
     @property
     def nothing_to_do(self) -> bool:

@@ -69,7 +69,7 @@ class ControllerEntry:
 
     name: str
     kind: str
-    target: Mapping[str, Any] = field(default_factory=dict)
+    target: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     description: str = ""
 
 

@@ -35,10 +35,10 @@ class Arg:
     type: str
     required: bool = False
     run: bool = False
-    enum: tuple[Any, ...] = ()
+    enum: tuple[Any, ...] = ()  # Any: values of the type the Arg declares
     pattern: str | None = None
     minimum: float | None = None
-    default: Any = None
+    default: Any = None  # Any: values of the type the Arg declares
     description: str = ""
 
     def __post_init__(self) -> None:

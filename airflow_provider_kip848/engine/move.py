@@ -120,7 +120,7 @@ class Unit:
     app_controller: str
     groups: tuple[UnitGroup, ...]
     wave: int = 0
-    app_controller_args: Mapping[str, Any] = field(default_factory=dict)
+    app_controller_args: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     expected_instances: int | None = None
 
     @classmethod
@@ -184,7 +184,7 @@ class Waiting:
     """The move waits: defer on a :class:`~airflow_provider_kip848.triggers.move.KafkaMoveTrigger` with these
     ``waits`` (one entry per group) and ``remove_members_at``, for at most ``timeout_s``."""
 
-    waits: list[dict[str, Any]]
+    waits: list[dict[str, Any]]  # Any: JSON of several shapes
     poll_interval: float
     timeout_s: float
     state: MoveState

@@ -127,15 +127,15 @@ class MoveState:
     position: int = 0
     steps: list[StepRecord] = field(default_factory=list)
     gone: bool | None = None
-    baseline: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None  # Any: JSON of several shapes
     liveness: dict[str, float] = field(default_factory=dict)
-    waits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     wait_started: float | None = None
-    removed: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     notes: list[str] = field(default_factory=list)
     attempts: int = 1
     deferrals: int = 0
-    result: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None  # Any: JSON of several shapes
 
     @property
     def path_steps(self) -> tuple[Step, ...]:

@@ -89,7 +89,7 @@ class Application:
     path: str | None
     reason: str
     app_controller: str | None = None
-    app_controller_args: Mapping[str, Any] = field(default_factory=dict)
+    app_controller_args: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     expected_instances: int | None = None
     forced_path: str | None = None
     warnings: tuple[str, ...] = ()

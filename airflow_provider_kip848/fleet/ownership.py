@@ -71,7 +71,7 @@ class OwnershipRule:
     prefix: str | None = None
     regex: str | None = None
     app_controller: str | None = None
-    app_controller_args: Mapping[str, Any] = field(default_factory=dict)
+    app_controller_args: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     expected_instances: int | None = None
     migration: str | None = None
 

@@ -166,7 +166,7 @@ class GroupOutcome:
     offsets_compared: int | None = None
     offsets_regressed: int | None = None
     detail: str = ""
-    downtime: Mapping[str, Any] | None = None
+    downtime: Mapping[str, Any] | None = None  # Any: JSON of several shapes
 
     def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "ok": self.ok, "type_before": self.type_before,

@@ -39,8 +39,8 @@ class Verdict:
     passed: bool
     summary: str
     counts: dict[str, int] = field(default_factory=dict)
-    offending: list[Any] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    offending: list[Any] = field(default_factory=list)  # Any: JSON of several shapes
+    data: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -199,7 +199,7 @@ class WaveSpec:
     groups: tuple[GroupSpec, ...]
     title: str = "Kafka migration validation"
     bootstrap_servers: str | None = None
-    security: dict[str, Any] = field(default_factory=dict)
+    security: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
     reader: str = "connector"
     output_dir: str | None = None
 

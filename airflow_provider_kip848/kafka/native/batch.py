@@ -125,7 +125,7 @@ class GroupAnswers:
     answer)), ``failed``
     (group id -> why, after retries until the deadline) and ``gone`` (the coordinator does not have it)."""
 
-    answers: dict[str, tuple[str, int, Any]] = field(default_factory=dict)
+    answers: dict[str, tuple[str, int, Any]] = field(default_factory=dict)  # Any: kafka-python's answers are untyped
     failed: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
 

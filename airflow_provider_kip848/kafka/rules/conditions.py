@@ -184,7 +184,7 @@ class GroupCondition:
 class ConditionResult:
     met: bool
     summary: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -341,13 +341,13 @@ class WaitState:
     """
 
     empty_since: float | None = None
-    removed: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     unavailable_since: float | None = None
     emptied_at: float | None = None
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
+    reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     seen_at: float | None = None
-    lag_samples: list[dict[str, Any]] = field(default_factory=list)
+    lag_samples: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

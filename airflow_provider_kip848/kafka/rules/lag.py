@@ -109,7 +109,7 @@ class LagVerdict:
     met: bool
     rule: str | None
     summary: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
 
 def _tp_list(names: list[str], limit: int = 5) -> str:
