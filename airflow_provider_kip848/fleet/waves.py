@@ -18,18 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_kip848.fleet.applications import (
-    HELD,
-    MIGRATED,
-    OFFLINE,
-    Application,
-    PlannedGroup,
-)
-from airflow_provider_kip848.fleet.ownership import (
-    Conflict,
-    IdleApplication,
-    OwnershipNotApprovable,
-)
+from airflow_provider_kip848.fleet.applications import HELD, MIGRATED, OFFLINE, Application, PlannedGroup
+from airflow_provider_kip848.fleet.ownership import Conflict, IdleApplication, OwnershipNotApprovable
 from airflow_provider_kip848.fleet.selection import Selection, check_migration
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 

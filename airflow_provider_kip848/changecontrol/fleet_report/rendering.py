@@ -8,12 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow_provider_kip848.changecontrol.fleet_report.building import (
-    FILE_NAMES,
-    MAX_GAP_BARS,
-    ONLINE,
-    RAN,
-)
+from airflow_provider_kip848.changecontrol.fleet_report.building import FILE_NAMES, MAX_GAP_BARS, ONLINE, RAN
 from airflow_provider_kip848.changecontrol.fleet_report.history import HistoryEntry
 from airflow_provider_kip848.changecontrol.plot import bar_chart_svg, line_chart_svg
 

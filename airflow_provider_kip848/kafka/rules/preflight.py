@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
-from airflow_provider_kip848.kafka.rules.features import (
-    FEATURE_GROUP_TYPES,
-)
+from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES
 from airflow_provider_kip848.kafka.rules.preflight_cluster_checks import (
     check_broker_version,
     check_brokers_agree,

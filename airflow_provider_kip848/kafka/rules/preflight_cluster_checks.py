@@ -6,14 +6,8 @@ from __future__ import annotations
 
 import re
 
-from airflow_provider_kip848.kafka.model import (
-    FeatureUpdate,
-)
-from airflow_provider_kip848.kafka.rules.features import (
-    FEATURE_GROUP_TYPES,
-    describe_dependents,
-    refuse_dependents,
-)
+from airflow_provider_kip848.kafka.model import FeatureUpdate
+from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES, describe_dependents, refuse_dependents
 from airflow_provider_kip848.kafka.rules.preflight_model import (
     FAIL,
     FEATURE_BOOTSTRAP_METADATA,

@@ -4,10 +4,7 @@ epochs, inherited group configs). Facts in, one :class:`~.preflight_model.Check`
 
 from __future__ import annotations
 
-from airflow_provider_kip848.kafka.model import (
-    ConsumerGroupDescription,
-    GroupType,
-)
+from airflow_provider_kip848.kafka.model import ConsumerGroupDescription, GroupType
 from airflow_provider_kip848.kafka.rules.lint import ASSIGNOR_MAP, server_assignor_names
 from airflow_provider_kip848.kafka.rules.preflight_model import (
     ASSIGNMENT_INTERVAL,

@@ -11,14 +11,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from confluent_kafka.admin import (
-    ConfigResource,
-)
+from confluent_kafka.admin import ConfigResource
 
 from airflow_provider_kip848.kafka.api import ClusterAdmin
-from airflow_provider_kip848.kafka.model import (
-    TopicPartition,
-)
+from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.native.transport import Transport
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
@@ -46,13 +42,11 @@ class NativeBase(ClusterAdmin):
     def _metadata(self) -> Any:
         return self._t.retrying(lambda: self._t.confluent.list_topics(timeout=self._t.timeout_s))
 
-
     def _describe_configs(self, resource: ConfigResource) -> Any:
         timeout = self._t.timeout_s
         return self._t.retrying(
             lambda: self._t.confluent.describe_configs([resource], request_timeout=timeout)[resource]
             .result(timeout + 5))
-
 
     @abstractmethod
     def streams_group_source_partitions(self, group_id: str) -> tuple[TopicPartition, ...]:

@@ -6,18 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka.admin import (
-    AlterConfigOpType,
-    ConfigResource,
-    ResourceType,
-)
+from confluent_kafka.admin import AlterConfigOpType, ConfigResource, ResourceType
 from confluent_kafka.admin import ConfigEntry as ConfluentConfigEntry
 
 from airflow_provider_kip848.kafka.arguments import require_group_id
-from airflow_provider_kip848.kafka.model import (
-    GroupConfig,
-    GroupCoordinatorConfig,
-)
+from airflow_provider_kip848.kafka.model import GroupConfig, GroupCoordinatorConfig
 from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.admin.base import NativeBase
 from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan

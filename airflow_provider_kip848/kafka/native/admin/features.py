@@ -10,17 +10,10 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka.admin import UpdateFeatureType
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from airflow_provider_kip848.kafka.model import (
-    BrokerVersion,
-    ClusterFeatures,
-    ClusterInfo,
-    FeatureUpdate,
-)
+from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterFeatures, ClusterInfo, FeatureUpdate
 from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.admin.base import NativeBase
-from airflow_provider_kip848.kafka.translate import (
-    feature_refusal,
-)
+from airflow_provider_kip848.kafka.translate import feature_refusal
 
 
 class NativeFeatures(NativeBase):

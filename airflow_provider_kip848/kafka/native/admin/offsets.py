@@ -6,9 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
-from confluent_kafka.admin import (
-    OffsetSpec,
-)
+from confluent_kafka.admin import OffsetSpec
 from kafka import errors as kerr
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KafkaPythonTopicPartition
@@ -24,13 +22,9 @@ from airflow_provider_kip848.kafka.model import (
 )
 from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.admin.base import NativeBase
-from airflow_provider_kip848.kafka.native.batch import (
-    offset_fetch_request,
-)
+from airflow_provider_kip848.kafka.native.batch import offset_fetch_request
 from airflow_provider_kip848.kafka.native.transport import raise_retriable
-from airflow_provider_kip848.kafka.translate import (
-    group_error,
-)
+from airflow_provider_kip848.kafka.translate import group_error
 
 
 def leader_epoch(epoch: int | None) -> int | None:

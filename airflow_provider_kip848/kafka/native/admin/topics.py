@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka.admin import (
-    NewTopic,
-)
+from confluent_kafka.admin import NewTopic
 
 from airflow_provider_kip848.kafka.native.admin.base import NativeBase
 
