@@ -113,7 +113,8 @@ def type_counts(value: Mapping[str, int] | None, what: str) -> dict[str, int] | 
     return dict(value)
 
 
-def epoch_or_none(value: Any, what: str) -> float | None:
+def epoch_or_none(value: object, what: str) -> float | None:
+    """Epoch seconds, checked (a finite number, not a bool); None stays None (not known, never 0)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
