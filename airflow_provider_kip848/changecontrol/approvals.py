@@ -64,7 +64,7 @@ class PlanChanged(ChangeControlError):
     remedy = "Review the new plan: a new approval of it is requested; the old approval is not reused."
 
 
-def parse_users(value: Any) -> tuple[str, ...]:
+def parse_users(value: object) -> tuple[str, ...]:
     """Approvers from a Param: a list of user names/ids, or one comma/space-separated string."""
     if value is None or value == "":
         return ()
@@ -106,7 +106,7 @@ def is_approving(option: str | None) -> bool:
     return option in APPROVING_OPTIONS
 
 
-def connection_requires_four_eyes(value: Any, conn_id: str) -> bool:
+def connection_requires_four_eyes(value: object, conn_id: str) -> bool:
     """The connection extra ``four_eyes``: ``required`` (a run's Params cannot relax the rule) or ``default`` / unset
     (the run's Param decides); JSON ``true`` / ``false`` read as those two. Read strictly: a value set outside the
     connection form (an environment variable, the CLI, a secrets backend) that is neither is refused, never taken
@@ -137,7 +137,9 @@ class ApprovalPolicy:
     max_age: timedelta | None = None
 
     @classmethod
-    def from_values(cls, approvers: Any = None, four_eyes: Any = True, max_age_minutes: Any = None) -> ApprovalPolicy:
+    def from_values(cls, approvers: object = None, four_eyes: object = True,
+                    max_age_minutes: Any = None,  # Any: a Param or connection extra as given, checked here
+                    ) -> ApprovalPolicy:
         try:
             four = parse_flag(four_eyes, "four_eyes")
         except Kip848Error as exc:
@@ -170,7 +172,8 @@ class ApprovalPolicy:
                 f"({triggered_by}); under the four-eyes rule nobody could approve it")
         return [{"id": u, "name": u} for u in eligible]
 
-    def check_response(self, option: str | None, responder: dict[str, Any] | None, triggered_by: str | None) -> None:
+    def check_response(  # Any: JSON of several shapes (XCom, reports)
+            self, option: str | None, responder: dict[str, Any] | None, triggered_by: str | None) -> None:
         """Refuse an approving answer from the user who triggered the run (four eyes)."""
         if not (self.four_eyes and triggered_by and is_approving(option)):
             return
@@ -209,13 +212,14 @@ class ApprovalPolicy:
             lines.append(f"- The approval holds for {_minutes(self.max_age)}; after that the change asks again.")
         return "\n".join(lines)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         return {"approvers": list(self.approvers) or "anyone allowed by Airflow",
                 "four_eyes": "enforced" if self.four_eyes else "relaxed",
                 "approval_max_age_minutes": None if self.max_age is None else self.max_age.total_seconds() / 60}
 
 
-def plan_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+def plan_diff(  # Any: JSON of several shapes (XCom, reports)
+        approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
     """Readable differences between the approved plan's changes and the current ones."""
     def index(plan: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]]:
         return {(c["kind"], c["target"]): c for c in (plan or {}).get("changes", [])}
@@ -236,7 +240,8 @@ def plan_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[
     return lines
 
 
-def check_plan(approved_hash: str | None, approved_plan: dict[str, Any] | None, current: dict[str, Any]) -> None:
+def check_plan(  # Any: JSON of several shapes (XCom, reports)
+        approved_hash: str | None, approved_plan: dict[str, Any] | None, current: dict[str, Any]) -> None:
     """Refuse when the plan computed now is not the plan that was approved."""
     if approved_hash and approved_hash == current.get("hash"):
         return

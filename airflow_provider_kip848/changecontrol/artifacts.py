@@ -72,7 +72,8 @@ def optional_run_location(explicit: object, conn_id: object, dag_id: str, run_id
     return run_location(root, dag_id, run_id, kind)
 
 
-def run_location_macro(explicit: object, conn_id: object, dag: Any, run_id: str, kind: str) -> str:
+def run_location_macro(explicit: object, conn_id: object, dag: Any,  # Any: the template's dag (only dag_id is read)
+                       run_id: str, kind: str) -> str:
     """The Jinja macro the example DAGs use: ``{{ kip848_run_location(params.snapshot_dir,
     params.kafka_conn_id, dag, run_id, 'snapshots') }}``."""
     return require_run_location(explicit, conn_id, dag.dag_id, run_id, kind)

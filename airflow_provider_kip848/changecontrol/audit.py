@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.approvals import is_approving
 from airflow_provider_kip848.kafka.errors import ArtifactUnwritable, Kip848Error
 from airflow_provider_kip848.kafka.model import ClusterInfo
+from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 
 AUDIT_FORMAT = "kip848-audit/1"
 
@@ -38,14 +39,14 @@ AUDIT_FORMAT = "kip848-audit/1"
 class AuditRecord:
     kind: str  # feature | feature_override_dependent_groups | group_config | offsets | members | group
     target: str  # e.g. "streams.version", "my-group:consumer.session.timeout.ms", "my-group"
-    before: Any
-    after: Any
+    before: Any  # Any: a value of any kind a change sets
+    after: Any  # Any: a value of any kind a change sets
     cluster_id: str | None = None
     triggered_by: str | None = None
-    approvals: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     plan_hash: str | None = None
-    plan: dict[str, Any] | None = None
-    change_control: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None  # Any: JSON of several shapes
+    change_control: dict[str, Any] | None = None  # Any: JSON of several shapes
     dag_id: str | None = None
     run_id: str | None = None
     task_id: str | None = None
@@ -55,7 +56,7 @@ class AuditRecord:
     record_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     format: str = AUDIT_FORMAT
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     def to_line(self) -> str:
@@ -92,7 +93,7 @@ def append(location: str, records: list[AuditRecord]) -> list[str]:
     return written
 
 
-def read_audit(location: str) -> list[dict[str, Any]]:
+def read_audit(location: str) -> list[dict[str, Any]]:  # Any: JSON of several shapes (XCom, reports)
     """Every record at ``location`` (a JSONL file, or a prefix of one-record objects), oldest first.
 
     A line that is not a JSON object (the torn tail a writer killed mid-line leaves) is skipped with a
@@ -128,7 +129,7 @@ def _records(source: str, text: str) -> list[dict[str, Any]]:
     return out
 
 
-def summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:  # Any: JSON of several shapes (XCom, reports)
     """The lines a run report shows: what changed, from what to what, approved by whom."""
     return [{"kind": r["kind"], "target": r["target"], "before": r["before"], "after": r["after"],
              # a reused approval (recheck) repeats its approver: each person once
@@ -163,9 +164,10 @@ def audit_location(audit_log: str | None, connection_audit_log: str | None = Non
     return os.path.join(home, "kip848", "audit.jsonl")
 
 
-def record_changes(context: Any, task_id: str, changes: list[Change], *, admin: _DescribesCluster,
+def record_changes(context: Mapping[str, Any], task_id: str, changes: list[Change], *, admin: _DescribesCluster,
+                   # Any: a task's Context (or the Airflow layers' dict of it)
                    location: str, approval_task_ids: Sequence[str] = ("approval", "recheck_approval"),
-                   log: Any = None) -> list[dict[str, Any]]:
+                   log: TaskLog | None = None) -> list[dict[str, Any]]:
     """Append one audit record per change and push them as the task's XCom ``audit``.
 
     Each record quotes the run's approvals (the ``decision`` XComs of

@@ -40,6 +40,7 @@ def _gap(gap: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def downtime_section(downtime: GroupDowntime, *, group_id: str, target: str | None = None,
+                     # Any: JSON of several shapes (XCom, reports)
                      output_timing: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The report section for one group's change window. ``output_timing``: the validation job's
     ``output_timing`` data (``longest``, ``partitions``, ``rate``), when the application has an output topic
@@ -77,7 +78,8 @@ def downtime_section(downtime: GroupDowntime, *, group_id: str, target: str | No
     }
 
 
-def downtime_summary(downtime: GroupDowntime, *, target: str | None = None) -> dict[str, Any]:
+def downtime_summary(  # Any: JSON of several shapes (XCom, reports)
+        downtime: GroupDowntime, *, target: str | None = None) -> dict[str, Any]:
     """One group's downtime in a few figures, for a fleet run where a section per group would drown the
     report: the settle time (first member leaving to Stable on ``target``), the rebalances, the types it went
     through and its longest commit stall (the processing gap measured from committed offsets; a fleet run
@@ -99,7 +101,7 @@ def _label(kind: str | None, state: str | None) -> str | None:
     return state if kind is None else f"{kind} {state}"
 
 
-def downtime_chart(section: Mapping[str, Any]) -> str | None:
+def downtime_chart(section: Mapping[str, Any]) -> str | None:  # Any: JSON of several shapes (XCom, reports)
     """The timeline chart (SVG): members by protocol, committed and output records per second, the group's
     state as a band; None when the records show fewer than two instants."""
     chart = section.get("chart") or {}
@@ -132,7 +134,8 @@ def downtime_chart(section: Mapping[str, Any]) -> str | None:
                           x_label=f"seconds since {_iso(t0)}")
 
 
-def downtime_markdown(section: Mapping[str, Any], chart: str | None = None) -> list[str]:
+def downtime_markdown(  # Any: JSON of several shapes (XCom, reports)
+        section: Mapping[str, Any], chart: str | None = None) -> list[str]:
     """Markdown lines of the section (``chart``: the chart's file name next to the report)."""
     lines = ["## Downtime", "", f"_From the group's own records in __consumer_offsets since {section['since']}"
              + (" and the output records read by the validation job" if section.get("output_gap") else "")

@@ -21,7 +21,8 @@ COUNT_LAG_NOTE = ("group counts are refreshed by the brokers every 60 s and may 
                   "minute; rebalance counts move at once")
 
 
-def metrics_section(points: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def metrics_section(  # Any: JSON of several shapes (XCom, reports)
+        points: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     """The report section for the samples of one run, in order (None: no sample was attempted)."""
     taken = [p for p in points if p]
     if not taken:
@@ -42,7 +43,7 @@ def metrics_section(points: list[dict[str, Any] | None]) -> dict[str, Any] | Non
     return section
 
 
-def metrics_chart(section: dict[str, Any] | None) -> str | None:
+def metrics_chart(section: dict[str, Any] | None) -> str | None:  # Any: JSON of several shapes (XCom, reports)
     """Group counts by protocol over the run's samples (SVG), or None without two samples."""
     rows = [r for r in (section or {}).get("samples", []) if r.get("taken_at")]
     if len(rows) < 2:

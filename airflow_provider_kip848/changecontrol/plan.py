@@ -16,8 +16,8 @@ from typing import Any
 class Change:
     kind: str  # feature | group_config | offsets | members | application | protocol
     target: str
-    before: Any
-    after: Any
+    before: Any  # Any: a value of any kind a change sets
+    after: Any  # Any: a value of any kind a change sets
     note: str = ""
 
 
@@ -26,15 +26,15 @@ class Plan:
     title: str
     steps: tuple[str, ...]
     changes: tuple[Change, ...] = ()
-    checks: tuple[dict[str, Any], ...] = ()
+    checks: tuple[dict[str, Any], ...] = ()  # Any: JSON of several shapes
     notes: tuple[str, ...] = ()
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
     @property
     def nothing_to_do(self) -> bool:
         return not self.changes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"title": self.title, "steps": list(self.steps), "changes": [asdict(c) for c in self.changes],
                 "checks": list(self.checks), "notes": list(self.notes), "facts": self.facts,
                 "nothing_to_do": self.nothing_to_do, "hash": self.digest()}
@@ -46,7 +46,7 @@ class Plan:
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
+    def from_dict(cls, data: dict[str, Any]) -> Plan:  # Any: JSON read back (XCom, a file, a response)
         return cls(title=data["title"], steps=tuple(data["steps"]),
                    changes=tuple(Change(**c) for c in data.get("changes", [])),
                    checks=tuple(data.get("checks", [])), notes=tuple(data.get("notes", [])),

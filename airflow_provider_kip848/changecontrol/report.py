@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ DOWNTIME_CHART = "downtime.svg"
 LOCKED = "locked"
 
 
-def approval_record(payload: Any) -> dict[str, Any] | None:
+def approval_record(payload: Any) -> dict[str, Any] | None:  # Any: a HITL operator's XCom (JSON)
     """Normalise a HITL operator's XCom (chosen option, who, when)."""
     if not payload:
         return None
@@ -36,7 +37,8 @@ def approval_record(payload: Any) -> dict[str, Any] | None:
     }
 
 
-def render_markdown(report: dict[str, Any], chart: str | None = None, downtime_file: str | None = None) -> str:
+def render_markdown(  # Any: JSON of several shapes (XCom, reports)
+        report: dict[str, Any], chart: str | None = None, downtime_file: str | None = None) -> str:
     """The report as a person reads it: the run, its downtime (``downtime_file``: its chart's SVG file), its approvals
     and lock, before/after, the brokers' group metrics over the change (``chart``: the SVG file next to it),
     change control, results."""
@@ -125,7 +127,8 @@ def _change_control_lines(control: dict[str, Any]) -> list[str]:
     return lines
 
 
-def build_report(*, title: str, outcome: str, context: dict[str, Any], **sections: Any) -> dict[str, Any]:
+def build_report(  # Any: a task's Context (or the Airflow layers' dict of it)
+        *, title: str, outcome: str, context: Mapping[str, Any], **sections: Any) -> dict[str, Any]:
     dag_run = context.get("dag_run")
     return {
         "title": title,
@@ -138,7 +141,8 @@ def build_report(*, title: str, outcome: str, context: dict[str, Any], **section
     }
 
 
-def change_control(context: dict[str, Any], change_task_ids: tuple[str, ...] = (),
+def change_control(context: Mapping[str, Any], change_task_ids: tuple[str, ...] = (),
+                   # Any: a task's Context (or the Airflow layers' dict of it)
                    approval_task_ids: tuple[str, ...] = ("approval", "recheck_approval")) -> dict[str, Any]:
     """The run's change-control facts: the policy, the decisions, why an approval was not reused,
     and the audit records the change tasks wrote."""
@@ -159,12 +163,14 @@ def change_control(context: dict[str, Any], change_task_ids: tuple[str, ...] = (
 METRICS_TASK_IDS = ("metrics_before", "metrics_during", "metrics_after")
 
 
-def group_metrics(context: dict[str, Any], task_ids: tuple[str, ...] = METRICS_TASK_IDS) -> dict[str, Any] | None:
+def group_metrics(  # Any: a task's Context (or the Airflow layers' dict of it)
+        context: Mapping[str, Any], task_ids: tuple[str, ...] = METRICS_TASK_IDS) -> dict[str, Any] | None:
     """The run's group-metrics samples as the report's section (None when no sample task ran)."""
     return metrics_section([context["ti"].xcom_pull(task_ids=t) for t in task_ids])
 
 
-def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
+def write_report(  # Any: JSON of several shapes (XCom, reports)
+        directory: str, report: dict[str, Any]) -> dict[str, str]:
     base = directory.rstrip("/")
     json_path, md_path = f"{base}/report.json", f"{base}/report.md"
     files = {"json": json_path, "markdown": md_path}
@@ -183,7 +189,8 @@ def write_report(directory: str, report: dict[str, Any]) -> dict[str, str]:
     return files
 
 
-def task_states(context: dict[str, Any]) -> dict[str, str]:
+def task_states(  # Any: a task's Context (or the Airflow layers' dict of it)
+        context: Mapping[str, Any]) -> dict[str, str]:
     """State of every task of this DAG run (read through the Task SDK, as a running task may)."""
     ti = context["ti"]
     run_id = context["dag_run"].run_id
@@ -191,17 +198,18 @@ def task_states(context: dict[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in (states.get(run_id) or {}).items()}
 
 
-def failed_tasks(context: dict[str, Any]) -> list[str]:
+def failed_tasks(context: Mapping[str, Any]) -> list[str]:  # Any: a task's Context (or the Airflow layers' dict of it)
     """Tasks that failed themselves (not those only blocked by an upstream failure)."""
     return sorted(t for t, s in task_states(context).items() if s == "failed")
 
 
-def refused(*decisions: dict[str, Any] | None) -> bool:
+def refused(*decisions: dict[str, Any] | None) -> bool:  # Any: JSON of several shapes (XCom, reports)
     """True when change control refused a decision (e.g. a self-approval under the four-eyes rule)."""
     return any(d and d.get("refused") for d in decisions)
 
 
-def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str,
+def downtime_outcome(context: Mapping[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str,
+                     # Any: a task's Context (or the Airflow layers' dict of it)
                      way_back_task: str, deadline_tasks: tuple[str, ...]) -> str:
     """The outcome of a run of a downtime DAG (stop, Empty, restart on another protocol, with a way back).
 
@@ -237,7 +245,8 @@ def downtime_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: b
     return done
 
 
-def rollout_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str, way_back_task: str,
+def rollout_outcome(context: Mapping[str, Any], *, nothing_to_do: bool, dry_run: bool, done: str, way_back_task: str,
+                    # Any: a task's Context (or the Airflow layers' dict of it)
                     back_task: str, deadline_tasks: tuple[str, ...]) -> str:
     """The outcome of a rolling change with a way back (the rolling upgrade): ``refused``, ``failed`` (a task
     failed that the way back does not account for), ``nothing_to_do``, ``dry_run``, ``timed_out_rolled_back``
@@ -265,7 +274,8 @@ def rollout_outcome(context: dict[str, Any], *, nothing_to_do: bool, dry_run: bo
     return done
 
 
-def change_outcome(context: dict[str, Any], *, plan: dict[str, Any] | None, dry_run: bool, apply_task: str) -> str:
+def change_outcome(  # Any: a task's Context (or the Airflow layers' dict of it)
+        context: Mapping[str, Any], *, plan: dict[str, Any] | None, dry_run: bool, apply_task: str) -> str:
     """The outcome of a DAG that applies one change after an approval and its recheck: ``refused``,
     ``failed``, ``nothing_to_do``, ``dry_run``, ``rejected``, ``rejected_after_recheck``, ``changed`` (the
     apply task says it applied something) or ``nothing_applied``."""
@@ -288,8 +298,8 @@ def change_outcome(context: dict[str, Any], *, plan: dict[str, Any] | None, dry_
     return "changed" if applied and applied.get("applied") else "nothing_applied"
 
 
-def finish(context: dict[str, Any], report_dir: str | None, report: dict[str, Any], *,
-           lock: dict[str, Any] | None = None,
+def finish(context: Mapping[str, Any], report_dir: str | None, report: dict[str, Any], *,
+           lock: dict[str, Any] | None = None,  # Any: a task's Context (or the Airflow layers' dict of it)
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
     """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
     see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.

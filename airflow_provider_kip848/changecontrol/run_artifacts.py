@@ -67,7 +67,7 @@ class ReportFolder:
     source: str
 
 
-def recorded_folder(report_xcom: Any) -> str | None:
+def recorded_folder(report_xcom: object) -> str | None:
     """The folder the report task wrote its files to (the directory of ``files.markdown`` in its XCom), or None
     when it recorded none (it has not run, it failed before writing, or no location was configured)."""
     files = report_xcom.get("files") if isinstance(report_xcom, Mapping) else None
@@ -77,7 +77,7 @@ def recorded_folder(report_xcom: Any) -> str | None:
     return posixpath.dirname(markdown.rstrip("/")) or None
 
 
-def report_folder(dag_id: str, run_id: str, *, report_xcom: Any = None, report_dir: object = None,
+def report_folder(dag_id: str, run_id: str, *, report_xcom: object = None, report_dir: object = None,
                   root: object = None) -> ReportFolder | None:
     """The run's report folder: what its report task recorded, else ``<report_dir or root>/<dag>/<run>/report``
     (``report_dir``: the run's own Param; ``root``: the artifact location the reader knows), else None."""
@@ -130,7 +130,7 @@ def is_validation_task(task_id: str) -> bool:
     return task_id == VALIDATE_TASK or bool(re.fullmatch(rf"wave_\d+\.{VALIDATE_TASK}", task_id))
 
 
-def validation_pages(xcoms: Mapping[str, Any]) -> dict[str, str]:
+def validation_pages(xcoms: Mapping[str, Any]) -> dict[str, str]:  # Any: JSON of several shapes (XCom, reports)
     """task id -> the ``validation.html`` its validation wrote, from the validate tasks' XComs
     (``{"files": {"html": ...}}``); tasks that recorded none are left out."""
     pages = {}

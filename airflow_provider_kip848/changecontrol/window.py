@@ -21,9 +21,10 @@ logs and the approval shows.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypedDict
 from zoneinfo import ZoneInfo
 
 from airflow_provider_kip848.kafka.errors import InvalidMaintenanceWindow, Kip848Error
@@ -171,6 +172,19 @@ def max_window_hours(value: object) -> float:
     return hours
 
 
+class WindowFacts(TypedDict):
+    """A window as the plan, the guard's XCom and the report show it (:meth:`MaintenanceWindow.to_dict`)."""
+
+    days: list[str]
+    start: str
+    end: str
+    tz: str
+    hours: float
+    across_midnight: bool
+    expanded: list[str]
+    understood: str
+
+
 @dataclass(frozen=True)
 class MaintenanceWindow:
     days: tuple[str, ...]
@@ -251,7 +265,7 @@ class MaintenanceWindow:
             text += "; " + "; ".join(self.expanded)
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> WindowFacts:
         return {"days": list(self.days), "start": f"{self.start:%H:%M}", "end": f"{self.end:%H:%M}", "tz": self.tz,
                 "hours": self.hours, "across_midnight": self.across_midnight, "expanded": list(self.expanded),
                 "understood": self.understood()}
@@ -264,13 +278,16 @@ def check_window(window: MaintenanceWindow, moment: datetime) -> None:
             f"the next one opens {window.next_opening(moment).isoformat(timespec='minutes')}.")
 
 
-def window_from_params(params: dict, *, max_hours: float | None = DEFAULT_MAX_WINDOW_HOURS) -> MaintenanceWindow:
+def window_from_params(params: Mapping[str, Any],  # Any: DAG Params (their schemas allow several types)
+                       *, max_hours: float | None = DEFAULT_MAX_WINDOW_HOURS) -> MaintenanceWindow:
     """The window the DAG Params ``window_days``, ``window_start``, ``window_end``, ``window_tz`` describe."""
     return MaintenanceWindow.parse(params["window_days"], params["window_start"], params["window_end"],
                                    params["window_tz"], max_hours=max_hours)
 
 
-def guard_window(params: dict, now: datetime, *, max_hours: float = DEFAULT_MAX_WINDOW_HOURS) -> dict[str, Any]:
+def guard_window(params: Mapping[str, Any],  # Any: DAG Params (their schemas allow several types)
+                 now: datetime, *, max_hours: float = DEFAULT_MAX_WINDOW_HOURS
+                 ) -> dict[str, Any]:  # Any: the guard task's XCom (JSON), as its operator returns it
     """The migration DAGs' first task: the window their Params describe (``window_days``,
     ``window_start``, ``window_end``, ``window_tz``) must contain ``now``; raises
     :class:`OutsideMaintenanceWindow` naming the next opening, :class:`InvalidMaintenanceWindow` for a window
@@ -281,6 +298,6 @@ def guard_window(params: dict, now: datetime, *, max_hours: float = DEFAULT_MAX_
             "checked_at": now.isoformat(timespec="seconds")}
 
 
-def window_note(params: dict) -> str:
+def window_note(params: Mapping[str, Any]) -> str:  # Any: DAG Params (their schemas allow several types)
     """The approval's line about the window the run is held to (the guard checked it before the plan)."""
     return f"maintenance window: {window_from_params(params, max_hours=None).understood()}"

@@ -120,7 +120,7 @@ class CommandController(ApplicationController):
                  status_format: str = "json", config_format: str = "properties", client: str | None = None,
                  client_version: str | None = None, timeout_seconds: float = 120.0,
                  connect_timeout_seconds: float = 10.0, env: Mapping[str, str] | None = None,
-                 params: Mapping[str, Mapping[str, Any]] | None = None,
+                 params: Mapping[str, Mapping[str, Any]] | None = None,  # Any: JSON of several shapes (XCom, reports)
                  member_identity: Mapping[str, str] | None = None, **run_args: Any) -> None:
         unknown = sorted(set(commands) - set(STEPS))
         if unknown:
@@ -229,7 +229,8 @@ class CommandController(ApplicationController):
         return replace(instance, **derived)
 
     @classmethod
-    def run_arguments(cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
+    def run_arguments(  # Any: registry arguments (YAML values), checked by the schema
+            cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
         """The ``params`` the registry's target declares (ValueError: they are not valid)."""
         params = target.get("params") or {}
         if not isinstance(params, Mapping):
@@ -288,16 +289,16 @@ class CommandController(ApplicationController):
 
     # -- the protocol -------------------------------------------------------------------------------
 
-    def stop(self) -> Mapping[str, Any]:
+    def stop(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         return self._report(self._run("stop"))
 
-    def start(self, group_protocol: str) -> Mapping[str, Any]:
+    def start(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         return self._report(self._run("start", group_protocol))
 
     def can_roll(self) -> bool:
         return bool(self.commands.get("roll"))
 
-    def roll(self, group_protocol: str) -> Mapping[str, Any]:
+    def roll(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         if not self.can_roll():
             raise PlatformError("no roll command is configured")
         return self._report(self._run("roll", group_protocol))
@@ -315,10 +316,11 @@ class CommandController(ApplicationController):
                                 remedy="Give a name the status command prints.")
         return name
 
-    def stop_instance(self, name: str) -> Mapping[str, Any]:
+    def stop_instance(self, name: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         return self._report(self._run("stop_instance", instance=self._listed(name)))
 
-    def start_instance(self, name: str, group_protocol: str) -> Mapping[str, Any]:
+    def start_instance(  # Any: the platform's answer, JSON of several shapes
+            self, name: str, group_protocol: str) -> Mapping[str, Any]:
         return self._report(self._run("start_instance", group_protocol, instance=self._listed(name)))
 
     def status(self) -> ApplicationStatus:
@@ -374,7 +376,7 @@ class CommandController(ApplicationController):
                                 retriable=False)
         return outcome.where
 
-    def describe_target(self) -> Mapping[str, Any]:
+    def describe_target(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         where = "the Airflow worker"
         if self.ssh_conn_id:
             where = f"SSH connection {self.ssh_conn_id!r}"

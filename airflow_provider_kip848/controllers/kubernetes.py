@@ -47,6 +47,11 @@ what references it) and asks the API server whether this identity may do the
 step (``SelfSubjectAccessReview``): a wrong name or a missing permission is a
 clear error, and nothing is scaled. The exact Role is :data:`ROLE_RULES`
 (docs/controllers.md).
+
+Why over 500 lines: one :class:`~.protocol.ApplicationController` implementation for two workload kinds
+(Deployment, StatefulSet) over one API: its status, stop, start, roll and instance actions share the workload
+lookup, the pod selection and the rollout watch, and each action's refusal and verdict wording is written once
+for both kinds. What stands alone (the label selector, the API errors' wording) is a module function already.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ ROLE_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 
 
-def label_selector(selector: Mapping[str, Any] | None) -> str:
+def label_selector(selector: Mapping[str, Any] | None) -> str:  # Any: JSON of several shapes (XCom, reports)
     """A workload's ``spec.selector`` as a label-selector string (what ``kubectl get pods -l`` takes)."""
     selector = selector or {}
     parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
@@ -157,6 +162,7 @@ class KubernetesController(ApplicationController):
     }
 
     def __init__(self, *, workload: str, namespace: str | None = None, selector: str | None = None,
+                 # Any: registry arguments (YAML values), checked by the schema
                  kubernetes_conn_id: str = "kubernetes_default", container: str | None = None,
                  protocol_env: str | None = None, protocol_config_map: Mapping[str, str] | None = None,
                  properties_config_map: Mapping[str, str] | None = None,
@@ -608,7 +614,7 @@ class KubernetesController(ApplicationController):
 
     # -- the protocol -----------------------------------------------------------------------------------------------
 
-    def stop(self) -> Mapping[str, Any]:
+    def stop(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         workload, _ = self._prepare("stop")
         replicas = self._read_scale()
         recorded = (workload["metadata"].get("annotations") or {}).get(REPLICAS_ANNOTATION)
@@ -635,7 +641,7 @@ class KubernetesController(ApplicationController):
                             f"{REPLICAS_ANNOTATION}, written by the stop): nothing was changed",
                             remedy="Set replicas in the controller's target, or scale the workload yourself.")
 
-    def start(self, group_protocol: str) -> Mapping[str, Any]:
+    def start(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         workload, container = self._prepare("start")
         replicas = self._replicas_to_start(workload)
         patch, change = self._protocol_patch(container, group_protocol)
@@ -649,7 +655,7 @@ class KubernetesController(ApplicationController):
     def can_roll(self) -> bool:
         return True
 
-    def roll(self, group_protocol: str) -> Mapping[str, Any]:
+    def roll(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         workload, container = self._prepare("roll")
         replicas = int(workload["spec"].get("replicas") or 0)
         if replicas == 0:
@@ -740,7 +746,7 @@ class KubernetesController(ApplicationController):
                 "roll": f"set group.protocol={protocol} in {where} as a rolling update, and wait for {rollout}",
                 "status": f"list the pods of {self.label} (the workload's selector)"}
 
-    def describe_target(self) -> Mapping[str, Any]:
+    def describe_target(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         return {"workload": f"{self.kind.lower()}/{self.name}" if self.name else
                 f"{self.kind.lower()} selected by {self.selector}", "namespace": self.namespace,
                 "connection": self.conn_id, "group.protocol in": self._protocol_source()}

@@ -41,6 +41,7 @@ class NamedController:
     """The controller configured as ``name`` (kind ``kind``) in the deployment's registry."""
 
     def __init__(self, *, name: str, kind: str, controller: ApplicationController, description: str = "",
+                 # Any: registry arguments (YAML values), checked by the schema
                  args: Mapping[str, Any] | None = None, fingerprint: str = "") -> None:
         self.name, self.kind, self.description = name, kind, description
         self.controller = controller
@@ -118,7 +119,8 @@ class NamedController:
     def can_roll_instances(self) -> bool:
         return bool(self.controller.can_roll_instances())
 
-    def plan(self, group_protocol: str | None = None) -> dict[str, Any]:
+    def plan(  # Any: the platform's answer, JSON of several shapes
+            self, group_protocol: str | None = None) -> dict[str, Any]:
         """The controller, its target and the exact actions of each step, for the approval."""
         actions = self._call("plan", lambda: dict(self.controller.actions(group_protocol)))
         return {"name": self.name, "kind": self.kind, "description": self.description, "args": dict(self.args),
@@ -144,7 +146,8 @@ class NamedController:
 
     # -- actions ------------------------------------------------------------------------------------
 
-    def stop(self, *, confirm_seconds: float = STOP_CONFIRM_SECONDS, poll_seconds: float = 0.5) -> dict[str, Any]:
+    def stop(  # Any: the platform's answer, JSON of several shapes
+            self, *, confirm_seconds: float = STOP_CONFIRM_SECONDS, poll_seconds: float = 0.5) -> dict[str, Any]:
         """Stop every instance, then wait until the platform shows none (see the module docstring)."""
         started = time.monotonic()
         done = self._call("stop", lambda: dict(self.controller.stop()))
@@ -167,7 +170,8 @@ class NamedController:
                 "status": status.to_dict(), "instances_gone": status.gone,
                 "confirm_s": round(time.monotonic() - started, 3)}
 
-    def start(self, group_protocol: str, *, expected: int | None = None) -> dict[str, Any]:
+    def start(  # Any: the platform's answer, JSON of several shapes
+            self, group_protocol: str, *, expected: int | None = None) -> dict[str, Any]:
         """Start with ``group.protocol``; with ``expected`` instances already running, start nothing."""
         protocol = self._protocol(group_protocol)
         before = self.status()
@@ -180,7 +184,7 @@ class NamedController:
         return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                 "platform": done, "status": self.status().to_dict(), "already_running": False}
 
-    def roll(self, group_protocol: str) -> dict[str, Any]:
+    def roll(self, group_protocol: str) -> dict[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """The platform's rolling restart with ``group.protocol``."""
         protocol = self._protocol(group_protocol)
         if not self.can_roll():
@@ -194,6 +198,7 @@ class NamedController:
 
 
     def stop_instance(self, name: str, *, confirm_seconds: float = STOP_CONFIRM_SECONDS,
+                      # Any: the platform's answer, JSON of several shapes
                       poll_seconds: float = 0.5) -> dict[str, Any]:
         """Stop the one instance ``name``, then wait until the platform shows it not running (an error naming
         it when it still runs at the deadline, or when the platform cannot tell: never reported as stopped)."""
@@ -221,7 +226,8 @@ class NamedController:
         return {"instance": name, "action": "stop", "platform": done,
                 "confirm_s": round(time.monotonic() - started, 3)}
 
-    def start_instance(self, name: str, group_protocol: str) -> dict[str, Any]:
+    def start_instance(  # Any: the platform's answer, JSON of several shapes
+            self, name: str, group_protocol: str) -> dict[str, Any]:
         """Start the one instance ``name`` with ``group.protocol``; the platform's view of it right after."""
         protocol = self._protocol(group_protocol)
         done = self._call("start_instance", lambda: dict(self.controller.start_instance(name, protocol)))

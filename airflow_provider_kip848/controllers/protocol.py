@@ -63,11 +63,11 @@ class Instance:
     client_id: str | None = None
     group_instance_id: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Instance:
+    def from_dict(cls, data: Mapping[str, Any]) -> Instance:  # Any: JSON read back (XCom, a file, a response)
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})  # type: ignore[arg-type]
 
     def describe(self) -> str:
@@ -114,12 +114,13 @@ class ApplicationStatus:
             return "no instance running"
         return f"{len(running)} instance(s) running: " + ", ".join(i.describe() for i in running)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"known": self.known, "instances": [i.to_dict() for i in self.instances], "source": self.source,
                 "reason": self.reason, "summary": self.summary(), "gone": self.gone}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> ApplicationStatus | None:
+    def from_dict(  # Any: JSON read back (XCom, a file, a response)
+            cls, data: Mapping[str, Any] | None) -> ApplicationStatus | None:
         if not data:
             return None
         return cls(known=bool(data.get("known")),
@@ -127,7 +128,8 @@ class ApplicationStatus:
                    source=str(data.get("source") or ""), reason=str(data.get("reason") or ""))
 
 
-def redact_properties(properties: Mapping[str, Any]) -> dict[str, str]:
+def redact_properties(  # Any: registry arguments (YAML values), checked by the schema
+        properties: Mapping[str, Any]) -> dict[str, str]:
     """Client properties with the value of every secret-looking key replaced by ``***``."""
     return {str(k): ("***" if _SECRET_KEY.search(str(k)) else str(v)) for k, v in properties.items()}
 
@@ -145,12 +147,13 @@ class ClientConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "properties", redact_properties(self.properties))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"properties": dict(self.properties), "source": self.source, "client": self.client,
                 "client_version": self.client_version}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> ClientConfig | None:
+    def from_dict(  # Any: JSON read back (XCom, a file, a response)
+            cls, data: Mapping[str, Any] | None) -> ClientConfig | None:
         if not data:
             return None
         return cls(properties=dict(data.get("properties") or {}), source=str(data.get("source") or ""),
@@ -177,17 +180,18 @@ class ApplicationController(ABC):
     schema: ClassVar[Mapping[str, Arg]] = {}
 
     @classmethod
-    def run_arguments(cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
+    def run_arguments(  # Any: registry arguments (YAML values), checked by the schema
+            cls, target: Mapping[str, Any]) -> Mapping[str, Arg]:
         """What a run may set, given the registry's target (by default the schema's ``run`` arguments)."""
         return {name: arg for name, arg in cls.schema.items() if arg.run}
 
     @abstractmethod
-    def stop(self) -> Mapping[str, Any]:
+    def stop(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """Stop every instance; return what was done (small JSON). Waiting until the instances are gone is
         the provider's job (it asks :meth:`status`), unless the platform's own stop already waits."""
 
     @abstractmethod
-    def start(self, group_protocol: str) -> Mapping[str, Any]:
+    def start(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """Start every instance with ``group.protocol=<group_protocol>``; a running instance is not started
         twice. Return what was done."""
 
@@ -195,7 +199,7 @@ class ApplicationController(ABC):
         """Whether :meth:`roll` is available (the fleet's online path and the rolling upgrade need it)."""
         return False
 
-    def roll(self, group_protocol: str) -> Mapping[str, Any]:
+    def roll(self, group_protocol: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """Restart the instances one at a time with ``group.protocol=<group_protocol>`` while the others keep
         running (a Kubernetes rolling update, a unit-by-unit restart); return what was done."""
         raise NotImplementedError(f"{type(self).__name__} cannot roll an application")
@@ -207,11 +211,12 @@ class ApplicationController(ABC):
         :meth:`roll` and can only watch."""
         return False
 
-    def stop_instance(self, name: str) -> Mapping[str, Any]:
+    def stop_instance(self, name: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """Stop the one instance ``name`` (a name :meth:`status` reports); the others keep running."""
         raise NotImplementedError(f"{type(self).__name__} cannot stop one instance")
 
-    def start_instance(self, name: str, group_protocol: str) -> Mapping[str, Any]:
+    def start_instance(  # Any: the platform's answer, JSON of several shapes
+            self, name: str, group_protocol: str) -> Mapping[str, Any]:
         """Start the one instance ``name`` with ``group.protocol=<group_protocol>`` (a running one: nothing)."""
         raise NotImplementedError(f"{type(self).__name__} cannot start one instance")
 
@@ -236,7 +241,7 @@ class ApplicationController(ABC):
         """What each step will do, in the platform's terms, for the approval: ``{"stop": "...", "start": "...",
         "status": "...", ...}`` (``group_protocol`` None: the steps that do not depend on it)."""
 
-    def describe_target(self) -> Mapping[str, Any]:
+    def describe_target(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """The target as the approval shows it (by default: nothing beyond the actions)."""
         return {}
 

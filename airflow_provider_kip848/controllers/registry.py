@@ -69,7 +69,7 @@ class ControllerEntry:
 
     name: str
     kind: str
-    target: Mapping[str, Any] = field(default_factory=dict)
+    target: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     description: str = ""
 
 
@@ -237,7 +237,8 @@ class ControllerRegistry:
                                controller=controller, args=run_args, fingerprint=fingerprint(entry, run_args))
 
 
-def fingerprint(entry: ControllerEntry, args: Mapping[str, Any]) -> str:
+def fingerprint(  # Any: registry arguments (YAML values), checked by the schema
+        entry: ControllerEntry, args: Mapping[str, Any]) -> str:
     """A hash of what the controller does: its registry entry (kind, target) and the run's arguments."""
     text = json.dumps({"kind": entry.kind, "target": entry.target, "args": dict(args)}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -248,14 +249,16 @@ def resolve_controller(name: object, args: object = None, *, location: str | Non
     return ControllerRegistry.load(location).resolve(name, args)
 
 
-def registry_summary(location: str | None = None) -> dict[str, Any]:
+def registry_summary(  # Any: the platform's answer, JSON of several shapes
+        location: str | None = None) -> dict[str, Any]:
     """The names of the deployment's controllers and where they are configured (for messages and docs)."""
     registry = ControllerRegistry.load(location)
     return {"source": registry.source, "controllers": {n: {"kind": e.kind, "description": e.description}
                                                        for n, e in sorted(registry.entries.items())}}
 
 
-def dumps(entries: Mapping[str, Mapping[str, Any]]) -> str:
+def dumps(  # Any: registry arguments (YAML values), checked by the schema
+        entries: Mapping[str, Mapping[str, Any]]) -> str:
     """A registry's text for ``entries`` (name -> {kind, target, description}): what the harness and the docs'
     examples write."""
     return json.dumps({"version": FORMAT_VERSION, "controllers": dict(entries)}, indent=2, sort_keys=True)

@@ -35,17 +35,17 @@ class Arg:
     type: str
     required: bool = False
     run: bool = False
-    enum: tuple[Any, ...] = ()
+    enum: tuple[Any, ...] = ()  # Any: values of the type the Arg declares
     pattern: str | None = None
     minimum: float | None = None
-    default: Any = None
+    default: Any = None  # Any: values of the type the Arg declares
     description: str = ""
 
     def __post_init__(self) -> None:
         if self.type not in _TYPES:
             raise ValueError(f"Arg type {self.type!r} is not one of {', '.join(_TYPES)}")
 
-    def problem(self, name: str, value: Any) -> str | None:
+    def problem(self, name: str, value: object) -> str | None:
         """Why ``value`` is not valid for this argument (None: it is)."""
         if value is None:
             return f"{name} is null" if self.required else None
@@ -63,7 +63,7 @@ class Arg:
         return None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Arg:
+    def from_dict(cls, data: Mapping[str, Any]) -> Arg:  # Any: JSON read back (XCom, a file, a response)
         """An argument declared in a registry (the ``params`` of a command controller)."""
         known = {"type", "required", "enum", "pattern", "minimum", "default", "description"}
         unknown = sorted(set(data) - known)
@@ -73,7 +73,7 @@ class Arg:
                    enum=tuple(data.get("enum") or ()), pattern=data.get("pattern"), minimum=data.get("minimum"),
                    default=data.get("default"), description=str(data.get("description") or ""))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, Any] = {"type": self.type}
         for key in ("required", "run"):
             if getattr(self, key):
@@ -92,6 +92,7 @@ class Arg:
 
 
 def check_arguments(schema: Mapping[str, Arg], given: Mapping[str, Any], *, what: str,
+                    # Any: registry arguments (YAML values), checked by the schema
                     allowed: Mapping[str, Arg] | None = None) -> list[str]:
     """Every problem of ``given`` against ``schema`` (empty: valid). ``allowed`` restricts which keys may be
     given at all (a run may give only the run arguments); ``what`` names the source in each message."""
@@ -107,7 +108,8 @@ def check_arguments(schema: Mapping[str, Arg], given: Mapping[str, Any], *, what
     return problems
 
 
-def missing_required(schema: Mapping[str, Arg], *givens: Mapping[str, Any]) -> list[str]:
+def missing_required(  # Any: registry arguments (YAML values), checked by the schema
+        schema: Mapping[str, Arg], *givens: Mapping[str, Any]) -> list[str]:
     """The required arguments that none of ``givens`` sets."""
     return sorted(n for n, a in schema.items() if a.required and all(g.get(n) is None for g in givens))
 

@@ -46,6 +46,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember
+from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 
 #: member epoch of a static member that left on purpose (it keeps its assignment for its session, id released)
 LEFT_STATIC_EPOCH = -2
@@ -56,7 +57,8 @@ LEAVE_GRACE_S = 5.0
 class InstanceRollFailed(Exception):
     """The roll stopped: ``what`` names the instance and why; ``rolled`` lists the instances done before."""
 
-    def __init__(self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False) -> None:
+    def __init__(  # Any: JSON of several shapes (XCom, reports)
+            self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False) -> None:
         super().__init__(what)
         self.what, self.rolled, self.retriable = what, list(rolled), retriable
 
@@ -75,7 +77,7 @@ def _live(member: ConsumerGroupMember) -> bool:
     return member.member_epoch is None or member.member_epoch >= 0
 
 
-def _members(hook: KafkaGroupAdminHook, group_id: str, log: Any) -> list[ConsumerGroupMember] | None:
+def _members(hook: KafkaGroupAdminHook, group_id: str, log: TaskLog) -> list[ConsumerGroupMember] | None:
     """The group's members now; None when the coordinator cannot say (failing over, loading, not answering): never
     "no members", which would take every member seen after it for a newcomer."""
     try:
@@ -106,7 +108,7 @@ class InstanceRoll:
 
     def __init__(self, controller: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str],
                  protocol: str, limits: RollLimits, *, remove_static: Callable[[str, list[str]], list[str]],
-                 log: Any) -> None:
+                 log: TaskLog) -> None:
         self.controller, self.hook, self.group_ids = controller, hook, list(group_ids)
         self.protocol, self.limits, self.log = protocol, limits, log
         #: removes members by ``group.instance.id`` (group, ids) -> removed ids; audited by the caller
@@ -134,7 +136,7 @@ class InstanceRoll:
                                  f"{', '.join(g for g, v in seen.items() if v is None)} (unknown)", retriable=True)
             time.sleep(self.limits.poll_s)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         instances = self._instances()
         if not instances:
             raise self._fail("the platform lists no instance of the application: nothing to roll")
@@ -262,8 +264,9 @@ class InstanceRoll:
 
 
 def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, group_ids: Sequence[str],
-                     protocol: str, limits: RollLimits, *, context: Any, task_id: str, audit_log: str | None,
-                     log: Any) -> dict[str, Any]:
+                     protocol: str, limits: RollLimits, *,
+                     context: Mapping[str, Any],  # Any: a task's Context (or the Airflow layers' dict of it)
+                     task_id: str, audit_log: str | None, log: TaskLog) -> dict[str, Any]:
     """Roll the application to ``protocol``: instance by instance (:class:`InstanceRoll`: the gate, the static
     members' leave, removals audited as ``task_id``'s) when the controller can and the groups are given (a
     ``hook`` to their cluster), else through the platform's rolling restart. The result has the platform's

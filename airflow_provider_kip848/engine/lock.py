@@ -7,21 +7,25 @@ moves, which take their groups' locks themselves (:mod:`airflow_provider_kip848.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
+
 from airflow_provider_kip848.kafka.lock import LockHolder
+from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 
 #: Airflow run states in which a holder run can no longer be changing anything.
 ENDED_STATES = ("success", "failed")
 
 
-def run_owner(context: Any) -> str:
+def run_owner(context: Mapping[str, Any]) -> str:  # Any: a task's Context (or the Airflow layers' dict of it)
     """The lock owner of the run a task belongs to: ``<dag_id>/<run_id>`` (every task of a run re-enters)."""
     ti = context["ti"]
     return f"{ti.dag_id}/{ti.run_id}"
 
 
-def lock_holder(context: Any) -> LockHolder:
+def lock_holder(context: Mapping[str, Any]) -> LockHolder:  # Any: a task's Context (or the Airflow layers' dict of it)
     """The holder record of this run (shown to whoever is refused: DAG, run, the task that took it, who
     triggered the run)."""
     ti = context["ti"]
@@ -30,7 +34,7 @@ def lock_holder(context: Any) -> LockHolder:
                       task_id=getattr(ti, "task_id", None))
 
 
-def holder_run_ended(ti: Any, holder: LockHolder, log: Any) -> bool:
+def holder_run_ended(ti: RuntimeTaskInstanceProtocol, holder: LockHolder, log: TaskLog) -> bool:
     """A holder is stale when Airflow says its run has ended; unknown runs (another Airflow) are not."""
     if not (holder.dag_id and holder.run_id):
         return False

@@ -20,6 +20,11 @@ next to the application's snapshots). A task process that ends without finishing
 executor that loses a resumed deferred task, a worker that dies) is retried by Airflow, and the retry
 takes the move up at its recorded step: a migrated application is never counted failed for it, nor
 rolled back.
+
+Why over 500 lines: :class:`ApplicationMove` is one state machine. Every step method reads and records the
+same :class:`~.state.MoveState`, and where a move defers and resumes is read top to bottom in the order the
+steps run; the step implementations themselves are elsewhere (:mod:`.offsets`, :mod:`.application`,
+:mod:`.lock`, :mod:`.instance_roll`). Split, the order of the steps would be spread over modules.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from airflow_provider_kip848.kafka.lock import ChangeLock
 from airflow_provider_kip848.kafka.rules.conditions import (
     UNAVAILABLE_LIMIT_S,
     GroupCondition,
+    TaskLog,
     advance_staged,
     is_live,
     pending_condition,
@@ -114,11 +120,11 @@ class Unit:
     app_controller: str
     groups: tuple[UnitGroup, ...]
     wave: int = 0
-    app_controller_args: Mapping[str, Any] = field(default_factory=dict)
+    app_controller_args: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     expected_instances: int | None = None
 
     @classmethod
-    def from_dict(cls, unit: Any) -> Unit:
+    def from_dict(cls, unit: Any) -> Unit:  # Any: JSON read back (XCom, a file, a response)
         """Strict: a unit without its application, team, path, controller or groups is refused."""
         if not isinstance(unit, Mapping) or not isinstance(unit.get("groups"), list) or not unit["groups"]:
             raise InvalidArgument(f"application must be a mapping with a non-empty 'groups' list, got {unit!r}")
@@ -178,7 +184,7 @@ class Waiting:
     """The move waits: defer on a :class:`~airflow_provider_kip848.triggers.move.KafkaMoveTrigger` with these
     ``waits`` (one entry per group) and ``remove_members_at``, for at most ``timeout_s``."""
 
-    waits: list[dict[str, Any]]
+    waits: list[dict[str, Any]]  # Any: JSON of several shapes
     poll_interval: float
     timeout_s: float
     state: MoveState
@@ -200,8 +206,9 @@ class ApplicationMove:
     :param task_id: the task's id (audit records and the approvals they quote).
     """
 
-    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Any, task_id: str,
-                 log: Any, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
+    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Mapping[str, Any], task_id: str,
+                 # Any: a task's Context (or the Airflow layers' dict of it)
+                 log: TaskLog, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
         if kind not in (MIGRATE, ROLLBACK):
             raise InvalidArgument(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
         self.unit, self.kind, self.settings = unit, kind, settings
@@ -322,7 +329,8 @@ class ApplicationMove:
             self.save(state)
         return self._finish(state, failed=None)
 
-    def resume(self, state: MoveState, event: Mapping[str, Any]) -> Waiting | Finished:
+    def resume(  # Any: JSON of several shapes (XCom, reports)
+            self, state: MoveState, event: Mapping[str, Any]) -> Waiting | Finished:
         """Continue after the stage's trigger fired with ``event``."""
         stage = wait_stage(state.path_steps, state.position)
         if not stage:

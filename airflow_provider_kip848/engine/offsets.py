@@ -27,6 +27,7 @@ from airflow_provider_kip848.kafka.errors import (
     SnapshotTopicsNotRead,
 )
 from airflow_provider_kip848.kafka.model import GroupOffsets, OffsetSnapshot, TopicPartition
+from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 from airflow_provider_kip848.kafka.rules.offsets import (
     OffsetComparison,
     compare,
@@ -56,7 +57,8 @@ def load_snapshot(location: str) -> OffsetSnapshot:
     return OffsetSnapshot.from_json(storage.read_text(location), source=location)
 
 
-def write_snapshot(native_hook: KafkaGroupAdminHook, group_id: str, path: str, log: Any) -> dict[str, Any]:
+def write_snapshot(  # Any: JSON of several shapes (XCom, reports)
+        native_hook: KafkaGroupAdminHook, group_id: str, path: str, log: TaskLog) -> dict[str, Any]:
     """Write ``group_id``'s committed offsets to ``path``, or keep the snapshot of the same cluster and group
     already there (a retry: the first one is the baseline taken before anything changed); another group's or
     cluster's snapshot at ``path`` is never overwritten. The snapshot step of every migration."""
@@ -104,7 +106,7 @@ def _as_offsets(snapshot: OffsetSnapshot) -> GroupOffsets:
 
 
 def compare_with_snapshot(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminHook, group_id: str,
-                          snapshot_path: str, log: Any, *, allow_other_cluster: bool = False) -> OffsetComparison:
+                          snapshot_path: str, log: TaskLog, *, allow_other_cluster: bool = False) -> OffsetComparison:
     """``group_id``'s committed offsets now against the snapshot at ``snapshot_path`` (of the same group and, unless
     ``allow_other_cluster``, the same cluster), partition by partition; logs every partition that moved."""
     snapshot = load_snapshot(snapshot_path)
@@ -149,7 +151,7 @@ class RestoreResult:
     #: topics restored although the group does not read them (``allow_unread_topics``)
     unread_topics: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "restored": dict(self.restored), "before": dict(self.before),
                 "left_alone": self.left_alone, "dry_run": self.dry_run,
                 "snapshot_cluster_id": self.snapshot_cluster_id, "cross_cluster": self.cross_cluster,
@@ -161,7 +163,7 @@ class RestoreResult:
 
 
 def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminHook, group_id: str,
-                         snapshot_path: str, log: Any, *, dry_run: bool = False,
+                         snapshot_path: str, log: TaskLog, *, dry_run: bool = False,
                          allow_other_cluster: bool = False, allow_unread_topics: bool = False) -> RestoreResult:
     """Put back the committed offsets of ``group_id`` that regressed or vanished since the snapshot at
     ``snapshot_path`` (only those: equal and advanced partitions are left alone, so a rerun restores

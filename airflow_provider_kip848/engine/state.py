@@ -127,15 +127,15 @@ class MoveState:
     position: int = 0
     steps: list[StepRecord] = field(default_factory=list)
     gone: bool | None = None
-    baseline: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None  # Any: JSON of several shapes
     liveness: dict[str, float] = field(default_factory=dict)
-    waits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     wait_started: float | None = None
-    removed: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     notes: list[str] = field(default_factory=list)
     attempts: int = 1
     deferrals: int = 0
-    result: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None  # Any: JSON of several shapes
 
     @property
     def path_steps(self) -> tuple[Step, ...]:
@@ -179,7 +179,7 @@ class MoveState:
                             position=self.position, steps=tuple(s.value for s in self.path_steps), recorded_at=now,
                             waiting=pending is not None, groups=groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "kind": self.kind, "path": self.path, "started_at": self.started_at,
                 "position": self.position, "steps": [s.to_dict() for s in self.steps], "gone": self.gone,
                 "baseline": self.baseline, "liveness": dict(self.liveness), "waits": dict(self.waits),
@@ -187,7 +187,7 @@ class MoveState:
                 "attempts": self.attempts, "deferrals": self.deferrals, "result": self.result}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MoveState:
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveState:  # Any: JSON read back (XCom, a file, a response)
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"move state must be an object, got {type(data).__name__}")
         texts = {k: data.get(k) for k in ("app", "kind", "path")}

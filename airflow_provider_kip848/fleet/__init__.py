@@ -16,6 +16,7 @@ platform team's ownership map:
 docs/fleet.md describes the file format and the rules.
 """
 
+from airflow_provider_kip848.fleet.applications import TARGET_TYPE, Application, PlannedGroup
 from airflow_provider_kip848.fleet.budget import ErrorBudget, GroupResult, Remaining, WaveVerdict, remaining
 from airflow_provider_kip848.fleet.ownership import (
     Conflict,
@@ -26,17 +27,8 @@ from airflow_provider_kip848.fleet.ownership import (
     OwnershipNotApprovable,
     OwnershipRule,
 )
-from airflow_provider_kip848.fleet.waves import (
-    TARGET_TYPE,
-    Application,
-    PlannedGroup,
-    Selection,
-    Wave,
-    WaveLimits,
-    WavePlan,
-    plan_waves,
-    select,
-)
+from airflow_provider_kip848.fleet.selection import Selection, select
+from airflow_provider_kip848.fleet.waves import Wave, WaveLimits, WavePlan, plan_waves
 
 __all__ = [
     "TARGET_TYPE",

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_kip848.fleet.waves import MIGRATED, PENDING, TARGET_TYPE, Application, Wave, WavePlan
+from airflow_provider_kip848.fleet.applications import MIGRATED, PENDING, TARGET_TYPE, Application
+from airflow_provider_kip848.fleet.waves import Wave, WavePlan
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 
@@ -35,13 +36,13 @@ class GroupResult:
     detail: str = ""
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupResult:  # Any: JSON read back (XCom, a file, a response)
         ok = data.get("ok")
         if not isinstance(ok, bool) or not isinstance(data.get("group_id"), str):
             raise InvalidArgument(f"a group result needs group_id (string) and ok (true/false), got {dict(data)!r}")
         return cls(data["group_id"], ok, str(data.get("detail") or ""))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "ok": self.ok, "detail": self.detail}
 
 
@@ -61,7 +62,7 @@ class WaveVerdict:
     failed_groups: Mapping[str, str] | None = None
     rollback_groups: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"wave": self.wave, "proceed": self.proceed, "reason": self.reason,
                 "failed_apps": list(self.failed_apps), "succeeded_apps": list(self.succeeded_apps),
                 "failed_groups": dict(self.failed_groups or {}), "rollback_groups": list(self.rollback_groups)}
@@ -151,7 +152,7 @@ class ErrorBudget:
             ok = ok and failed <= self.max_failed_ratio * total + 1e-9
         return " and ".join(parts), ok
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"max_failed_apps": self.max_failed_apps, "max_failed_ratio": self.max_failed_ratio,
                 "canary_max_failed_apps": self.canary_max_failed_apps}
 
@@ -173,7 +174,7 @@ class Remaining:
         """Nothing is left: every group of the plan is migrated."""
         return not self.waves
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"plan_hash": self.plan_hash, "complete": self.complete, "skipped": list(self.skipped),
                 "completed_waves": list(self.completed_waves), "done_groups": list(self.done_groups),
                 "waves": [w.to_dict() for w in self.waves]}

@@ -71,7 +71,7 @@ class OwnershipRule:
     prefix: str | None = None
     regex: str | None = None
     app_controller: str | None = None
-    app_controller_args: Mapping[str, Any] = field(default_factory=dict)
+    app_controller_args: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     expected_instances: int | None = None
     migration: str | None = None
 
@@ -92,7 +92,7 @@ class OwnershipRule:
         """How the rule matches, as written: ``prefix 'orders-'`` or ``regex 'pay-.*'``."""
         return f"prefix {self.prefix!r}" if self.prefix is not None else f"regex {self.regex!r}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, Any] = {"index": self.index}
         out["prefix" if self.prefix is not None else "regex"] = self.prefix if self.prefix is not None else self.regex
         out.update(app=self.app, team=self.team, app_controller=self.app_controller,
@@ -135,7 +135,7 @@ class IdleApplication:
         how = ", ".join(f"rules[{i}] ({match})" for i, match in self.rules)
         return f"application {self.app!r} (team {self.team!r}) matches no group of the inventory with {how}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "team": self.team, "rules": [{"index": i, "match": m} for i, m in self.rules]}
 
 
@@ -155,7 +155,7 @@ class Conflict:
         names = ", ".join(f"rules[{i}] ({app})" for i, app in self.rules)
         return f"{self.group_id!r} is claimed by {len({a for _, a in self.rules})} applications: {names}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "rules": [{"index": i, "app": a} for i, a in self.rules],
                 "owner": self.owner}
 
@@ -214,7 +214,7 @@ class OwnershipMap:
         return cls.from_obj(data, source=source)
 
     @classmethod
-    def from_obj(cls, data: Any, *, source: str = "<object>") -> OwnershipMap:
+    def from_obj(cls, data: object, *, source: str = "<object>") -> OwnershipMap:
         """The map from already parsed data (``{"version": 1, "rules": [...]}``), checked as strictly."""
         problems: list[str] = []
         if not isinstance(data, Mapping):
@@ -286,7 +286,7 @@ class OwnershipMap:
         return tuple(r for r in self.rules if r.app not in idle and not any(r.matches(g) for g in ids))
 
     def owners(self, group_ids: Iterable[str]) -> dict[str, GroupOwner]:
-        """Who owns each of ``group_ids``, by the rules :func:`~airflow_provider_kip848.fleet.waves.select`
+        """Who owns each of ``group_ids``, by the rules :func:`~airflow_provider_kip848.fleet.selection.select`
         applies (the first matching rule in file order; none: unowned), with every application that claims
         a group matched by rules of more than one (a conflict: the fleet plan refuses it)."""
         out = {}
@@ -312,7 +312,7 @@ class OwnershipMap:
     def teams(self) -> tuple[str, ...]:
         return tuple(sorted({r.team for r in self.rules}))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"version": FORMAT_VERSION, "source": self.source, "rules": [r.to_dict() for r in self.rules]}
 
 

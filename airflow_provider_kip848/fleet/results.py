@@ -86,12 +86,12 @@ class StepRecord:
     def duration_s(self) -> float | None:
         return _span(self.started_at, self.ended_at)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"step": self.step, "group_id": self.group_id, "started_at": self.started_at,
                 "ended_at": self.ended_at, "ok": self.ok, "detail": self.detail}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StepRecord:
+    def from_dict(cls, data: Mapping[str, Any]) -> StepRecord:  # Any: JSON read back (XCom, a file, a response)
         ok = data.get("ok")
         if ok is not None and not isinstance(ok, bool):
             raise InvalidArgument(f"step ok must be true, false or null, got {ok!r}")
@@ -124,13 +124,13 @@ class MoveProgress:
     waiting: bool = False
     groups: Mapping[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "kind": self.kind, "path": self.path, "step": self.step, "position": self.position,
                 "steps": list(self.steps), "recorded_at": self.recorded_at, "waiting": self.waiting,
                 "groups": dict(self.groups)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MoveProgress:
+    def from_dict(cls, data: Mapping[str, Any]) -> MoveProgress:  # Any: JSON read back (XCom, a file, a response)
         """The record as :meth:`to_dict` wrote it; InvalidArgument if it is not one (never a guess)."""
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"move progress: not an object, got {data!r}")
@@ -166,9 +166,9 @@ class GroupOutcome:
     offsets_compared: int | None = None
     offsets_regressed: int | None = None
     detail: str = ""
-    downtime: Mapping[str, Any] | None = None
+    downtime: Mapping[str, Any] | None = None  # Any: JSON of several shapes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "ok": self.ok, "type_before": self.type_before,
                 "type_after": self.type_after, "state_after": self.state_after,
                 "members_after": self.members_after, "offsets_compared": self.offsets_compared,
@@ -176,7 +176,7 @@ class GroupOutcome:
                 "downtime": None if self.downtime is None else dict(self.downtime)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupOutcome:
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupOutcome:  # Any: JSON read back (XCom, a file, a response)
         def opt_int(key: str) -> int | None:
             value = data.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -243,7 +243,7 @@ class ApplicationResult:
     def duration_s(self) -> float | None:
         return _span(self.started_at, self.ended_at)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "team": self.team, "wave": self.wave, "kind": self.kind, "path": self.path,
                 "ok": self.ok, "detail": self.detail, "groups": [g.to_dict() for g in self.groups],
                 "steps": [s.to_dict() for s in self.steps], "started_at": self.started_at,
@@ -251,7 +251,7 @@ class ApplicationResult:
                 "map_index": self.map_index, "task_id": self.task_id}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ApplicationResult:
+    def from_dict(cls, data: Mapping[str, Any]) -> ApplicationResult:  # Any: JSON read back (XCom, a file, a response)
         what = "application result"
         kind = _require(data, "kind", str, what)
         if kind not in (MIGRATE, ROLLBACK):
@@ -302,7 +302,7 @@ class WaveRecord:
     def duration_s(self) -> float | None:
         return _span(self.started_at, self.ended_at)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"number": self.number, "canary": self.canary, "wave_hash": self.wave_hash, "apps": list(self.apps),
                 "group_ids": list(self.group_ids), "results": [r.to_dict() for r in self.results],
                 "rollbacks": [r.to_dict() for r in self.rollbacks],
@@ -311,7 +311,7 @@ class WaveRecord:
                 "approved_at": self.approved_at, "types_after": dict(self.types_after)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WaveRecord:
+    def from_dict(cls, data: Mapping[str, Any]) -> WaveRecord:  # Any: JSON read back (XCom, a file, a response)
         what = "wave record"
         v = data.get("verdict")
         verdict = None
@@ -340,6 +340,7 @@ class WaveRecord:
 
 
 def apply_validation(results: Sequence[ApplicationResult], validated: Collection[str],
+                     # Any: JSON of several shapes (XCom, reports)
                      verdicts: Mapping[str, Mapping[str, Any]] | None) -> list[ApplicationResult]:
     """The applications' results once their groups were validated: a group in ``validated`` whose verdict in
     ``verdicts`` (group id -> ``{verdict, detail}``, the wave validation's ``groups``) is not ``pass`` fails,

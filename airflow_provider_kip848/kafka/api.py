@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Self, TypeVar
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.arguments import (
     describe_similar,
     require_bool,
@@ -123,7 +123,7 @@ class GroupAdmin(ABC):
 
     def requires(self, action: str, *needs: Permission) -> AbstractContextManager[None]:
         """An authorization failure inside names the permission ``action`` needs (see :func:`errors.requires`)."""
-        return E.requires(action, *needs, principal=self.settings.sasl_username)
+        return errors.requires(action, *needs, principal=self.settings.sasl_username)
 
     # -- features ------------------------------------------------------------
 
@@ -161,7 +161,7 @@ class GroupAdmin(ABC):
         after = read_back(lambda: self.describe_features().level(feature), lambda lvl: lvl == plan.to_level,
                           self.request_timeout_s)
         if after != plan.to_level:
-            raise E.KafkaToolError(f"{feature} reads back at {after} after the change to {plan.to_level}.")
+            raise errors.KafkaToolError(f"{feature} reads back at {after} after the change to {plan.to_level}.")
         return replace(plan, applied=True, message=outcome_message(plan, dry_run=False))
 
     @abstractmethod
@@ -185,7 +185,7 @@ class GroupAdmin(ABC):
             else:
                 try:
                     out[listing.group_id] = len(self.describe_group(listing.group_id).members)
-                except E.GroupNotFound:
+                except errors.GroupNotFound:
                     continue  # deleted since the listing
         return out
 
@@ -221,7 +221,7 @@ class GroupAdmin(ABC):
         allow_absent = require_bool(allow_absent_group, "allow_absent_group")
         try:
             listing: GroupListing | None = self.group_listing(group_id)
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             if not allow_absent:
                 self.require_known_group(group_id)  # raises, naming similar ids
             listing = None
@@ -252,9 +252,9 @@ class GroupAdmin(ABC):
         """The group's listing, or :class:`GroupNotFound` naming the ids that look like it."""
         try:
             return self.group_listing(group_id)
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             near = similar_group_ids(group_id, self.group_ids())
-            raise E.GroupNotFound(
+            raise errors.GroupNotFound(
                 f"Group {show_id(group_id)} does not exist on this cluster"
                 + (f"; {describe_similar(group_id, near)}" if near else ""),
                 remedy="Fix the group id; to configure a group before its first start pass "
@@ -315,7 +315,7 @@ class GroupAdmin(ABC):
         wanted = require_offsets(offsets)
         try:
             desc: GroupDescription | None = self.describe_group(group_id)
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             desc = None  # no group, no members: the commit creates it (a restore after the group was lost)
         if desc is not None:
             require_empty(desc)
@@ -420,9 +420,9 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         try:
             listing = admin.group_listing(group_id)
             description = admin.describe_group(group_id)
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             listing = description = None
-        except E.UnsupportedBrokerVersion:
+        except errors.UnsupportedBrokerVersion:
             description = None  # judged by the feature checks
         classic = listing is not None and listing.type is GroupType.CLASSIC
         if classic and description is not None and description.members:
@@ -434,7 +434,7 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
         # whether or not the group exists: its configs outlive it and a new group inherits them (KAFKA-20236)
         try:
             group_configs = admin.describe_group_config(group_id).dynamic
-        except E.AuthorizationFailed as exc:
+        except errors.AuthorizationFailed as exc:
             configs_error = exc.what
         if listing is not None and description is not None and description.is_empty:
             has_offsets = bool(admin.group_offsets(group_id).committed)
@@ -474,10 +474,10 @@ def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupConditi
     if condition.kind == "lag":
         try:
             offsets = admin.group_offsets(group_id)
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             # its lag is unknown, not 0: fail as an Empty wait on an unknown id does, naming what was meant
             near = similar_group_ids(group_id, admin.group_ids())
-            raise E.GroupNotFound(
+            raise errors.GroupNotFound(
                 f"Group {show_id(group_id)} does not exist on this cluster"
                 + (f"; {describe_similar(group_id, near)}" if near else "")
                 + ". A group that does not exist has no lag to drain (unknown, not 0)",
@@ -485,7 +485,7 @@ def evaluate_condition(admin: GroupAdmin, group_id: str, condition: GroupConditi
         return judge(condition, offsets=offsets)
     try:
         desc = admin.describe_group(group_id)
-    except E.GroupNotFound:
+    except errors.GroupNotFound:
         desc = None
     if desc is None and condition.kind == "empty" and not condition.allow_absent:
         # an Empty wait on an id the cluster does not know fails (follow), naming the ids the user may have meant

@@ -359,7 +359,7 @@ def require_single_values(values: Iterable[object], name: str, documented: str) 
 # -- structured text (ownership maps, controller registries) -------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently)."""
 
 
@@ -375,7 +375,8 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
             raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
                                                     key_node.start_mark)
         seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
+    return mapping
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
@@ -390,7 +391,7 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def load_strict(text: str, *, json_only: bool = False) -> Any:
+def load_strict(text: str, *, json_only: bool = False) -> Any:  # Any: a document of any shape; callers check it
     """JSON or YAML text (a deployment's file, an Airflow Variable) parsed safely and strictly: a key repeated
     in one mapping is an error in both formats (neither silently keeps the last). Raises ValueError (JSON)
     or ``yaml.YAMLError`` (YAML)."""

@@ -184,7 +184,9 @@ class WrongGroupType(Kip848Error):
 
     remedy = "Use the action for the group's actual type."
 
-    def __init__(self, what: str, *, remedy: str | None = None, actual: Any = None) -> None:
+    def __init__(self, what: str, *, remedy: str | None = None,
+                 actual: Any = None,  # Any: a GroupType; errors.py sits below model/ and cannot import it
+                 ) -> None:
         #: the group's actual type (a GroupType) when known
         self.actual = actual
         super().__init__(what, remedy=remedy)
@@ -352,7 +354,8 @@ class ResourceLocked(Kip848Error):
 
     remedy = "Wait for the other run to finish, then rerun."
 
-    def __init__(self, what: str, *, remedy: str | None = None, holder: dict[str, Any] | None = None) -> None:
+    def __init__(  # Any: JSON of several shapes (XCom, reports)
+            self, what: str, *, remedy: str | None = None, holder: dict[str, Any] | None = None) -> None:
         #: the current holder's record (DAG, run, triggered by, host, since)
         self.holder = holder
         super().__init__(what, remedy=remedy)

@@ -55,7 +55,7 @@ class InventoryMember:
     instance_id: str | None = None
     client_version: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"member_id": self.member_id, "client_id": self.client_id, "host": self.host,
                 "protocol": self.protocol.value, "instance_id": self.instance_id,
                 "client_version": self.client_version}
@@ -109,7 +109,7 @@ class InventoryEntry:
                 return v
         raise KeyError(migration)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "group_id": self.group_id,
             "type": self.type.value,
@@ -184,7 +184,7 @@ class GroupInventory:
                 out.setdefault(v.migration, Counter())[v.readiness.value] += 1
         return {m: dict(sorted(c.items())) for m, c in sorted(out.items())}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "taken_at": self.taken_at.isoformat(),
             "elapsed_s": round(self.elapsed_s, 3),

@@ -37,7 +37,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.api import ClusterAdmin
 
 #: librdkafka's own log lines of the holder record's producer and consumer (connection chatter) go nowhere.
@@ -53,7 +53,7 @@ _LEGAL = re.compile(r"[^a-zA-Z0-9._-]")
 def lock_topic(resource: str) -> str:
     """The lock topic of ``resource`` (e.g. ``group:orders-app``): readable, legal, unique, < 249 chars."""
     if not resource or not str(resource).strip():
-        raise E.Kip848Error("A change lock needs a resource name (e.g. group:<group id>).")
+        raise errors.Kip848Error("A change lock needs a resource name (e.g. group:<group id>).")
     slug = _LEGAL.sub("_", resource.replace(":", "."))[:180]
     digest = hashlib.sha256(resource.encode()).hexdigest()[:10]
     return f"{LOCK_TOPIC_PREFIX}{slug}.{digest}"
@@ -75,11 +75,11 @@ class LockHolder:
     acquired_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LockHolder:
+    def from_dict(cls, data: dict[str, Any]) -> LockHolder:  # Any: JSON read back (XCom, a file, a response)
         fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__ if k in data}
         return cls(**fields)
 
@@ -98,7 +98,7 @@ class LockResult:
     reentered: bool = False
     took_over_from: LockHolder | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"held": True, "resource": self.resource, "topic": self.topic, "holder": self.holder.to_dict(),
                 "reentered": self.reentered,
                 "took_over_from": self.took_over_from.to_dict() if self.took_over_from else None}
@@ -151,15 +151,15 @@ class ChangeLock:
                         self._write_holder(holder)
                         return LockResult(self.resource, self.topic, holder, took_over_from=current)
                 continue
-            raise E.ResourceLocked(
+            raise errors.ResourceLocked(
                 f"{self.resource} is locked by {current.describe()}: another change of it is in progress",
                 remedy=(f"Wait for that run to finish (it releases the lock), then rerun. If that run is dead "
                         f"and did not release it, delete the lock topic {self.topic} "
                         f"(kafka-topics --delete --topic {self.topic}) and rerun."),
                 holder=current.to_dict(),
             )
-        raise E.ResourceLocked(f"{self.resource}: the lock changed hands three times while acquiring it",
-                               remedy="Rerun; another run is acquiring and releasing it right now.")
+        raise errors.ResourceLocked(f"{self.resource}: the lock changed hands three times while acquiring it",
+                                    remedy="Rerun; another run is acquiring and releasing it right now.")
 
     @classmethod
     def acquire_all(cls, admin: ClusterAdmin, resources: list[str], holder: LockHolder, *,
@@ -176,7 +176,7 @@ class ChangeLock:
         if ours:
             try:
                 _write_holders(admin, holders)
-            except E.Kip848Error:
+            except errors.Kip848Error:
                 for lock in ours:  # a lock without its holder record would block everyone: none is left
                     lock._delete()
                 raise
@@ -230,11 +230,11 @@ def _write_holders(admin: ClusterAdmin, holders: dict[str, LockHolder]) -> None:
     before the lock counts as taken)."""
     producer = Producer({**admin.settings.confluent_config(), "acks": "all", "enable.idempotence": True,
                          "logger": _LIBRDKAFKA_LOG})
-    errors: list[Any] = []
+    failures: list[Any] = []
     for topic, holder in holders.items():
         producer.produce(topic, value=json.dumps(holder.to_dict()).encode(), key=b"holder",
-                         on_delivery=lambda err, _msg: errors.append(err) if err else None)
+                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
     remaining = producer.flush(admin.request_timeout_s)
-    if remaining or errors:
-        raise E.KafkaConnectionError(f"Could not write the holder of lock(s) {', '.join(holders)}: "
-                                     f"{errors[0] if errors else 'not delivered in time'}")
+    if remaining or failures:
+        raise errors.KafkaConnectionError(f"Could not write the holder of lock(s) {', '.join(holders)}: "
+                                          f"{failures[0] if failures else 'not delivered in time'}")

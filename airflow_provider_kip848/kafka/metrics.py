@@ -216,7 +216,7 @@ class GroupMetrics:
         return {f.name: (dict(value) if isinstance(value := getattr(self, f.name), dict) else value)
                 for f in fields(GroupMetrics)}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**self._figures(), "missing": list(self.missing)}
 
 
@@ -226,7 +226,7 @@ class NodeGroupMetrics(GroupMetrics):
 
     url: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"url": self.url, **super().to_dict()}
 
 
@@ -242,7 +242,7 @@ class GroupMetricsSample(GroupMetrics):
     def urls(self) -> tuple[str, ...]:
         return tuple(n.url for n in self.nodes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"taken_at": self.taken_at.isoformat(timespec="seconds"), **super().to_dict(),
                 "nodes": [n.to_dict() for n in self.nodes]}
 
@@ -357,7 +357,8 @@ def fetch_metrics_text(url: str, *, timeout: float = DEFAULT_TIMEOUT) -> str:
         raise MetricsUnavailable(f"The metrics endpoint {url} did not answer ({why}).", urls=(url,)) from None
     if len(body) > MAX_RESPONSE_BYTES:
         raise MetricsUnreadable(f"The metrics endpoint {url} sent more than {MAX_RESPONSE_BYTES >> 20} MB.")
-    return body.decode("utf-8", errors="replace")
+    text: str = body.decode("utf-8", errors="replace")
+    return text
 
 
 def read_group_metrics(urls: str | Iterable[str], *, timeout: float = DEFAULT_TIMEOUT) -> GroupMetricsSample:

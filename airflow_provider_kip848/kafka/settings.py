@@ -11,7 +11,7 @@ them only through a private properties file, never argv.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings
@@ -79,10 +79,7 @@ class ClientSettings:
     def uses_ssl(self) -> bool:
         return self.security_protocol in ("SSL", "SASL_SSL")
 
-    def with_overrides(self, **changes: Any) -> ClientSettings:
-        return replace(self, **changes)
-
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """The settings for logs and reports: every secret replaced by ``***``."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         for secret in ("sasl_password", "ssl_key_password"):
@@ -90,7 +87,7 @@ class ClientSettings:
                 out[secret] = REDACTED
         return out
 
-    def confluent_config(self) -> dict[str, Any]:
+    def confluent_config(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """librdkafka properties for confluent-kafka's AdminClient, Producer and Consumer."""
         conf: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
@@ -152,7 +149,7 @@ class ClientSettings:
             props["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else ""
         return props
 
-    def kafka_python_config(self) -> dict[str, Any]:
+    def kafka_python_config(self) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
         """Keyword arguments for kafka-python's ``KafkaAdminClient``."""
         conf: dict[str, Any] = {
             "bootstrap_servers": self.bootstrap_servers.split(","),

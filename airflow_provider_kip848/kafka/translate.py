@@ -16,7 +16,7 @@ import re
 from confluent_kafka import KafkaError
 from kafka import errors as kerr
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.model import FeatureUpdate
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
@@ -60,70 +60,71 @@ def broker_reason(exc: BaseException) -> str | None:
     return None
 
 
-def feature_refusal(feature: str, plan: FeatureUpdate, outcome: str) -> E.Kip848Error:
+def feature_refusal(feature: str, plan: FeatureUpdate, outcome: str) -> errors.Kip848Error:
     """The controller's per-feature answer to UpdateFeatures (anything but "OK") as a provider error."""
     if "Authorization" in outcome:
-        return E.AuthorizationFailed(f"Not allowed to change {feature}: {outcome}",
-                                     remedy="The principal needs ALTER on the CLUSTER resource.",
-                                     resource_type="CLUSTER")
-    return E.InvalidFeatureLevel(f"The controller refused {plan.action} of {feature} to {plan.to_level}: {outcome}")
+        return errors.AuthorizationFailed(f"Not allowed to change {feature}: {outcome}",
+                                          remedy="The principal needs ALTER on the CLUSTER resource.",
+                                          resource_type="CLUSTER")
+    return errors.InvalidFeatureLevel(
+        f"The controller refused {plan.action} of {feature} to {plan.to_level}: {outcome}")
 
 
 
-def group_error(group_id: str, code: int, message: str | None, settings: ClientSettings) -> E.Kip848Error:
+def group_error(group_id: str, code: int, message: str | None, settings: ClientSettings) -> errors.Kip848Error:
     """A per-group error code of a group request (DescribeGroups, ConsumerGroupDescribe ...) as a provider error."""
     error = kerr.for_code(code)
     name = error.__name__
     text = message or getattr(error, "description", None) or name
     if code == GROUP_ID_NOT_FOUND:
-        return E.GroupNotFound(f"Group {group_id!r}: {message or 'not found'}.")
+        return errors.GroupNotFound(f"Group {group_id!r}: {message or 'not found'}.")
     if name == "NonEmptyGroupError" or code == NON_EMPTY_GROUP:
-        return E.GroupNotEmpty(f"Group {group_id!r} is not empty: {text}.")
+        return errors.GroupNotEmpty(f"Group {group_id!r} is not empty: {text}.")
     translated = translate_kafka_python(error(text), settings)
-    if isinstance(translated, E.BrokerRefused):
-        return E.BrokerRefused(f"Group {group_id!r}: the broker answered {name}: {text}.", error=name,
-                               retriable=translated.retriable)
+    if isinstance(translated, errors.BrokerRefused):
+        return errors.BrokerRefused(f"Group {group_id!r}: the broker answered {name}: {text}.", error=name,
+                                    retriable=translated.retriable)
     return translated
 
 
 
-def translate_kafka_python(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
+def translate_kafka_python(exc: Exception, settings: ClientSettings) -> errors.Kip848Error:
     """kafka-python exception -> this provider's error (:class:`BrokerRefused` when nothing more specific fits)."""
     name = type(exc).__name__
     where = settings.bootstrap_servers
     if isinstance(exc, kerr.KafkaTimeoutError):
-        return E.KafkaConnectionError(f"No broker answered at {where} in time ({exc}).")
+        return errors.KafkaConnectionError(f"No broker answered at {where} in time ({exc}).")
     if isinstance(exc, kerr.KafkaConnectionError):
-        return E.KafkaConnectionError(f"Cannot reach {where}: {exc}.")
+        return errors.KafkaConnectionError(f"Cannot reach {where}: {exc}.")
     if "Authentication" in name or "SaslAuthentication" in name:
-        return E.AuthenticationFailed(f"The brokers at {where} refused this connection's credentials ({name}).")
+        return errors.AuthenticationFailed(f"The brokers at {where} refused this connection's credentials ({name}).")
     if name.endswith("AuthorizationFailedError"):
         # Cluster-, Group-, Topic-, TransactionalId-AuthorizationFailedError; str(exc) repeats the whole
         # request and response, so only the error's name and description are kept
         resource = name.removesuffix("AuthorizationFailedError").upper() or None
         description = getattr(exc, "description", "") or ""
-        return E.AuthorizationFailed(
+        return errors.AuthorizationFailed(
             f"The principal of this connection is not authorized on {resource or 'a resource'} for this request "
             f"({name}{': ' + description if description else ''}).",
             resource_type=resource,
         )
     if isinstance(exc, kerr.RequestTimedOutError):
-        return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
+        return errors.OperationTimedOut(f"The cluster at {where} did not answer in time: {exc}.")
     if isinstance(exc, kerr.UnsupportedVersionError):
-        return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {exc}.")
+        return errors.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {exc}.")
     if name in ("InvalidUpdateVersionError", "FeatureUpdateFailedError"):
         # UpdateFeatures refused as a whole (v2+ answers carry only the top-level error): the controller's
         # reason (a metadata.version downgrade that might lose metadata) is only in the response it printed
         reason = broker_reason(exc) or getattr(exc, "description", "") or name
-        return E.InvalidFeatureLevel(f"The controller refused the feature change ({name}): {redact(reason, settings)}",
-                                     remedy="Read the controller's reason above: kafka-features describe shows the "
-                                            "finalized levels and the range each broker supports; a metadata.version "
-                                            "downgrade is refused where it could lose metadata.")
+        return errors.InvalidFeatureLevel(
+            f"The controller refused the feature change ({name}): {redact(reason, settings)}",
+            remedy="Read the controller's reason above: kafka-features describe shows the finalized levels and the "
+                   "range each broker supports; a metadata.version downgrade is refused where it could lose metadata.")
     if isinstance(exc, COORDINATOR_ERRORS):
-        return E.CoordinatorUnavailable(
+        return errors.CoordinatorUnavailable(
             f"A group coordinator at {where} kept answering {name} for {settings.request_timeout_ms} ms", error=name)
     if getattr(exc, "retriable", False):
-        return E.OperationTimedOut(
+        return errors.OperationTimedOut(
             f"The cluster at {where} kept answering {name} for {settings.request_timeout_ms} ms "
             "(a broker restarting or a coordinator loading)."
         )
@@ -131,14 +132,14 @@ def translate_kafka_python(exc: Exception, settings: ClientSettings) -> E.Kip848
                     bool(getattr(exc, "retriable", False)), settings)
 
 
-def _refused(name: str, description: str, text: str, retriable: bool, settings: ClientSettings) -> E.BrokerRefused:
+def _refused(name: str, description: str, text: str, retriable: bool, settings: ClientSettings) -> errors.BrokerRefused:
     """The fallback: the error's name and the broker's words, never the whole request a client may print."""
     words = description or text
     if len(words) > 300:  # kafka-python prints the request and response after the description
         words = words[:300] + "..."
-    return E.BrokerRefused(f"The brokers at {settings.bootstrap_servers} refused the request: {name}"
-                           f"{': ' + redact(words, settings) if words and words != name else ''}.",
-                           error=name, retriable=retriable)
+    return errors.BrokerRefused(f"The brokers at {settings.bootstrap_servers} refused the request: {name}"
+                                f"{': ' + redact(words, settings) if words and words != name else ''}.",
+                                error=name, retriable=retriable)
 
 
 
@@ -155,7 +156,7 @@ def confluent_retriable(err: KafkaError) -> bool:
     return code > 0 and bool(getattr(kerr.for_code(code), "retriable", False))
 
 
-def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Error:
+def translate_confluent(exc: Exception, settings: ClientSettings) -> errors.Kip848Error:
     """confluent-kafka KafkaException / KafkaError -> this provider's error (:class:`BrokerRefused` as fallback)."""
     err = exc if isinstance(exc, KafkaError) else next((a for a in exc.args[:1] if isinstance(a, KafkaError)), None)
     cause = exc.__cause__
@@ -168,34 +169,34 @@ def translate_confluent(exc: Exception, settings: ClientSettings) -> E.Kip848Err
     where = settings.bootstrap_servers
     text = err.str()
     if code in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
-        return E.OperationTimedOut(f"The cluster at {where} did not answer in time: {text}.")
+        return errors.OperationTimedOut(f"The cluster at {where} did not answer in time: {text}.")
     if code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
-        return E.KafkaConnectionError(f"Cannot reach {where}: {text}.")
+        return errors.KafkaConnectionError(f"Cannot reach {where}: {text}.")
     if code in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
-        return E.AuthenticationFailed(
+        return errors.AuthenticationFailed(
             f"The brokers at {where} refused this connection's credentials: {redact(text, settings)}.")
     if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
-        return E.AuthorizationFailed(f"Not authorized on the GROUP: {text}.",
-                                     remedy="Grant the principal the needed ACL on the group (DESCRIBE, READ "
+        return errors.AuthorizationFailed(f"Not authorized on the GROUP: {text}.",
+                                          remedy="Grant the principal the needed ACL on the group (DESCRIBE, READ "
                                             "or ALTER_CONFIGS/DESCRIBE_CONFIGS).",
-                                     resource_type="GROUP")
+                                          resource_type="GROUP")
     if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-        return E.AuthorizationFailed(f"Not authorized on a TOPIC: {text}.",
-                                     remedy="Grant the principal DESCRIBE (and READ for offsets) on the group's "
+        return errors.AuthorizationFailed(f"Not authorized on a TOPIC: {text}.",
+                                          remedy="Grant the principal DESCRIBE (and READ for offsets) on the group's "
                                             "topics.",
-                                     resource_type="TOPIC")
+                                          resource_type="TOPIC")
     if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
-        return E.AuthorizationFailed(f"Not authorized on the CLUSTER: {text}.",
-                                     remedy="Grant the principal the needed ACL on the CLUSTER resource.",
-                                     resource_type="CLUSTER")
+        return errors.AuthorizationFailed(f"Not authorized on the CLUSTER: {text}.",
+                                          remedy="Grant the principal the needed ACL on the CLUSTER resource.",
+                                          resource_type="CLUSTER")
     if code == KafkaError.GROUP_ID_NOT_FOUND:
-        return E.GroupNotFound(f"{text}.")
+        return errors.GroupNotFound(f"{text}.")
     if code == KafkaError.NON_EMPTY_GROUP:
-        return E.GroupNotEmpty(f"{text}.")
+        return errors.GroupNotEmpty(f"{text}.")
     if code == KafkaError.INVALID_CONFIG:
-        return E.InvalidGroupConfig(f"The broker refused the config: {text}.")
+        return errors.InvalidGroupConfig(f"The broker refused the config: {text}.")
     if code == KafkaError.UNSUPPORTED_VERSION:
-        return E.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {text}.")
+        return errors.UnsupportedBrokerVersion(f"The brokers at {where} do not support this request: {text}.")
     if code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS):
-        return E.GroupNotEmpty(f"The group has active members: {text}.")
+        return errors.GroupNotEmpty(f"The group has active members: {text}.")
     return _refused(err.name(), "", text, confluent_retriable(err), settings)

@@ -37,6 +37,7 @@ from airflow_provider_kip848.fleet import (
     plan_waves,
     select,
 )
+from airflow_provider_kip848.fleet.applications import MIGRATED
 from airflow_provider_kip848.fleet.names import (
     APPROVAL,
     DECISION_KEY,
@@ -55,7 +56,6 @@ from airflow_provider_kip848.fleet.names import (
     wave_task,
 )
 from airflow_provider_kip848.fleet.results import MIGRATE, ApplicationResult, WaveRecord, apply_validation
-from airflow_provider_kip848.fleet.waves import MIGRATED
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.ownership import OwnershipMapMissing, read_ownership_map
 from airflow_provider_kip848.kafka.api import take_snapshot

@@ -39,21 +39,21 @@ class Verdict:
     passed: bool
     summary: str
     counts: dict[str, int] = field(default_factory=dict)
-    offending: list[Any] = field(default_factory=list)
-    data: dict[str, Any] = field(default_factory=dict)
+    offending: list[Any] = field(default_factory=list)  # Any: JSON of several shapes
+    data: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:  # Any: JSON read back (XCom, a file, a response)
         return cls(str(data["check"]), bool(data["passed"]), str(data["summary"]), dict(data.get("counts") or {}),
                    list(data.get("offending") or []), dict(data.get("data") or {}))
 
 
 # -- committed offsets -----------------------------------------------------------------------------
 
-def offsets_rows(before, after) -> list[dict[str, Any]]:
+def offsets_rows(before, after) -> list[dict[str, Any]]:  # Any: JSON of several shapes (XCom, reports)
     """Each partition of either snapshot (``GroupOffsets`` or ``OffsetSnapshot``), sorted by topic and
     partition: ``topic, partition, before, after`` (the committed offsets, None where none) and ``status``
     (OFFSET_STATUSES, or ``none`` when neither has a commit)."""
@@ -68,7 +68,8 @@ def offsets_rows(before, after) -> list[dict[str, Any]]:
     return rows
 
 
-def offsets_verdict(rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool = True) -> Verdict:
+def offsets_verdict(  # Any: JSON of several shapes (XCom, reports)
+        rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool = True) -> Verdict:
     """The verdict on joined rows (``topic, partition, before, after, status``, sorted by topic and partition)."""
     rows = list(rows)
     counts = {s: sum(r["status"] == s for r in rows) for s in OFFSET_STATUSES}
@@ -83,7 +84,7 @@ def offsets_verdict(rows: Iterable[Mapping[str, Any]], *, allow_advanced: bool =
 
 # -- lag ---------------------------------------------------------------------------------------------
 
-def lag_rows(offsets) -> list[dict[str, Any]]:
+def lag_rows(offsets) -> list[dict[str, Any]]:  # Any: JSON of several shapes (XCom, reports)
     """``topic, partition, lag`` of a snapshot's partitions, sorted: log end - committed (never below 0); a
     partition without a commit lags by its whole log; without a log end, 0 (None without either)."""
     rows = []
@@ -97,7 +98,7 @@ def lag_rows(offsets) -> list[dict[str, Any]]:
 
 
 def lag_verdict(rows: Iterable[Mapping[str, Any]], *, max_total_lag: int, max_partition_lag: int | None = None,
-                label: str = "after") -> Verdict:
+                label: str = "after") -> Verdict:  # Any: JSON of several shapes (XCom, reports)
     """The verdict on ``topic, partition, lag`` rows (sorted by topic and partition)."""
     rows = list(rows)
     total = sum(r["lag"] or 0 for r in rows)
@@ -112,6 +113,7 @@ def lag_verdict(rows: Iterable[Mapping[str, Any]], *, max_total_lag: int, max_pa
 
 
 def lag_verdict_against_before(after_rows: Iterable[Mapping[str, Any]], before_rows: Iterable[Mapping[str, Any]], *,
+                               # Any: JSON of several shapes (XCom, reports)
                                margin: LagMargin, max_partition_lag: int | None = None) -> Verdict:
     """The lag after against the lag before the change (the lag wait's baseline rule, kafka/rules/lag.py): the
     total and each partition at most their lag before plus ``margin``; a live application's lag is never 0, so
@@ -143,15 +145,16 @@ def with_lag_before(after: Verdict, before: Verdict) -> Verdict:
 
 # -- record continuity -------------------------------------------------------------------------------
 
-def id_column(id_source: str = "key", id_type: str = "long") -> Any:
+def id_column(  # Any: pyspark's objects (an optional extra, untyped here)
+        id_source: str = "key", id_type: str = "long") -> Any:
     """The id of a record (Spark's Kafka schema) from ``key``, ``value`` or ``json:<field>`` of the value."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+    from pyspark.sql import functions as sql_functions  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
 
     check_id_source(id_source)
     if id_source in ("key", "value"):
-        col = F.col(id_source).cast("string")
+        col = sql_functions.col(id_source).cast("string")
     else:
-        col = F.get_json_object(F.col("value").cast("string"), f"$.{id_source[5:]}")
+        col = sql_functions.get_json_object(sql_functions.col("value").cast("string"), f"$.{id_source[5:]}")
     return col.cast(id_type)
 
 
@@ -231,7 +234,7 @@ TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
 
 def timing_verdict(partitions: list[dict[str, Any]], rate: Sequence[tuple[float, float]], *, records: int,
                    timestamp_types: Mapping[str, int] | None = None, max_gap_seconds: float | None = None,
-                   ) -> Verdict:
+                   ) -> Verdict:  # Any: JSON of several shapes (XCom, reports)
     """The output-timing verdict from each partition's longest gap and the rate buckets. Partitions rank by gap,
     longest first; a tie goes to the first partition by name."""
     ranked = sorted(partitions, key=lambda p: (-p["seconds"], p["partition"]))

@@ -47,7 +47,7 @@ __all__ = ["group_spec", "parse_ranges", "run", "run_spec"]
 GROUP = "validation"
 
 
-def group_spec(spec: dict[str, Any]) -> WaveSpec:
+def group_spec(spec: dict[str, Any]) -> WaveSpec:  # Any: JSON of several shapes (XCom, reports)
     """The single-group spec as a wave of one group: its check sections, its cluster and reader."""
     sections = {k: spec[k] for k in CHECKS if k in spec}
     return WaveSpec.from_dict({"title": spec.get("title") or "Kafka migration validation",
@@ -57,14 +57,14 @@ def group_spec(spec: dict[str, Any]) -> WaveSpec:
                                "groups": [{"group_id": GROUP, **sections}]})
 
 
-def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:
+def run_spec(spark, spec: dict[str, Any]) -> list[Verdict]:  # Any: JSON of several shapes (XCom, reports)
     """The spec's verdicts, in the order offsets_preserved, lag, record_continuity, partition_counts,
     output_timing."""
     (group,) = run_wave(spark, group_spec(spec))
     return list(group.verdicts)
 
 
-def run(spec: dict[str, Any], spark=None) -> dict[str, Any]:
+def run(spec: dict[str, Any], spark=None) -> dict[str, Any]:  # Any: pyspark's objects (an optional extra, untyped here)
     """Run the spec's checks, write the report (when ``output_dir`` is set) and return it."""
     wave = group_spec(spec)  # a bad spec is refused before a session starts
     if spark is None:

@@ -80,9 +80,9 @@ def _read_connector(spark, settings: ClientSettings, ranges: Ranges, headers: bo
     frame = reader.load()
     if headers:
         return frame.select(*columns, "headers")
-    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
+    from pyspark.sql.functions import lit  # noqa: PLC0415 - pyspark is the [spark] extra, imported where it runs
 
-    return frame.select(*columns, F.lit(None).cast("array<struct<key: string, value: binary>>").alias("headers"))
+    return frame.select(*columns, lit(None).cast("array<struct<key: string, value: binary>>").alias("headers"))
 
 
 def _read_python(spark, settings: ClientSettings, ranges: Ranges, headers: bool = True):
@@ -122,13 +122,14 @@ class KafkaRangeDataSource(DataSource):
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any]) -> None:  # Any: JSON of several shapes (XCom, reports)
         self.spec = spec
 
     def partitions(self):
         return [KafkaRange(t, p, a, b) for t, p, a, b in self.spec["ranges"]]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(  # Any: pyspark's objects (an optional extra, untyped here)
+            self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if not isinstance(partition, KafkaRange):
             raise TypeError(f"not a partition of this source: {partition!r}")
         yield from read_range(self.spec["config"], partition.topic, partition.partition, partition.start, partition.end,
@@ -136,6 +137,7 @@ class KafkaRangeReader(DataSourceReader):
 
 
 def read_range(config: dict[str, Any], topic: str, partition: int, start: int, end: int, *,
+               # Any: pyspark's objects (an optional extra, untyped here)
                timeout: float = 120.0, headers: bool = True) -> Iterator[tuple[Any, ...]]:
     """Rows of one ``[start, end)`` range; offsets missing inside it (compaction, transaction markers) are skipped."""
     consumer = Consumer({

@@ -18,13 +18,15 @@ from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.spark.checks import Verdict
 
 
-def report_dict(title: str, verdicts: list[Verdict], context: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_dict(  # Any: JSON of several shapes (XCom, reports)
+        title: str, verdicts: list[Verdict], context: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"title": title, "passed": all(v.passed for v in verdicts),
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "context": context or {}, "verdicts": [v.to_dict() for v in verdicts]}
 
 
 def wave_report_dict(title: str, overall: Verdict, groups: list[dict[str, Any]],
+                     # Any: JSON of several shapes (XCom, reports)
                      context: dict[str, Any] | None = None) -> dict[str, Any]:
     """A wave's report: ``overall`` (the wave's verdict) and ``groups`` (each ``{group_id, app, passed,
     verdicts}``); ``passed`` is the overall verdict's."""
@@ -91,14 +93,14 @@ padding:4px 8px;text-align:left;vertical-align:top}}table{{border-collapse:colla
 """
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: dict[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
     if "groups" in report:
         return render_wave_html(report)
     chart = _lag_chart(report["verdicts"])
     return _page(report, _verdict_table(report["verdicts"]) + ("\n<h2>Lag per partition</h2>" + chart if chart else ""))
 
 
-def render_wave_html(report: dict[str, Any]) -> str:
+def render_wave_html(report: dict[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
     """The wave's verdict, then one section per group (failed groups first) with its table and lag chart."""
     overall = report["overall"]
     parts = [f"<h2>Wave: {'PASSED' if overall['passed'] else 'FAILED'}</h2><p>{html.escape(overall['summary'])}</p>"]
@@ -110,7 +112,8 @@ def render_wave_html(report: dict[str, Any]) -> str:
     return _page(report, "\n".join(parts))
 
 
-def write_report(directory: str | Path, report: dict[str, Any]) -> dict[str, str]:
+def write_report(  # Any: JSON of several shapes (XCom, reports)
+        directory: str | Path, report: dict[str, Any]) -> dict[str, str]:
     """``validation.json`` and ``validation.html`` in ``directory`` (local path); returns their paths."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -93,7 +93,8 @@ def class_data_status(spark) -> str:
 
 
 @contextmanager
-def job_session(app_name: str, *, kafka_connector: bool = True) -> Iterator[Any]:
+def job_session(  # Any: pyspark's objects (an optional extra, untyped here)
+        app_name: str, *, kafka_connector: bool = True) -> Iterator[Any]:
     """The SparkSession a validation job runs on: the one this process already runs, if any, else a local one.
 
     A task process starts a local session and stops it when the job ends. A process that keeps a session

@@ -61,7 +61,8 @@ class StandaloneMaster:
     rest_url: str
 
     @classmethod
-    def from_connection(cls, host: str | None, port: int | None, extra: Mapping[str, Any] | None) -> StandaloneMaster:
+    def from_connection(  # Any: JSON read back (XCom, a file, a response)
+            cls, host: str | None, port: int | None, extra: Mapping[str, Any] | None) -> StandaloneMaster:
         """The master of an Airflow ``spark`` connection, read as the Spark provider reads it: ``host``
         ``spark://h`` with ``port``, or ``spark://h:p`` in ``host``; extras ``rest-port`` and ``rest-scheme``.
         Anything that is not a single standalone master is refused (YARN, Kubernetes, local and HA lists
@@ -113,7 +114,8 @@ class DriverStatus:
         return self.state in FAILED_STATES
 
     @classmethod
-    def from_response(cls, submission_id: str, body: Mapping[str, Any]) -> DriverStatus:
+    def from_response(  # Any: JSON read back (XCom, a file, a response)
+            cls, submission_id: str, body: Mapping[str, Any]) -> DriverStatus:
         state = body.get("driverState") if body.get("success") else None
         message = str(body.get("message") or "")
         if body.get("driverState") and not body.get("success"):
@@ -133,7 +135,8 @@ class PythonSubmission:
     spark_properties: Mapping[str, str] = field(default_factory=dict)
     environment: Mapping[str, str] = field(default_factory=dict)
 
-    def request(self, master: StandaloneMaster, *, spark_version: str, runner_jar: str) -> dict[str, Any]:
+    def request(  # Any: JSON of several shapes (XCom, reports)
+            self, master: StandaloneMaster, *, spark_version: str, runner_jar: str) -> dict[str, Any]:
         """The body of ``POST /v1/submissions/create``: ``runner_jar`` is Spark's ``spark-core`` jar (it holds
         PythonRunner) as the worker sees it. Secrets never go here: the request is logged by the master."""
         py_files = ",".join(self.py_files)
@@ -158,7 +161,7 @@ class RestSubmissionClient:
         self.rest_url = rest_url.rstrip("/")
         self.timeout = timeout
 
-    def create(self, request: Mapping[str, Any]) -> str:
+    def create(self, request: Mapping[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
         """Submit; the driver's submission id (``driver-...``)."""
         body = self._call("POST", "create", json.dumps(request).encode())
         sid = body.get("submissionId")

@@ -120,11 +120,12 @@ class StagedWave:
         return {k: str(getattr(self, k)) for k in ("directory", "spec", "py_files", "main_py", "output_dir")}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StagedWave:
+    def from_dict(cls, data: Mapping[str, Any]) -> StagedWave:  # Any: JSON read back (XCom, a file, a response)
         return cls(*(Path(str(data[k])) for k in ("directory", "spec", "py_files", "main_py", "output_dir")))
 
 
-def stage_wave(spec: Mapping[str, Any], directory: str | Path) -> StagedWave:
+def stage_wave(  # Any: JSON of several shapes (XCom, reports)
+        spec: Mapping[str, Any], directory: str | Path) -> StagedWave:
     """Write ``spec`` (a wave spec, snapshots inlined) and what the job needs into a new subdirectory of
     ``directory`` (``run-<random>``); the spec's ``output_dir`` becomes that run's ``report`` directory."""
     base = Path(directory).expanduser().resolve() / f"run-{uuid.uuid4().hex[:12]}"

@@ -41,6 +41,12 @@ The job writes ``validation.json`` (``overall`` and ``groups``) and ``validation
 ``output_dir`` and prints a one-line summary. Its exit code is 0 when it judged the wave (passed or
 not: the caller reads the verdicts) and 1 when it could not; ``--fail-on-failed-checks`` exits 3
 when a group failed.
+
+Why over 500 lines: this is the wave job's one contract with its callers: the spec it is given
+(:class:`WaveSpec`, parsed strictly), the pass over the records, the verdicts and the outcome the operator acts
+on (:func:`outcome`), and the ``spark-submit`` entry point (:func:`main`); the operator, the single-group job
+(:mod:`.job`), the bench and the tests use them as ``wave.<name>``. The pure checks are in :mod:`.checks`,
+the readers in :mod:`.reader`.
 """
 
 from __future__ import annotations
@@ -162,7 +168,7 @@ class GroupSpec:
             raise InvalidArgument(f"{where} asks for no check; give at least one of {', '.join(CHECKS)}.")
         return spec
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, Any] = {"group_id": self.group_id}
         if self.app is not None:
             out["app"] = self.app
@@ -193,7 +199,7 @@ class WaveSpec:
     groups: tuple[GroupSpec, ...]
     title: str = "Kafka migration validation"
     bootstrap_servers: str | None = None
-    security: dict[str, Any] = field(default_factory=dict)
+    security: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
     reader: str = "connector"
     output_dir: str | None = None
 
@@ -240,7 +246,7 @@ class WaveSpec:
             spec.settings()  # refuse a spec that reads records without a cluster to read them from
         return spec
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"format": WAVE_FORMAT, "version": WAVE_VERSION, "title": self.title,
                 "bootstrap_servers": self.bootstrap_servers, "security": dict(self.security), "reader": self.reader,
                 "output_dir": self.output_dir, "groups": [g.to_dict() for g in self.groups]}
@@ -294,7 +300,7 @@ def _lag(value: object, where: str) -> LagCheck:
                     LagMargin(float(fraction or 0.0), int(records or 0)))
 
 
-def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:
+def parse_ranges(cfg: Mapping[str, Any]) -> Ranges:  # Any: JSON of several shapes (XCom, reports)
     """``ranges`` ({"topic:partition": [start, end]}) or ``between`` (two topic-offsets captures: from the
     first capture's log end to the second's, i.e. exactly what was written in between)."""
     out = {}
@@ -408,7 +414,7 @@ def read_partitions(spec: WaveSpec) -> list[TopicPartition]:
                    for tp, (start, end) in check.ranges.items() if end > start})
 
 
-def range_tags(spec: WaveSpec) -> list[tuple[Any, ...]]:
+def range_tags(spec: WaveSpec) -> list[tuple[Any, ...]]:  # Any: pyspark's objects (an optional extra, untyped here)
     """One row per group and partition it reads (:data:`TAG_SCHEMA`): ``(gk, topic, partition, pk, c_start,
     c_end, n_start, n_end, t_start, t_end, id_key)``, ``gk`` the group's index in the wave, ``pk`` the
     partition's in :func:`read_partitions`, one ``[start, end)`` per record check (continuity, counts,
@@ -455,12 +461,12 @@ class GroupVerdicts:
     def failed_checks(self) -> list[str]:
         return [v.check for v in self.verdicts if not v.passed]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "app": self.app, "passed": self.passed,
                 "verdicts": [v.to_dict() for v in self.verdicts]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GroupVerdicts:
+    def from_dict(cls, data: Mapping[str, Any]) -> GroupVerdicts:  # Any: JSON read back (XCom, a file, a response)
         return cls(str(data["group_id"]), tuple(Verdict.from_dict(v) for v in data.get("verdicts") or ()),
                    data.get("app"))
 
@@ -492,7 +498,8 @@ def overall_verdict(groups: Sequence[GroupVerdicts]) -> Verdict:
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 
 
-def outcome(group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reason: str = "") -> dict[str, Any]:
+def outcome(  # Any: JSON of several shapes (XCom, reports)
+        group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reason: str = "") -> dict[str, Any]:
     """Each group's verdict (``pass``, ``fail`` or ``unknown``) and the wave's, small enough for an XCom.
 
     Strict on purpose: a caller rolls back on anything but ``pass``, so no report (``report`` None), a group
@@ -534,7 +541,7 @@ def outcome(group_ids: Sequence[str], report: Mapping[str, Any] | None, *, reaso
             "application_id": context.get("application_id"), "master": context.get("master")}
 
 
-def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:
+def read_report(path: str | Path) -> tuple[dict[str, Any] | None, str]:  # Any: JSON of several shapes (XCom, reports)
     """The wave report at ``path``, or None with the reason it cannot be used (missing, unreadable, not a wave
     report)."""
     try:
@@ -618,7 +625,8 @@ class RecordFigures:
     buckets: dict[int, int] = field(default_factory=dict)
     width_ms: int = 1000
 
-    def add(self, r: Any, partitions: Sequence[TopicPartition]) -> None:
+    def add(  # Any: pyspark's objects (an optional extra, untyped here)
+            self, r: Any, partitions: Sequence[TopicPartition]) -> None:
         """Add one row of :func:`record_figures`' result (a group's partition, its ids, a listed id or gap,
         or a rate bucket)."""
         if r.role == 1:  # an output-rate bucket
@@ -700,33 +708,48 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
     first MAX_LISTED duplicated ids and gaps as rows of their own) and the output rate per bucket.
     """
     from pyspark.sql import Window  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
-    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.functions import (  # noqa: PLC0415 - optional dependency pyspark ([spark] extra)
+        array,
+        broadcast,
+        coalesce,
+        col,
+        count,
+        explode,
+        floor,
+        lag,
+        lit,
+        struct,
+        unix_millis,
+        when,
+    )
+    from pyspark.sql.functions import max as max_of  # noqa: PLC0415 - three names of builtins, hence the aliases
+    from pyspark.sql.functions import min as min_of  # noqa: PLC0415
+    from pyspark.sql.functions import sum as sum_of  # noqa: PLC0415
 
     # optional dependency: the reader module defines a pyspark data source at import (the [spark] extra)
     from airflow_provider_kip848.spark.reader import read_kafka  # noqa: PLC0415
 
-    col, lit = F.col, F.lit
     partitions = read_partitions(spec)
     records = read_kafka(spark, spec.settings(), read_ranges(spec), backend=spec.reader, headers=False)
-    tags = F.broadcast(spark.createDataFrame(range_tags(spec), TAG_SCHEMA))
+    tags = broadcast(spark.createDataFrame(range_tags(spec), TAG_SCHEMA))
     tagged = records.join(tags, (records["topic"] == tags["t_topic"]) & (records["partition"] == tags["t_partition"]))
 
     def within(check: str) -> Any:
-        return F.coalesce((col("offset") >= col(f"{check}_start")) & (col("offset") < col(f"{check}_end")), lit(False))
+        return coalesce((col("offset") >= col(f"{check}_start")) & (col("offset") < col(f"{check}_end")), lit(False))
 
     ident = lit(None).cast("long")
     for key, (source, id_type) in enumerate(id_sources(spec)):
-        ident = F.when(col("id_key") == key, checks.id_column(source, id_type).cast("long")).otherwise(ident)
+        ident = when(col("id_key") == key, checks.id_column(source, id_type).cast("long")).otherwise(ident)
     c, n, t = within("c"), within("n"), within("t")
     zero, one = lit(0).cast("long"), lit(1).cast("long")
-    as_counts = F.when(n | t, F.struct(
-        lit(0).alias("kind"), col("pk"), F.when(t, F.unix_millis(col("timestamp"))).alias("v"),
+    as_counts = when(n | t, struct(
+        lit(0).alias("kind"), col("pk"), when(t, unix_millis(col("timestamp"))).alias("v"),
         n.cast("long").alias("n"), t.cast("long").alias("nt"),
         (t & (col("timestampType") == 0)).cast("long").alias("t0"),
         (t & (col("timestampType") == 1)).cast("long").alias("t1"), zero.alias("nc")))
-    as_id = F.when(c, F.struct(lit(1).alias("kind"), lit(None).cast("int").alias("pk"), ident.alias("v"),
-                               zero.alias("n"), zero.alias("nt"), zero.alias("t0"), zero.alias("t1"), one.alias("nc")))
-    rows = (tagged.select("gk", F.explode(F.array(as_counts, as_id)).alias("r")).where(col("r").isNotNull())
+    as_id = when(c, struct(lit(1).alias("kind"), lit(None).cast("int").alias("pk"), ident.alias("v"),
+                           zero.alias("n"), zero.alias("nt"), zero.alias("t0"), zero.alias("t1"), one.alias("nc")))
+    rows = (tagged.select("gk", explode(array(as_counts, as_id)).alias("r")).where(col("r").isNotNull())
             .select("gk", "r.*"))
 
     groups = len(spec.groups)
@@ -740,7 +763,7 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
     def per_group(values: Sequence[int | None]) -> Any:  # a group's constant, by its index (no join)
         if all(v is None for v in values):
             return lit(None).cast("long")
-        return F.array(*[lit(v).cast("long") for v in values])[col("gk")]
+        return array(*[lit(v).cast("long") for v in values])[col("gk")]
 
     lo_b = per_group([bounds.get(gk, (None, None))[0] for gk in range(groups)])
     hi_b = per_group([bounds.get(gk, (None, None))[1] for gk in range(groups)])
@@ -748,7 +771,7 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
     # one shuffle: every row of a group in one task; aggregated there by key (records with the same id or
     # timestamp become one row), then one sort serves every window below
     keyed = rows.repartition("gk").groupBy("gk", "kind", "pk", "v").agg(
-        *[F.sum(k).alias(k) for k in ("n", "nt", "t0", "t1", "nc")])
+        *[sum_of(k).alias(k) for k in ("n", "nt", "t0", "t1", "nc")])
     v, prev = col("v"), col("prev")
     ordered = Window.partitionBy("gk", "kind", "pk").orderBy("v")
     running = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -760,40 +783,40 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
     dup = ids & v.isNotNull() & (col("nc") > 1)
     gap = ((col("kind") == 1) & prev.isNotNull() & (v - prev > 1) & (lo_b.isNull() | (prev >= lo_b - 1))
            & (hi_b.isNull() | (v <= hi_b + 1)))
-    stepped = keyed.select("*", F.lag("v").over(ordered).alias("prev"),
-                           F.min(F.when(timing, v)).over(whole_group).alias("first"),
-                           F.max(F.when(timing, v)).over(whole_group).alias("last"))
+    stepped = keyed.select("*", lag("v").over(ordered).alias("prev"),
+                           min_of(when(timing, v)).over(whole_group).alias("first"),
+                           max_of(when(timing, v)).over(whole_group).alias("last"))
     # a partition's gaps between consecutive timestamps; two records of one millisecond: a gap of 0
     walked = stepped.select(
-        "*", F.sum(dup.cast("int")).over(running).alias("dup_rank"),
-        F.sum(gap.cast("int")).over(running).alias("gap_rank"),
-        F.when(timing & prev.isNotNull(), v - prev).when(timing & (col("nt") > 1), 0).alias("cand_gap"),
-        F.when(timing & prev.isNotNull(), prev).when(timing & (col("nt") > 1), v).alias("cand_at"))
-    walked = walked.select("*", F.max("cand_gap").over(whole_partition).alias("max_gap"))
-    width = lit(1000) * (F.floor((col("last") - col("first")) / 1000 / checks.MAX_RATE_BUCKETS) + 1)
+        "*", sum_of(dup.cast("int")).over(running).alias("dup_rank"),
+        sum_of(gap.cast("int")).over(running).alias("gap_rank"),
+        when(timing & prev.isNotNull(), v - prev).when(timing & (col("nt") > 1), 0).alias("cand_gap"),
+        when(timing & prev.isNotNull(), prev).when(timing & (col("nt") > 1), v).alias("cand_at"))
+    walked = walked.select("*", max_of("cand_gap").over(whole_partition).alias("max_gap"))
+    width = lit(1000) * (floor((col("last") - col("first")) / 1000 / checks.MAX_RATE_BUCKETS) + 1)
     listed_dup = dup & (col("dup_rank") <= MAX_LISTED)
     listed_gap = gap & (col("gap_rank") <= MAX_LISTED)
     # each row once as itself (role 0); a timed record's row once more for its rate bucket (role 1)
-    roles = walked.select("*", F.explode(F.when(timing, F.array(lit(0), lit(1))).otherwise(F.array(lit(0))))
+    roles = walked.select("*", explode(when(timing, array(lit(0), lit(1))).otherwise(array(lit(0))))
                           .alias("role"))
     mine = col("role") == 0
     figures = roles.groupBy(
-        "gk", "role", F.when(mine, col("kind")).alias("g_kind"), F.when(mine, col("pk")).alias("g_pk"),
-        F.when(mine & (listed_dup | listed_gap), v).alias("item"),
-        F.when(~mine, F.floor((v - col("first")) / width)).alias("bucket"),
+        "gk", "role", when(mine, col("kind")).alias("g_kind"), when(mine, col("pk")).alias("g_pk"),
+        when(mine & (listed_dup | listed_gap), v).alias("item"),
+        when(~mine, floor((v - col("first")) / width)).alias("bucket"),
     ).agg(
-        F.sum("n").alias("n"), F.sum("nt").alias("nt"), F.sum("t0").alias("t0"), F.sum("t1").alias("t1"),
-        F.min(F.when(timing, v)).alias("first"), F.max(F.when(timing, v)).alias("last"),
-        F.max("cand_gap").alias("max_gap"),
-        F.min(F.when(col("cand_gap") == col("max_gap"), col("cand_at"))).alias("gap_at"),
-        F.sum(F.when(ids & v.isNotNull(), col("nc"))).alias("ids"),
-        F.sum(F.when(ids & v.isNull(), col("nc"))).alias("unparsable"),
-        F.min(F.when(ids, v)).alias("lo"), F.max(F.when(ids, v)).alias("hi"),
-        F.sum(F.when(dup, col("nc") - 1)).alias("duplicates"), F.count(F.when(dup, 1)).alias("duplicated_ids"),
-        F.count(F.when(ids & v.isNotNull() & (lo_b.isNull() | (v >= lo_b)) & (hi_b.isNull() | (v <= hi_b)), 1))
+        sum_of("n").alias("n"), sum_of("nt").alias("nt"), sum_of("t0").alias("t0"), sum_of("t1").alias("t1"),
+        min_of(when(timing, v)).alias("first"), max_of(when(timing, v)).alias("last"),
+        max_of("cand_gap").alias("max_gap"),
+        min_of(when(col("cand_gap") == col("max_gap"), col("cand_at"))).alias("gap_at"),
+        sum_of(when(ids & v.isNotNull(), col("nc"))).alias("ids"),
+        sum_of(when(ids & v.isNull(), col("nc"))).alias("unparsable"),
+        min_of(when(ids, v)).alias("lo"), max_of(when(ids, v)).alias("hi"),
+        sum_of(when(dup, col("nc") - 1)).alias("duplicates"), count(when(dup, 1)).alias("duplicated_ids"),
+        count(when(ids & v.isNotNull() & (lo_b.isNull() | (v >= lo_b)) & (hi_b.isNull() | (v <= hi_b)), 1))
         .alias("inside"),
-        F.max(listed_dup.cast("int")).alias("listed_dup"), F.max(listed_gap.cast("int")).alias("listed_gap"),
-        F.max(F.when(listed_gap, prev)).alias("gap_prev"), F.max(width).alias("width"))
+        max_of(listed_dup.cast("int")).alias("listed_dup"), max_of(listed_gap.cast("int")).alias("listed_gap"),
+        max_of(when(listed_gap, prev)).alias("gap_prev"), max_of(width).alias("width"))
     found: dict[int, RecordFigures] = {}
     for r in figures.collect():
         found.setdefault(r.gk, RecordFigures()).add(r, partitions)
@@ -801,7 +824,7 @@ def record_figures(spark, spec: WaveSpec) -> dict[int, RecordFigures]:
 
 
 def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[str], str] | None = None
-        ) -> dict[str, Any]:
+        ) -> dict[str, Any]:  # Any: pyspark's objects (an optional extra, untyped here)
     """Judge the wave, write the report (when ``output_dir`` is set) and return it."""
     wave = spec if isinstance(spec, WaveSpec) else WaveSpec.from_dict(spec)
     if spark is None:
@@ -817,7 +840,7 @@ def run(spec: WaveSpec | Mapping[str, Any], spark=None, *, read_text: Callable[[
     return report
 
 
-def summary_line(report: Mapping[str, Any]) -> str:
+def summary_line(report: Mapping[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
     """The one line the job prints for its caller: the overall verdict and each group's."""
     return json.dumps({"passed": report["passed"], "files": report.get("files", {}),
                        "overall": report["overall"]["summary"],

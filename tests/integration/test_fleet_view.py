@@ -390,7 +390,7 @@ def _make_run(fleet_dag, run_id: str, run_after: datetime, state: str, tis: dict
 
 def _plan():
     """A plan of three waves: canary [billing], [orders (2 groups), payments], [search]."""
-    from airflow_provider_kip848.fleet.waves import Application, PlannedGroup, Wave, WaveLimits, WavePlan
+    from airflow_provider_kip848.fleet import Application, PlannedGroup, Wave, WaveLimits, WavePlan
 
     def app(name, team, *groups):
         planned = tuple(PlannedGroup(group_id=g, type="classic", state="Stable", member_count=2, status="pending",

@@ -17,7 +17,7 @@ from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.native.admin import _committed
+from airflow_provider_kip848.kafka.native.admin.offsets import committed_offsets
 from airflow_provider_kip848.kafka.native.batch import BatchReader
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
@@ -277,7 +277,7 @@ def test_offsets_sent_to_a_node_that_does_not_coordinate_the_group_are_read_from
         fetched = reader.offsets(groups)
         assert not fetched.failed and not fetched.gone
         assert {g: node for g, (_, node, _) in fetched.answers.items()} == coordinators
-        assert {g: {tp: offset for tp, (offset, _) in _committed(raw).items()}
+        assert {g: {tp: offset for tp, (offset, _) in committed_offsets(raw).items()}
                 for g, (_, _, raw) in fetched.answers.items()} == {g: {TopicPartition(topic, 0): i}
                                                                     for i, g in enumerate(groups)}
         assert reader.requests["FindCoordinator"] == 1  # only after the NOT_COORDINATOR answers

@@ -4,7 +4,7 @@ every covered or partial row names the real-broker tests that exercise it.
 The checklist maps each item of the source guides to what automates or checks it, with
 references of five kinds (see the head of docs/checklist.md):
 
-* ``preflight:<name>``: a ``Check("<name>", ...)`` built in kafka/rules/preflight.py;
+* ``preflight:<name>``: a ``Check("<name>", ...)`` built in kafka/rules/preflight*.py;
 * ``lint:<key>``: a key that kafka/rules/lint.py can report: a literal first argument of
   ``LintFinding``, a key drawn from a loop over a literal tuple or dict, or one that
   ``lint_client_config`` actually emits when probed;
@@ -50,7 +50,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "airflow_provider_kip848"
 CHECKLIST = REPO / "docs" / "checklist.md"
-PREFLIGHT = REPO / PACKAGE / "kafka" / "rules" / "preflight.py"
+#: the preflight and the modules of its checks (kafka/rules/preflight.py, preflight_*_checks.py, ...)
+PREFLIGHT = sorted((REPO / PACKAGE / "kafka" / "rules").glob("preflight*.py"))
 LINT = REPO / PACKAGE / "kafka" / "rules" / "lint.py"
 SPARK_CHECKS = REPO / PACKAGE / "spark" / "checks.py"
 DAGS = REPO / "dags"
@@ -398,7 +399,7 @@ def dag_task_ids(source: str) -> dict[str, frozenset[str]]:
 
 @cache
 def known_checks() -> frozenset[str]:
-    return check_names(PREFLIGHT.read_text(encoding="utf-8"))
+    return frozenset().union(*(check_names(path.read_text(encoding="utf-8")) for path in PREFLIGHT))
 
 
 @cache

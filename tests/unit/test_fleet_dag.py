@@ -105,7 +105,7 @@ def _app(app, *groups, ok=True):
 
 def test_a_group_whose_validation_is_not_a_pass_fails_its_application_for_the_budget_and_the_way_back(module):
     from airflow_provider_kip848.fleet import Application, ErrorBudget, Wave
-    from airflow_provider_kip848.fleet.waves import PlannedGroup
+    from airflow_provider_kip848.fleet.applications import PlannedGroup
 
     results = [_app("a", "a-1"), _app("b", "b-1", "b-2"), _app("c", "c-1"), _app("d", "d-1", ok=False)]
     planned = {"groups": [{"group_id": g} for g in ("a-1", "b-1", "b-2", "c-1")], "output_dir": "/x"}

@@ -11,8 +11,16 @@ from html.parser import HTMLParser
 import pytest
 
 from airflow_provider_kip848.engine.state import MoveState, Step
-from airflow_provider_kip848.fleet import OwnershipMap, OwnershipNotApprovable, select
-from airflow_provider_kip848.fleet.waves import Application, PlannedGroup, Wave, WaveLimits, WavePlan
+from airflow_provider_kip848.fleet import (
+    Application,
+    OwnershipMap,
+    OwnershipNotApprovable,
+    PlannedGroup,
+    Wave,
+    WaveLimits,
+    WavePlan,
+    select,
+)
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, MigrationVerdict, Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType

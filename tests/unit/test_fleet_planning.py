@@ -27,7 +27,8 @@ from airflow_provider_kip848.fleet import (
     remaining,
     select,
 )
-from airflow_provider_kip848.fleet.waves import IncompleteInventory, Wave
+from airflow_provider_kip848.fleet.selection import IncompleteInventory
+from airflow_provider_kip848.fleet.waves import Wave
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, InventoryMember, MigrationVerdict
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol

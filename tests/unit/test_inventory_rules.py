@@ -28,7 +28,7 @@ from airflow_provider_kip848.kafka.model import (
     PartitionOffsets,
     StreamsGroupDescription,
 )
-from airflow_provider_kip848.kafka.native.admin import _group_offsets
+from airflow_provider_kip848.kafka.native.admin.inventory import _group_offsets
 from airflow_provider_kip848.kafka.native.batch import BatchReader, GroupAnswers, _describe_rows, collector_paused
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.rules.readiness import (

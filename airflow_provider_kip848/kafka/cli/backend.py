@@ -21,10 +21,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.api import GroupAdmin
 from airflow_provider_kip848.kafka.arguments import require_group_id
-from airflow_provider_kip848.kafka.cli import parsers as P
+from airflow_provider_kip848.kafka.cli import parsers
 from airflow_provider_kip848.kafka.cli.runner import KafkaToolRunner
 from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.model import (
@@ -64,7 +64,7 @@ class KafkaCli(GroupAdmin):
     # -- features ------------------------------------------------------------
 
     def describe_features(self) -> ClusterFeatures:
-        return P.parse_features_describe(self._run("kafka-features", "describe"))
+        return parsers.parse_features_describe(self._run("kafka-features", "describe"))
 
     def _send_feature_update(self, plan: FeatureUpdate, *, dry_run: bool, unsafe: bool) -> None:
         target = plan.feature if plan.action == "disable" else f"{plan.feature}={plan.to_level}"
@@ -83,7 +83,7 @@ class KafkaCli(GroupAdmin):
         with self.requires("read the brokers' group.* configs", ("DESCRIBE_CONFIGS", "CLUSTER", None)):
             text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "brokers",
                              "--entity-name", str(broker_id))
-        values = {n: e.value for n, e in P.parse_config_entries(text).items()
+        values = {n: e.value for n, e in parsers.parse_config_entries(text).items()
                   if n.startswith("group.") and e.value is not None}
         return GroupCoordinatorConfig(broker_id=broker_id, values=values)
 
@@ -91,7 +91,7 @@ class KafkaCli(GroupAdmin):
         text = self._run("kafka-broker-api-versions")
         ids = sorted(int(m.group(1)) for m in re.finditer(r"\(id: (\d+) rack:", text))
         if not ids:
-            raise E.KafkaToolError("kafka-broker-api-versions listed no brokers.")
+            raise errors.KafkaToolError("kafka-broker-api-versions listed no brokers.")
         return ids[0]
 
     def describe_group_config(self, group_id: str) -> GroupConfig:
@@ -99,7 +99,7 @@ class KafkaCli(GroupAdmin):
         with self.requires(f"read the configs of group {group_id!r}", ("DESCRIBE_CONFIGS", "GROUP", group_id)):
             text = self._run("kafka-configs", "--describe", "--all", "--entity-type", "groups",
                              "--entity-name", group_id)
-        return P.parse_group_config(group_id, text)
+        return parsers.parse_group_config(group_id, text)
 
     def _send_group_config_change(self, plan: ConfigChangePlan, *, dry_run: bool) -> None:
         if dry_run:  # kafka-configs has no validate-only mode: a dry run stops after the local validation
@@ -116,21 +116,21 @@ class KafkaCli(GroupAdmin):
     def list_groups(self) -> list[GroupListing]:
         states: dict[str, str] = {}
         for tool in ("kafka-consumer-groups", "kafka-streams-groups", "kafka-share-groups"):
-            states.update(P.parse_list_states(self._run(tool, "--list", "--state")))
-        return P.parse_groups_list(self._run("kafka-groups", "--list"), states)
+            states.update(parsers.parse_list_states(self._run(tool, "--list", "--state")))
+        return parsers.parse_groups_list(self._run("kafka-groups", "--list"), states)
 
     def group_ids(self) -> list[str]:
         """One ``kafka-groups --list`` (one JVM), where :meth:`list_groups` adds a ``--list --state`` per type."""
-        return [g.group_id for g in P.parse_groups_list(self._run("kafka-groups", "--list"))]
+        return [g.group_id for g in parsers.parse_groups_list(self._run("kafka-groups", "--list"))]
 
     def group_listing(self, group_id: str) -> GroupListing:
         require_group_id(group_id)
-        for listing in P.parse_groups_list(self._run("kafka-groups", "--list")):
+        for listing in parsers.parse_groups_list(self._run("kafka-groups", "--list")):
             if listing.group_id == group_id:
                 return listing
         if self.settings.uses_sasl or self.settings.uses_ssl:  # only a secured cluster can hide a group
             self._check_group_visible(group_id)
-        raise E.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
+        raise errors.GroupNotFound(f"Group {group_id!r} does not exist on {self.settings.bootstrap_servers}.")
 
     def _check_group_visible(self, group_id: str) -> None:
         """Raise :class:`AuthorizationFailed` if the principal lacks DESCRIBE on the group (``--list``
@@ -138,9 +138,9 @@ class KafkaCli(GroupAdmin):
         try:
             with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
                 self._run("kafka-consumer-groups", "--describe", "--group", group_id, "--state")
-        except E.AuthorizationFailed:
+        except errors.AuthorizationFailed:
             raise
-        except E.Kip848Error:
+        except errors.Kip848Error:
             pass
 
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -154,7 +154,7 @@ class KafkaCli(GroupAdmin):
         with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
             state = self._run("kafka-consumer-groups", *base, "--state")
             members = self._run("kafka-consumer-groups", *base, "--members")
-        return P.parse_consumer_group(group_id, state, members)
+        return parsers.parse_consumer_group(group_id, state, members)
 
     def describe_streams_group(self, group_id: str) -> StreamsGroupDescription:
         require_group_id(group_id)
@@ -162,7 +162,7 @@ class KafkaCli(GroupAdmin):
         with self.requires(f"describe group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
             state = self._run("kafka-streams-groups", *base, "--state")
             members = self._run("kafka-streams-groups", *base, "--members")
-        return P.parse_streams_group(group_id, state, members)
+        return parsers.parse_streams_group(group_id, state, members)
 
     def delete_group(self, group_id: str) -> None:
         require_group_id(group_id)
@@ -179,7 +179,7 @@ class KafkaCli(GroupAdmin):
         tool = "kafka-streams-groups" if listing.type is GroupType.STREAMS else "kafka-consumer-groups"
         with self.requires(f"read the committed offsets of group {group_id!r}", ("DESCRIBE", "GROUP", group_id)):
             text = self._run(tool, "--describe", "--group", group_id, "--offsets", "--verbose")
-        offsets = P.parse_group_offsets(group_id, text)
+        offsets = parsers.parse_group_offsets(group_id, text)
         starts = self.log_start_offsets([TopicPartition(p.topic, p.partition) for p in offsets.partitions])
         return GroupOffsets(group_id, tuple(
             replace(p, log_start=starts.get(TopicPartition(p.topic, p.partition))) for p in offsets.partitions))
@@ -190,9 +190,9 @@ class KafkaCli(GroupAdmin):
             return {}
         try:
             out = self._run("kafka-get-offsets", "--topic-partitions", ",".join(str(tp) for tp in tps), "--time", "-2")
-        except E.UnknownTopicOrPartition as exc:  # the tool says "could not match any", not which
-            raise E.UnknownTopicOrPartition(f"No such topic-partition: {', '.join(map(str, tps))}.") from exc
-        return P.parse_get_offsets(out)
+        except errors.UnknownTopicOrPartition as exc:  # the tool says "could not match any", not which
+            raise errors.UnknownTopicOrPartition(f"No such topic-partition: {', '.join(map(str, tps))}.") from exc
+        return parsers.parse_get_offsets(out)
 
     def _log_bounds(self, offsets: Mapping[TopicPartition, int],
                     current: GroupOffsets) -> dict[TopicPartition, tuple[int | None, int | None]]:
@@ -202,9 +202,9 @@ class KafkaCli(GroupAdmin):
             starts = self.log_start_offsets(missing)
             for tp in missing:
                 if tp not in starts:
-                    raise E.UnknownTopicOrPartition(f"No such topic-partition: {tp}.")
-                latest = P.parse_get_offsets(self._run("kafka-get-offsets", "--topic-partitions", str(tp),
-                                                       "--time", "-1"))
+                    raise errors.UnknownTopicOrPartition(f"No such topic-partition: {tp}.")
+                latest = parsers.parse_get_offsets(self._run("kafka-get-offsets", "--topic-partitions", str(tp),
+                                                             "--time", "-1"))
                 bounds[tp] = (starts[tp], latest.get(tp))
         return bounds
 
@@ -215,7 +215,7 @@ class KafkaCli(GroupAdmin):
         require_group_id(group_id)
         try:
             group_type: GroupType | None = self.group_listing(group_id).type
-        except E.GroupNotFound:
+        except errors.GroupNotFound:
             group_type = None
         refuse_offsets_change_by_tools(group_id, group_type)
         return super().alter_group_offsets(group_id, offsets, dry_run=dry_run)

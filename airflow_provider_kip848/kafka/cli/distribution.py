@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -314,7 +315,7 @@ def _class_list_digest() -> str:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path):
+def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on ``path`` across processes: one Maven run per cache entry at a time."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:

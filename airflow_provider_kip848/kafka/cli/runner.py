@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.settings import ClientSettings, java_properties_text
 from airflow_provider_kip848.kafka.translate import redact
@@ -71,7 +71,7 @@ class KafkaToolRunner:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
                                       stdin=subprocess.DEVNULL, env=tool_environment(self.settings))
             except subprocess.TimeoutExpired as exc:
-                raise E.OperationTimedOut(
+                raise errors.OperationTimedOut(
                     f"{tool} {' '.join(args)} did not finish within {self.timeout:.0f} s "
                     f"against {self.settings.bootstrap_servers}."
                 ) from exc
@@ -132,49 +132,49 @@ def raise_for_tool_errors(result: ToolResult, settings: ClientSettings) -> None:
         return
     message = redact(f"{result.tool}: {tool_message(result)}", settings)
     if "SaslAuthenticationException" in out or "AuthenticationException" in out:
-        raise E.AuthenticationFailed(f"{message.rstrip('.')} (brokers at {settings.bootstrap_servers})")
+        raise errors.AuthenticationFailed(f"{message.rstrip('.')} (brokers at {settings.bootstrap_servers})")
     refused = re.search(r"(Cluster|Group|Topic|TransactionalId)AuthorizationException", out)
     resource_type = refused.group(1).upper() if refused else None
     permission = re.search(r"needs (\w+) permission", out)
     if permission:
         resource_type = "CLUSTER" if result.tool == "kafka-features" else resource_type
-        raise E.AuthorizationFailed(
+        raise errors.AuthorizationFailed(
             message, remedy=f"Grant the principal {permission.group(1)} on {resource_type or 'the resource'} "
                             "(an ACL), or use a connection with more rights.",
             resource_type=resource_type)
     if refused or "AuthorizationException" in out or "not authorized" in out.lower():
-        raise E.AuthorizationFailed(message, resource_type=resource_type)
+        raise errors.AuthorizationFailed(message, resource_type=resource_type)
     if re.search(r"GroupIdNotFoundException: Group .* is not a \w+ group", out):
-        raise E.WrongGroupType(message)
+        raise errors.WrongGroupType(message)
     if "GroupIdNotFoundException" in out or re.search(r"Consumer group '.*' does not exist", out):
-        raise E.GroupNotFound(message)
+        raise errors.GroupNotFound(message)
     if "GroupNotEmptyException" in out or "NonEmptyGroup" in out:
-        raise E.GroupNotEmpty(message)
+        raise errors.GroupNotEmpty(message)
     if "Unknown group config name" in out:
-        raise E.ConfigUnknown(message)
+        raise errors.ConfigUnknown(message)
     if "InvalidConfigurationException" in out or "InvalidConfigException" in out:
-        raise E.ConfigOutOfBounds(message)
+        raise errors.ConfigOutOfBounds(message)
     if result.tool == "kafka-features" and re.search(r"Could not|Can not |InvalidUpdateVersion", out):
         if re.search(r"[Tt]imed out|TimeoutException", out):
             # kafka-features prints "Could not/Can not <action> <feature> ..." whatever the cause: a call that
             # timed out is the cluster not answering (retriable), not a level the controller refused
             raise _timeout_or_tool_error(out, message, settings)
-        raise E.InvalidFeatureLevel(message,  # the tool prints the controller's reason: "Can not downgrade ..."
-                                    remedy="Read the controller's reason above: kafka-features describe shows the "
+        raise errors.InvalidFeatureLevel(message,  # the tool prints the controller's reason: "Can not downgrade ..."
+                                         remedy="Read the controller's reason above: kafka-features describe shows the "
                                            "finalized levels and the range each broker supports; a metadata.version "
                                            "downgrade is refused where it could lose metadata.")
     if "Could not match any topic-partitions" in out or "UnknownTopicOrPartitionException" in out:
-        raise E.UnknownTopicOrPartition(message)
+        raise errors.UnknownTopicOrPartition(message)
     if "UnsupportedVersionException" in out:
-        raise E.UnsupportedBrokerVersion(message)
+        raise errors.UnsupportedBrokerVersion(message)
     raise _timeout_or_tool_error(out, message, settings)
 
 
-def _timeout_or_tool_error(out: str, message: str, settings: ClientSettings) -> E.Kip848Error:
+def _timeout_or_tool_error(out: str, message: str, settings: ClientSettings) -> errors.Kip848Error:
     if re.search(r"Timed out waiting for a node assignment|Timed out waiting to send the call", out):
         # the Java admin client never reached a broker: the same error the native backend raises
-        return E.KafkaConnectionError(f"{message.rstrip('.')} (no broker at {settings.bootstrap_servers} answered "
-                                      f"within {settings.request_timeout_ms} ms).")
+        return errors.KafkaConnectionError(f"{message.rstrip('.')} (no broker at {settings.bootstrap_servers} answered "
+                                           f"within {settings.request_timeout_ms} ms).")
     if "TimeoutException" in out or re.search(r"[Tt]imed out", out):
-        return E.OperationTimedOut(message)
-    return E.KafkaToolError(message)
+        return errors.OperationTimedOut(message)
+    return errors.KafkaToolError(message)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.cli.distribution import (
     DEFAULT_KAFKA_VERSION,
     KAFKA_TOOLS,
@@ -40,8 +40,8 @@ class KafkaTools:
     def command(self, tool: str, args: list[str]) -> list[str]:
         """The argument list (never a shell string) that runs ``tool`` with ``args``."""
         if tool not in KAFKA_TOOLS:
-            raise E.KafkaToolError(f"Unknown Kafka tool {tool!r}.",
-                                   remedy=f"Use one of {', '.join(sorted(KAFKA_TOOLS))}.")
+            raise errors.KafkaToolError(f"Unknown Kafka tool {tool!r}.",
+                                        remedy=f"Use one of {', '.join(sorted(KAFKA_TOOLS))}.")
         try:
             if self.kafka_home is None:
                 dist = KafkaDistribution(self.version)
@@ -49,7 +49,7 @@ class KafkaTools:
                 return dist.tool_command(tool, args)
             libs = self.kafka_home / "libs"
             if not libs.is_dir():
-                raise E.KafkaToolError(
+                raise errors.KafkaToolError(
                     f"{self.kafka_home} has no libs/ directory.",
                     remedy="Point kafka_home at an unpacked Kafka release (the directory that holds bin/ and libs/).",
                 )
@@ -57,7 +57,7 @@ class KafkaTools:
             return [find_java().executable, "-Djava.awt.headless=true",
                     f"-Dlog4j2.configurationFile={log_config}", *TOOL_JVM_OPTIONS,
                     "-cp", str(libs / "*"), KAFKA_TOOLS[tool], *args]
-        except E.Kip848Error as exc:
-            if isinstance(exc, E.KafkaToolError):
+        except errors.Kip848Error as exc:
+            if isinstance(exc, errors.KafkaToolError):
                 raise
-            raise E.KafkaToolError(f"The Kafka CLI tools cannot run here: {exc.what}", remedy=exc.remedy) from exc
+            raise errors.KafkaToolError(f"The Kafka CLI tools cannot run here: {exc.what}", remedy=exc.remedy) from exc

@@ -49,7 +49,7 @@ class ClusterInfo:
     controller_id: int | None
     brokers: tuple[BrokerNode, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -77,7 +77,7 @@ class GroupCoordinatorConfig:
         except ValueError:
             return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"broker_id": self.broker_id, "rebalance_protocols": list(self.rebalance_protocols),
                 "migration_policy": self.migration_policy, "values": dict(sorted(self.values.items()))}
 
@@ -97,5 +97,5 @@ class BrokerVersion:
     metadata_version_max: str
     api_versions: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"node_id": self.node_id, "release": self.release, "metadata_version_max": self.metadata_version_max}

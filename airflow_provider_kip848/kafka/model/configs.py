@@ -14,11 +14,7 @@ class ConfigEntry:
     source: str
     sensitive: bool = False
 
-    @property
-    def is_dynamic(self) -> bool:
-        return self.source.startswith("DYNAMIC_")
-
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -38,7 +34,7 @@ class GroupConfig:
         entry = self.entries.get(name)
         return entry.value if entry else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "dynamic": self.dynamic,
                 "effective": {n: e.value for n, e in sorted(self.entries.items())}}
 
@@ -65,6 +61,6 @@ class GroupConfigChange:
         return {k: (self.before.get(k), self.after.get(k)) for k in sorted(keys)
                 if self.before.get(k) != self.after.get(k)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "requested_delete": list(self.requested_delete),
                 "changed": {k: list(v) for k, v in self.changed.items()}}

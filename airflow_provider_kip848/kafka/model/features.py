@@ -36,7 +36,7 @@ class Feature:
     def finalized(self) -> bool:
         return self.finalized_level > 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -57,7 +57,7 @@ class ClusterFeatures:
         feature = self.features.get(name)
         return feature.finalized_level if feature else 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {name: f.to_dict() for name, f in sorted(self.features.items())}
 
 
@@ -79,5 +79,5 @@ class FeatureUpdate:
     applied: bool
     message: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)

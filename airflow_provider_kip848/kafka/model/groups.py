@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.model.offsets import TopicPartition
@@ -111,7 +112,7 @@ class GroupListing:
         # a state given as text (a test, a recorded fact) is stored as the enum Kafka's tools name
         object.__setattr__(self, "state", GroupState.parse(self.state))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {"group_id": self.group_id, "type": self.type.value, "state": self.state.value,
                 "protocol_type": self.protocol_type}
 
@@ -144,7 +145,7 @@ class ConsumerGroupMember:
     member_epoch: int | None = None
     protocol: MemberProtocol = MemberProtocol.UNKNOWN
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {
             "member_id": self.member_id,
             "client_id": self.client_id,
@@ -187,7 +188,7 @@ class ConsumerGroupDescription:
         """A consumer group that still has classic members (an online migration in progress)."""
         return self.type is GroupType.CONSUMER and bool(self.classic_members)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {
             "group_id": self.group_id,
             "type": self.type.value,
@@ -221,7 +222,7 @@ class TaskAssignment:
     standby: tuple[StreamsTask, ...] = ()
     warmup: tuple[StreamsTask, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {k: [str(t) for t in getattr(self, k)] for k in ("active", "standby", "warmup")}
 
 
@@ -236,7 +237,7 @@ class StreamsGroupMember:
     target_assignment: TaskAssignment | None = None
     instance_id: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {
             "member_id": self.member_id,
             "process_id": self.process_id,
@@ -270,7 +271,7 @@ class StreamsGroupDescription:
     def is_empty(self) -> bool:
         return not self.members
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {
             "group_id": self.group_id,
             "type": self.type.value,
@@ -294,7 +295,7 @@ class MemberRemoval:
     failed: dict[str, str] = field(default_factory=dict)
     not_found: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {"group_id": self.group_id, "group_type": self.group_type.value, "removed": list(self.removed),
                 "failed": dict(self.failed), "not_found": list(self.not_found)}
 

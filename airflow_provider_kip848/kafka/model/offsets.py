@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from airflow_provider_kip848.kafka.errors import SnapshotInvalid
@@ -18,7 +19,7 @@ class TopicPartition:
         return f"{self.topic}:{self.partition}"
 
 
-def partitions(pairs) -> tuple[TopicPartition, ...]:
+def partitions(pairs: Iterable[tuple[str, int | str]]) -> tuple[TopicPartition, ...]:
     """Sorted, de-duplicated TopicPartitions from (topic, partition) pairs."""
     return tuple(sorted({TopicPartition(t, int(p)) for t, p in pairs}))
 
@@ -41,7 +42,7 @@ class PartitionOffsets:
             return None
         return max(self.log_end - self.committed, 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "lag": self.lag}
 
 
@@ -71,7 +72,7 @@ class GroupOffsets:
     def total_lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "total_lag": self.total_lag,
                 "partitions": [p.to_dict() for p in self.partitions]}
 
@@ -103,7 +104,7 @@ class OffsetSnapshot:
     def committed(self) -> dict[TopicPartition, int]:
         return {TopicPartition(p.topic, p.partition): p.committed for p in self.partitions if p.committed is not None}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "format": SNAPSHOT_FORMAT,
             "version": SNAPSHOT_VERSION,

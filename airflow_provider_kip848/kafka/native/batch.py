@@ -23,6 +23,11 @@ Failures are per group and per node, never for the whole batch:
 
 Nothing here decides what a failure means for the caller; it returns what
 was answered, what failed (with why) and what is gone.
+
+Why over 500 lines: nearly all of it is one class, :class:`BatchReader`, whose methods are the steps of one
+inventory read: they share one deadline, one request count, the coordinators found once and the answers of the
+step before. Split by request type, each part would reach back into that state; side by side, the chunking and
+retry rules of every step read the same way.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from airflow_provider_kip848.kafka.model import (
     TopicPartition,
     normalize_state,
 )
-from airflow_provider_kip848.kafka.native import converters as C
+from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.protocol import ConsumerGroupDescribeRequest, StreamsGroupDescribeRequest
 from airflow_provider_kip848.kafka.native.transport import Transport
 from airflow_provider_kip848.kafka.translate import GROUP_ID_NOT_FOUND, translate_kafka_python
@@ -106,7 +111,8 @@ def collector_paused() -> Iterator[None]:
 
 
 def _error_name(code: int) -> str:
-    return kerr.for_code(code).__name__
+    name: str = kerr.for_code(code).__name__
+    return name
 
 
 def _retriable(code: int) -> bool:
@@ -119,7 +125,7 @@ class GroupAnswers:
     answer)), ``failed``
     (group id -> why, after retries until the deadline) and ``gone`` (the coordinator does not have it)."""
 
-    answers: dict[str, tuple[str, int, Any]] = field(default_factory=dict)
+    answers: dict[str, tuple[str, int, Any]] = field(default_factory=dict)  # Any: kafka-python's answers are untyped
     failed: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
 
@@ -154,7 +160,8 @@ class BatchReader:
     def _wait_s(self) -> float:
         return min(self._t.timeout_s, max(self.remaining(), MIN_WAIT_S))
 
-    def exchange(self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
+    def exchange(  # Any: kafka-python's and confluent-kafka's objects are untyped
+            self, requests: Sequence[tuple[int | None, Any]]) -> list[Any]:
         """Send every ``(node, request)`` and wait for all answers; a failure is returned in the answer's
         place (an exception), and a node that let a request time out is marked unresponsive.
 
@@ -284,9 +291,9 @@ class BatchReader:
                 missing[broker] = f"node {broker} did not answer ApiVersions" + (
                     f" ({type(answer).__name__})" if isinstance(answer, Exception) else "")
                 continue
-            versions.append(C.broker_version(broker, answer))
+            versions.append(converters.broker_version(broker, answer))
             if features is None:
-                features = C.cluster_features(_feature_dict(answer))
+                features = converters.cluster_features(_feature_dict(answer))
         return versions, features, missing
 
     # -- FindCoordinator -------------------------------------------------------------------------
@@ -523,7 +530,8 @@ def _describe_rows(kind: str, response: Any) -> Iterable[tuple[str, int, str, An
             yield g.group_id, g.error_code, message, g
 
 
-def offset_fetch_request(group_ids: list[str], *, require_stable: bool) -> Any:
+def offset_fetch_request(  # Any: kafka-python's and confluent-kafka's objects are untyped
+        group_ids: list[str], *, require_stable: bool) -> Any:
     """OffsetFetch v8+ of every committed offset of each group (``require_stable``: see
     ``KafkaAdmin.group_offsets``; the fleet inventory reads plain, a view over many groups)."""
     group = OffsetFetchRequest.OffsetFetchRequestGroup

@@ -60,7 +60,7 @@ def host(raw: str | None) -> str:
     return (raw or "").lstrip("/")
 
 
-def cluster_info(desc: Any) -> ClusterInfo:
+def cluster_info(desc: Any) -> ClusterInfo:  # Any: an untyped client answer, converted here
     """confluent-kafka's ``DescribeClusterResult``."""
     return ClusterInfo(
         cluster_id=desc.cluster_id,
@@ -72,7 +72,7 @@ def cluster_info(desc: Any) -> ClusterInfo:
     )
 
 
-def broker_version(node_id: int, response: Any) -> BrokerVersion:
+def broker_version(node_id: int, response: Any) -> BrokerVersion:  # Any: an untyped client answer, converted here
     """A broker's ``ApiVersions`` v3+ response: its release line from the ``metadata.version`` it supports."""
     mv_max = next((f.max_version for f in response.supported_features or [] if f.name == "metadata.version"), None)
     name = METADATA_VERSION_NAMES.get(mv_max, str(mv_max)) if mv_max is not None else "unknown"
@@ -84,7 +84,7 @@ def broker_version(node_id: int, response: Any) -> BrokerVersion:
     )
 
 
-def cluster_features(raw: Mapping[str, Any]) -> ClusterFeatures:
+def cluster_features(raw: Mapping[str, Any]) -> ClusterFeatures:  # Any: an untyped client answer, converted here
     """kafka-python's ``describe_features()`` dict."""
     features = {}
     for name, info in raw.items():
@@ -100,7 +100,7 @@ def cluster_features(raw: Mapping[str, Any]) -> ClusterFeatures:
     return ClusterFeatures(features)
 
 
-def group_listing(row: Mapping[str, Any]) -> GroupListing:
+def group_listing(row: Mapping[str, Any]) -> GroupListing:  # Any: an untyped client answer, converted here
     """One row of kafka-python's unfiltered ``list_groups()`` (ListGroups v5: type and state)."""
     return GroupListing(
         group_id=row["group_id"],
@@ -110,7 +110,8 @@ def group_listing(row: Mapping[str, Any]) -> GroupListing:
     )
 
 
-def consumer_group(group: Any, coordinator_id: int | None) -> ConsumerGroupDescription:
+def consumer_group(  # Any: an untyped client answer, converted here
+        group: Any, coordinator_id: int | None) -> ConsumerGroupDescription:
     """One group of a ``ConsumerGroupDescribe`` v1 response (error code 0)."""
     members = []
     for m in group.members:
@@ -149,7 +150,8 @@ def _classic_assignment(member: Any) -> Any:
         return None
 
 
-def classic_group(group: Any, coordinator_id: int | None) -> ConsumerGroupDescription:
+def classic_group(  # Any: an untyped client answer, converted here
+        group: Any, coordinator_id: int | None) -> ConsumerGroupDescription:
     """One group of a ``DescribeGroups`` response (error code 0) of a classic group."""
     members = []
     for m in group.members:
@@ -173,7 +175,7 @@ def classic_group(group: Any, coordinator_id: int | None) -> ConsumerGroupDescri
     )
 
 
-def classic_user_data(group: Any) -> dict[str, bytes]:
+def classic_user_data(group: Any) -> dict[str, bytes]:  # Any: an untyped client answer, converted here
     """Member id -> the ``userData`` of its classic assignment, from a ``DescribeGroups`` group."""
     out = {}
     for m in group.members:
@@ -191,7 +193,8 @@ def _task_assignment(a: Any) -> TaskAssignment:
     return TaskAssignment(active=_tasks(a.active_tasks), standby=_tasks(a.standby_tasks), warmup=_tasks(a.warmup_tasks))
 
 
-def streams_group(group: Any, coordinator_id: int | None) -> StreamsGroupDescription:
+def streams_group(  # Any: an untyped client answer, converted here
+        group: Any, coordinator_id: int | None) -> StreamsGroupDescription:
     """One group of a ``StreamsGroupDescribe`` response (error code 0)."""
     members = tuple(sorted(
         (
@@ -220,7 +223,7 @@ def streams_group(group: Any, coordinator_id: int | None) -> StreamsGroupDescrip
     )
 
 
-def streams_internal_topics(group: Any) -> tuple[str, ...]:
+def streams_internal_topics(group: Any) -> tuple[str, ...]:  # Any: an untyped client answer, converted here
     """The repartition and changelog topics of a streams group's topology (sorted; () without a topology)."""
     if group.topology is None:
         return ()
@@ -229,7 +232,8 @@ def streams_internal_topics(group: Any) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def streams_source_partitions(group: Any) -> tuple[TopicPartition, ...]:
+def streams_source_partitions(  # Any: an untyped client answer, converted here
+        group: Any) -> tuple[TopicPartition, ...]:
     """Input partitions (source and repartition topics) of a streams group's active tasks."""
     if group.topology is None:
         return ()
@@ -245,7 +249,8 @@ def streams_source_partitions(group: Any) -> tuple[TopicPartition, ...]:
     return partitions(pairs)
 
 
-def group_config(group_id: str, entries: Mapping[str, Any]) -> GroupConfig:
+def group_config(  # Any: an untyped client answer, converted here
+        group_id: str, entries: Mapping[str, Any]) -> GroupConfig:
     """confluent-kafka's ``describe_configs()`` result for a GROUP resource."""
     return GroupConfig(
         group_id=group_id,
@@ -264,7 +269,7 @@ UNKNOWN_MEMBER_ID = 25
 
 
 def removal_outcome(results: Mapping[Any, Any], ident_of: Mapping[str, str],
-                    ) -> tuple[list[str], dict[str, str], list[str]]:
+                    ) -> tuple[list[str], dict[str, str], list[str]]:  # Any: an untyped client answer, converted here
     """kafka-python's ``remove_group_members()`` answer (keyed by member id or group.instance.id) ->
     (removed, failed: ident -> error name, gone: no such member any more), each member named as the caller
     knows it."""
@@ -281,6 +286,7 @@ def removal_outcome(results: Mapping[Any, Any], ident_of: Mapping[str, str],
     return removed, failed, gone
 
 
-def topic_partitions(metadata: Any, topics: Iterable[str]) -> list[TopicPartition]:
+def topic_partitions(  # Any: an untyped client answer, converted here
+        metadata: Any, topics: Iterable[str]) -> list[TopicPartition]:
     """Every partition of ``topics`` in a confluent-kafka ``ClusterMetadata`` (missing topics left out)."""
     return [TopicPartition(t, p) for t in topics if t in metadata.topics for p in metadata.topics[t].partitions]

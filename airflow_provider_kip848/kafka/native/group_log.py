@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.group_records import GroupRecord, decode, key_group
 from airflow_provider_kip848.kafka.model.groups import coordinator_partition
 from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
@@ -34,13 +34,13 @@ def _consumer(settings: ClientSettings) -> Consumer:
                      "logger": QUIET_LOGGER})
 
 
-def _refusal(error: Any, what: str) -> E.Kip848Error:
+def _refusal(error: Any, what: str) -> errors.Kip848Error:
     code = error.code() if hasattr(error, "code") else None
     if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED):
-        return E.AuthorizationFailed(f"Not allowed to {what}: {error}.",
-                                     remedy=f"Grant READ on topic {OFFSETS_TOPIC} to this connection's principal "
+        return errors.AuthorizationFailed(f"Not allowed to {what}: {error}.",
+                                          remedy=f"Grant READ on topic {OFFSETS_TOPIC} to this connection's principal "
                                             "(the downtime figures read the group's own records).")
-    return E.KafkaConnectionError(f"Could not {what}: {error}.")
+    return errors.KafkaConnectionError(f"Could not {what}: {error}.")
 
 
 def group_records(settings: ClientSettings, group_id: str, *, since: float,
@@ -70,8 +70,8 @@ def group_records(settings: ClientSettings, group_id: str, *, since: float,
         position = start.offset
         while position < high:
             if time.monotonic() > deadline:
-                raise E.OperationTimedOut(f"Reading group {group_id!r}'s records stopped at offset {position} of "
-                                          f"{high} after {timeout:g} s.")
+                raise errors.OperationTimedOut(f"Reading group {group_id!r}'s records stopped at offset {position} of "
+                                               f"{high} after {timeout:g} s.")
             msg = consumer.poll(0.5)
             if msg is None:
                 continue

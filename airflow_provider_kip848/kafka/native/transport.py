@@ -41,7 +41,7 @@ from kafka import errors as kerr
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError as KafkaPythonError
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.model import coordinator_partition
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import (
@@ -152,14 +152,14 @@ class Transport:
 
     # -- out-of-band errors ------------------------------------------------
 
-    def reported_connection_error(self) -> E.Kip848Error | None:
+    def reported_connection_error(self) -> errors.Kip848Error | None:
         """An authentication failure, or all brokers down, as librdkafka reported it out of band since the last call
         that succeeded. One broker unreachable (a node killed, its connection refused) is not "cannot reach any
         broker": the others answer, and a request that timed out meanwhile is a timeout, which names it."""
         if (auth := self.auth_error()) is not None:
             return auth
         if any(e.code() == ConfluentError._ALL_BROKERS_DOWN for e in self._client_errors):
-            return E.KafkaConnectionError(f"Cannot reach any broker at {self.settings.bootstrap_servers}.")
+            return errors.KafkaConnectionError(f"Cannot reach any broker at {self.settings.bootstrap_servers}.")
         return None
 
     def _unreachable_brokers(self) -> list[str]:
@@ -172,13 +172,13 @@ class Transport:
         if self._client_errors:
             self._client_errors[:] = [e for e in self._client_errors if e.code() not in _CONNECTION_ERRORS]
 
-    def auth_error(self) -> E.AuthenticationFailed | None:
+    def auth_error(self) -> errors.AuthenticationFailed | None:
         if "confluent" in self.__dict__:
             self.confluent.poll(0)  # error callbacks are served by poll()
         for err in self._client_errors:
             if err.code() in (ConfluentError._AUTHENTICATION, ConfluentError.SASL_AUTHENTICATION_FAILED,
                               ConfluentError._SSL):
-                return E.AuthenticationFailed(
+                return errors.AuthenticationFailed(
                     f"The brokers at {self.settings.bootstrap_servers} refused this connection's credentials: "
                     f"{redact(err.str(), self.settings)}."
                 )
@@ -194,7 +194,7 @@ class Transport:
             raise refused
         self._credentials_checked = True
 
-    def _probe_connection(self) -> E.Kip848Error | None:
+    def _probe_connection(self) -> errors.Kip848Error | None:
         """None once librdkafka gets metadata; an AuthenticationFailed as soon as it reports one; a
         (retriable) KafkaConnectionError when no broker answered within the request timeout."""
         deadline = time.monotonic() + self.timeout_s
@@ -206,14 +206,14 @@ class Transport:
                 pass
             if (auth := self.auth_error()) is not None:
                 return auth
-        return self.reported_connection_error() or E.KafkaConnectionError(
+        return self.reported_connection_error() or errors.KafkaConnectionError(
             f"No broker at {self.settings.bootstrap_servers} answered within {self.settings.request_timeout_ms} ms.")
 
     # -- calls ---------------------------------------------------------------
 
     def requires(self, action: str, *needs: tuple[str, str, str | None]) -> AbstractContextManager[None]:
         """An authorization failure inside names the permission ``action`` needs (see :func:`errors.requires`)."""
-        return E.requires(action, *needs, principal=self.settings.sasl_username)
+        return errors.requires(action, *needs, principal=self.settings.sasl_username)
 
     def retrying(self, call: Callable[[], T]) -> T:
         """Run ``call``, retrying retriable broker errors with backoff until the request timeout.
@@ -248,24 +248,26 @@ class Transport:
             self._forget_connection_errors()
             return answer
 
-    def _confluent_failure(self, exc: KafkaException) -> E.Kip848Error:
+    def _confluent_failure(self, exc: KafkaException) -> errors.Kip848Error:
         """A confluent-kafka failure as the provider's error: a timeout is named by what librdkafka reported out of
         band (credentials refused, no broker reachable) when it did."""
         error = translate_confluent(exc, self.settings)
-        if isinstance(error, E.OperationTimedOut):
+        if isinstance(error, errors.OperationTimedOut):
             reported = self.reported_connection_error()
             if reported is not None:
                 return reported
             if unreachable := self._unreachable_brokers():
-                return E.OperationTimedOut(f"{error.what.rstrip('.')} (meanwhile unreachable: "
-                                           f"{'; '.join(unreachable)}).", remedy=error.remedy)
+                return errors.OperationTimedOut(f"{error.what.rstrip('.')} (meanwhile unreachable: "
+                                                f"{'; '.join(unreachable)}).", remedy=error.remedy)
         return error
 
-    def kafka_python_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def kafka_python_call(  # Any: forwards to kafka-python's untyped admin methods
+            self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call a kafka-python admin method, retried and translated."""
         return self.retrying(lambda: getattr(self.kafka_python, method)(*args, **kwargs))
 
     def send(self, request_factory: Callable[[], Any], *, node_id: int | None = None, group_id: str | None = None,
+             # Any: kafka-python's and confluent-kafka's objects are untyped
              errors: Callable[[Any], Iterable[tuple[int, str | None]]] | None = None) -> Any:
         """Send a raw request (to ``node_id``, or to ``group_id``'s coordinator) through kafka-python.
 
@@ -290,21 +292,24 @@ class Transport:
         admin = self.kafka_python
 
         async def find() -> int:
-            return await admin._find_coordinator_id(group_id)
+            node_id: int = await admin._find_coordinator_id(group_id)
+            return node_id
 
-        return self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(find)))
+        coordinator: int = self.for_group(group_id, lambda: self.retrying(lambda: admin._manager.run(find)))
+        return coordinator
 
     def for_group(self, group_id: str | None, call: Callable[[], T]) -> T:
         """Run ``call``; a coordinator that stayed unavailable is reported with the group's
         ``__consumer_offsets`` partition and the node leading it (where the broker-side evidence is)."""
         try:
             return call()
-        except E.CoordinatorUnavailable as exc:
+        except errors.CoordinatorUnavailable as exc:
             if group_id is None or exc.group_id is not None:
                 raise
             raise self.coordinator_unavailable(group_id, exc) from exc
 
-    def coordinator_unavailable(self, group_id: str, exc: E.CoordinatorUnavailable) -> E.CoordinatorUnavailable:
+    def coordinator_unavailable(self, group_id: str,
+                                exc: errors.CoordinatorUnavailable) -> errors.CoordinatorUnavailable:
         partition = leader = None
         try:
             topic = self.confluent.list_topics("__consumer_offsets", timeout=min(self.timeout_s, 5)).topics.get(
@@ -317,7 +322,7 @@ class Transport:
         where = (f"__consumer_offsets partition {partition}" + (f", led by node {leader}" if leader is not None
                                                                   and leader >= 0 else ", no leader")
                  if partition is not None else "its __consumer_offsets partition (not known now)")
-        return E.CoordinatorUnavailable(
+        return errors.CoordinatorUnavailable(
             f"The coordinator of group {group_id!r} ({where}) kept answering {exc.error or 'errors'} for "
             f"{self.settings.request_timeout_ms} ms: the group's state cannot be read now",
             remedy=(f"Retry in a few seconds (a coordinator moving after a broker restart takes seconds). If it "
@@ -330,10 +335,10 @@ class Transport:
         """Like :meth:`find_coordinator`, None when it cannot be found (a description still stands)."""
         try:
             return self.find_coordinator(group_id)
-        except E.Kip848Error:
+        except errors.Kip848Error:
             return None
 
-    def result(self, future: Any) -> Any:
+    def result(self, future: Any) -> Any:  # Any: kafka-python's and confluent-kafka's objects are untyped
         """The result of a confluent-kafka future, translated.
 
         Not retried: a future's answer is final (asking it again returns the same error), and sending the

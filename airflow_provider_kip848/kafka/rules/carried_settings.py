@@ -108,11 +108,11 @@ def clamped(config: str, value: str, broker: Mapping[str, str]) -> tuple[str, st
         return value, ""
     low, high = BOUNDS.get(config, (None, None))
     brokers = GroupCoordinatorConfig(0, dict(broker))
-    for bound, too_far, word in ((low, lambda b: number < b, "minimum"), (high, lambda b: number > b, "maximum")):
+    for bound, below, word in ((low, True, "minimum"), (high, False, "maximum")):
         if bound is None:
             continue
         limit = bound if isinstance(bound, int) else brokers.int_value(bound)
-        if limit is not None and too_far(limit):
+        if limit is not None and (number < limit if below else number > limit):
             where = str(bound) if isinstance(bound, int) else f"{bound}={limit}"
             return str(limit), f", {value} clamped to the brokers' {word} ({where})"
     return value, ""

@@ -5,13 +5,18 @@ resumed by the triggerer) evaluated against the cluster by one function,
 :func:`judge`, over facts that :func:`~airflow_provider_kip848.kafka.api.evaluate_condition`
 reads; both the non-deferrable ``poke`` and the deferrable trigger call that.
 There is one source of truth for "is the group there yet".
+
+Why over 500 lines: a condition is a contract between the sensors, the triggers and the engine: its JSON
+value (:class:`GroupCondition`), the judge that reads it, and the wait state carried between polls
+(:class:`WaitState`, the staged waits) are serialised by a trigger in one process and read back in another.
+Kept in one module, the format and every reader of it change in one place.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_provider_kip848.kafka.arguments import describe_similar, show_id
 from airflow_provider_kip848.kafka.errors import (
@@ -49,6 +54,15 @@ UNAVAILABLE_LIMIT_S = 300.0
 #: (a revocation takes a rebalance callback and a poll; the broker's own bound is the member's rebalance
 #: timeout, max.poll.interval.ms, 5 minutes by default, after which it fences the member)
 RECONCILE_LIMIT_S = 120.0
+
+
+class TaskLog(Protocol):
+    """What the waits and the migration steps log through: a task's logger, the Task SDK's (structlog) or a
+    stdlib ``logging.Logger``; only these two calls, positional, so either fits."""
+
+    def info(self, msg: str, /, *args: object) -> object: ...
+
+    def warning(self, msg: str, /, *args: object) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -134,11 +148,11 @@ class GroupCondition:
         if not isinstance(self.allow_absent, bool):
             raise InvalidArgument(f"allow_absent must be a bool, not {self.allow_absent!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "states": [s.value for s in self.states]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GroupCondition:
+    def from_dict(cls, data: dict[str, Any]) -> GroupCondition:  # Any: JSON read back (XCom, a file, a response)
         return cls(**{**data, "states": tuple(data.get("states") or ())})
 
     def describe(self) -> str:
@@ -170,9 +184,9 @@ class GroupCondition:
 class ConditionResult:
     met: bool
     summary: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -257,7 +271,8 @@ def reconciled(member: ConsumerGroupMember | StreamsGroupMember, desc: GroupDesc
     return set(member.assignment) == set(member.target_assignment)
 
 
-def describe_reconciling(members: list[dict[str, Any]], assignment_epoch: int | None) -> str:
+def describe_reconciling(  # Any: JSON of several shapes (XCom, reports)
+        members: list[dict[str, Any]], assignment_epoch: int | None) -> str:
     """Members behind their group's assignment, with both epochs (as a person compares them in the CLI)."""
     out = []
     for m in members:
@@ -326,19 +341,19 @@ class WaitState:
     """
 
     empty_since: float | None = None
-    removed: list[dict[str, Any]] = field(default_factory=list)
+    removed: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
     unavailable_since: float | None = None
     emptied_at: float | None = None
-    members: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
+    reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     seen_at: float | None = None
-    lag_samples: list[dict[str, Any]] = field(default_factory=list)
+    lag_samples: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> WaitState:
+    def from_dict(cls, data: dict[str, Any] | None) -> WaitState:  # Any: JSON read back (XCom, a file, a response)
         data = data or {}
         return cls(empty_since=data.get("empty_since"), removed=list(data.get("removed") or []),
                    unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
@@ -347,7 +362,7 @@ class WaitState:
                    seen_at=data.get("seen_at"), lag_samples=[dict(s) for s in data.get("lag_samples") or []])
 
 
-def member_names(members: list[dict[str, Any]]) -> str:
+def member_names(members: list[dict[str, Any]]) -> str:  # Any: JSON of several shapes (XCom, reports)
     """Members as a person looks for them: client id, host and static id."""
     return ", ".join(f"{m.get('client_id') or m.get('member_id')} on {m.get('host') or '?'}"
                      + (f" (group.instance.id {m['instance_id']})" if m.get("instance_id") else "")
@@ -537,7 +552,7 @@ def follow_failure(exc: BaseException, state: WaitState, now: float, unavailable
 
 
 def staged_wait(group_id: str, conditions: list[tuple[str, GroupCondition, float]], *, started: float,
-                wait: dict[str, Any] | None = None) -> dict[str, Any]:
+                wait: dict[str, Any] | None = None) -> dict[str, Any]:  # Any: JSON of several shapes (XCom, reports)
     """One group's entry of the ``waits`` of ``triggers.move.KafkaMoveTrigger``: its ``(step, condition, timeout_s)`` in
     order, the first starting at ``started`` (epoch s); ``wait`` the first condition's memory so far."""
     return {"group_id": group_id, "position": 0, "step_started": started, "wait": dict(wait or {}), "met": [],
@@ -545,14 +560,15 @@ def staged_wait(group_id: str, conditions: list[tuple[str, GroupCondition, float
                       for step, condition, timeout_s in conditions]}
 
 
-def pending_condition(entry: dict[str, Any]) -> dict[str, Any] | None:
+def pending_condition(entry: dict[str, Any]) -> dict[str, Any] | None:  # Any: JSON of several shapes (XCom, reports)
     """The condition a group's entry waits for now (None: it passed all of them)."""
     steps = entry["steps"]
     return steps[entry["position"]] if entry["position"] < len(steps) else None
 
 
 def advance_staged(entry: dict[str, Any], evaluate: Callable[[str, GroupCondition], ConditionResult],
-                   unavailable_limit_s: float, log: Any, now: Callable[[], float]) -> str | Exception:
+                   # Any: JSON of several shapes (XCom, reports)
+                   unavailable_limit_s: float, log: TaskLog, now: Callable[[], float]) -> str | Exception:
     """Poll ``entry``'s group (a :func:`staged_wait`) through as many of its conditions as hold now, with
     ``evaluate(group_id, condition)`` (the cluster's facts). Each condition that holds is appended to the
     entry's ``met`` (``{step, started_at, ended_at, summary}``) and the next one starts at once, with a fresh

@@ -99,7 +99,10 @@ def plan_feature_update(
     info = features[feature]
     target = 0 if action == "disable" else resolve_level(feature, level)
     current = info.finalized_level
-    shown = lambda lvl: feature_level_name(feature, lvl)  # noqa: E731
+
+    def shown(level: int) -> str:
+        return feature_level_name(feature, level)
+
     if target != 0 and not info.supported_min <= target <= info.supported_max:
         raise InvalidFeatureLevel(
             f"{feature} level {shown(target)} is not supported: the cluster supports "

@@ -270,11 +270,6 @@ class ConfigChangePlan:
                                  self.requested_delete, applied=applied, dry_run=dry_run,
                                  group_type=self.group_type, for_group_type=self.for_group_type)
 
-    def expected_after(self) -> dict[str, str | None]:
-        """The group's dynamic configs once the change is applied."""
-        after = {k: v for k, v in self.before.dynamic.items() if k not in self.to_delete}
-        return {**after, **self.to_set}
-
     def is_applied(self, dynamic: Mapping[str, str | None]) -> bool:
         return (all(dynamic.get(k) == v for k, v in self.to_set.items())
                 and not any(k in dynamic for k in self.to_delete))

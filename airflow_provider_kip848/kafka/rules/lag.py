@@ -109,7 +109,7 @@ class LagVerdict:
     met: bool
     rule: str | None
     summary: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # Any: JSON of several shapes
 
 
 def _tp_list(names: list[str], limit: int = 5) -> str:
@@ -117,6 +117,7 @@ def _tp_list(names: list[str], limit: int = 5) -> str:
 
 
 def judge_caught_up(now_at: float, now: Sample, samples: list[dict[str, Any]], *,
+                    # Any: JSON of several shapes (XCom, reports)
                     baseline: Mapping[str, int | None] | None, margin: LagMargin, window_s: float,
                     max_partition_lag: int | None = None, unknown_in_offsets: list[str] | None = None) -> LagVerdict:
     """The baseline rule, else the not-growing rule, over the poll ``now`` (taken at ``now_at``) and the
@@ -244,7 +245,8 @@ def _not_growing_rule(now_at: float, now: Sample, lags: dict[str, int | None], s
                                            f"{'their lag before the change' if baseline is not None else 'lag 0'}")
 
 
-def keep_samples(samples: list[dict[str, Any]], now_at: float, window_s: float) -> list[dict[str, Any]]:
+def keep_samples(  # Any: JSON of several shapes (XCom, reports)
+        samples: list[dict[str, Any]], now_at: float, window_s: float) -> list[dict[str, Any]]:
     """The samples a wait keeps: from the newest one at least ``window_s`` old (the next window's reference)
     on; all of them while none is that old."""
     start = 0

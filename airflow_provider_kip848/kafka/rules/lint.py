@@ -88,7 +88,7 @@ class LintFinding:
     message: str
     fix: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

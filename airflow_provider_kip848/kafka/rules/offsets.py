@@ -147,7 +147,7 @@ class OffsetComparison:
         """Partitions whose progress is gone: the commit disappeared or moved backwards."""
         return self.by_status("regressed") + self.by_status("missing")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {
             "group_id": self.group_id,
             "counts": self.counts,

@@ -86,7 +86,7 @@ class MigrationVerdict:
     remedy: str = ""
     checks: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, object]:
         return {"migration": self.migration, "readiness": self.readiness.value, "reason": self.reason,
                 "remedy": self.remedy, "checks": dict(self.checks)}
 

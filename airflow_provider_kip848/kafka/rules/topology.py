@@ -55,6 +55,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.rules.preflight import FAIL, PASS, WARN, Check
@@ -162,8 +163,8 @@ def parse_topology(text: object, source: str = "") -> Topology:
                               remedy="Give the application's Topology#describe() output, as Kafka Streams prints "
                                      "it (it starts with 'Topologies:').")
     subtopologies: list[Subtopology] = []
-    current: dict | None = None
-    nodes: list[dict] = []
+    current: dict[str, Any] | None = None
+    nodes: list[dict[str, Any]] = []
 
     def close() -> None:
         if current is not None:
@@ -202,7 +203,7 @@ def parse_topology(text: object, source: str = "") -> Topology:
     return Topology(tuple(subtopologies), source)
 
 
-def _node(line: str) -> dict | None:
+def _node(line: str) -> dict[str, Any] | None:
     """A Source, Processor or Sink line as :class:`Node` fields (None: not one)."""
     if m := _SOURCE.match(line):
         topics = m["topics"].strip()

@@ -17,19 +17,19 @@ from kafka.protocol.api_message import ApiMessage
 import airflow_provider_kip848.kafka.native.protocol as _here
 
 
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=_here):  # type: ignore[call-arg]  # kafka-python's message metaclass
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_here):  # type: ignore[call-arg,misc]  # kafka-python's message metaclass, untyped
     pass
 
 
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=_here):  # type: ignore[call-arg]  # kafka-python's message metaclass
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_here):  # type: ignore[call-arg,misc]  # kafka-python's message metaclass, untyped
     pass
 
 
-class StreamsGroupDescribeRequest(ApiMessage, load_json=_here):  # type: ignore[call-arg]  # kafka-python's message metaclass
+class StreamsGroupDescribeRequest(ApiMessage, load_json=_here):  # type: ignore[call-arg,misc]  # kafka-python's message metaclass, untyped
     pass
 
 
-class StreamsGroupDescribeResponse(ApiMessage, load_json=_here):  # type: ignore[call-arg]  # kafka-python's message metaclass
+class StreamsGroupDescribeResponse(ApiMessage, load_json=_here):  # type: ignore[call-arg,misc]  # kafka-python's message metaclass, untyped
     pass
 
 
