@@ -26,7 +26,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
     (``GroupNotEmpty``) refuses the delete before anything is sent; the broker refuses a group that
     gained a member since (``NON_EMPTY_GROUP``, the same error). After the delete the group is read back
     until the cluster no longer lists it. Deleting a group deletes its committed offsets (snapshot them
-    first: ``SnapshotGroupOffsetsOperator``); a streams group's internal topics are not deleted.
+    first: ``KafkaSnapshotGroupOffsetsOperator``); a streams group's internal topics are not deleted.
 
     :param group_type: the type the group must have (default ``streams``).
     :param dry_run: stop after the checks.

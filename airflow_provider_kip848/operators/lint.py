@@ -1,4 +1,4 @@
-"""``ClientConfigLintOperator``: what in an application's client config breaks under the target protocol."""
+"""``KafkaClientConfigLintOperator``: what in an application's client config breaks under the target protocol."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from airflow_provider_kip848.operators.base import check_group_id_arg
 SEVERITY_ORDER = {"info": 0, "warn": 1, "error": 2, "never": 3}
 
 
-class ClientConfigLintOperator(BaseOperator):
+class KafkaClientConfigLintOperator(BaseOperator):
     """Lint client properties (a dict, properties text, or a ``.properties`` path/URL) for ``target``.
 
     It reads the application's config, as delivered by the team that owns the

@@ -1,4 +1,4 @@
-"""``RemoveGroupMembersOperator``: force members out of a classic or consumer group (LeaveGroup)."""
+"""``KafkaRemoveGroupMembersOperator``: force members out of a classic or consumer group (LeaveGroup)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
+class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
     """Remove all or chosen members, e.g. to empty a stopped application's classic group before an
     offline streams migration instead of waiting a whole session timeout.
 

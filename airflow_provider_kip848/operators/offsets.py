@@ -21,11 +21,11 @@ from airflow_provider_kip848.engine.offsets import (
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
-__all__ = ["CompareGroupOffsetsOperator", "RestoreGroupOffsetsOperator", "SnapshotGroupOffsetsOperator",
+__all__ = ["KafkaCompareGroupOffsetsOperator", "KafkaRestoreGroupOffsetsOperator", "KafkaSnapshotGroupOffsetsOperator",
            "compare_with_snapshot", "load_snapshot", "write_snapshot"]
 
 
-class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
     """Write a group's committed offsets (with log start/end per partition) to a durable location.
 
     Idempotent: if a snapshot of the same cluster and group is already at
@@ -50,7 +50,7 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
         return write_snapshot(self.native_hook, self.group_id, self.path, self.log)
 
 
-class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator):
     """Compare a group's committed offsets with a snapshot, partition by partition.
 
     Each partition is ``equal``, ``advanced`` (consumers ran on), ``regressed``
@@ -82,7 +82,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
             raise AirflowFailException(
                 f"Group {self.group_id} lost committed offsets on {len(result.lost())} partition(s) "
                 f"({', '.join(f'{p.topic}:{p.partition}' for p in result.lost()[:10])}). Restore them with "
-                "RestoreGroupOffsetsOperator while the group is empty."
+                "KafkaRestoreGroupOffsetsOperator while the group is empty."
             )
         if not self.allow_advanced and result.by_status("advanced"):
             raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
@@ -90,7 +90,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         return result.to_dict()
 
 
-class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
     """Put back the offsets a conversion lost: only partitions that regressed or vanished, only on an empty group.
 
     Partitions that are equal or advanced are left alone, so a rerun restores

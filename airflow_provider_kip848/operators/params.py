@@ -2,7 +2,7 @@
 
 Each function returns Params to splice into a DAG's ``params`` (``**window_params()``).
 The operators read them through templates (``{{ params.window_days }}`` ...):
-``MaintenanceWindowGuardOperator`` the window, the application operators and the
+``KafkaMaintenanceWindowGuardOperator`` the window, the application operators and the
 Empty sensor the downtime block, the snapshot/validation/report tasks the rest.
 """
 
@@ -20,7 +20,7 @@ WINDOW_TIME_PATTERN = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
 
 
 def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, Any]:
-    """The maintenance window (``MaintenanceWindowGuardOperator``). The form refuses a time that is not HH:MM (a
+    """The maintenance window (``KafkaMaintenanceWindowGuardOperator``). The form refuses a time that is not HH:MM (a
     UTC offset such as 02:00+02:00 among them); the guard refuses the rest of what cannot be what was meant."""
     clock = "On the clock of the window's time zone, without a UTC offset (02:00, not 02:00+02:00 or 02:00Z)."
     return {

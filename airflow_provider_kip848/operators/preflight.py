@@ -1,4 +1,4 @@
-"""``MigrationPreflightOperator``: refuse a migration that would fail, before anything changes."""
+"""``KafkaMigrationPreflightOperator``: refuse a migration that would fail, before anything changes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from airflow_provider_kip848.operators.base import (
 LOWERING_MODES = ("downgrade_feature", "disable_feature")
 
 
-class MigrationPreflightOperator(KafkaAdminBaseOperator):
+class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator):
     """Check the cluster and the group for one migration mode and fail on any hard failure.
 
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``

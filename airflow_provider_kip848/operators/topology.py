@@ -1,4 +1,4 @@
-"""``StreamsTopologyCheckOperator``: a Streams application's topics checked against its topology, before the stop.
+"""``KafkaStreamsTopologyCheckOperator``: a Streams application's topics checked against its topology, before the stop.
 
 The streams group validates the topology on the broker only once the
 application runs on ``group.protocol=streams``: a missing source or internal
@@ -22,7 +22,7 @@ from airflow_provider_kip848.kafka.rules.topology import check_topology, needed_
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class StreamsTopologyCheckOperator(KafkaAdminBaseOperator):
+class KafkaStreamsTopologyCheckOperator(KafkaAdminBaseOperator):
     """Check the cluster's topics against a Kafka Streams application's topology; fail on any hard failure.
 
     :param application_id: the application's ``application.id`` (its internal topics carry it as a prefix).

@@ -1,6 +1,6 @@
 """PySpark validation from a DAG: in-process (local Spark) or with spark-submit on a cluster.
 
-``TopicOffsetsOperator`` captures a topic's log start/end offsets (the fixed
+``KafkaTopicOffsetsOperator`` captures a topic's log start/end offsets (the fixed
 ranges a later validation reads); ``KafkaValidationOperator`` runs the checks
 of :mod:`airflow_provider_kip848.spark.job` and fails the task when a check
 fails. :func:`validation_spark_submit_operator` builds the Spark provider's
@@ -52,7 +52,7 @@ def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_
     return spec
 
 
-class TopicOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator):
     """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")

@@ -1,4 +1,4 @@
-"""``MaintenanceWindowGuardOperator``: a change with downtime runs only inside its maintenance window.
+"""``KafkaMaintenanceWindowGuardOperator``: a change with downtime runs only inside its maintenance window.
 
 The first task of every DAG that stops an application. A manual trigger (or
 a fleet wave) outside the window fails here, before the lock, the plan or any
@@ -34,7 +34,7 @@ def configured_max_window_hours() -> float:
     return max_window_hours(conf.get(MAX_WINDOW_SECTION, MAX_WINDOW_OPTION, fallback=None))
 
 
-class MaintenanceWindowGuardOperator(BaseOperator):
+class KafkaMaintenanceWindowGuardOperator(BaseOperator):
     """Fail (no retry) unless now is inside the window; returns ``{window, understood, max_hours, checked_at}``.
 
     :param window_days: ``MON..SUN``, comma-separated, ranges (``THU-FRI``) expanded (templated, like the

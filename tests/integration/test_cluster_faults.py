@@ -32,7 +32,10 @@ from airflow_provider_kip848.kafka.rules.lag import baseline_from_snapshot
 from airflow_provider_kip848.kafka.rules.preflight import run_preflight
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator, SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.offsets import (
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
+)
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from airflow_provider_kip848.testing.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
@@ -242,7 +245,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
         raise AssertionError(f"{label} failed three times")
 
     killed = [kill_coordinator(cluster, group)]
-    snap = run("snapshot", SnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
+    snap = run("snapshot", KafkaSnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
                                                         path=str(tmp_path / "snap.json")))
     assert snap["committed_partitions"] == 4
     from airflow_provider_kip848.operators.offsets import load_snapshot
@@ -257,7 +260,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
         admin.alter_group_offsets(group, {tp: 0 for tp in truth.committed})
     wait_group_partition_in_sync(cluster, group)
     killed.append(kill_coordinator(cluster, group))
-    restored = run("restore", RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group,
+    restored = run("restore", KafkaRestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group,
                                                           snapshot_path=snap["path"]))
     # The restore must see the alter: the new coordinator's plain OffsetFetch answered the offsets from before it
     # for ~2 s after the kill (its high watermark trailing), and a restore trusting it found "nothing to restore"
