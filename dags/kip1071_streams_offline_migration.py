@@ -280,7 +280,7 @@ def kip1071_streams_offline_migration():
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
-    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
@@ -297,11 +297,11 @@ def kip1071_streams_offline_migration():
                                             expected_instances=EXPECTED, **ACTION)
     # a streams group with every instance in it, each member proven alive, every instance running on the platform
     wait_streams = KafkaGroupMigratedSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
-                                            group_type="streams", expected_members=EXPECTED, deferrable=True,
+                                            group_type="streams", expected_members=EXPECTED,
                                             poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}",
                                             baseline=start_baseline("start_application"), **CONTROLLER)
     wait_stable = KafkaGroupStateSensor(task_id="wait_stable", kafka_conn_id=CONN, group_id=GROUP, states=["Stable"],
-                                        deferrable=True, poll_interval=POLL,
+                                        poll_interval=POLL,
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
     compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
@@ -351,7 +351,7 @@ def kip1071_streams_offline_migration():
 
     # a streams group refuses LeaveGroup: its members leave when streams.session.timeout.ms runs out
     fallback_wait_empty = KafkaGroupEmptySensor(
-        task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
@@ -362,14 +362,14 @@ def kip1071_streams_offline_migration():
                                                    **ACTION)
     fallback_wait_classic = KafkaGroupMigratedSensor(
         task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
-        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,
+        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}",
         poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}", expected_instances=EXPECTED,
         baseline=start_baseline("fallback_start"), **CONTROLLER)
     fallback_compare = KafkaCompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
                                    timeout_minutes="{{ params.stable_timeout_minutes }}")
     snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")

@@ -238,7 +238,7 @@ def kip848_consumer_offline_migration():
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
-    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
@@ -251,11 +251,11 @@ def kip848_consumer_offline_migration():
                                             group_protocol=TARGET, expected_instances=EXPECTED, **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
-        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
+        poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
         baseline=start_baseline("start_application"), **CONTROLLER)
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
     compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
@@ -274,7 +274,7 @@ def kip848_consumer_offline_migration():
                                                  when_failed=["start_application", "wait_migrated"],
                                                  trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
-        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
@@ -284,7 +284,7 @@ def kip848_consumer_offline_migration():
                                                    group_protocol=SOURCE, expected_instances=EXPECTED, **ACTION)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
-        expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
+        expected_members=EXPECTED, poll_interval=POLL,
         timeout_minutes="{{ params.start_timeout_minutes }}", baseline=start_baseline("rollback_start"),
         **CONTROLLER)
     rollback_compare = KafkaCompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,

@@ -322,14 +322,14 @@ def kip848_consumer_rolling_upgrade():
                                         instance_timeout_minutes="{{ params.rollout_timeout_minutes }}",
                                         poll_interval="{{ params.poll_seconds }}", **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
-        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, deferrable=True,
+        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET,
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
         baseline=start_baseline("roll_application"), **CONTROLLER,
     )
     # caught up at the lag before the roll (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(), deferrable=True,
+                                   baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(),
                                    poll_interval="{{ params.poll_seconds }}",
                                    timeout_minutes="{{ params.rollout_timeout_minutes }}")
     snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
@@ -383,7 +383,7 @@ def kip848_consumer_rolling_upgrade():
             raise AirflowFailException(f"The way back to {back} stopped: {exc.what}") from exc
 
     wait_back = KafkaGroupTypeSensor(task_id="wait_previous_protocol", kafka_conn_id=CONN, group_id=GROUP,
-                                        group_type=SOURCE, deferrable=True,
+                                        group_type=SOURCE,
                                         poll_interval="{{ params.poll_seconds }}",
                                         timeout_minutes="{{ params.rollback_timeout_minutes }}",
                                         trigger_rule="one_success")

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController, member_instance
@@ -63,11 +64,30 @@ INSTANCE_CHECK_SECONDS = 5.0
 #: How long a coordinator may stay unavailable before a wait gives up on it (default).
 COORDINATOR_UNAVAILABLE_MINUTES = 5.0
 
+#: The provider's configuration option choosing the waits' mode when a DAG does not (``deferrable=None``).
+DEFAULT_DEFERRABLE_SECTION, DEFAULT_DEFERRABLE_OPTION = "kip848", "default_deferrable"
+
+
+def default_deferrable() -> bool:
+    """``[kip848] default_deferrable`` (unset: True), read when a sensor is built with ``deferrable=None``.
+
+    Why True: a wait of a migration lasts minutes (a liveness window, a lag drain), and deferred it holds no
+    worker slot; a deployment without a triggerer sets it to False. Why the provider's own section and not
+    ``[operators] default_deferrable``: Airflow's default there is False, which would make these waits poke in
+    every deployment that never set it. A value that is not clearly true or false fails the DAG's import (never
+    a silent default), with the project's strict flag parser.
+    """
+    value = conf.get(DEFAULT_DEFERRABLE_SECTION, DEFAULT_DEFERRABLE_OPTION, fallback=None)
+    if value is None or value == "":
+        return True
+    return parse_flag(value, f"[{DEFAULT_DEFERRABLE_SECTION}] {DEFAULT_DEFERRABLE_OPTION}")
+
 
 class KafkaGroupConditionSensor(BaseSensorOperator):
     """Wait until ``condition`` holds for ``group_id``.
 
-    :param deferrable: wait in the triggerer (no worker slot held) instead of poking.
+    :param deferrable: wait in the triggerer (no worker slot held) instead of poking; None (the default): the
+        deployment's ``[kip848] default_deferrable`` (unset: True). An explicit value wins.
     :param poll_interval: seconds between checks (also the poke interval).
     :param audit_log: where the audit record of a forced member removal goes (see ``operators.base``).
     :param remove_members_after: seconds after which remaining members are forced out with
@@ -93,7 +113,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         group_id: str,
         condition: GroupCondition | dict[str, Any],
         kafka_conn_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = False,
+        deferrable: bool | None = None,
         poll_interval: float | str = 5.0,
         remove_members_after: float | str | None = None,
         timeout_minutes: float | str | None = None,
@@ -115,7 +135,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.group_id = group_id
         self.condition = condition if isinstance(condition, GroupCondition) else GroupCondition.from_dict(condition)
         self.kafka_conn_id = kafka_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else parse_flag(deferrable, "deferrable")
         self.poll_interval = poll_interval
         self.remove_members_after = remove_members_after
         self.timeout_minutes = timeout_minutes

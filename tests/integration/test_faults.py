@@ -47,6 +47,8 @@ from airflow_provider_kip848.testing.broker import LocalKafka
 from airflow_provider_kip848.testing.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import REPO, RecordingTI, set_kafka_connection, start_or_fail, wait_until
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 CONN = "kafka_restartable"
 #: short request timeouts: a call against a dead broker gives up (retriably) within seconds
 EXTRA = {"request_timeout_ms": 3000, "cli_timeout": 8}
@@ -214,7 +216,7 @@ def test_poking_sensor_waits_across_a_restart_without_a_false_empty(restartable,
         committed = admin.group_offsets(group).committed
     member = ConsumerProcess.start(restartable.bootstrap_servers, group, [topic], protocol="consumer",
                                    client_id="live", log_file=str(tmp_path / "live.log"))
-    sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.5,
+    sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=group, poll_interval=0.5,
                                    timeout=180)
     waiter = Background(lambda: sensor.execute(context))
     try:
