@@ -310,10 +310,10 @@ def kip1071_streams_offline_migration():
     # the streams group is Stable (its first assignment is made), or the way back ran
     @task.short_circuit(trigger_rule="all_done", ignore_downstream_trigger_rules=False)
     def delay_was_lowered(**context) -> bool:
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
 
         carried = context["ti"].xcom_pull(task_ids="carry_over_settings") or {}
-        return bool(carried.get("restart_delay")) and R.task_states(context).get("set_group_configs") == "success"
+        return bool(carried.get("restart_delay")) and task_states(context).get("set_group_configs") == "success"
 
     restore_delay = KafkaGroupConfigOperator(
         task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP, audit_log=AUDIT,
@@ -326,11 +326,11 @@ def kip1071_streams_offline_migration():
     def fallback_stop(params: dict | None = None, **context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
         from airflow_provider_kip848.hooks.instances import task_error
         from airflow_provider_kip848.operators.application import resolve
 
-        states = R.task_states(context)
+        states = task_states(context)
         if "failed" not in (states.get("wait_streams_group"), states.get("wait_stable")):
             raise AirflowSkipException("the streams application came up: no fallback")
         if not params["fallback_to_classic"]:

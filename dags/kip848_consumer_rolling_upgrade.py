@@ -351,7 +351,7 @@ def kip848_consumer_rolling_upgrade():
 
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
         from airflow_provider_kip848.controllers import ControllerError
         from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -360,7 +360,7 @@ def kip848_consumer_rolling_upgrade():
 
         # only a rollout that started and failed leads here (its deadline, a crash the platform saw, a roll that
         # failed half-way): a refused preflight or a rejected plan never started one (upstream_failed / skipped)
-        states = R.task_states(context)
+        states = task_states(context)
         if "failed" not in (states.get("wait_migrated"), states.get("roll_application")):
             raise AirflowSkipException("the rollout did not fail: no rollback")
         back = _source(params["target_protocol"])
