@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
@@ -29,7 +30,7 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol, StreamsGroupDescription
 
 
-def force_out_members(context: Any, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
+def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
                       after_s: Any, notes: list[str], log: Any) -> list[dict[str, Any]]:
     """Force out the members left behind in a group that should be empty (audited); returns who was removed
     (client id, host ...). A streams group rejects LeaveGroup: nobody is removed and ``notes`` says why."""
@@ -79,7 +80,7 @@ def departed_static_members(members: Sequence[object], status: ApplicationStatus
     return sorted(set(out))
 
 
-def remove_static_members(context: Any, task_id: str, hook: KafkaGroupAdminHook, group_id: str,
+def remove_static_members(context: Context, task_id: str, hook: KafkaGroupAdminHook, group_id: str,
                           instance_ids: Sequence[str], *, why: str, audit_log: str | None, log: Any) -> list[str]:
     """Remove the static members ``instance_ids`` of ``group_id`` (LeaveGroup by ``group.instance.id``) and
     audit the removal; returns the ids removed (one already gone is not an error). Nothing is asked for when

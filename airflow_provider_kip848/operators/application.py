@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.report import task_states
@@ -85,10 +85,10 @@ class _ApplicationOperator(BaseOperator):
         """No controller named, and none required: the task has nothing to do."""
         return not self.required and self.controller in (None, "", "None")
 
-    def _skip_unless_failed(self, context: Any) -> None:
+    def _skip_unless_failed(self, context: Context) -> None:
         if not self.when_failed:
             return
-        states = task_states(context)
+        states = task_states({"ti": context["ti"], "dag_run": context["dag_run"]})
         if not any(states.get(task) == "failed" for task in self.when_failed):
             raise AirflowSkipException(f"none of {', '.join(self.when_failed)} failed: nothing to go back from")
 
@@ -118,7 +118,7 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         super().__init__(**kwargs)
         self.group_protocol, self.way_back_protocol = group_protocol, way_back_protocol
 
-    def execute(self, context: Any) -> dict[str, Any] | None:
+    def execute(self, context: Context) -> dict[str, Any] | None:
         check_run_conf(context)  # the rolling upgrade's first task: a conf key no Param declares fails here
         check_unattended_run(context)  # a scheduled run: only with a controller the registry has
         if self._unnamed():
@@ -184,7 +184,7 @@ class KafkaApplicationStopOperator(_ApplicationOperator):
         super().__init__(**kwargs)
         self.confirm_seconds = confirm_seconds
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         self._skip_unless_failed(context)
         named = self._named()
         try:
@@ -228,7 +228,7 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
         self.kafka_conn_id, self.group_id, self.group_protocol = kafka_conn_id, group_id, group_protocol
         self.source_topics, self.expected_instances = source_topics, expected_instances
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         self._skip_unless_failed(context)
         named = self._named()
         protocol = str(self.group_protocol)
@@ -292,7 +292,7 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
         self.instance_timeout_minutes, self.poll_interval = instance_timeout_minutes, poll_interval
         self.audit_log = audit_log
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         self._skip_unless_failed(context)
         if self._unnamed():
             return {"controller": None, "action": "roll", "group_protocol": str(self.group_protocol),

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
-from airflow.sdk import BaseHook, Param
+from airflow.sdk import BaseHook, Context, Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 from airflow.sdk.execution_time.hitl import HITLUser
 
@@ -76,11 +76,11 @@ class _ChangeControl(HITLOperator):
         self.plan_task_id = plan_task_id
         self.kafka_conn_id = kafka_conn_id
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         self._assign(context)
         return super().execute(context)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         self._decide(context, event)
         return super().execute_complete(context, event)
 
@@ -111,10 +111,10 @@ class _ChangeControl(HITLOperator):
         return policy
 
     @staticmethod
-    def triggered_by(context: Any) -> str | None:
+    def triggered_by(context: Context) -> str | None:
         return getattr(context.get("dag_run"), "triggering_user_name", None)
 
-    def _assign(self, context: Any) -> None:
+    def _assign(self, context: Context) -> None:
         policy = self.policy()
         who = self.triggered_by(context)
         try:
@@ -128,12 +128,12 @@ class _ChangeControl(HITLOperator):
         context["ti"].xcom_push(key="change_control", value=control)
         self.log.info("Change control: %s", control)
 
-    def _plan(self, context: Any) -> dict[str, Any] | None:
+    def _plan(self, context: Context) -> dict[str, Any] | None:
         if not self.plan_task_id:
             return None
         return context["ti"].xcom_pull(task_ids=self.plan_task_id)
 
-    def _decide(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def _decide(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         ti = context["ti"]
         record = approval_record(event if "chosen_options" in event else None) or {}
         plan = plan_summary(self._plan(context))
@@ -211,7 +211,7 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
         self.replan = replan
         self.approval_task_id = approval_task_id
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         ti = context["ti"]
         approved = ti.xcom_pull(task_ids=self.approval_task_id, key="decision")
         if not approved or not is_approving(approved.get("decision")):
@@ -248,7 +248,7 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
                               + ["", current.get("markdown") or ""])
         return super().execute(context)
 
-    def _plan(self, context: Any) -> dict[str, Any] | None:
+    def _plan(self, context: Context) -> dict[str, Any] | None:
         return context["ti"].xcom_pull(task_ids=self.task_id, key="plan")
 
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any, ClassVar
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
@@ -106,7 +106,7 @@ class KafkaAdminBaseOperator(BaseOperator):
         """Actions only the native backend has (member removal, snapshots, preflight facts)."""
         return self.hook if isinstance(self.hook, KafkaGroupAdminHook) else KafkaGroupAdminHook(self.kafka_conn_id)
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         try:
             result = self.run(context)
             self._audit(context, result)
@@ -120,16 +120,16 @@ class KafkaAdminBaseOperator(BaseOperator):
                 if name in self.__dict__:
                     self.__dict__.pop(name).close()
 
-    def run(self, context: Any) -> Any:  # pragma: no cover - abstract
+    def run(self, context: Context) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     # -- audit ---------------------------------------------------------------
 
-    def audit_changes(self, context: Any, result: Any) -> list[Change]:
+    def audit_changes(self, context: Context, result: Any) -> list[Change]:
         """``(kind, target, before, after)`` of each change ``run`` applied (read back); none by default."""
         return []
 
-    def _audit(self, context: Any, result: Any) -> None:
+    def _audit(self, context: Context, result: Any) -> None:
         changes = self.audit_changes(context, result)
         if changes:
             hook = self.native_hook

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, require_choice
 from airflow_provider_kip848.kafka.rules.features import (
@@ -58,7 +60,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
                                  override_dependent_groups=self.override_dependent_groups,
                                  allow_empty_dependent_groups=self.allow_empty_dependent_groups)
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         require_choice(self.action, "action", ACTIONS)
         self._refuse_ignored()
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
@@ -91,7 +93,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
         self.log.info("Changed: %s (was %s).", result.message, result.from_level)
         return {**result.to_dict(), "validation": validation.message, "dependent_groups": dependents}
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict) -> list[Change]:
         if not result.get("applied"):
             return []
         # read back, not the requested level: the audit states what the controller finalized

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveSettings, Unit, Waiting
@@ -122,7 +122,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
 
-    def _move(self, context: Any) -> ApplicationMove:
+    def _move(self, context: Context) -> ApplicationMove:
         try:
             unit = Unit.from_dict(self.application)
         except Kip848Error as exc:
@@ -134,12 +134,12 @@ class KafkaApplicationMigrationOperator(BaseOperator):
 
     # -- Airflow's side -----------------------------------------------------------------------------
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         with self._move(context) as move:
             outcome = move.advance(move.begin())
         return self._handle(context, outcome)
 
-    def resume(self, context: Any, event: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
+    def resume(self, context: Context, event: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
         event = event or {}
         carried = (event.get("carry") or {}).get(CARRY_KEY)
         with self._move(context) as move:
@@ -152,7 +152,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
             outcome = move.resume(state, event)
         return self._handle(context, outcome)
 
-    def _handle(self, context: Any, outcome: Waiting | Finished) -> dict[str, Any]:
+    def _handle(self, context: Context, outcome: Waiting | Finished) -> dict[str, Any]:
         if isinstance(outcome, Waiting):
             self.defer(
                 trigger=KafkaMoveTrigger(kafka_conn_id=str(self.kafka_conn_id), waits=outcome.waits,

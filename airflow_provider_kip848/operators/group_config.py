@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag
 from airflow_provider_kip848.kafka.rules.group_configs import parse_group_type
@@ -51,7 +53,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         self.delete_configs = delete_configs or []
         self.dry_run_flag = dry_run
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
                                               dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                               allow_absent_group=parse_flag(self.allow_absent_group,
@@ -69,7 +71,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
             self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
         return change.to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict) -> list[Change]:
         # ``after`` is what the cluster reported after the alter: one record per key that changed
         if not result.get("applied") or result.get("dry_run"):
             return []

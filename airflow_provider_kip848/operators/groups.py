@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.api import read_back
 from airflow_provider_kip848.kafka.arguments import parse_flag, require_choice
@@ -44,7 +46,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
         check_flag_arg(dry_run, "dry_run")
         self.group_id, self.group_type, self.dry_run_flag = group_id, group_type, dry_run
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         require_choice(self.group_type, "group_type", GROUP_TYPES)
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
         hook = self.native_hook
@@ -80,7 +82,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
             return False
         return True
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict) -> list[Change]:
         if not result.get("deleted"):
             return []
         # read back: the record states that the cluster no longer lists the group

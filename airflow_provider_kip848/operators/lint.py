@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
@@ -121,7 +121,7 @@ class KafkaClientConfigLintOperator(BaseOperator):
                     current = desc.assignor or None
         return assignors, current
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Context) -> dict:
         source = self.properties
         if isinstance(source, str) and "\n" not in source and source.endswith(".properties") and "://" in source:
             source = storage.read_text(source)

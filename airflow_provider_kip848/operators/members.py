@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_kip848.changecontrol.audit import Change
@@ -102,7 +103,7 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
                          self.group_id, named.label)
         return ids
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         way = self._choice(parse_flag(self.all_members, "all_members"))
         member_ids, instance_ids = id_list("member_ids", self.member_ids), id_list("instance_ids", self.instance_ids)
         selection = "every member"
@@ -134,7 +135,7 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return {**result.to_dict(), "selection": selection}
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict) -> list[Change]:
         if not result.get("removed"):
             return []
         left = [m["member_id"] for m in self.native_hook.describe_group(self.group_id).to_dict()["members"]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -36,7 +36,7 @@ class KafkaGroupMetricsOperator(BaseOperator):
         super().__init__(**kwargs)
         self.kafka_conn_id, self.point = kafka_conn_id, point
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 sample = hook.group_metrics()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.audit import Change
@@ -46,7 +47,7 @@ class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
         check_group_id_arg(group_id)
         self.group_id, self.path = group_id, path
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         return write_snapshot(self.native_hook, self.group_id, self.path, self.log)
 
 
@@ -75,7 +76,7 @@ class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_advanced = parse_flag(allow_advanced, "allow_advanced")
         self.fail_on_loss = parse_flag(fail_on_loss, "fail_on_loss")
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         result = compare_with_snapshot(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                        allow_other_cluster=self.allow_other_cluster)
         if self.fail_on_loss and result.lost():
@@ -121,13 +122,13 @@ class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
         self.allow_unread_topics = parse_flag(allow_unread_topics, "allow_unread_topics")
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         return restore_lost_offsets(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                     dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                     allow_other_cluster=self.allow_other_cluster,
                                     allow_unread_topics=self.allow_unread_topics).to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict) -> list[Change]:
         if not result.get("restored") or result.get("dry_run"):
             return []
         now = current_offsets(self.hook, self.group_id).committed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
@@ -69,7 +70,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator):
         self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
         topics = topic_list(self.source_topics, "source_topics")
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.arguments import parse_flag
@@ -60,7 +61,7 @@ class KafkaStreamsTopologyCheckOperator(KafkaAdminBaseOperator):
             return reported["description"], str(reported.get("source") or "the controller")
         return None, ""
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict:
         check_group_id_arg(self.application_id)
         text, source = self._given()
         topology = parse_topology(text, source) if text is not None else None  # bad text: refused, named

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS
@@ -62,7 +63,7 @@ class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator):
         super().__init__(**kwargs)
         self.topics = topics
 
-    def run(self, context: Any) -> dict[str, dict[str, int]]:
+    def run(self, context: Context) -> dict[str, dict[str, int]]:
         topics = [self.topics] if isinstance(self.topics, str) else list(self.topics)
         offsets = self.native_hook.topic_offsets(topics)
         result = {str(tp): {"log_start": start, "log_end": end} for tp, (start, end) in offsets.items()}
@@ -105,7 +106,7 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
         return {"title": self.title, "bootstrap_servers": settings.bootstrap_servers, "security": security,
                 "reader": self.reader, "output_dir": self.output_dir, **checks}
 
-    def run(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, Any]:
         if self.run_mode not in RUN_MODES:
             raise AirflowFailException(f"run_mode must be one of {RUN_MODES}, not {self.run_mode!r}")
         spec = self.spec()

@@ -43,7 +43,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
@@ -143,7 +143,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
 
     # -- run ------------------------------------------------------------------------------------------
 
-    def run(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, Any]:
         check_choice_arg(self.mode, "mode", MODES)
         spec = self.build_spec()
         group_ids = [g.group_id for g in spec.groups]
@@ -159,7 +159,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
             return self._run_client(context, spec, group_ids)
         return self._submit_cluster(spec, group_ids)
 
-    def _run_client(self, context: Any, spec: wave.WaveSpec, group_ids: list[str]) -> dict[str, Any]:
+    def _run_client(self, context: Context, spec: wave.WaveSpec, group_ids: list[str]) -> dict[str, Any]:
         staged = stage_wave(spec.to_dict(), self.output_dir)
         env = self._env()
         if shutil.which("spark-submit", path=env.get("PATH") or os.environ.get("PATH")) is None:
@@ -214,7 +214,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
         )
         raise AssertionError("unreachable: defer() raises")  # pragma: no cover
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The driver ended (or the wait did): read its report on FINISHED, else unknown with the state."""
         carry = event.get("carry") or {}
         staged = StagedWave.from_dict(carry["staged"])
@@ -246,19 +246,19 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
 
     # -- the result -----------------------------------------------------------------------------------
 
-    def _read(self, context: Any, staged: StagedWave, group_ids: list[str]) -> dict[str, Any]:
+    def _read(self, context: Context, staged: StagedWave, group_ids: list[str]) -> dict[str, Any]:
         report, reason = wave.read_report(staged.report)
         if report is not None:
             report = {**report, "files": {"json": str(staged.report),
                                           "html": str(staged.output_dir / "validation.html")}}
         return self._finish(context, wave.outcome(group_ids, report, reason=reason))
 
-    def _push(self, context: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def _push(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
         result = {**result, "mode": self.mode}
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
         return result
 
-    def _finish(self, context: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def _finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
         result = self._push(context, result)
         for group_id, g in result["groups"].items():
             self.log.info("[%s] %s %s", g["verdict"].upper(), group_id, g.get("detail") or "")
