@@ -12,7 +12,7 @@ from airflow_provider_kip848.kafka.rules.group_configs import parse_group_type
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
+class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Set and/or delete configs of one group, validated against the broker's bounds before sending.
 
     Examples: ``streams.num.standby.replicas`` (bounded by
@@ -53,7 +53,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         self.delete_configs = delete_configs or []
         self.dry_run_flag = dry_run
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
                                               dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                               allow_absent_group=parse_flag(self.allow_absent_group,
@@ -71,9 +71,9 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
             self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
         return change.to_dict()
 
-    def audit_changes(self, context: Context, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         # ``after`` is what the cluster reported after the alter: one record per key that changed
-        if not result.get("applied") or result.get("dry_run"):
+        changed = result.get("changed")
+        if not result.get("applied") or result.get("dry_run") or not isinstance(changed, dict):
             return []
-        return [("group_config", f"{self.group_id}:{key}", old, new)
-                for key, (old, new) in sorted((result.get("changed") or {}).items())]
+        return [("group_config", f"{self.group_id}:{key}", old, new) for key, (old, new) in sorted(changed.items())]

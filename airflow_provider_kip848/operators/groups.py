@@ -21,7 +21,7 @@ from airflow_provider_kip848.operators.base import (
 GROUP_TYPES = tuple(t.value for t in GroupType)
 
 
-class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
+class KafkaDeleteGroupOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Delete ``group_id`` if it is a group of ``group_type`` without members; a no-op when it does not exist.
 
     The group is listed and described first: another type (``WrongGroupType``) or any member
@@ -46,7 +46,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
         check_flag_arg(dry_run, "dry_run")
         self.group_id, self.group_type, self.dry_run_flag = group_id, group_type, dry_run
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         require_choice(self.group_type, "group_type", GROUP_TYPES)
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
         hook = self.native_hook
@@ -82,7 +82,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
             return False
         return True
 
-    def audit_changes(self, context: Context, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         if not result.get("deleted"):
             return []
         # read back: the record states that the cluster no longer lists the group

@@ -26,7 +26,7 @@ from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check
 from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 
-class KafkaChangeLockOperator(KafkaAdminBaseOperator):
+class KafkaChangeLockOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Take the change lock of ``resource`` (e.g. ``group:<group id>``) for this run, or fail saying who holds it.
 
     :param resource: what the run changes; one lock per resource per cluster (templated).
@@ -43,7 +43,7 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
         check_flag_arg(dry_run, "dry_run")
         self.dry_run_flag = dry_run
 
-    def run(self, context: Context) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         check_run_conf(context)  # before the lock: a conf key no Param declares (a typo of dry_run) fails here
         if parse_flag(self.dry_run_flag, "dry_run"):
             self.log.info("Dry run: no lock taken on %s.", self.resource)

@@ -16,7 +16,7 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
+class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Remove all or chosen members, e.g. to empty a stopped application's classic group before an
     offline streams migration instead of waiting a whole session timeout.
 
@@ -103,7 +103,7 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
                          self.group_id, named.label)
         return ids
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         way = self._choice(parse_flag(self.all_members, "all_members"))
         member_ids, instance_ids = id_list("member_ids", self.member_ids), id_list("instance_ids", self.instance_ids)
         selection = "every member"
@@ -135,7 +135,7 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator):
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return {**result.to_dict(), "selection": selection}
 
-    def audit_changes(self, context: Context, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         if not result.get("removed"):
             return []
         left = [m["member_id"] for m in self.native_hook.describe_group(self.group_id).to_dict()["members"]]

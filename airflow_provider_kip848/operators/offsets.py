@@ -26,7 +26,7 @@ __all__ = ["KafkaCompareGroupOffsetsOperator", "KafkaRestoreGroupOffsetsOperator
            "compare_with_snapshot", "load_snapshot", "write_snapshot"]
 
 
-class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Write a group's committed offsets (with log start/end per partition) to a durable location.
 
     Idempotent: if a snapshot of the same cluster and group is already at
@@ -47,11 +47,11 @@ class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
         check_group_id_arg(group_id)
         self.group_id, self.path = group_id, path
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         return write_snapshot(self.native_hook, self.group_id, self.path, self.log)
 
 
-class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Compare a group's committed offsets with a snapshot, partition by partition.
 
     Each partition is ``equal``, ``advanced`` (consumers ran on), ``regressed``
@@ -76,7 +76,7 @@ class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_advanced = parse_flag(allow_advanced, "allow_advanced")
         self.fail_on_loss = parse_flag(fail_on_loss, "fail_on_loss")
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         result = compare_with_snapshot(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                        allow_other_cluster=self.allow_other_cluster)
         if self.fail_on_loss and result.lost():
@@ -91,7 +91,7 @@ class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         return result.to_dict()
 
 
-class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Put back the offsets a conversion lost: only partitions that regressed or vanished, only on an empty group.
 
     Partitions that are equal or advanced are left alone, so a rerun restores
@@ -122,17 +122,18 @@ class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
         self.allow_unread_topics = parse_flag(allow_unread_topics, "allow_unread_topics")
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         return restore_lost_offsets(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                     dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                     allow_other_cluster=self.allow_other_cluster,
                                     allow_unread_topics=self.allow_unread_topics).to_dict()
 
-    def audit_changes(self, context: Context, result: dict) -> list[Change]:
-        if not result.get("restored") or result.get("dry_run"):
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
+        restored = result.get("restored")
+        if not restored or result.get("dry_run") or not isinstance(restored, dict | list):
             return []
         now = current_offsets(self.hook, self.group_id).committed
-        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in result["restored"]}
+        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in restored}
         changes: list[Change] = [("offsets", self.group_id, result["before"], after)]
         if result.get("cross_cluster"):  # the deliberate override is part of the record
             changes.append(("cross_cluster_restore", self.group_id, result["snapshot_cluster_id"],

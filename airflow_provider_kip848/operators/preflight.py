@@ -21,7 +21,7 @@ from airflow_provider_kip848.operators.base import (
 LOWERING_MODES = ("downgrade_feature", "disable_feature")
 
 
-class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator):
+class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Check the cluster and the group for one migration mode and fail on any hard failure.
 
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
@@ -70,7 +70,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator):
         self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
 
-    def run(self, context: Context) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
         topics = topic_list(self.source_topics, "source_topics")
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,

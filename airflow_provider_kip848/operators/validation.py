@@ -53,7 +53,7 @@ def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_
     return spec
 
 
-class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator[dict[str, dict[str, int]]]):
     """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")
@@ -71,7 +71,7 @@ class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator):
         return result
 
 
-class KafkaValidationOperator(KafkaAdminBaseOperator):
+class KafkaValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Run validation checks on real Kafka data with PySpark and fail the task if any check fails.
 
     :param checks: the spec sections of :mod:`airflow_provider_kip848.spark.job` (``offsets_preserved``,
@@ -106,7 +106,7 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
         return {"title": self.title, "bootstrap_servers": settings.bootstrap_servers, "security": security,
                 "reader": self.reader, "output_dir": self.output_dir, **checks}
 
-    def run(self, context: Context) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         if self.run_mode not in RUN_MODES:
             raise AirflowFailException(f"run_mode must be one of {RUN_MODES}, not {self.run_mode!r}")
         spec = self.spec()

@@ -70,7 +70,7 @@ XCOM_KEY = "wave_verdicts"
 BASE_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
 
 
-class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
+class KafkaWaveValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Validate ``groups`` (a wave) in one Spark application and return each group's verdict and the wave's.
 
     :param groups: the wave's groups, as the wave spec lists them (templated): ``[{group_id, app?,
@@ -143,7 +143,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
 
     # -- run ------------------------------------------------------------------------------------------
 
-    def run(self, context: Context) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         check_choice_arg(self.mode, "mode", MODES)
         spec = self.build_spec()
         group_ids = [g.group_id for g in spec.groups]
