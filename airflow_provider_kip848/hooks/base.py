@@ -51,7 +51,7 @@ class KafkaAdminBaseHook(BaseHook):
     default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
 
-    def __init__(self, kafka_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, kafka_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:  # Any: passed to BaseHook
         super().__init__(**kwargs)
         self.kafka_conn_id = kafka_conn_id
         self._backend: GroupAdmin | None = None

@@ -22,7 +22,7 @@ approval that shows why (expired, or the diff).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -50,7 +50,7 @@ from airflow_provider_kip848.kafka.arguments import USER_ID_PATTERN
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
 
 
-def plan_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+def plan_summary(plan: Mapping[str, object] | None) -> dict[str, object] | None:
     """What of a plan goes into the decision and the audit: what the approver saw, and its hash."""
     if not plan:
         return None
@@ -60,13 +60,14 @@ def plan_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
 class _ChangeControl(HITLOperator):
     """Shared by the approval operators (first in their bases, before Airflow's HITL operator they extend)."""
 
-    approvers: Any
-    four_eyes: Any
-    approval_max_age_minutes: Any
+    approvers: list[str] | str | None
+    four_eyes: bool | str
+    approval_max_age_minutes: float | str | None
     plan_task_id: str | None
     kafka_conn_id: str | None
 
-    def _init_change_control(self, approvers: Any, four_eyes: Any, approval_max_age_minutes: Any,
+    def _init_change_control(self, approvers: list[str] | str | None, four_eyes: bool | str,
+                             approval_max_age_minutes: float | str | None,
                              plan_task_id: str | None, kafka_conn_id: str | None) -> None:
         # Airflow's operator metaclass wraps each operator class's own __init__, so the operators
         # below keep theirs and call this.
@@ -169,8 +170,9 @@ class KafkaChangeApprovalOperator(_ChangeControl, ApprovalOperator):
     ui_color = "#fef7e0"
     template_fields = (*ApprovalOperator.template_fields, *CHANGE_CONTROL_FIELDS)
 
-    def __init__(self, *, approvers: Any = None, four_eyes: Any = True, approval_max_age_minutes: Any = None,
-                 plan_task_id: str | None = None, kafka_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, approvers: list[str] | str | None = None, four_eyes: bool | str = True,
+                 approval_max_age_minutes: float | str | None = None, plan_task_id: str | None = None,
+                 kafka_conn_id: str | None = None, **kwargs: Any) -> None:  # Any: passed to the HITL operator
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
 
@@ -185,8 +187,9 @@ class KafkaChangeBranchOperator(_ChangeControl, HITLBranchOperator):
     ui_color = "#fef7e0"
     template_fields = (*HITLBranchOperator.template_fields, *CHANGE_CONTROL_FIELDS)
 
-    def __init__(self, *, approvers: Any = None, four_eyes: Any = True, approval_max_age_minutes: Any = None,
-                 plan_task_id: str | None = None, kafka_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, approvers: list[str] | str | None = None, four_eyes: bool | str = True,
+                 approval_max_age_minutes: float | str | None = None, plan_task_id: str | None = None,
+                 kafka_conn_id: str | None = None, **kwargs: Any) -> None:  # Any: passed to the HITL operator
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
 
@@ -204,14 +207,14 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
     nothing is left to apply and the change steps are skipped.
     """
 
-    def __init__(self, *, replan: Callable[[Any], dict[str, Any]], approval_task_id: str = "approval",
-                 approval_max_age_minutes: Any = 60, subject: str = "Re-approval needed", body: str = "",
-                 **kwargs: Any) -> None:
+    def __init__(self, *, replan: Callable[[Context], dict[str, object]], approval_task_id: str = "approval",
+                 approval_max_age_minutes: float | str | None = 60, subject: str = "Re-approval needed",
+                 body: str = "", **kwargs: Any) -> None:  # Any: passed to the approval operator
         super().__init__(subject=subject, body=body, approval_max_age_minutes=approval_max_age_minutes, **kwargs)
         self.replan = replan
         self.approval_task_id = approval_task_id
 
-    def execute(self, context: Context) -> Any:
+    def execute(self, context: Context) -> dict[str, object]:
         ti = context["ti"]
         approved = ti.xcom_pull(task_ids=self.approval_task_id, key="decision")
         if not approved or not is_approving(approved.get("decision")):
@@ -245,14 +248,15 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
                                        + " ".join(reasons))
         self.subject = f"Re-approval needed: {current.get('title') or self.subject}"
         self.body = "\n".join(["**The earlier approval is not reused:**", ""] + [f"- {r}" for r in reasons]
-                              + ["", current.get("markdown") or ""])
-        return super().execute(context)
+                              + ["", str(current.get("markdown") or "")])
+        asked: dict[str, object] = super().execute(context)  # the HITL operator's answer
+        return asked
 
     def _plan(self, context: Context) -> dict[str, Any] | None:
         return context["ti"].xcom_pull(task_ids=self.task_id, key="plan")
 
 
-def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Any]:
+def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Param]:
     """The Params every change DAG shares: who may approve, four eyes, approval expiry, audit location."""
     return {
         "approvers": Param([], type="array", items={"type": "string", "pattern": USER_ID_PATTERN},

@@ -44,7 +44,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator[dict[str, object]]):
 
     def __init__(self, *, feature: str, level: int | str | None = None, action: str = "upgrade",
                  dry_run: bool = False, unsafe: bool = False, override_dependent_groups: bool = False,
-                 allow_empty_dependent_groups: bool = False, **kwargs: Any) -> None:
+                 allow_empty_dependent_groups: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(action, "action", ACTIONS)
         check_flag_arg(dry_run, "dry_run")

@@ -14,10 +14,11 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_kip848.changecontrol import fleet_report as fleet_reports
 from airflow_provider_kip848.changecontrol import storage
@@ -32,6 +33,7 @@ from airflow_provider_kip848.engine.state import touched
 from airflow_provider_kip848.fleet import (
     ErrorBudget,
     OwnershipNotApprovable,
+    Selection,
     Wave,
     WaveVerdict,
     plan_waves,
@@ -86,7 +88,16 @@ def _ownership(params: dict) -> Any:
 FILTERS = ("apps", "teams", "prefixes")
 
 
-def selection_filters(params: dict) -> dict[str, Any]:
+class SelectionFilters(TypedDict):
+    """What of the run's form chooses the applications (:func:`~airflow_provider_kip848.fleet.select`'s filters)."""
+
+    apps: list[str] | None
+    teams: list[str] | None
+    prefixes: list[str] | None
+    readiness: list[str] | str | None
+
+
+def selection_filters(params: dict) -> SelectionFilters:
     """The run's selection, from its form, as :func:`~airflow_provider_kip848.fleet.select` takes it.
 
     Every application of the ownership map is chosen only by ``all_applications``, never by filters left empty:
@@ -105,8 +116,8 @@ def selection_filters(params: dict) -> dict[str, Any]:
                               remedy="Name the applications, teams or group prefixes to migrate, or set "
                                      "all_applications to plan every application of the ownership map (the plan "
                                      "and each wave's approval then say so). Nothing was planned or changed.")
-    return {"apps": named.get("apps"), "teams": named.get("teams"), "prefixes": named.get("prefixes"),
-            "readiness": params.get("readiness")}
+    return SelectionFilters(apps=named.get("apps"), teams=named.get("teams"), prefixes=named.get("prefixes"),
+                            readiness=params.get("readiness"))
 
 
 def _select(params: dict, inventory: Any) -> Any:
@@ -119,7 +130,7 @@ def _select(params: dict, inventory: Any) -> Any:
     return selection
 
 
-def check_controllers(selection: Any) -> None:
+def check_controllers(selection: Selection) -> None:
     """Every selected application's controller is an entry of the deployment's registry, with only the arguments
     it declares: checked before any wave is planned or any group locked (nothing of a controller runs here)."""
 
@@ -337,7 +348,8 @@ def to_validate_step(number: int, snapshot_dir: str, params: dict, context: dict
     return {"groups": groups, "output_dir": output}
 
 
-def validated_results(number: int, results: list, ti: Any, states: dict[str, str]) -> list:
+def validated_results(number: int, results: list[ApplicationResult], ti: RuntimeTaskInstanceProtocol,
+                      states: dict[str, str]) -> list[ApplicationResult]:
     """The migrate results with the wave validation applied (``fleet.results.apply_validation``): the groups
     the validation was to check fail unless their verdict is ``pass``; no verdict at all is ``unknown``. When
     the validation could not even be prepared (``to_validate`` failed), every migrated group is unknown."""

@@ -39,7 +39,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator[dict[str, object]]):
     supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, group_type: str = "streams", dry_run: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_choice_arg(group_type, "group_type", GROUP_TYPES)

@@ -60,7 +60,7 @@ class KafkaClientConfigLintOperator(BaseOperator):
                  client_version: str | None = None, subscription_pattern: str | None = None,
                  kafka_conn_id: str | None = None, group_id: str | None = None, fail_on: str = "error",
                  controller_result: dict | str | None = None, use_controller: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if fail_on not in SEVERITY_ORDER:
             raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_ORDER)}")

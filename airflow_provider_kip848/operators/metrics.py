@@ -29,7 +29,7 @@ class KafkaGroupMetricsOperator(BaseOperator):
     template_fields = ("kafka_conn_id", "point")
     ui_color = "#eef3fb"
 
-    def __init__(self, *, kafka_conn_id: str, point: str, **kwargs: Any) -> None:
+    def __init__(self, *, kafka_conn_id: str, point: str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         # a side branch: it samples after its upstream ran, whether that succeeded or failed, and not on a
         # path the run did not take (a dry run, a rejected plan)
         kwargs.setdefault("trigger_rule", "none_skipped")

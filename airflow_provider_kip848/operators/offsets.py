@@ -42,7 +42,7 @@ class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "path")
     supported_backends = ("native",)
 
-    def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:
+    def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         self.group_id, self.path = group_id, path
@@ -67,7 +67,7 @@ class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path")
 
-    def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,
+    def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,  # Any: passed to BaseOperator
                  fail_on_loss: bool = True, allow_other_cluster: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
@@ -113,7 +113,7 @@ class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
 
-    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,
+    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,  # Any: passed to BaseOperator
                  allow_other_cluster: bool = False, allow_unread_topics: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)

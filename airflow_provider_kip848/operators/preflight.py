@@ -55,7 +55,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
                  rollback: str | None = None, source_topics: list[str] | str | None = None,
-                 fail_on_warn: bool = False, **kwargs: Any) -> None:
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", tuple(MODES))
         self.mode, self.group_id = mode, group_id

@@ -59,7 +59,7 @@ class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator[dict[str, dict[str, int]]
     template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")
     supported_backends = ("native",)
 
-    def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:
+    def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.topics = topics
 
@@ -153,7 +153,7 @@ class KafkaValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
 
 
 def validation_spark_submit_operator(*, task_id: str, spec_path: str, py_files: str, reader: str = "connector",
-                                     conn_id: str = "spark_default", **kwargs: Any):
+                                     conn_id: str = "spark_default", **kwargs: Any):  # Any: passed to BaseOperator
     """The Spark provider's ``SparkSubmitOperator`` for the validation job (``pip install
     airflow-provider-kip848[spark-submit]``). ``spec_path`` must be readable where the driver runs and
     ``py_files`` is a zip of this package (:func:`airflow_provider_kip848.spark.submit.package_zip`)."""

@@ -51,7 +51,7 @@ class KafkaMaintenanceWindowGuardOperator(BaseOperator):
     template_fields = ("window_days", "window_start", "window_end", "window_tz")
     ui_color = "#fff4d6"
 
-    def __init__(self, *, window_days: str = "{{ params.window_days }}",
+    def __init__(self, *, window_days: str = "{{ params.window_days }}",  # Any: passed to BaseOperator
                  window_start: str = "{{ params.window_start }}", window_end: str = "{{ params.window_end }}",
                  window_tz: str = "{{ params.window_tz }}", example_params: Mapping[str, object] | None = None,
                  **kwargs: Any) -> None:
