@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import Context
@@ -37,9 +38,9 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
                        "dry_run_flag", "allow_absent_group", "for_group_type")
 
-    def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
+    def __init__(self, *, group_id: str, set_configs: Mapping[str, object] | None = None,
                  delete_configs: list[str] | None = None, dry_run: bool = False, allow_absent_group: bool = False,
-                 for_group_type: str | None = None, **kwargs: Any) -> None:
+                 for_group_type: str | None = None, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(dry_run, "dry_run")

@@ -37,7 +37,8 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator[dict[str, object]]):
     ui_color = "#f1e4fb"
     supported_backends = ("native",)
 
-    def __init__(self, *, resource: str, dry_run: Any = False, **kwargs: Any) -> None:
+    def __init__(self, *, resource: str, dry_run: bool | str = False,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.resource = resource
         check_flag_arg(dry_run, "dry_run")

@@ -47,7 +47,8 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]])
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
                  all_members: bool | str = False, departed_of: str | None = None,
-                 controller_args: dict[str, Any] | str | None = None, **kwargs: Any) -> None:
+                 controller_args: dict[str, object] | str | None = None,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(all_members, "all_members")

@@ -36,7 +36,7 @@ class KafkaGroupMetricsOperator(BaseOperator):
         super().__init__(**kwargs)
         self.kafka_conn_id, self.point = kafka_conn_id, point
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, object]:
         try:
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 sample = hook.group_metrics()

@@ -64,8 +64,8 @@ class KafkaStreamsTopologyCheckOperator(KafkaAdminBaseOperator[TopologyCheckResu
     supported_backends = ("native",)
 
     def __init__(self, *, application_id: str, topology: str | None = None,
-                 controller_result: Mapping[str, Any] | str | None = None, fail_on_warn: bool = False,
-                 **kwargs: Any) -> None:
+                 controller_result: Mapping[str, Any] | str | None = None,  # Any: the controller task's XCom
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(application_id)
         check_flag_arg(fail_on_warn, "fail_on_warn")

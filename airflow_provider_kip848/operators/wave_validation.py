@@ -59,7 +59,7 @@ from airflow_provider_kip848.spark.submit import (
     spark_submit_executable,
     stage_wave,
 )
-from airflow_provider_kip848.triggers.spark import SparkStandaloneDriverTrigger
+from airflow_provider_kip848.triggers.spark import SparkDriverEvent, SparkStandaloneDriverTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -100,10 +100,12 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     ui_color = "#fce8e6"
     supported_backends = ("native",)
 
-    def __init__(self, *, groups: Any, output_dir: str, mode: str = "local", spark_conn_id: str = "spark_default",
+    def __init__(self, *, groups: list[dict[str, object]] | str, output_dir: str, mode: str = "local",
+                 spark_conn_id: str = "spark_default",
                  reader: str = "connector", title: str = "Kafka wave validation", conf: dict[str, str] | None = None,
                  env_vars: dict[str, str] | None = None, runner_jar: str | None = None, poll_interval: float = 5.0,
-                 timeout_minutes: float = 60.0, fail_on_failure: bool = True, **kwargs: Any) -> None:
+                 timeout_minutes: float = 60.0, fail_on_failure: bool = True,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", MODES)
         check_choice_arg(reader, "reader", wave.READERS)
@@ -214,15 +216,15 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
         )
         raise AssertionError("unreachable: defer() raises")  # pragma: no cover
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: SparkDriverEvent) -> dict[str, object]:
         """The driver ended (or the wait did): read its report on FINISHED, else unknown with the state."""
-        carry = event.get("carry") or {}
+        carry = event["carry"]
         staged = StagedWave.from_dict(carry["staged"])
         group_ids = list(carry["group_ids"])
-        sid, status, state = event.get("submission_id"), event.get("status"), event.get("driver_state")
+        sid, status, state = event["submission_id"], event["status"], event["driver_state"]
         staged.remove_spec()
         if status == "finished":
-            self.log.info("Driver %s FINISHED after %s poll(s).", sid, event.get("polls"))
+            self.log.info("Driver %s FINISHED after %s poll(s).", sid, event["polls"])
             return self._read(context, staged, group_ids)
         if status == "timeout":
             try:

@@ -60,7 +60,7 @@ class KafkaMaintenanceWindowGuardOperator(BaseOperator):
         self.window_days, self.window_start, self.window_end = window_days, window_start, window_end
         self.window_tz = window_tz
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, object]:
         check_run_conf(context)  # the first task: a conf key no Param declares fails the run here
         # a run nobody triggered (the deployment's schedule): only with a configured controller, never the example
         check_unattended_run(context, example_params=self.example_params)
