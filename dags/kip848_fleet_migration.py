@@ -56,7 +56,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import Param, dag, task, task_group
+from airflow.sdk import Param, TaskGroup, dag, task, task_group
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
@@ -205,7 +205,7 @@ def kip848_fleet_migration():
     previous >> with_report_link(report())
 
 
-def wave(number: int) -> Any:
+def wave(number: int) -> TaskGroup:
     """Wave ``number``'s task group: open (or skip), approval, recheck, the mapped moves, judge, way back."""
 
     def pulled(task: str, key: str) -> str:

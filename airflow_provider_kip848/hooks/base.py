@@ -68,7 +68,7 @@ class KafkaAdminBaseHook(BaseHook):
     def settings(self) -> ClientSettings:
         return settings_from_connection(self.connection)
 
-    def extra(self, name: str, default: Any = None) -> Any:
+    def extra(self, name: str, default: Any = None) -> Any:  # Any: a connection extra is any JSON value
         """A field of the connection's extra (plain or with the legacy ``extra__kafka_admin__`` prefix)."""
         return extra_field(self.connection.extra_dejson or {}, name, default)
 
