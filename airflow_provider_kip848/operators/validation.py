@@ -31,8 +31,9 @@ from airflow_provider_kip848.spark.submit import package_zip, submit_command
 RUN_MODES = ("local", "spark-submit")
 
 
-def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_before: dict[str, Any],
-                              output_after: dict[str, Any], *, max_lag: int | None, output_topic: str | None,
+def consumer_migration_checks(before_snapshot: str, after_snapshot: str,
+                              output_before: dict[str, Any], output_after: dict[str, Any],  # Any: captures, JSON
+                              *, max_lag: int | None, output_topic: str | None,
                               id_source: str = "key", allowed_duplicates: int = 0,
                               margin_fraction: float = MARGIN_FRACTION,
                               margin_records: int = MARGIN_RECORDS) -> dict[str, Any]:
@@ -90,16 +91,17 @@ class KafkaValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     ui_color = "#fce8e6"
     supported_backends = ("native",)
 
-    def __init__(self, *, checks: dict[str, Any], output_dir: str, reader: str = "connector",
+    def __init__(self, *, checks: dict[str, Any] | str,  # Any: the validation spec (JSON), or its template
+                 output_dir: str, reader: str = "connector",
                  run_mode: str = "local", master: str = "local[2]", title: str = "Kafka migration validation",
-                 fail_on_failure: bool = True, **kwargs: Any) -> None:
+                 fail_on_failure: bool = True, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if run_mode not in RUN_MODES and "{{" not in run_mode:
             raise ValueError(f"run_mode must be one of {RUN_MODES}")
         self.checks, self.output_dir, self.reader = checks, output_dir, reader
         self.run_mode, self.master, self.title, self.fail_on_failure = run_mode, master, title, fail_on_failure
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> dict[str, Any]:  # Any: the validation job's spec, JSON
         settings = self.native_hook.settings
         security = {k: getattr(settings, k) for k in settings.__dataclass_fields__ if k != "bootstrap_servers"}
         checks = self.checks if isinstance(self.checks, dict) else json.loads(self.checks)
