@@ -146,7 +146,9 @@ def preflight(mode, group):
 
 
 def poke(sensor_cls, group, **kw):
-    return lambda s: sensor_cls(task_id="wait", group_id=group, poll_interval=0.2, timeout=10, **kw)
+    # the task runs by execute() in the test, where no triggerer runs: the wait pokes (deferrable=False; the
+    # default is the deployment's [kip848] default_deferrable, True)
+    return lambda s: sensor_cls(task_id="wait", group_id=group, poll_interval=0.2, timeout=10, deferrable=False, **kw)
 
 
 # (case id, task factory(scene), specific error (the task failure's cause; None: the task's own verdict),
