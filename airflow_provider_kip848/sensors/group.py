@@ -72,6 +72,7 @@ class GroupWaitResult(TypedDict):
     removed_members: list[dict[str, object]]  #: each removal as audited
     notes: list[str]
 
+
 #: How often a poking Migrated wait asks the platform for instances that died while the broker side does not hold
 #: yet (a controller's status may be an API call: not every poke).
 INSTANCE_CHECK_SECONDS = 5.0
