@@ -85,6 +85,17 @@ def get_provider_info() -> dict:
                         "example": "/etc/airflow/kip848-controllers.yaml",
                         "default": None,
                     },
+                    "default_deferrable": {
+                        "description": "The mode of the provider's waits (KafkaGroup*Sensor) when a DAG does not "
+                                       "choose one (deferrable=None, the default): True waits in the triggerer "
+                                       "(no worker slot held; needs a triggerer process), False pokes in a worker. "
+                                       "An explicit deferrable= in the DAG wins. A value that is not true or false "
+                                       "fails the DAG's import. See docs/operators.md.",
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
                     "max_window_hours": {
                         "description": "The longest maintenance window a run may give (hours, above 0 and at "
                                        "most 24). A longer one is refused by the window guard, naming the swap "

@@ -16,7 +16,7 @@ On one fresh local broker (heap 1g, --heap):
         describe_consumer_groups in batches of 100 (what batching would give).
 (b) offsets snapshot of one group committed on 5,000 partitions (5 topics x
     1,000, one record each, commit offset 1): the library's
-    take_snapshot(KafkaAdmin, group) as SnapshotGroupOffsetsOperator runs it,
+    take_snapshot(KafkaAdmin, group) as KafkaSnapshotGroupOffsetsOperator runs it,
     median of N rounds; the JSON's size; peak RSS of this Python process
     (ru_maxrss) before/after and the Python-heap peak of one traced run
     (tracemalloc; librdkafka's C memory is not traced); the broker's RSS.

@@ -38,7 +38,7 @@ from airflow_provider_kip848.operators.approval import (
 )
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
 from airflow_provider_kip848.operators.runbook_steps import feature_readback
 from airflow_provider_kip848.operators.schedule import deployment_schedule
@@ -76,7 +76,7 @@ def kafka_disable_group_feature():
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource="feature:{{ params.feature }}",
                                    dry_run="{{ params.dry_run }}")
     # the dependants: every group of the type the feature enables; members fail it, empty ones are warned
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="disable_feature",
+    preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="disable_feature",
                                            feature="{{ params.feature }}", feature_level="{{ params.level }}")
 
     @task

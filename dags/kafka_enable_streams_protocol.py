@@ -32,7 +32,7 @@ from airflow_provider_kip848.operators.approval import (
 )
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import RunReport, change_rule, report_task
 from airflow_provider_kip848.operators.runbook_steps import feature_readback
 from airflow_provider_kip848.operators.schedule import deployment_schedule
@@ -66,7 +66,7 @@ DAG_ID = "kafka_enable_streams_protocol"
 def kafka_enable_streams_protocol():
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id="{{ params.kafka_conn_id }}",
                                    resource="feature:{{ params.feature }}", dry_run="{{ params.dry_run }}")
-    preflight = MigrationPreflightOperator(
+    preflight = KafkaMigrationPreflightOperator(
         task_id="preflight",
         kafka_conn_id="{{ params.kafka_conn_id }}",
         mode="enable_feature",

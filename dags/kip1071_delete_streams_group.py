@@ -36,9 +36,9 @@ from airflow_provider_kip848.operators.approval import (
 )
 from airflow_provider_kip848.operators.groups import KafkaDeleteGroupOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.offsets import KafkaSnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import artifact_params
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 
@@ -73,7 +73,7 @@ SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; th
 def kip1071_delete_streams_group():
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="delete_streams_group",
+    preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="delete_streams_group",
                                            group_id=GROUP)
 
     @task
@@ -91,7 +91,7 @@ def kip1071_delete_streams_group():
         return "snapshot_offsets"
 
     # deleting the group deletes its committed offsets: they are kept in the run's artifacts first
-    snapshot = SnapshotGroupOffsetsOperator(task_id="snapshot_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                             path=f"{SNAPSHOTS}/offsets-before-delete.json")
     approval = KafkaChangeApprovalOperator(
         task_id="approval",
@@ -193,7 +193,7 @@ def build_plan(params: dict, checks: list | None = None, group: dict | None = No
         notes=(("Internal topics of its topology, NOT deleted with the group (delete them separately once no "
                 "application needs them): " + ", ".join(f"`{t}`" for t in topics)) if topics else
                "No internal topic is known for it (the coordinator holds no topology).",
-               "The way back: RestoreGroupOffsetsOperator commits the snapshot's offsets for the id (it accepts "
+               "The way back: KafkaRestoreGroupOffsetsOperator commits the snapshot's offsets for the id (it accepts "
                "a group that no longer exists) before the application is started again.") if group["exists"] else (),
         facts={"group": group},
     )

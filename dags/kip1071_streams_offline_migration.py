@@ -81,13 +81,13 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
     artifact_params,
@@ -97,7 +97,7 @@ from airflow_provider_kip848.operators.params import (
     validation_params,
     window_params,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import (
     PREFLIGHT,
     RunReport,
@@ -114,9 +114,9 @@ from airflow_provider_kip848.operators.runbook_steps import (
     group_config_changes,
 )
 from airflow_provider_kip848.operators.schedule import deployment_schedule
-from airflow_provider_kip848.operators.topology import StreamsTopologyCheckOperator
+from airflow_provider_kip848.operators.topology import KafkaStreamsTopologyCheckOperator
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
-from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -220,10 +220,10 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
     },
 )
 def kip1071_streams_offline_migration():
-    guard = MaintenanceWindowGuardOperator(task_id="window_guard",
+    guard = KafkaMaintenanceWindowGuardOperator(task_id="window_guard",
                                            example_params={"application_id": EXAMPLE_APPLICATION})
 
-    preflight = MigrationPreflightOperator(
+    preflight = KafkaMigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
         declared_broker_version="{{ params.declared_broker_version }}", source_topics="{{ params.source_topics }}",
     )
@@ -232,7 +232,7 @@ def kip1071_streams_offline_migration():
         task_id="controller", group_protocol="streams",
         way_back_protocol="{{ 'classic' if params.fallback_to_classic else None }}", **CONTROLLER)
     # the config the application will run with on streams, as its controller reads it (the form's on top)
-    lint = ClientConfigLintOperator(task_id="lint_client_config", target="streams", client="java",
+    lint = KafkaClientConfigLintOperator(task_id="lint_client_config", target="streams", client="java",
                                     properties="{{ params.application_properties }}",
                                     client_version="{{ params.client_version }}",
                                     controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
@@ -240,7 +240,7 @@ def kip1071_streams_offline_migration():
 
     # the topics against the application's topology, while it still runs: the broker would find them only after
     # the stop (the streams group NOT_READY), when the downtime and the way back are already paid
-    topology = StreamsTopologyCheckOperator(task_id="check_topology", kafka_conn_id=CONN, application_id=GROUP,
+    topology = KafkaStreamsTopologyCheckOperator(task_id="check_topology", kafka_conn_id=CONN, application_id=GROUP,
                                             topology="{{ params.topology_description }}",
                                             controller_result="{{ ti.xcom_pull(task_ids='controller') }}")
 
@@ -253,7 +253,7 @@ def kip1071_streams_offline_migration():
                                                 for_group_type="streams")
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
                                              set_configs=GROUP_CONFIGS, for_group_type="streams", audit_log=AUDIT)
-    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
     @task
@@ -280,13 +280,13 @@ def kip1071_streams_offline_migration():
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
-    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
-    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
                                           audit_log=AUDIT)
 
@@ -297,23 +297,23 @@ def kip1071_streams_offline_migration():
                                             expected_instances=EXPECTED, **ACTION)
     # a streams group with every instance in it, each member proven alive, every instance running on the platform
     wait_streams = KafkaGroupMigratedSensor(task_id="wait_streams_group", kafka_conn_id=CONN, group_id=GROUP,
-                                            group_type="streams", expected_members=EXPECTED, deferrable=True,
+                                            group_type="streams", expected_members=EXPECTED,
                                             poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}",
                                             baseline=start_baseline("start_application"), **CONTROLLER)
     wait_stable = KafkaGroupStateSensor(task_id="wait_stable", kafka_conn_id=CONN, group_id=GROUP, states=["Stable"],
-                                        deferrable=True, poll_interval=POLL,
+                                        poll_interval=POLL,
                                         timeout_minutes="{{ params.stable_timeout_minutes }}")
-    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
 
     # the restart's streams.initial.rebalance.delay.ms (restart_rebalance_delay_ms) goes back to what it was once
     # the streams group is Stable (its first assignment is made), or the way back ran
     @task.short_circuit(trigger_rule="all_done", ignore_downstream_trigger_rules=False)
     def delay_was_lowered(**context) -> bool:
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
 
         carried = context["ti"].xcom_pull(task_ids="carry_over_settings") or {}
-        return bool(carried.get("restart_delay")) and R.task_states(context).get("set_group_configs") == "success"
+        return bool(carried.get("restart_delay")) and task_states(context).get("set_group_configs") == "success"
 
     restore_delay = KafkaGroupConfigOperator(
         task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP, audit_log=AUDIT,
@@ -326,11 +326,11 @@ def kip1071_streams_offline_migration():
     def fallback_stop(params: dict | None = None, **context) -> dict:
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
         from airflow_provider_kip848.hooks.instances import task_error
         from airflow_provider_kip848.operators.application import resolve
 
-        states = R.task_states(context)
+        states = task_states(context)
         if "failed" not in (states.get("wait_streams_group"), states.get("wait_stable")):
             raise AirflowSkipException("the streams application came up: no fallback")
         if not params["fallback_to_classic"]:
@@ -351,7 +351,7 @@ def kip1071_streams_offline_migration():
 
     # a streams group refuses LeaveGroup: its members leave when streams.session.timeout.ms runs out
     fallback_wait_empty = KafkaGroupEmptySensor(
-        task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
@@ -362,16 +362,16 @@ def kip1071_streams_offline_migration():
                                                    **ACTION)
     fallback_wait_classic = KafkaGroupMigratedSensor(
         task_id="fallback_wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic",
-        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}", deferrable=True,
+        expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['live_members'] or 1 }}",
         poll_interval=POLL, timeout_minutes="{{ params.stable_timeout_minutes }}", expected_instances=EXPECTED,
         baseline=start_baseline("fallback_start"), **CONTROLLER)
-    fallback_compare = CompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
+    fallback_compare = KafkaCompareGroupOffsetsOperator(task_id="fallback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
                                    timeout_minutes="{{ params.stable_timeout_minutes }}")
-    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 
     @task

@@ -68,13 +68,13 @@ from airflow_provider_kip848.operators.approval import (
     KafkaChangeApprovalOperator,
     change_control_params,
 )
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
     artifact_params,
@@ -84,11 +84,11 @@ from airflow_provider_kip848.operators.params import (
     validation_params,
     window_params,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.validation import KafkaValidationOperator
-from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -157,18 +157,18 @@ INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
     },
 )
 def kip1071_streams_rollback_to_classic():
-    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
+    guard = KafkaMaintenanceWindowGuardOperator(task_id="window_guard")
     controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol="classic",
                                                     way_back_protocol="streams", **CONTROLLER)
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="streams_to_classic",
+    preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode="streams_to_classic",
                                            group_id=GROUP, expect_empty=False,
                                            source_topics="{{ params.source_topics }}")
 
     # the config the application will run with on classic, as its controller reads it (the form's on top)
-    lint = ClientConfigLintOperator(task_id="lint_client_config", target="classic", client="java",
+    lint = KafkaClientConfigLintOperator(task_id="lint_client_config", target="classic", client="java",
                                     properties="{{ params.application_properties }}",
                                     client_version="{{ params.client_version }}",
                                     controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
@@ -178,7 +178,7 @@ def kip1071_streams_rollback_to_classic():
     def settings_on_classic(params: dict | None = None, **context) -> dict:
         return returned_settings(params, context["ti"].xcom_pull(task_ids="controller"))
 
-    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
     @task
@@ -195,28 +195,28 @@ def kip1071_streams_rollback_to_classic():
         body="{{ ti.xcom_pull(task_ids='make_plan')['markdown'] }}", **APPROVAL_ARGS)
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
-    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
-    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                           group_protocol="classic", source_topics="{{ params.source_topics }}",
                                           expected_instances=INSTANCES, **ACTION)
     wait_classic = KafkaGroupMigratedSensor(
         task_id="wait_classic", kafka_conn_id=CONN, group_id=GROUP, group_type="classic", expected_members=EXPECTED,
-        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
+        poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
         expected_instances=INSTANCES, baseline=start_baseline("start_application"), **CONTROLLER)
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
-    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
-    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 
     @task.short_circuit(ignore_downstream_trigger_rules=False)
@@ -236,7 +236,7 @@ def kip1071_streams_rollback_to_classic():
     rollback_stop = KafkaApplicationStopOperator(task_id="rollback_stop", when_failed=["wait_classic"],
                                                  trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
-        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
@@ -246,10 +246,10 @@ def kip1071_streams_rollback_to_classic():
                                                    **ACTION)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_streams", kafka_conn_id=CONN, group_id=GROUP, group_type="streams",
-        expected_members=INSTANCES, deferrable=True, poll_interval=POLL,
+        expected_members=INSTANCES, poll_interval=POLL,
         timeout_minutes="{{ params.start_timeout_minutes }}", baseline=start_baseline("rollback_start"),
         **CONTROLLER)
-    rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
+    rollback_compare = KafkaCompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
     report = RunReport(

@@ -74,13 +74,13 @@ from airflow_provider_kip848.operators.approval import (
     change_control_params,
 )
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
     artifact_params,
@@ -92,7 +92,7 @@ from airflow_provider_kip848.operators.params import (
     validation_params,
     window_params,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, downtime_rule, report_task
 from airflow_provider_kip848.operators.runbook_steps import (
     capture_output,
@@ -102,7 +102,7 @@ from airflow_provider_kip848.operators.runbook_steps import (
     group_config_changes,
 )
 from airflow_provider_kip848.operators.schedule import deployment_schedule
-from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -185,18 +185,18 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
     },
 )
 def kip848_consumer_offline_migration():
-    guard = MaintenanceWindowGuardOperator(task_id="window_guard")
+    guard = KafkaMaintenanceWindowGuardOperator(task_id="window_guard")
     controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol=TARGET,
                                                     way_back_protocol=SOURCE, **CONTROLLER)
 
     lock = KafkaChangeLockOperator(task_id="lock", kafka_conn_id=CONN, resource=f"group:{GROUP}",
                                    dry_run="{{ params.dry_run }}")
-    lint = ClientConfigLintOperator(
+    lint = KafkaClientConfigLintOperator(
         task_id="lint_client_config", properties="{{ params.client_properties }}", target=TARGET,
         client="{{ params.client }}", client_version="{{ params.client_version }}", kafka_conn_id=CONN,
         group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}", use_controller=True,
     )
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE, group_id=GROUP,
+    preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE, group_id=GROUP,
                                            expect_empty=False)
     # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
     # configs decide, so the application's values are carried over (set before the restart, shown in the approval)
@@ -211,7 +211,7 @@ def kip848_consumer_offline_migration():
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
                                              set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE,
                                              audit_log=AUDIT)
-    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
     @task
@@ -238,28 +238,28 @@ def kip848_consumer_offline_migration():
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
-    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True,
+    wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
-    restore = RestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE, audit_log=AUDIT)
 
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                             group_protocol=TARGET, expected_instances=EXPECTED, **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
         task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, expected_members=EXPECTED,
-        deferrable=True, poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
+        poll_interval=POLL, timeout_minutes="{{ params.start_timeout_minutes }}",
         baseline=start_baseline("start_application"), **CONTROLLER)
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=BEFORE, **lag_wait_args(), deferrable=True, poll_interval=POLL,
+                                   baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
                                    timeout_minutes="{{ params.start_timeout_minutes }}")
-    compare = CompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
+    compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
-    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 
     @task
@@ -274,7 +274,7 @@ def kip848_consumer_offline_migration():
                                                  when_failed=["start_application", "wait_migrated"],
                                                  trigger_rule="all_done", **ACTION)
     rollback_wait_empty = KafkaGroupEmptySensor(
-        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, deferrable=True, poll_interval=POLL,
+        task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
@@ -284,10 +284,10 @@ def kip848_consumer_offline_migration():
                                                    group_protocol=SOURCE, expected_instances=EXPECTED, **ACTION)
     rollback_wait = KafkaGroupMigratedSensor(
         task_id="rollback_wait_back", kafka_conn_id=CONN, group_id=GROUP, group_type=SOURCE,
-        expected_members=EXPECTED, deferrable=True, poll_interval=POLL,
+        expected_members=EXPECTED, poll_interval=POLL,
         timeout_minutes="{{ params.start_timeout_minutes }}", baseline=start_baseline("rollback_start"),
         **CONTROLLER)
-    rollback_compare = CompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
+    rollback_compare = KafkaCompareGroupOffsetsOperator(task_id="rollback_compare_offsets", kafka_conn_id=CONN,
                                                    group_id=GROUP, snapshot_path=BEFORE)
 
     report = RunReport(

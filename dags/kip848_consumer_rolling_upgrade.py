@@ -72,11 +72,11 @@ from airflow_provider_kip848.operators.application import (
 )
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
-from airflow_provider_kip848.operators.offsets import SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.offsets import KafkaSnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import (
     artifact_params,
     carried_consumer_params,
@@ -86,7 +86,7 @@ from airflow_provider_kip848.operators.params import (
     lag_wait_args,
     validation_params,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, report_task, rollout_rule
 from airflow_provider_kip848.operators.runbook_steps import (
     capture_output,
@@ -201,7 +201,7 @@ def _title(params: dict) -> str:
 def kip848_consumer_rolling_upgrade():
     controller = KafkaApplicationControllerOperator(task_id="controller", group_protocol=TARGET,
                                                     way_back_protocol=SOURCE, required=False, **CONTROLLER)
-    lint = ClientConfigLintOperator(
+    lint = KafkaClientConfigLintOperator(
         task_id="lint_client_config", properties="{{ params.client_properties }}", target=TARGET,
         client="{{ params.client }}", client_version="{{ params.client_version }}",
         subscription_pattern="{{ params.subscription_pattern }}",
@@ -209,7 +209,7 @@ def kip848_consumer_rolling_upgrade():
         kafka_conn_id=CONN, group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
         use_controller=True,
     )
-    preflight = MigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE,
+    preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE,
                                            group_id=GROUP, rollback="{{ params.rollback_check }}")
 
     # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
@@ -309,10 +309,10 @@ def kip848_consumer_rolling_upgrade():
     def capture_output_before(params: dict | None = None) -> dict:
         return capture_output(params)
 
-    snapshot_before = SnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
     # a crashed static member holds its group.instance.id until its session expires: its successor would be fenced
-    departed = RemoveGroupMembersOperator(task_id="remove_departed_static_members", kafka_conn_id=CONN,
+    departed = KafkaRemoveGroupMembersOperator(task_id="remove_departed_static_members", kafka_conn_id=CONN,
                                           group_id=GROUP, departed_of="{{ params.app_controller }}",
                                           controller_args="{{ params.app_controller_args }}",
                                           audit_log="{{ params.audit_log }}")
@@ -322,17 +322,17 @@ def kip848_consumer_rolling_upgrade():
                                         instance_timeout_minutes="{{ params.rollout_timeout_minutes }}",
                                         poll_interval="{{ params.poll_seconds }}", **ACTION)
     wait_migrated = KafkaGroupMigratedSensor(
-        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET, deferrable=True,
+        task_id="wait_migrated", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET,
         expected_members="{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}",
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
         baseline=start_baseline("roll_application"), **CONTROLLER,
     )
     # caught up at the lag before the roll (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
-                                   baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(), deferrable=True,
+                                   baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(),
                                    poll_interval="{{ params.poll_seconds }}",
                                    timeout_minutes="{{ params.rollout_timeout_minutes }}")
-    snapshot_after = SnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
+    snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 
     @task
@@ -351,7 +351,7 @@ def kip848_consumer_rolling_upgrade():
 
         from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-        from airflow_provider_kip848.changecontrol import report as R
+        from airflow_provider_kip848.changecontrol.report import task_states
         from airflow_provider_kip848.controllers import ControllerError
         from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -360,7 +360,7 @@ def kip848_consumer_rolling_upgrade():
 
         # only a rollout that started and failed leads here (its deadline, a crash the platform saw, a roll that
         # failed half-way): a refused preflight or a rejected plan never started one (upstream_failed / skipped)
-        states = R.task_states(context)
+        states = task_states(context)
         if "failed" not in (states.get("wait_migrated"), states.get("roll_application")):
             raise AirflowSkipException("the rollout did not fail: no rollback")
         back = _source(params["target_protocol"])
@@ -383,7 +383,7 @@ def kip848_consumer_rolling_upgrade():
             raise AirflowFailException(f"The way back to {back} stopped: {exc.what}") from exc
 
     wait_back = KafkaGroupTypeSensor(task_id="wait_previous_protocol", kafka_conn_id=CONN, group_id=GROUP,
-                                        group_type=SOURCE, deferrable=True,
+                                        group_type=SOURCE,
                                         poll_interval="{{ params.poll_seconds }}",
                                         timeout_minutes="{{ params.rollback_timeout_minutes }}",
                                         trigger_rule="one_success")

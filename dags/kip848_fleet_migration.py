@@ -56,7 +56,7 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import Param, dag, task, task_group
+from airflow.sdk import Param, TaskGroup, dag, task, task_group
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
@@ -89,7 +89,7 @@ from airflow_provider_kip848.operators.report_link import with_report_link
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
 from airflow_provider_kip848.operators.wave_validation import KafkaWaveValidationOperator
-from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
 
 DAG_ID = FLEET_DAG_ID
 #: where the wave validation runs unless a run says otherwise (local: a Spark session in the worker)
@@ -182,7 +182,7 @@ STEP_ARGS = {
     },
 )
 def kip848_fleet_migration():
-    guard = MaintenanceWindowGuardOperator(task_id=WINDOW_GUARD_TASK)
+    guard = KafkaMaintenanceWindowGuardOperator(task_id=WINDOW_GUARD_TASK)
     lock = KafkaChangeLockOperator(task_id=LOCK_TASK, kafka_conn_id=CONN, resource=f"fleet:{MIGRATION}",
                                    dry_run="{{ params.dry_run }}")
 
@@ -205,7 +205,7 @@ def kip848_fleet_migration():
     previous >> with_report_link(report())
 
 
-def wave(number: int) -> Any:
+def wave(number: int) -> TaskGroup:
     """Wave ``number``'s task group: open (or skip), approval, recheck, the mapped moves, judge, way back."""
 
     def pulled(task: str, key: str) -> str:

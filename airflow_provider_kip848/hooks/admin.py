@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka.errors import AuthorizationFailed
 from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_rate, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
@@ -96,7 +96,7 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
                 return None
             try:
                 return record_time(self.settings, topic, partition, offset)
-            except E.AuthorizationFailed:
+            except AuthorizationFailed:
                 unreadable.add(topic)
                 notes.append(f"no READ on topic {topic}: its stalls start at the previous commit (upper bounds)")
                 return None

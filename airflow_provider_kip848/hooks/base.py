@@ -51,7 +51,7 @@ class KafkaAdminBaseHook(BaseHook):
     default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
 
-    def __init__(self, kafka_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, kafka_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:  # Any: passed to BaseHook
         super().__init__(**kwargs)
         self.kafka_conn_id = kafka_conn_id
         self._backend: GroupAdmin | None = None
@@ -68,7 +68,7 @@ class KafkaAdminBaseHook(BaseHook):
     def settings(self) -> ClientSettings:
         return settings_from_connection(self.connection)
 
-    def extra(self, name: str, default: Any = None) -> Any:
+    def extra(self, name: str, default: Any = None) -> Any:  # Any: a connection extra is any JSON value
         """A field of the connection's extra (plain or with the legacy ``extra__kafka_admin__`` prefix)."""
         return extra_field(self.connection.extra_dejson or {}, name, default)
 

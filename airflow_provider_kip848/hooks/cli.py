@@ -28,7 +28,7 @@ class KafkaCliHook(KafkaAdminBaseHook):
     hook_name = "Kafka admin via the Kafka CLI tools"
 
     def __init__(self, kafka_conn_id: str = KafkaAdminBaseHook.default_conn_name, timeout: float | None = None,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseHook
         super().__init__(kafka_conn_id, **kwargs)
         self._timeout = timeout
 

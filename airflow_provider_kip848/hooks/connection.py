@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Connection
+
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
 from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
@@ -132,7 +134,7 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
-def extra_field(extra: dict[str, Any], name: str, default: Any = None) -> Any:
+def extra_field(extra: dict[str, Any], name: str, default: Any = None) -> Any:  # Any: extras are any JSON
     for key in (name, f"extra__{CONN_TYPE}__{name}"):
         value = extra.get(key)
         if value not in (None, ""):
@@ -140,7 +142,7 @@ def extra_field(extra: dict[str, Any], name: str, default: Any = None) -> Any:
     return default
 
 
-def settings_from_connection(conn: Any) -> ClientSettings:
+def settings_from_connection(conn: Connection) -> ClientSettings:
     """Build :class:`ClientSettings` from an Airflow ``Connection`` of type ``kafka_admin``."""
     extra = conn.extra_dejson or {}
     host = (conn.host or "").strip()
@@ -175,7 +177,7 @@ def _settings(conn: Any, extra: dict[str, Any], host: str) -> ClientSettings:
     )
 
 
-def metrics_urls_from_connection(conn: Any) -> tuple[str, ...]:
+def metrics_urls_from_connection(conn: Connection) -> tuple[str, ...]:
     """The ``metrics_url`` extra of a ``kafka_admin`` connection as URLs (empty: the connection names none)."""
     value = extra_field(conn.extra_dejson or {}, "metrics_url")
     if isinstance(value, (list, tuple)):  # a JSON list in the extra reads the same as the comma-separated text
@@ -198,7 +200,7 @@ def _whole_ms(extra: dict[str, Any], name: str, default: int, conn_id: str) -> i
                                            "unit, or leave it out.") from exc
 
 
-def cli_timeout_from_extra(extra: dict[str, Any], conn_id: str, default: float = 120) -> float:
+def cli_timeout_from_extra(extra: dict[str, Any], conn_id: str, default: float = 120) -> float:  # Any: JSON extras
     """The ``cli_timeout`` extra in seconds (a number > 0; ``"2m"`` or ``0`` is refused)."""
     value = extra_field(extra, "cli_timeout", default)
     try:

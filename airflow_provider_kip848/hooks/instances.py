@@ -94,12 +94,12 @@ class InstancesVerdict:
     message: str
     status: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"outcome": self.outcome, "message": self.message, "status": self.status}
 
 
 def instances_verdict(controller: NamedController | None, *, expected: int,
-                      baseline: Mapping[str, Any] | None) -> InstancesVerdict:
+                      baseline: Mapping[str, object] | None) -> InstancesVerdict:
     """The platform's word on the instances after a start or a roll (``baseline``: the status the start task
     recorded right after starting)."""
     if controller is None:
@@ -119,7 +119,7 @@ def instances_verdict(controller: NamedController | None, *, expected: int,
                             status.to_dict())
 
 
-def lost_instances_message(controller: NamedController | None, baseline: Mapping[str, Any] | None) -> str | None:
+def lost_instances_message(controller: NamedController | None, baseline: Mapping[str, object] | None) -> str | None:
     """The platform's word, at any moment of a wait, on the instances that ran at ``baseline`` and died since
     (None: none did, or the controller cannot tell, or there is no baseline to compare with)."""
     started = ApplicationStatus.from_dict(baseline)

@@ -18,8 +18,9 @@ coordinator alone cannot tell a dead member from a live one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
@@ -29,8 +30,15 @@ from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol, StreamsGroupDescription
 
 
-def force_out_members(context: Any, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
-                      after_s: Any, notes: list[str], log: Any) -> list[dict[str, Any]]:
+class TaskLog(Protocol):
+    """What a removal logs through: a task's logger (Airflow's) or the standard library's."""
+
+    def warning(self, msg: str, /, *args: object) -> object: ...
+
+
+def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
+                      after_s: float | str | None, notes: list[str],
+                      log: TaskLog) -> list[dict[str, Any]]:  # Any: each removal as audited, JSON
     """Force out the members left behind in a group that should be empty (audited); returns who was removed
     (client id, host ...). A streams group rejects LeaveGroup: nobody is removed and ``notes`` says why."""
     with KafkaGroupAdminHook(kafka_conn_id) as hook:
@@ -79,8 +87,9 @@ def departed_static_members(members: Sequence[object], status: ApplicationStatus
     return sorted(set(out))
 
 
-def remove_static_members(context: Any, task_id: str, hook: KafkaGroupAdminHook, group_id: str,
-                          instance_ids: Sequence[str], *, why: str, audit_log: str | None, log: Any) -> list[str]:
+def remove_static_members(context: Context, task_id: str, hook: KafkaGroupAdminHook, group_id: str,
+                          instance_ids: Sequence[str], *, why: str, audit_log: str | None,
+                          log: TaskLog) -> list[str]:
     """Remove the static members ``instance_ids`` of ``group_id`` (LeaveGroup by ``group.instance.id``) and
     audit the removal; returns the ids removed (one already gone is not an error). Nothing is asked for when
     ``instance_ids`` is empty: an empty selection never widens to "every member"."""

@@ -364,7 +364,7 @@ class ResourceLocked(Kip848Error):
 class SnapshotInvalid(Kip848Error):
     """An offsets snapshot that cannot be read (not JSON, another format or version, a field missing)."""
 
-    remedy = "Point the task at a snapshot written by SnapshotGroupOffsetsOperator (or take a new one)."
+    remedy = "Point the task at a snapshot written by KafkaSnapshotGroupOffsetsOperator (or take a new one)."
 
 
 class SnapshotConflict(Kip848Error):

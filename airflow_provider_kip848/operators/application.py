@@ -37,7 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.report import task_states
@@ -85,10 +85,10 @@ class _ApplicationOperator(BaseOperator):
         """No controller named, and none required: the task has nothing to do."""
         return not self.required and self.controller in (None, "", "None")
 
-    def _skip_unless_failed(self, context: Any) -> None:
+    def _skip_unless_failed(self, context: Context) -> None:
         if not self.when_failed:
             return
-        states = task_states(context)
+        states = task_states({"ti": context["ti"], "dag_run": context["dag_run"]})
         if not any(states.get(task) == "failed" for task in self.when_failed):
             raise AirflowSkipException(f"none of {', '.join(self.when_failed)} failed: nothing to go back from")
 
@@ -114,11 +114,12 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
     template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "way_back_protocol")
     ui_color = "#f3e8fd"
 
-    def __init__(self, *, group_protocol: str, way_back_protocol: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, group_protocol: str, way_back_protocol: str | None = None,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.group_protocol, self.way_back_protocol = group_protocol, way_back_protocol
 
-    def execute(self, context: Any) -> dict[str, Any] | None:
+    def execute(self, context: Context) -> dict[str, Any] | None:  # Any: the controller's plan and status, JSON
         check_run_conf(context)  # the rolling upgrade's first task: a conf key no Param declares fails here
         check_unattended_run(context)  # a scheduled run: only with a controller the registry has
         if self._unnamed():
@@ -180,11 +181,12 @@ class KafkaApplicationStopOperator(_ApplicationOperator):
 
     template_fields = (*_ApplicationOperator.template_fields, "confirm_seconds")
 
-    def __init__(self, *, confirm_seconds: float | str = STOP_CONFIRM_SECONDS, **kwargs: Any) -> None:
+    def __init__(self, *, confirm_seconds: float | str = STOP_CONFIRM_SECONDS,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.confirm_seconds = confirm_seconds
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:  # Any: the controller's action and status, JSON
         self._skip_unless_failed(context)
         named = self._named()
         try:
@@ -221,14 +223,14 @@ class KafkaApplicationStartOperator(_ApplicationOperator):
     template_fields = (*_ApplicationOperator.template_fields, "kafka_conn_id", "group_id", "group_protocol",
                        "source_topics", "expected_instances")
 
-    def __init__(self, *, kafka_conn_id: str, group_id: str, group_protocol: str,
+    def __init__(self, *, kafka_conn_id: str, group_id: str, group_protocol: str,  # Any: passed to BaseOperator
                  source_topics: str | Sequence[str] | None = None, expected_instances: int | str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.kafka_conn_id, self.group_id, self.group_protocol = kafka_conn_id, group_id, group_protocol
         self.source_topics, self.expected_instances = source_topics, expected_instances
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:  # Any: the controller's action and status, JSON
         self._skip_unless_failed(context)
         named = self._named()
         protocol = str(self.group_protocol)
@@ -281,7 +283,7 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
     template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "kafka_conn_id", "group_ids",
                        "first_instance_timeout_minutes", "instance_timeout_minutes", "poll_interval", "audit_log")
 
-    def __init__(self, *, group_protocol: str, kafka_conn_id: str | None = None,
+    def __init__(self, *, group_protocol: str, kafka_conn_id: str | None = None,  # Any: passed to BaseOperator
                  group_ids: str | Sequence[str] | None = None,
                  first_instance_timeout_minutes: float | str = FIRST_INSTANCE_MINUTES,
                  instance_timeout_minutes: float | str = 15.0, poll_interval: float | str = 1.0,
@@ -292,7 +294,7 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
         self.instance_timeout_minutes, self.poll_interval = instance_timeout_minutes, poll_interval
         self.audit_log = audit_log
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:  # Any: the controller's action and status, JSON
         self._skip_unless_failed(context)
         if self._unnamed():
             return {"controller": None, "action": "roll", "group_protocol": str(self.group_protocol),
@@ -337,7 +339,7 @@ def controller_is_named(value: object) -> bool:
     return value not in (None, "", "None") and not is_template(value)
 
 
-def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:
+def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:  # Any: the controller task's XCom
     """The approval's lines about the controller: which one, where, the exact action of each step, and what the
     platform shows now (the DAGs' plans add them to their notes)."""
     if not controller_result:

@@ -22,13 +22,13 @@ approval that shows why (expired, or the diff).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator, HITLBranchOperator, HITLOperator
-from airflow.sdk import BaseHook, Param
+from airflow.sdk import BaseHook, Context, Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 from airflow.sdk.execution_time.hitl import HITLUser
 
@@ -50,7 +50,7 @@ from airflow_provider_kip848.kafka.arguments import USER_ID_PATTERN
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
 
 
-def plan_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+def plan_summary(plan: Mapping[str, object] | None) -> dict[str, object] | None:
     """What of a plan goes into the decision and the audit: what the approver saw, and its hash."""
     if not plan:
         return None
@@ -60,13 +60,14 @@ def plan_summary(plan: dict[str, Any] | None) -> dict[str, Any] | None:
 class _ChangeControl(HITLOperator):
     """Shared by the approval operators (first in their bases, before Airflow's HITL operator they extend)."""
 
-    approvers: Any
-    four_eyes: Any
-    approval_max_age_minutes: Any
+    approvers: list[str] | str | None
+    four_eyes: bool | str
+    approval_max_age_minutes: float | str | None
     plan_task_id: str | None
     kafka_conn_id: str | None
 
-    def _init_change_control(self, approvers: Any, four_eyes: Any, approval_max_age_minutes: Any,
+    def _init_change_control(self, approvers: list[str] | str | None, four_eyes: bool | str,
+                             approval_max_age_minutes: float | str | None,
                              plan_task_id: str | None, kafka_conn_id: str | None) -> None:
         # Airflow's operator metaclass wraps each operator class's own __init__, so the operators
         # below keep theirs and call this.
@@ -76,11 +77,11 @@ class _ChangeControl(HITLOperator):
         self.plan_task_id = plan_task_id
         self.kafka_conn_id = kafka_conn_id
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         self._assign(context)
         return super().execute(context)
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         self._decide(context, event)
         return super().execute_complete(context, event)
 
@@ -111,10 +112,10 @@ class _ChangeControl(HITLOperator):
         return policy
 
     @staticmethod
-    def triggered_by(context: Any) -> str | None:
+    def triggered_by(context: Context) -> str | None:
         return getattr(context.get("dag_run"), "triggering_user_name", None)
 
-    def _assign(self, context: Any) -> None:
+    def _assign(self, context: Context) -> None:
         policy = self.policy()
         who = self.triggered_by(context)
         try:
@@ -128,12 +129,12 @@ class _ChangeControl(HITLOperator):
         context["ti"].xcom_push(key="change_control", value=control)
         self.log.info("Change control: %s", control)
 
-    def _plan(self, context: Any) -> dict[str, Any] | None:
+    def _plan(self, context: Context) -> dict[str, Any] | None:
         if not self.plan_task_id:
             return None
         return context["ti"].xcom_pull(task_ids=self.plan_task_id)
 
-    def _decide(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def _decide(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         ti = context["ti"]
         record = approval_record(event if "chosen_options" in event else None) or {}
         plan = plan_summary(self._plan(context))
@@ -169,8 +170,9 @@ class KafkaChangeApprovalOperator(_ChangeControl, ApprovalOperator):
     ui_color = "#fef7e0"
     template_fields = (*ApprovalOperator.template_fields, *CHANGE_CONTROL_FIELDS)
 
-    def __init__(self, *, approvers: Any = None, four_eyes: Any = True, approval_max_age_minutes: Any = None,
-                 plan_task_id: str | None = None, kafka_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, approvers: list[str] | str | None = None, four_eyes: bool | str = True,
+                 approval_max_age_minutes: float | str | None = None, plan_task_id: str | None = None,
+                 kafka_conn_id: str | None = None, **kwargs: Any) -> None:  # Any: passed to the HITL operator
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
 
@@ -185,8 +187,9 @@ class KafkaChangeBranchOperator(_ChangeControl, HITLBranchOperator):
     ui_color = "#fef7e0"
     template_fields = (*HITLBranchOperator.template_fields, *CHANGE_CONTROL_FIELDS)
 
-    def __init__(self, *, approvers: Any = None, four_eyes: Any = True, approval_max_age_minutes: Any = None,
-                 plan_task_id: str | None = None, kafka_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, approvers: list[str] | str | None = None, four_eyes: bool | str = True,
+                 approval_max_age_minutes: float | str | None = None, plan_task_id: str | None = None,
+                 kafka_conn_id: str | None = None, **kwargs: Any) -> None:  # Any: passed to the HITL operator
         super().__init__(**kwargs)
         self._init_change_control(approvers, four_eyes, approval_max_age_minutes, plan_task_id, kafka_conn_id)
 
@@ -204,14 +207,14 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
     nothing is left to apply and the change steps are skipped.
     """
 
-    def __init__(self, *, replan: Callable[[Any], dict[str, Any]], approval_task_id: str = "approval",
-                 approval_max_age_minutes: Any = 60, subject: str = "Re-approval needed", body: str = "",
-                 **kwargs: Any) -> None:
+    def __init__(self, *, replan: Callable[[Context], dict[str, object]], approval_task_id: str = "approval",
+                 approval_max_age_minutes: float | str | None = 60, subject: str = "Re-approval needed",
+                 body: str = "", **kwargs: Any) -> None:  # Any: passed to the approval operator
         super().__init__(subject=subject, body=body, approval_max_age_minutes=approval_max_age_minutes, **kwargs)
         self.replan = replan
         self.approval_task_id = approval_task_id
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> dict[str, object]:
         ti = context["ti"]
         approved = ti.xcom_pull(task_ids=self.approval_task_id, key="decision")
         if not approved or not is_approving(approved.get("decision")):
@@ -245,14 +248,15 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
                                        + " ".join(reasons))
         self.subject = f"Re-approval needed: {current.get('title') or self.subject}"
         self.body = "\n".join(["**The earlier approval is not reused:**", ""] + [f"- {r}" for r in reasons]
-                              + ["", current.get("markdown") or ""])
-        return super().execute(context)
+                              + ["", str(current.get("markdown") or "")])
+        asked: dict[str, object] = super().execute(context)  # the HITL operator's answer
+        return asked
 
-    def _plan(self, context: Any) -> dict[str, Any] | None:
+    def _plan(self, context: Context) -> dict[str, Any] | None:
         return context["ti"].xcom_pull(task_ids=self.task_id, key="plan")
 
 
-def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Any]:
+def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Param]:
     """The Params every change DAG shares: who may approve, four eyes, approval expiry, audit location."""
     return {
         "approvers": Param([], type="array", items={"type": "string", "pattern": USER_ID_PATTERN},

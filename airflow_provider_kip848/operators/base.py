@@ -26,11 +26,11 @@ would hide.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root
@@ -65,8 +65,16 @@ def check_choice_arg(value: object, name: str, choices: Sequence[str]) -> None:
         require_choice(value, name, choices)
 
 
-class KafkaAdminBaseOperator(BaseOperator):
+#: What an operator's ``run`` returns, and so its XCom: each operator names its own (a TypedDict where the shape is
+#: fixed, ``dict[str, object]`` where it varies with the path taken, said at the operator).
+ResultT = TypeVar("ResultT", bound=Mapping[str, object])
+
+
+class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
     """Base of the provider's operators.
+
+    Generic in its result (``KafkaAdminBaseOperator[SnapshotResult]``) so that ``execute``, ``run`` and
+    ``audit_changes`` agree on what goes to XCom, and the type checker holds every subclass to it.
 
     :param kafka_conn_id: a ``kafka_admin`` connection.
     :param backend: ``native`` (default) or ``cli`` (Kafka's own tools) for the actions both implement.
@@ -83,7 +91,8 @@ class KafkaAdminBaseOperator(BaseOperator):
 
     def __init__(self, *, kafka_conn_id: str = DEFAULT_CONN_ID, backend: str = "native",
                  audit_log: str | None = None,
-                 approval_task_ids: Sequence[str] = ("approval", "recheck_approval"), **kwargs: Any) -> None:
+                 approval_task_ids: Sequence[str] = ("approval", "recheck_approval"),
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if backend not in BACKENDS:
             raise InvalidArgument(f"backend must be one of {BACKENDS}, not {backend!r}.")
@@ -106,7 +115,7 @@ class KafkaAdminBaseOperator(BaseOperator):
         """Actions only the native backend has (member removal, snapshots, preflight facts)."""
         return self.hook if isinstance(self.hook, KafkaGroupAdminHook) else KafkaGroupAdminHook(self.kafka_conn_id)
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> ResultT:
         try:
             result = self.run(context)
             self._audit(context, result)
@@ -120,16 +129,16 @@ class KafkaAdminBaseOperator(BaseOperator):
                 if name in self.__dict__:
                     self.__dict__.pop(name).close()
 
-    def run(self, context: Any) -> Any:  # pragma: no cover - abstract
+    def run(self, context: Context) -> ResultT:  # pragma: no cover - abstract
         raise NotImplementedError
 
     # -- audit ---------------------------------------------------------------
 
-    def audit_changes(self, context: Any, result: Any) -> list[Change]:
+    def audit_changes(self, context: Context, result: ResultT) -> list[Change]:
         """``(kind, target, before, after)`` of each change ``run`` applied (read back); none by default."""
         return []
 
-    def _audit(self, context: Any, result: Any) -> None:
+    def _audit(self, context: Context, result: ResultT) -> None:
         changes = self.audit_changes(context, result)
         if changes:
             hook = self.native_hook

@@ -14,6 +14,7 @@ reported as 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_kip848.changecontrol.downtime import downtime_section
@@ -25,7 +26,7 @@ NOTHING_RAN = ("nothing_to_do", "dry_run", "rejected", "rejected_after_recheck",
                "locked")
 
 
-def classic_before(facts: dict[str, Any] | None) -> tuple[int | None, str | None]:
+def classic_before(facts: dict[str, Any] | None) -> tuple[int | None, str | None]:  # Any: a plan's facts, JSON
     """(members, state) of a classic group from a plan's ``facts`` (``group.type``/``group.state`` and
     ``members``, a count or a list); (None, None) for another type or no facts: only a classic group's state
     before the window is needed (its last generation may predate it), and nothing is assumed."""
@@ -37,9 +38,10 @@ def classic_before(facts: dict[str, Any] | None) -> tuple[int | None, str | None
     return count, group.get("state")
 
 
-def measured_downtime(context: dict[str, Any], conn_id: str, group_id: str, outcome: str, *,
+def measured_downtime(context: Mapping[str, Any], conn_id: str, group_id: str, outcome: str, *,
                       target: str | None = None, facts: dict[str, Any] | None = None,
-                      validation_task: str | None = "validate") -> dict[str, Any] | None:
+                      validation_task: str | None = "validate",
+                      ) -> dict[str, Any] | None:  # Any: the run's context and a plan's facts in, a JSON section out
     """The report's downtime section for this run; None when nothing ran. ``target``: the group type the run
     moves to; ``facts``: the plan's facts (the group when the run planned the change); ``validation_task``:
     the task whose result may hold the output records' timing."""

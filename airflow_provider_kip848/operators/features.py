@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, require_choice
 from airflow_provider_kip848.kafka.rules.features import (
@@ -17,7 +19,7 @@ from airflow_provider_kip848.kafka.rules.features import (
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_choice_arg, check_flag_arg
 
 
-class KafkaFeatureOperator(KafkaAdminBaseOperator):
+class KafkaFeatureOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Upgrade, downgrade or disable one feature, e.g. ``streams.version=1``; a no-op when already there.
 
     The controller validates the change first (dry run) and only then applies
@@ -42,7 +44,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
 
     def __init__(self, *, feature: str, level: int | str | None = None, action: str = "upgrade",
                  dry_run: bool = False, unsafe: bool = False, override_dependent_groups: bool = False,
-                 allow_empty_dependent_groups: bool = False, **kwargs: Any) -> None:
+                 allow_empty_dependent_groups: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(action, "action", ACTIONS)
         check_flag_arg(dry_run, "dry_run")
@@ -58,7 +60,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
                                  override_dependent_groups=self.override_dependent_groups,
                                  allow_empty_dependent_groups=self.allow_empty_dependent_groups)
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         require_choice(self.action, "action", ACTIONS)
         self._refuse_ignored()
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
@@ -91,7 +93,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator):
         self.log.info("Changed: %s (was %s).", result.message, result.from_level)
         return {**result.to_dict(), "validation": validation.message, "dependent_groups": dependents}
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         if not result.get("applied"):
             return []
         # read back, not the requested level: the audit states what the controller finalized

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveSettings, Unit, Waiting
@@ -49,10 +49,10 @@ from airflow_provider_kip848.engine.state import MoveState
 from airflow_provider_kip848.fleet.names import PROGRESS_KEY, RESULT_KEY
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK
 from airflow_provider_kip848.kafka.arguments import parse_number
-from airflow_provider_kip848.kafka.errors import Kip848Error
+from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, WINDOW_SECONDS
 from airflow_provider_kip848.operators.params import lag_settings
-from airflow_provider_kip848.triggers.move import KafkaMoveTrigger
+from airflow_provider_kip848.triggers.move import KafkaMoveTrigger, MoveTriggerEvent
 
 #: the key of the move's state in the trigger's ``carry``
 CARRY_KEY = "move"
@@ -80,13 +80,15 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                        "lag_margin_records", "lag_window_seconds")
     ui_color = "#fdf1e6"
 
-    def __init__(self, *, application: Any, kafka_conn_id: str, snapshot_dir: str, kind: str = MIGRATE,
-                 target_protocol: str = "consumer", source_protocol: str = "classic",
-                 poll_interval: Any = 5, remove_members_after: Any = 30, empty_settle_seconds: Any = 10,
-                 empty_timeout_minutes: Any = 10, start_timeout_minutes: Any = 10, max_lag: Any = None,
-                 audit_log: str | None = None, first_instance_timeout_minutes: Any = 5,
-                 lag_margin_fraction: Any = MARGIN_FRACTION, lag_margin_records: Any = MARGIN_RECORDS,
-                 lag_window_seconds: Any = WINDOW_SECONDS, **kwargs: Any) -> None:
+    def __init__(self, *, application: Mapping[str, object] | str, kafka_conn_id: str, snapshot_dir: str,
+                 kind: str = MIGRATE, target_protocol: str = "consumer", source_protocol: str = "classic",
+                 poll_interval: float | str = 5, remove_members_after: float | str | None = 30,
+                 empty_settle_seconds: float | str = 10, empty_timeout_minutes: float | str = 10,
+                 start_timeout_minutes: float | str = 10, max_lag: int | str | None = None,
+                 audit_log: str | None = None, first_instance_timeout_minutes: float | str = 5,
+                 lag_margin_fraction: float | str = MARGIN_FRACTION, lag_margin_records: int | str = MARGIN_RECORDS,
+                 lag_window_seconds: float | str = WINDOW_SECONDS,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if kind not in (MIGRATE, ROLLBACK):
             raise ValueError(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")
@@ -122,7 +124,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
 
-    def _move(self, context: Any) -> ApplicationMove:
+    def _move(self, context: Context) -> ApplicationMove:
         try:
             unit = Unit.from_dict(self.application)
         except Kip848Error as exc:
@@ -134,25 +136,26 @@ class KafkaApplicationMigrationOperator(BaseOperator):
 
     # -- Airflow's side -----------------------------------------------------------------------------
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, object]:
         with self._move(context) as move:
             outcome = move.advance(move.begin())
         return self._handle(context, outcome)
 
-    def resume(self, context: Any, event: Mapping[str, Any] | None = None, **_: Any) -> dict[str, Any]:
-        event = event or {}
-        carried = (event.get("carry") or {}).get(CARRY_KEY)
+    def resume(self, context: Context, event: MoveTriggerEvent | None = None, **_: object) -> dict[str, object]:
+        carried = event["carry"].get(CARRY_KEY) if event is not None else None
         with self._move(context) as move:
             try:
+                if carried is not None and not isinstance(carried, Mapping):
+                    raise InvalidArgument(f"the carried state is a {type(carried).__name__}, not a mapping")
                 state = MoveState.from_dict(carried) if carried is not None else move.recorded()
             except Kip848Error as exc:
                 raise AirflowFailException(f"the wait's event carries no readable state ({exc}): {event!r}") from exc
             if state is None:
                 raise AirflowFailException(f"the wait's event carries no state and none is recorded: {event!r}")
-            outcome = move.resume(state, event)
+            outcome = move.resume(state, event or {})
         return self._handle(context, outcome)
 
-    def _handle(self, context: Any, outcome: Waiting | Finished) -> dict[str, Any]:
+    def _handle(self, context: Context, outcome: Waiting | Finished) -> dict[str, object]:
         if isinstance(outcome, Waiting):
             self.defer(
                 trigger=KafkaMoveTrigger(kafka_conn_id=str(self.kafka_conn_id), waits=outcome.waits,

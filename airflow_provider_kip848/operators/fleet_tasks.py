@@ -14,10 +14,12 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any
+from typing import Any, TypedDict
 
+from airflow.sdk import Context
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_kip848.changecontrol import fleet_report as fleet_reports
 from airflow_provider_kip848.changecontrol import storage
@@ -32,6 +34,7 @@ from airflow_provider_kip848.engine.state import touched
 from airflow_provider_kip848.fleet import (
     ErrorBudget,
     OwnershipNotApprovable,
+    Selection,
     Wave,
     WaveVerdict,
     plan_waves,
@@ -86,7 +89,16 @@ def _ownership(params: dict) -> Any:
 FILTERS = ("apps", "teams", "prefixes")
 
 
-def selection_filters(params: dict) -> dict[str, Any]:
+class SelectionFilters(TypedDict):
+    """What of the run's form chooses the applications (:func:`~airflow_provider_kip848.fleet.select`'s filters)."""
+
+    apps: list[str] | None
+    teams: list[str] | None
+    prefixes: list[str] | None
+    readiness: list[str] | str | None
+
+
+def selection_filters(params: dict) -> SelectionFilters:
     """The run's selection, from its form, as :func:`~airflow_provider_kip848.fleet.select` takes it.
 
     Every application of the ownership map is chosen only by ``all_applications``, never by filters left empty:
@@ -105,8 +117,8 @@ def selection_filters(params: dict) -> dict[str, Any]:
                               remedy="Name the applications, teams or group prefixes to migrate, or set "
                                      "all_applications to plan every application of the ownership map (the plan "
                                      "and each wave's approval then say so). Nothing was planned or changed.")
-    return {"apps": named.get("apps"), "teams": named.get("teams"), "prefixes": named.get("prefixes"),
-            "readiness": params.get("readiness")}
+    return SelectionFilters(apps=named.get("apps"), teams=named.get("teams"), prefixes=named.get("prefixes"),
+                            readiness=params.get("readiness"))
 
 
 def _select(params: dict, inventory: Any) -> Any:
@@ -119,7 +131,7 @@ def _select(params: dict, inventory: Any) -> Any:
     return selection
 
 
-def check_controllers(selection: Any) -> None:
+def check_controllers(selection: Selection) -> None:
     """Every selected application's controller is an entry of the deployment's registry, with only the arguments
     it declares: checked before any wave is planned or any group locked (nothing of a controller runs here)."""
 
@@ -152,7 +164,7 @@ def _types(inventory: Any, group_ids: Any) -> dict[str, int]:
     return counts
 
 
-def make_plan(params: dict, context: dict) -> dict:
+def make_plan(params: dict, context: Context) -> dict:
     """Inventory, ownership, selection and waves: what the approvers of each wave will be shown."""
 
     try:
@@ -211,11 +223,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
-def _states(context: dict) -> dict[str, str]:
-    return task_states(context)
+def _states(context: Context) -> dict[str, str]:
+    return task_states({"ti": context["ti"], "dag_run": context["dag_run"]})
 
 
-def open_wave_step(number: int, params: dict, context: dict) -> dict:
+def open_wave_step(number: int, params: dict, context: Context) -> dict:
     """Wave ``number`` runs when the plan has it, the run is not a dry run, and the wave before it was judged
     and allowed to proceed; otherwise it is skipped, saying why."""
     ti = context["ti"]
@@ -247,7 +259,7 @@ def open_wave_step(number: int, params: dict, context: dict) -> dict:
                         for a in wave["applications"] for g in a["groups"] if g["status"] == "pending"]}
 
 
-def recheck_step(number: int, params: dict, context: dict) -> list[dict]:
+def recheck_step(number: int, params: dict, context: Context) -> list[dict]:
     """The approved wave against a fresh inventory, right before it runs: applications found migrated are
     dropped; any other difference (a group no longer ready, another path, a new group) fails the wave
     before anything is touched. Returns one unit per application to move (the mapped task's input)."""
@@ -306,7 +318,7 @@ def _results(ti: Any, task_id: str) -> list[dict]:
     return [v for v in values if isinstance(v, dict)]
 
 
-def to_validate_step(number: int, snapshot_dir: str, params: dict, context: dict) -> dict:
+def to_validate_step(number: int, snapshot_dir: str, params: dict, context: Context) -> dict:
     """What the wave's validation checks: every group of every application whose move succeeded, its
     committed offsets now (a fresh snapshot, kept next to the one taken before the move) against that
     snapshot. The fleet's applications declare no output topics, so the records they wrote are not read:
@@ -337,7 +349,8 @@ def to_validate_step(number: int, snapshot_dir: str, params: dict, context: dict
     return {"groups": groups, "output_dir": output}
 
 
-def validated_results(number: int, results: list, ti: Any, states: dict[str, str]) -> list:
+def validated_results(number: int, results: list[ApplicationResult], ti: RuntimeTaskInstanceProtocol,
+                      states: dict[str, str]) -> list[ApplicationResult]:
     """The migrate results with the wave validation applied (``fleet.results.apply_validation``): the groups
     the validation was to check fail unless their verdict is ``pass``; no verdict at all is ``unknown``. When
     the validation could not even be prepared (``to_validate`` failed), every migrated group is unknown."""
@@ -354,7 +367,7 @@ def validated_results(number: int, results: list, ti: Any, states: dict[str, str
 
 
 def recorded_results(number: int, units: list[dict] | None, results: list[ApplicationResult], snapshot_dir: str,
-                     params: dict, context: dict) -> list[ApplicationResult]:
+                     params: dict, context: Context) -> list[ApplicationResult]:
     """``results`` plus, for each application of the wave whose task left no result (a task process lost by
     the executor after its last retry), the result its move recorded (:meth:`ApplicationMove.recorded`). A
     move recorded as finished counts as it finished; one that did not finish is failed, naming its step."""
@@ -383,7 +396,7 @@ def recorded_results(number: int, units: list[dict] | None, results: list[Applic
     return out
 
 
-def judge_step(number: int, snapshot_dir: str, params: dict, context: dict) -> dict:
+def judge_step(number: int, snapshot_dir: str, params: dict, context: Context) -> dict:
     """The error budget's verdict on the wave, the groups by type after it, and which applications go back."""
     ti = context["ti"]
     opened = ti.xcom_pull(task_ids=wave_task(number, OPEN))
@@ -428,7 +441,7 @@ def judge_step(number: int, snapshot_dir: str, params: dict, context: dict) -> d
     return record.to_dict()
 
 
-def report_step(params: dict, context: dict) -> dict:
+def report_step(params: dict, context: Context) -> dict:
     """The run's fleet report (groups by protocol per wave, per-wave duration and failures, gaps per
     application, plots), its history line, and the change locks released."""
     ti = context["ti"]

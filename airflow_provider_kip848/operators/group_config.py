@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from airflow.sdk import Context
 
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag
@@ -10,7 +13,7 @@ from airflow_provider_kip848.kafka.rules.group_configs import parse_group_type
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
+class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Set and/or delete configs of one group, validated against the broker's bounds before sending.
 
     Examples: ``streams.num.standby.replicas`` (bounded by
@@ -35,9 +38,9 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
                        "dry_run_flag", "allow_absent_group", "for_group_type")
 
-    def __init__(self, *, group_id: str, set_configs: dict[str, Any] | None = None,
+    def __init__(self, *, group_id: str, set_configs: Mapping[str, object] | None = None,
                  delete_configs: list[str] | None = None, dry_run: bool = False, allow_absent_group: bool = False,
-                 for_group_type: str | None = None, **kwargs: Any) -> None:
+                 for_group_type: str | None = None, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(dry_run, "dry_run")
@@ -51,7 +54,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
         self.delete_configs = delete_configs or []
         self.dry_run_flag = dry_run
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         change = self.hook.alter_group_config(self.group_id, self.set_configs, self.delete_configs,
                                               dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                               allow_absent_group=parse_flag(self.allow_absent_group,
@@ -69,9 +72,9 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator):
             self.log.info("Group %s: already %s; nothing changed.", self.group_id, change.after or "{}")
         return change.to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         # ``after`` is what the cluster reported after the alter: one record per key that changed
-        if not result.get("applied") or result.get("dry_run"):
+        changed = result.get("changed")
+        if not result.get("applied") or result.get("dry_run") or not isinstance(changed, dict):
             return []
-        return [("group_config", f"{self.group_id}:{key}", old, new)
-                for key, (old, new) in sorted((result.get("changed") or {}).items())]
+        return [("group_config", f"{self.group_id}:{key}", old, new) for key, (old, new) in sorted(changed.items())]

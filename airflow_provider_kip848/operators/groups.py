@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.changecontrol.audit import Change
 from airflow_provider_kip848.kafka.api import read_back
 from airflow_provider_kip848.kafka.arguments import parse_flag, require_choice
@@ -19,14 +21,14 @@ from airflow_provider_kip848.operators.base import (
 GROUP_TYPES = tuple(t.value for t in GroupType)
 
 
-class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
+class KafkaDeleteGroupOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Delete ``group_id`` if it is a group of ``group_type`` without members; a no-op when it does not exist.
 
     The group is listed and described first: another type (``WrongGroupType``) or any member
     (``GroupNotEmpty``) refuses the delete before anything is sent; the broker refuses a group that
     gained a member since (``NON_EMPTY_GROUP``, the same error). After the delete the group is read back
     until the cluster no longer lists it. Deleting a group deletes its committed offsets (snapshot them
-    first: ``SnapshotGroupOffsetsOperator``); a streams group's internal topics are not deleted.
+    first: ``KafkaSnapshotGroupOffsetsOperator``); a streams group's internal topics are not deleted.
 
     :param group_type: the type the group must have (default ``streams``).
     :param dry_run: stop after the checks.
@@ -37,14 +39,14 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
     supported_backends = ("native",)
 
     def __init__(self, *, group_id: str, group_type: str = "streams", dry_run: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_choice_arg(group_type, "group_type", GROUP_TYPES)
         check_flag_arg(dry_run, "dry_run")
         self.group_id, self.group_type, self.dry_run_flag = group_id, group_type, dry_run
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         require_choice(self.group_type, "group_type", GROUP_TYPES)
         dry_run = parse_flag(self.dry_run_flag, "dry_run")
         hook = self.native_hook
@@ -80,7 +82,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator):
             return False
         return True
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         if not result.get("deleted"):
             return []
         # read back: the record states that the cluster no longer lists the group

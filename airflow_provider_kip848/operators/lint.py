@@ -1,10 +1,10 @@
-"""``ClientConfigLintOperator``: what in an application's client config breaks under the target protocol."""
+"""``KafkaClientConfigLintOperator``: what in an application's client config breaks under the target protocol."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
@@ -24,7 +24,7 @@ from airflow_provider_kip848.operators.base import check_group_id_arg
 SEVERITY_ORDER = {"info": 0, "warn": 1, "error": 2, "never": 3}
 
 
-class ClientConfigLintOperator(BaseOperator):
+class KafkaClientConfigLintOperator(BaseOperator):
     """Lint client properties (a dict, properties text, or a ``.properties`` path/URL) for ``target``.
 
     It reads the application's config, as delivered by the team that owns the
@@ -60,7 +60,7 @@ class ClientConfigLintOperator(BaseOperator):
                  client_version: str | None = None, subscription_pattern: str | None = None,
                  kafka_conn_id: str | None = None, group_id: str | None = None, fail_on: str = "error",
                  controller_result: dict | str | None = None, use_controller: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if fail_on not in SEVERITY_ORDER:
             raise ValueError(f"fail_on must be one of {', '.join(SEVERITY_ORDER)}")
@@ -121,7 +121,7 @@ class ClientConfigLintOperator(BaseOperator):
                     current = desc.assignor or None
         return assignors, current
 
-    def execute(self, context: Any) -> dict:
+    def execute(self, context: Context) -> dict:
         source = self.properties
         if isinstance(source, str) and "\n" not in source and source.endswith(".properties") and "://" in source:
             source = storage.read_text(source)

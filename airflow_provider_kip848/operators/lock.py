@@ -12,7 +12,10 @@ the lock is released however the run ended, and hand its answer to the report.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
+
+from airflow.sdk import Context
 
 from airflow_provider_kip848.engine.lock import ENDED_STATES, holder_run_ended, lock_holder, run_owner
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -23,7 +26,7 @@ from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check
 from airflow_provider_kip848.operators.run_conf import check_run_conf
 
 
-class KafkaChangeLockOperator(KafkaAdminBaseOperator):
+class KafkaChangeLockOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Take the change lock of ``resource`` (e.g. ``group:<group id>``) for this run, or fail saying who holds it.
 
     :param resource: what the run changes; one lock per resource per cluster (templated).
@@ -34,13 +37,14 @@ class KafkaChangeLockOperator(KafkaAdminBaseOperator):
     ui_color = "#f1e4fb"
     supported_backends = ("native",)
 
-    def __init__(self, *, resource: str, dry_run: Any = False, **kwargs: Any) -> None:
+    def __init__(self, *, resource: str, dry_run: bool | str = False,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.resource = resource
         check_flag_arg(dry_run, "dry_run")
         self.dry_run_flag = dry_run
 
-    def run(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         check_run_conf(context)  # before the lock: a conf key no Param declares (a typo of dry_run) fails here
         if parse_flag(self.dry_run_flag, "dry_run"):
             self.log.info("Dry run: no lock taken on %s.", self.resource)
@@ -70,7 +74,8 @@ def _holder_text(holder: dict[str, Any] | None) -> str:
     return LockHolder.from_dict(holder).describe() if holder else "a holder whose record cannot be read"
 
 
-def release_change_lock(context: Any, lock_task_id: str = "lock") -> dict[str, Any] | None:
+def release_change_lock(context: Mapping[str, Any],  # Any: a task's Context, or a @task's keyword context
+                        lock_task_id: str = "lock") -> dict[str, object] | None:
     """Release the lock ``lock_task_id`` took for this run (no-op when it took none). Returns what
     happened, for the report; never raises (a lock left behind is taken over once this run has ended)."""
     log = logging.getLogger("airflow.task")

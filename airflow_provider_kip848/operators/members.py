@@ -1,9 +1,10 @@
-"""``RemoveGroupMembersOperator``: force members out of a classic or consumer group (LeaveGroup)."""
+"""``KafkaRemoveGroupMembersOperator``: force members out of a classic or consumer group (LeaveGroup)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_provider_kip848.changecontrol.audit import Change
@@ -15,7 +16,7 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
+class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Remove all or chosen members, e.g. to empty a stopped application's classic group before an
     offline streams migration instead of waiting a whole session timeout.
 
@@ -46,7 +47,8 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
                  all_members: bool | str = False, departed_of: str | None = None,
-                 controller_args: dict[str, Any] | str | None = None, **kwargs: Any) -> None:
+                 controller_args: dict[str, object] | str | None = None,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         check_flag_arg(all_members, "all_members")
@@ -102,7 +104,7 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
                          self.group_id, named.label)
         return ids
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         way = self._choice(parse_flag(self.all_members, "all_members"))
         member_ids, instance_ids = id_list("member_ids", self.member_ids), id_list("instance_ids", self.instance_ids)
         selection = "every member"
@@ -134,7 +136,7 @@ class RemoveGroupMembersOperator(KafkaAdminBaseOperator):
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return {**result.to_dict(), "selection": selection}
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         if not result.get("removed"):
             return []
         left = [m["member_id"] for m in self.native_hook.describe_group(self.group_id).to_dict()["members"]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -29,14 +29,14 @@ class KafkaGroupMetricsOperator(BaseOperator):
     template_fields = ("kafka_conn_id", "point")
     ui_color = "#eef3fb"
 
-    def __init__(self, *, kafka_conn_id: str, point: str, **kwargs: Any) -> None:
+    def __init__(self, *, kafka_conn_id: str, point: str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         # a side branch: it samples after its upstream ran, whether that succeeded or failed, and not on a
         # path the run did not take (a dry run, a rejected plan)
         kwargs.setdefault("trigger_rule", "none_skipped")
         super().__init__(**kwargs)
         self.kafka_conn_id, self.point = kafka_conn_id, point
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, object]:
         try:
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 sample = hook.group_metrics()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.audit import Change
@@ -21,11 +22,11 @@ from airflow_provider_kip848.engine.offsets import (
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
-__all__ = ["CompareGroupOffsetsOperator", "RestoreGroupOffsetsOperator", "SnapshotGroupOffsetsOperator",
+__all__ = ["KafkaCompareGroupOffsetsOperator", "KafkaRestoreGroupOffsetsOperator", "KafkaSnapshotGroupOffsetsOperator",
            "compare_with_snapshot", "load_snapshot", "write_snapshot"]
 
 
-class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaSnapshotGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Write a group's committed offsets (with log start/end per partition) to a durable location.
 
     Idempotent: if a snapshot of the same cluster and group is already at
@@ -41,16 +42,16 @@ class SnapshotGroupOffsetsOperator(KafkaAdminBaseOperator):
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "path")
     supported_backends = ("native",)
 
-    def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:
+    def __init__(self, *, group_id: str, path: str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
         self.group_id, self.path = group_id, path
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         return write_snapshot(self.native_hook, self.group_id, self.path, self.log)
 
 
-class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaCompareGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Compare a group's committed offsets with a snapshot, partition by partition.
 
     Each partition is ``equal``, ``advanced`` (consumers ran on), ``regressed``
@@ -66,7 +67,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path")
 
-    def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,
+    def __init__(self, *, group_id: str, snapshot_path: str, allow_advanced: bool = True,  # Any: passed to BaseOperator
                  fail_on_loss: bool = True, allow_other_cluster: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
@@ -75,14 +76,14 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_advanced = parse_flag(allow_advanced, "allow_advanced")
         self.fail_on_loss = parse_flag(fail_on_loss, "fail_on_loss")
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         result = compare_with_snapshot(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                        allow_other_cluster=self.allow_other_cluster)
         if self.fail_on_loss and result.lost():
             raise AirflowFailException(
                 f"Group {self.group_id} lost committed offsets on {len(result.lost())} partition(s) "
                 f"({', '.join(f'{p.topic}:{p.partition}' for p in result.lost()[:10])}). Restore them with "
-                "RestoreGroupOffsetsOperator while the group is empty."
+                "KafkaRestoreGroupOffsetsOperator while the group is empty."
             )
         if not self.allow_advanced and result.by_status("advanced"):
             raise AirflowFailException(f"Group {self.group_id} advanced on {len(result.by_status('advanced'))} "
@@ -90,7 +91,7 @@ class CompareGroupOffsetsOperator(KafkaAdminBaseOperator):
         return result.to_dict()
 
 
-class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Put back the offsets a conversion lost: only partitions that regressed or vanished, only on an empty group.
 
     Partitions that are equal or advanced are left alone, so a rerun restores
@@ -112,7 +113,7 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
 
-    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,
+    def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,  # Any: passed to BaseOperator
                  allow_other_cluster: bool = False, allow_unread_topics: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_group_id_arg(group_id)
@@ -121,17 +122,18 @@ class RestoreGroupOffsetsOperator(KafkaAdminBaseOperator):
         self.allow_other_cluster = parse_flag(allow_other_cluster, "allow_other_cluster")
         self.allow_unread_topics = parse_flag(allow_unread_topics, "allow_unread_topics")
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         return restore_lost_offsets(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                     dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                     allow_other_cluster=self.allow_other_cluster,
                                     allow_unread_topics=self.allow_unread_topics).to_dict()
 
-    def audit_changes(self, context: Any, result: dict) -> list[Change]:
-        if not result.get("restored") or result.get("dry_run"):
+    def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
+        restored = result.get("restored")
+        if not restored or result.get("dry_run") or not isinstance(restored, dict | list):
             return []
         now = current_offsets(self.hook, self.group_id).committed
-        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in result["restored"]}
+        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in restored}
         changes: list[Change] = [("offsets", self.group_id, result["before"], after)]
         if result.get("cross_cluster"):  # the deliberate override is part of the record
             changes.append(("cross_cluster_restore", self.group_id, result["snapshot_cluster_id"],

@@ -2,13 +2,14 @@
 
 Each function returns Params to splice into a DAG's ``params`` (``**window_params()``).
 The operators read them through templates (``{{ params.window_days }}`` ...):
-``MaintenanceWindowGuardOperator`` the window, the application operators and the
+``KafkaMaintenanceWindowGuardOperator`` the window, the application operators and the
 Empty sensor the downtime block, the snapshot/validation/report tasks the rest.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from airflow.sdk import Param
 
@@ -19,8 +20,8 @@ from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECO
 WINDOW_TIME_PATTERN = r"^([01]?[0-9]|2[0-3]):[0-5][0-9]$"
 
 
-def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, Any]:
-    """The maintenance window (``MaintenanceWindowGuardOperator``). The form refuses a time that is not HH:MM (a
+def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", tz: str = "UTC") -> dict[str, Param]:
+    """The maintenance window (``KafkaMaintenanceWindowGuardOperator``). The form refuses a time that is not HH:MM (a
     UTC offset such as 02:00+02:00 among them); the guard refuses the rest of what cannot be what was meant."""
     clock = "On the clock of the window's time zone, without a UTC offset (02:00, not 02:00+02:00 or 02:00Z)."
     return {
@@ -39,7 +40,7 @@ def window_params(days: str = "SAT", start: str = "02:00", end: str = "05:00", t
     }
 
 
-def controller_params(description: str = "") -> dict[str, Any]:
+def controller_params(description: str = "") -> dict[str, Param]:
     """The application's controller: a *name* from the deployment's registry (``[kip848] controllers``, see
     ``controllers.registry``) and the arguments it declares for a run. Never code: a module path, an unknown
     name or an undeclared argument is refused by the first task, before the lock and before anything runs."""
@@ -55,7 +56,7 @@ def controller_params(description: str = "") -> dict[str, Any]:
     }
 
 
-def downtime_params() -> dict[str, Any]:
+def downtime_params() -> dict[str, Param]:
     """Stopping the application and emptying its group: the controller (a registry name, see
     :func:`controller_params`), when members left behind are forced out, how long Empty must last."""
     return {
@@ -73,7 +74,7 @@ def downtime_params() -> dict[str, Any]:
     }
 
 
-def carried_consumer_params() -> dict[str, Any]:
+def carried_consumer_params() -> dict[str, Param]:
     """The consumer group's session timeout and heartbeat interval a migration to the consumer protocol sets
     (which ignores the client's own): empty carries over (``runbook_steps.carried_settings``)."""
     return {
@@ -89,7 +90,7 @@ def carried_consumer_params() -> dict[str, Any]:
     }
 
 
-def artifact_params() -> dict[str, Any]:
+def artifact_params() -> dict[str, Param]:
     """Where a run writes its snapshots and its report (``changecontrol.artifacts``)."""
     return {
         "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
@@ -101,7 +102,7 @@ def artifact_params() -> dict[str, Any]:
     }
 
 
-def validation_params() -> dict[str, Any]:
+def validation_params() -> dict[str, Param]:
     """The PySpark validation (``KafkaValidationOperator``)."""
     return {
         "validate_with_spark": Param(True, type="boolean", title="Run the PySpark validation"),
@@ -109,7 +110,7 @@ def validation_params() -> dict[str, Any]:
     }
 
 
-def lag_params(what: str = "before validating") -> dict[str, Any]:
+def lag_params(what: str = "before validating") -> dict[str, Param]:
     """The lag wait's rules (``KafkaGroupLagSensor``, the fleet's moves; kafka/rules/lag.py): on a live application
     the lag is never 0, so "caught up" is the lag before the change (the run's offsets snapshot) plus a margin, or
     a lag that stops growing while the group commits; ``max_lag`` only as an explicit override."""
@@ -135,14 +136,23 @@ def lag_params(what: str = "before validating") -> dict[str, Any]:
     }
 
 
-def lag_settings(max_lag: Any, fraction: Any, records: Any, window: Any) -> dict[str, Any]:
+class LagSettings(TypedDict):
+    """The lag Params, parsed (:class:`~airflow_provider_kip848.engine.move.MoveSettings`'s lag fields)."""
+
+    max_lag: int | None
+    lag_margin_fraction: float
+    lag_margin_records: int
+    lag_window_seconds: float
+
+
+def lag_settings(max_lag: object, fraction: object, records: object, window: object) -> LagSettings:
     """Rendered lag Params as :class:`~airflow_provider_kip848.engine.move.MoveSettings` takes them (``max_lag``
     None: no override); a value that is not a number raises :class:`InvalidArgument`, naming the Param."""
     override = parse_number(max_lag, "max_lag", integer=True, optional=True)
-    return {"max_lag": None if override is None else int(override),
-            "lag_margin_fraction": float(parse_number(fraction, "lag_margin_fraction") or 0.0),
-            "lag_margin_records": int(parse_number(records, "lag_margin_records", integer=True) or 0),
-            "lag_window_seconds": float(parse_number(window, "lag_window_seconds", minimum=1) or 0.0)}
+    return LagSettings(max_lag=None if override is None else int(override),
+                       lag_margin_fraction=float(parse_number(fraction, "lag_margin_fraction") or 0.0),
+                       lag_margin_records=int(parse_number(records, "lag_margin_records", integer=True) or 0),
+                       lag_window_seconds=float(parse_number(window, "lag_window_seconds", minimum=1) or 0.0))
 
 
 def lag_wait_args() -> dict[str, str]:
@@ -151,7 +161,7 @@ def lag_wait_args() -> dict[str, str]:
             for name in ("max_lag", "lag_margin_fraction", "lag_margin_records", "lag_window_seconds")}
 
 
-def lag_plan_line(params: dict[str, Any], *, baseline: bool = True) -> str:
+def lag_plan_line(params: Mapping[str, object], *, baseline: bool = True) -> str:
     """The plan's step for the lag wait, as the run will judge it (``baseline``: the DAG took a snapshot first)."""
     if params.get("max_lag") is not None:
         return f"wait until total lag <= {params['max_lag']} (max_lag, the absolute override)"

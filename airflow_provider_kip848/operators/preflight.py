@@ -1,9 +1,10 @@
-"""``MigrationPreflightOperator``: refuse a migration that would fail, before anything changes."""
+"""``KafkaMigrationPreflightOperator``: refuse a migration that would fail, before anything changes."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
@@ -20,7 +21,7 @@ from airflow_provider_kip848.operators.base import (
 LOWERING_MODES = ("downgrade_feature", "disable_feature")
 
 
-class MigrationPreflightOperator(KafkaAdminBaseOperator):
+class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Check the cluster and the group for one migration mode and fail on any hard failure.
 
     Modes: ``classic_to_consumer`` (online KIP-848 upgrade), ``consumer_to_classic``
@@ -54,7 +55,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
                  rollback: str | None = None, source_topics: list[str] | str | None = None,
-                 fail_on_warn: bool = False, **kwargs: Any) -> None:
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", tuple(MODES))
         self.mode, self.group_id = mode, group_id
@@ -69,7 +70,7 @@ class MigrationPreflightOperator(KafkaAdminBaseOperator):
         self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
         topics = topic_list(self.source_topics, "source_topics")
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,

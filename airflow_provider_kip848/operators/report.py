@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow.sdk import task
+from airflow.sdk import XComArg, task
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_kip848.changecontrol import report as run_reports
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -34,7 +35,7 @@ OutcomeRule = Callable[[dict[str, Any], dict[str, Any], dict[str, Any] | None], 
 PREFLIGHT: tuple[str, str] = ("preflight", "report")
 
 
-def pull(ti: Any, spec: Pull) -> Any:
+def pull(ti: RuntimeTaskInstanceProtocol, spec: Pull) -> Any:  # Any: an XCom value, any JSON
     """What ``spec`` names, from the run's XComs."""
     if isinstance(spec, str):
         return ti.xcom_pull(task_ids=spec)
@@ -44,7 +45,8 @@ def pull(ti: Any, spec: Pull) -> Any:
 
 
 def downtime_rule(*, done: str, way_back_task: str, deadline_tasks: tuple[str, ...],
-                  nothing_to_do: Callable[[dict[str, Any]], bool] | None = None) -> OutcomeRule:
+                  nothing_to_do: Callable[[dict[str, Any]], bool] | None = None,  # Any: the plan, JSON
+                  ) -> OutcomeRule:
     """The outcome of a downtime DAG (:func:`~airflow_provider_kip848.changecontrol.report.downtime_outcome`):
     the new application missing one of ``deadline_tasks`` is what the way back is for, not a failure once
     ``way_back_task`` succeeded. ``nothing_to_do(plan)``: default the plan's own ``nothing_to_do``."""
@@ -79,7 +81,8 @@ def rollout_rule(*, done: str, way_back_task: str, back_task: str, deadline_task
     return rule
 
 
-def output_written(context: dict[str, Any], before_task: str = "capture_output_before",
+def output_written(context: Mapping[str, Any],  # Any: the @task's keyword context
+                   before_task: str = "capture_output_before",
                    after_task: str = "capture_output_after") -> int | None:
     """Records the application wrote to its output topic between the two captures (None: not captured)."""
     ti = context["ti"]
@@ -89,7 +92,8 @@ def output_written(context: dict[str, Any], before_task: str = "capture_output_b
     return sum(v["log_end"] - before.get(k, {}).get("log_end", 0) for k, v in after.items())
 
 
-def group_after(params: dict[str, Any], group_param: str, *, members: bool = True) -> dict[str, Any]:
+def group_after(params: Mapping[str, Any], group_param: str, *,
+                members: bool = True) -> dict[str, Any]:  # Any: the run's params in, the group as JSON out
     """The group as the cluster shows it when the report is written (an error says why, never a guess)."""
     try:
         with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
@@ -136,7 +140,8 @@ class RunReport:
     metrics: bool = True
     validation_task: str | None = "validate"
 
-    def build(self, params: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    def build(self, params: dict[str, Any], context: dict[str, Any],
+              ) -> dict[str, Any]:  # Any: the @task's params and context in, the report (JSON) out
         """Judge, gather, measure, write, release the lock; the task's return value (fails a failing outcome)."""
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids="make_plan")
@@ -172,7 +177,7 @@ class RunReport:
                                   fail_outcomes=self.fail_outcomes(params))
 
 
-def report_task(spec: RunReport, *, task_id: str = "report") -> Any:
+def report_task(spec: RunReport, *, task_id: str = "report") -> XComArg:
     """The DAG's report task (``trigger_rule="all_done"``: it runs however the run went), with the "Report"
     extra link to the run's report page."""
 

@@ -13,17 +13,20 @@ The provider registers the class in its provider info (``extra-links``); the rep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-from airflow.sdk import BaseOperatorLink
+from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.configuration import conf
+from airflow.sdk.definitions.xcom_arg import PlainXComArg, XComArg
 
 from airflow_provider_kip848.changecontrol.run_artifacts import report_page_path
 
 if TYPE_CHECKING:
-    from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
+
+#: an operator, or the XComArg a ``@task`` call returns; :func:`with_report_link` hands back what it was given
+OperatorOrXComArg = TypeVar("OperatorOrXComArg", BaseOperator, XComArg)
 
 
 def ui_base_path() -> str:
@@ -41,10 +44,14 @@ class ReportLink(BaseOperatorLink):
         return ui_base_path().rstrip("/") + report_page_path(ti_key.dag_id, ti_key.run_id)
 
 
-def with_report_link(task: Any) -> Any:
+def with_report_link(task: OperatorOrXComArg) -> OperatorOrXComArg:
     """``task`` (an operator, or the XComArg a ``@task`` call returns) with the "Report" extra link."""
-    operator = getattr(task, "operator", task)
-    operator.operator_extra_links = (*operator.operator_extra_links, ReportLink())
+    if isinstance(task, BaseOperator):
+        task.operator_extra_links = (*task.operator_extra_links, ReportLink())
+    elif isinstance(task, PlainXComArg):  # a @task call's result: the link goes on its operator
+        task.operator.operator_extra_links = (*task.operator.operator_extra_links, ReportLink())
+    else:
+        raise TypeError(f"with_report_link takes an operator or a @task call's result, not {type(task).__name__}")
     return task
 
 

@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 
 
-def refuse_unknown_keys(conf: Mapping[str, Any] | None, declared: Iterable[str], *, dag_id: str = "") -> None:
+def refuse_unknown_keys(conf: Mapping[str, object] | None, declared: Iterable[str], *, dag_id: str = "") -> None:
     """:class:`InvalidArgument` naming each key of ``conf`` that is not in ``declared``, with the closest Param."""
     names = sorted(declared)
     unknown = sorted(str(k) for k in (conf or {}) if k not in names)
@@ -39,7 +39,7 @@ def refuse_unknown_keys(conf: Mapping[str, Any] | None, declared: Iterable[str],
         remedy=f"Trigger the run again with the DAG's Param names (the trigger form lists them: {', '.join(names)}).")
 
 
-def check_run_conf(context: Mapping[str, Any]) -> None:
+def check_run_conf(context: Mapping[str, Any]) -> None:  # Any: a task's Context, or a @task's keyword context
     """Fail the task (no retry) when the run's conf has a key the DAG's Params do not declare. A DAG that
     declares no Params takes free-form conf and is not checked."""
     dag = context.get("dag")

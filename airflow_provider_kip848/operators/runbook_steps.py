@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk import task
+from airflow.sdk import XComArg, task
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.plan import Change
@@ -135,8 +135,10 @@ def diagnose_streams(params: dict) -> dict:
     return found
 
 
-def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: Any, out_after: Any, *,
-                        kafka_conn_id: str, output_dir: str, title: str, task_id: str = "validate") -> tuple[Any, Any]:
+def consumer_validation(snapshot_before: Any, snapshot_after: Any, out_before: Any, out_after: Any,  # Any: XComArgs
+                        *,
+                        kafka_conn_id: str, output_dir: str, title: str,
+                        task_id: str = "validate") -> tuple[XComArg, KafkaValidationOperator]:
     """``validation_spec`` (offsets preserved, lag, and the output's continuity when there is an output topic)
     -> ``spark_enabled`` (the ``validate_with_spark`` Param) -> the validation, ``task_id``; returns (spec task,
     validation task) for the DAG to wire after its last snapshot and before its report."""

@@ -55,7 +55,8 @@ def _run_type(context: Mapping[str, Any]) -> str:
     return str(getattr(run_type, "value", run_type) or "manual")
 
 
-def check_unattended_run(context: Mapping[str, Any], *, example_params: Mapping[str, object] | None = None) -> None:
+def check_unattended_run(context: Mapping[str, Any],  # Any: a task's Context, or a @task's keyword context
+                         *, example_params: Mapping[str, object] | None = None) -> None:
     """Fail the task (no retry) when the run is not manual and would act with a controller the deployment did not
     configure or on the example's application (``example_params``); see
     :func:`~airflow_provider_kip848.changecontrol.schedule.refuse_unattended_run`."""

@@ -1,4 +1,4 @@
-"""``StreamsTopologyCheckOperator``: a Streams application's topics checked against its topology, before the stop.
+"""``KafkaStreamsTopologyCheckOperator``: a Streams application's topics checked against its topology, before the stop.
 
 The streams group validates the topology on the broker only once the
 application runs on ``group.protocol=streams``: a missing source or internal
@@ -12,8 +12,9 @@ derived from the description and what it cannot tell).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.arguments import parse_flag
@@ -22,7 +23,28 @@ from airflow_provider_kip848.kafka.rules.topology import check_topology, needed_
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
 
 
-class StreamsTopologyCheckOperator(KafkaAdminBaseOperator):
+class TopologyCheck(TypedDict):
+    """One check of :func:`~airflow_provider_kip848.kafka.rules.topology.check_topology`, as the XCom shows it."""
+
+    name: str
+    status: str
+    evidence: str
+    remedy: str
+
+
+class TopologyCheckResult(TypedDict):
+    """What :class:`KafkaStreamsTopologyCheckOperator` returns (and pushes as ``report`` before failing)."""
+
+    application_id: str
+    topology_source: str | None  #: ``topology`` (the Param) or ``controller``; None: no topology, not checked
+    passed: bool
+    failures: list[str]
+    warnings: list[str]
+    checks: list[TopologyCheck]
+    topics: dict[str, int | None]  #: each needed topic's partition count (None: it does not exist)
+
+
+class KafkaStreamsTopologyCheckOperator(KafkaAdminBaseOperator[TopologyCheckResult]):
     """Check the cluster's topics against a Kafka Streams application's topology; fail on any hard failure.
 
     :param application_id: the application's ``application.id`` (its internal topics carry it as a prefix).
@@ -42,8 +64,8 @@ class StreamsTopologyCheckOperator(KafkaAdminBaseOperator):
     supported_backends = ("native",)
 
     def __init__(self, *, application_id: str, topology: str | None = None,
-                 controller_result: Mapping[str, Any] | str | None = None, fail_on_warn: bool = False,
-                 **kwargs: Any) -> None:
+                 controller_result: Mapping[str, Any] | str | None = None,  # Any: the controller task's XCom
+                 fail_on_warn: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_group_id_arg(application_id)
         check_flag_arg(fail_on_warn, "fail_on_warn")
@@ -60,7 +82,7 @@ class StreamsTopologyCheckOperator(KafkaAdminBaseOperator):
             return reported["description"], str(reported.get("source") or "the controller")
         return None, ""
 
-    def run(self, context: Any) -> dict:
+    def run(self, context: Context) -> TopologyCheckResult:
         check_group_id_arg(self.application_id)
         text, source = self._given()
         topology = parse_topology(text, source) if text is not None else None  # bad text: refused, named
@@ -75,12 +97,12 @@ class StreamsTopologyCheckOperator(KafkaAdminBaseOperator):
                 self.log.info("    -> %s", c.remedy)
         failed = [c for c in checks if c.status == FAIL or (c.status == WARN and parse_flag(self.fail_on_warn,
                                                                                               "fail_on_warn"))]
-        result = {"application_id": self.application_id, "topology_source": source or None, "passed": not failed,
-                  "failures": [c.name for c in checks if c.status == FAIL],
-                  "warnings": [c.name for c in checks if c.status == WARN],
-                  "checks": [{"name": c.name, "status": c.status, "evidence": c.evidence, "remedy": c.remedy}
-                             for c in checks],
-                  "topics": partitions}
+        result = TopologyCheckResult(
+            application_id=self.application_id, topology_source=source or None, passed=not failed,
+            failures=[c.name for c in checks if c.status == FAIL],
+            warnings=[c.name for c in checks if c.status == WARN],
+            checks=[TopologyCheck(name=c.name, status=c.status, evidence=c.evidence, remedy=c.remedy) for c in checks],
+            topics=partitions)
         if failed:
             context["ti"].xcom_push(key="report", value=result)
             raise AirflowFailException(f"Topology of {self.application_id} refused: " + "; ".join(

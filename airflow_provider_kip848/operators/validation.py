@@ -1,6 +1,6 @@
 """PySpark validation from a DAG: in-process (local Spark) or with spark-submit on a cluster.
 
-``TopicOffsetsOperator`` captures a topic's log start/end offsets (the fixed
+``KafkaTopicOffsetsOperator`` captures a topic's log start/end offsets (the fixed
 ranges a later validation reads); ``KafkaValidationOperator`` runs the checks
 of :mod:`airflow_provider_kip848.spark.job` and fails the task when a check
 fails. :func:`validation_spark_submit_operator` builds the Spark provider's
@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS
@@ -30,8 +31,9 @@ from airflow_provider_kip848.spark.submit import package_zip, submit_command
 RUN_MODES = ("local", "spark-submit")
 
 
-def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_before: dict[str, Any],
-                              output_after: dict[str, Any], *, max_lag: int | None, output_topic: str | None,
+def consumer_migration_checks(before_snapshot: str, after_snapshot: str,
+                              output_before: dict[str, Any], output_after: dict[str, Any],  # Any: captures, JSON
+                              *, max_lag: int | None, output_topic: str | None,
                               id_source: str = "key", allowed_duplicates: int = 0,
                               margin_fraction: float = MARGIN_FRACTION,
                               margin_records: int = MARGIN_RECORDS) -> dict[str, Any]:
@@ -52,17 +54,17 @@ def consumer_migration_checks(before_snapshot: str, after_snapshot: str, output_
     return spec
 
 
-class TopicOffsetsOperator(KafkaAdminBaseOperator):
+class KafkaTopicOffsetsOperator(KafkaAdminBaseOperator[dict[str, dict[str, int]]]):
     """Log start and end offsets of every partition of ``topics``: ``{"topic:partition": {log_start, log_end}}``."""
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "topics")
     supported_backends = ("native",)
 
-    def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:
+    def __init__(self, *, topics: list[str] | str, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         self.topics = topics
 
-    def run(self, context: Any) -> dict[str, dict[str, int]]:
+    def run(self, context: Context) -> dict[str, dict[str, int]]:
         topics = [self.topics] if isinstance(self.topics, str) else list(self.topics)
         offsets = self.native_hook.topic_offsets(topics)
         result = {str(tp): {"log_start": start, "log_end": end} for tp, (start, end) in offsets.items()}
@@ -70,7 +72,7 @@ class TopicOffsetsOperator(KafkaAdminBaseOperator):
         return result
 
 
-class KafkaValidationOperator(KafkaAdminBaseOperator):
+class KafkaValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Run validation checks on real Kafka data with PySpark and fail the task if any check fails.
 
     :param checks: the spec sections of :mod:`airflow_provider_kip848.spark.job` (``offsets_preserved``,
@@ -89,23 +91,24 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
     ui_color = "#fce8e6"
     supported_backends = ("native",)
 
-    def __init__(self, *, checks: dict[str, Any], output_dir: str, reader: str = "connector",
+    def __init__(self, *, checks: dict[str, Any] | str,  # Any: the validation spec (JSON), or its template
+                 output_dir: str, reader: str = "connector",
                  run_mode: str = "local", master: str = "local[2]", title: str = "Kafka migration validation",
-                 fail_on_failure: bool = True, **kwargs: Any) -> None:
+                 fail_on_failure: bool = True, **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if run_mode not in RUN_MODES and "{{" not in run_mode:
             raise ValueError(f"run_mode must be one of {RUN_MODES}")
         self.checks, self.output_dir, self.reader = checks, output_dir, reader
         self.run_mode, self.master, self.title, self.fail_on_failure = run_mode, master, title, fail_on_failure
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> dict[str, Any]:  # Any: the validation job's spec, JSON
         settings = self.native_hook.settings
         security = {k: getattr(settings, k) for k in settings.__dataclass_fields__ if k != "bootstrap_servers"}
         checks = self.checks if isinstance(self.checks, dict) else json.loads(self.checks)
         return {"title": self.title, "bootstrap_servers": settings.bootstrap_servers, "security": security,
                 "reader": self.reader, "output_dir": self.output_dir, **checks}
 
-    def run(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         if self.run_mode not in RUN_MODES:
             raise AirflowFailException(f"run_mode must be one of {RUN_MODES}, not {self.run_mode!r}")
         spec = self.spec()
@@ -152,7 +155,7 @@ class KafkaValidationOperator(KafkaAdminBaseOperator):
 
 
 def validation_spark_submit_operator(*, task_id: str, spec_path: str, py_files: str, reader: str = "connector",
-                                     conn_id: str = "spark_default", **kwargs: Any):
+                                     conn_id: str = "spark_default", **kwargs: Any):  # Any: passed to BaseOperator
     """The Spark provider's ``SparkSubmitOperator`` for the validation job (``pip install
     airflow-provider-kip848[spark-submit]``). ``spec_path`` must be readable where the driver runs and
     ``py_files`` is a zip of this package (:func:`airflow_provider_kip848.spark.submit.package_zip`)."""

@@ -43,7 +43,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
@@ -59,7 +59,7 @@ from airflow_provider_kip848.spark.submit import (
     spark_submit_executable,
     stage_wave,
 )
-from airflow_provider_kip848.triggers.spark import SparkStandaloneDriverTrigger
+from airflow_provider_kip848.triggers.spark import SparkDriverEvent, SparkStandaloneDriverTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -70,7 +70,7 @@ XCOM_KEY = "wave_verdicts"
 BASE_CONF = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
 
 
-class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
+class KafkaWaveValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """Validate ``groups`` (a wave) in one Spark application and return each group's verdict and the wave's.
 
     :param groups: the wave's groups, as the wave spec lists them (templated): ``[{group_id, app?,
@@ -100,10 +100,12 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
     ui_color = "#fce8e6"
     supported_backends = ("native",)
 
-    def __init__(self, *, groups: Any, output_dir: str, mode: str = "local", spark_conn_id: str = "spark_default",
+    def __init__(self, *, groups: list[dict[str, object]] | str, output_dir: str, mode: str = "local",
+                 spark_conn_id: str = "spark_default",
                  reader: str = "connector", title: str = "Kafka wave validation", conf: dict[str, str] | None = None,
                  env_vars: dict[str, str] | None = None, runner_jar: str | None = None, poll_interval: float = 5.0,
-                 timeout_minutes: float = 60.0, fail_on_failure: bool = True, **kwargs: Any) -> None:
+                 timeout_minutes: float = 60.0, fail_on_failure: bool = True,
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", MODES)
         check_choice_arg(reader, "reader", wave.READERS)
@@ -143,7 +145,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
 
     # -- run ------------------------------------------------------------------------------------------
 
-    def run(self, context: Any) -> dict[str, Any]:
+    def run(self, context: Context) -> dict[str, object]:
         check_choice_arg(self.mode, "mode", MODES)
         spec = self.build_spec()
         group_ids = [g.group_id for g in spec.groups]
@@ -159,7 +161,7 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
             return self._run_client(context, spec, group_ids)
         return self._submit_cluster(spec, group_ids)
 
-    def _run_client(self, context: Any, spec: wave.WaveSpec, group_ids: list[str]) -> dict[str, Any]:
+    def _run_client(self, context: Context, spec: wave.WaveSpec, group_ids: list[str]) -> dict[str, Any]:
         staged = stage_wave(spec.to_dict(), self.output_dir)
         env = self._env()
         if shutil.which("spark-submit", path=env.get("PATH") or os.environ.get("PATH")) is None:
@@ -214,15 +216,15 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
         )
         raise AssertionError("unreachable: defer() raises")  # pragma: no cover
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: SparkDriverEvent) -> dict[str, object]:
         """The driver ended (or the wait did): read its report on FINISHED, else unknown with the state."""
-        carry = event.get("carry") or {}
+        carry = event["carry"]
         staged = StagedWave.from_dict(carry["staged"])
         group_ids = list(carry["group_ids"])
-        sid, status, state = event.get("submission_id"), event.get("status"), event.get("driver_state")
+        sid, status, state = event["submission_id"], event["status"], event["driver_state"]
         staged.remove_spec()
         if status == "finished":
-            self.log.info("Driver %s FINISHED after %s poll(s).", sid, event.get("polls"))
+            self.log.info("Driver %s FINISHED after %s poll(s).", sid, event["polls"])
             return self._read(context, staged, group_ids)
         if status == "timeout":
             try:
@@ -246,19 +248,19 @@ class KafkaWaveValidationOperator(KafkaAdminBaseOperator):
 
     # -- the result -----------------------------------------------------------------------------------
 
-    def _read(self, context: Any, staged: StagedWave, group_ids: list[str]) -> dict[str, Any]:
+    def _read(self, context: Context, staged: StagedWave, group_ids: list[str]) -> dict[str, Any]:
         report, reason = wave.read_report(staged.report)
         if report is not None:
             report = {**report, "files": {"json": str(staged.report),
                                           "html": str(staged.output_dir / "validation.html")}}
         return self._finish(context, wave.outcome(group_ids, report, reason=reason))
 
-    def _push(self, context: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def _push(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
         result = {**result, "mode": self.mode}
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
         return result
 
-    def _finish(self, context: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def _finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
         result = self._push(context, result)
         for group_id, g in result["groups"].items():
             self.log.info("[%s] %s %s", g["verdict"].upper(), group_id, g.get("detail") or "")

@@ -1,4 +1,4 @@
-"""``MaintenanceWindowGuardOperator``: a change with downtime runs only inside its maintenance window.
+"""``KafkaMaintenanceWindowGuardOperator``: a change with downtime runs only inside its maintenance window.
 
 The first task of every DAG that stops an application. A manual trigger (or
 a fleet wave) outside the window fails here, before the lock, the plan or any
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, Context
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -34,7 +34,7 @@ def configured_max_window_hours() -> float:
     return max_window_hours(conf.get(MAX_WINDOW_SECTION, MAX_WINDOW_OPTION, fallback=None))
 
 
-class MaintenanceWindowGuardOperator(BaseOperator):
+class KafkaMaintenanceWindowGuardOperator(BaseOperator):
     """Fail (no retry) unless now is inside the window; returns ``{window, understood, max_hours, checked_at}``.
 
     :param window_days: ``MON..SUN``, comma-separated, ranges (``THU-FRI``) expanded (templated, like the
@@ -51,7 +51,7 @@ class MaintenanceWindowGuardOperator(BaseOperator):
     template_fields = ("window_days", "window_start", "window_end", "window_tz")
     ui_color = "#fff4d6"
 
-    def __init__(self, *, window_days: str = "{{ params.window_days }}",
+    def __init__(self, *, window_days: str = "{{ params.window_days }}",  # Any: passed to BaseOperator
                  window_start: str = "{{ params.window_start }}", window_end: str = "{{ params.window_end }}",
                  window_tz: str = "{{ params.window_tz }}", example_params: Mapping[str, object] | None = None,
                  **kwargs: Any) -> None:
@@ -60,7 +60,7 @@ class MaintenanceWindowGuardOperator(BaseOperator):
         self.window_days, self.window_start, self.window_end = window_days, window_start, window_end
         self.window_tz = window_tz
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, object]:
         check_run_conf(context)  # the first task: a conf key no Param declares fails the run here
         # a run nobody triggered (the deployment's schedule): only with a configured controller, never the example
         check_unattended_run(context, example_params=self.example_params)

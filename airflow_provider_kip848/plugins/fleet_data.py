@@ -90,7 +90,8 @@ def _matches(row: Mapping[str, Any], key: str, value: str) -> bool:
 
 
 def filter_groups(rows: list[dict[str, Any]], filters: Mapping[str, str],
-                  ownership_error: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+                  ownership_error: str | None = None,
+                  ) -> tuple[list[dict[str, Any]], str | None]:  # Any: the page's rows, JSON for the template
     """(the rows every filter matches, why there are none: the filters that match no group alone, or that
     no group matches them all together; None when some row is shown or nothing is filtered)."""
     shown = [r for r in rows if all(_matches(r, k, v) for k, v in filters.items())]
@@ -115,7 +116,7 @@ def filter_query(filters: Mapping[str, str], **extra: str | None) -> str:
 # -- the summary (pure) -------------------------------------------------------------------------
 
 
-def group_links(entry: InventoryEntry, ui_base: str = "/") -> dict[str, Any]:
+def group_links(entry: InventoryEntry, ui_base: str = "/") -> dict[str, object]:
     """The pages of one group: the UI's DAG runs whose conf names it (the single-group DAGs), the runs of the
     fleet migration DAG whose plan moves it (the fleet runs page: their conf names applications, not groups),
     and the DAG of each migration its verdicts allow."""
@@ -157,7 +158,7 @@ def _group_row(entry: InventoryEntry, ui_base: str, owner: GroupOwner | None) ->
 def fleet_summary(inventory: GroupInventory, conn_id: str, ui_base: str = "/", *,
                   ownership: OwnershipMap | None = None, ownership_variable: str = DEFAULT_OWNERSHIP_VARIABLE,
                   ownership_error: str | None = None, filters: Mapping[str, str] | None = None,
-                  active_runs: int | None = None) -> dict[str, Any]:
+                  active_runs: int | None = None) -> dict[str, Any]:  # Any: the page's JSON (template and /json)
     """What the page shows, as plain JSON: counts by type, state and readiness, and one row per group (with its
     owner from ``ownership``; None: not read, ``ownership_error`` says why, every owner ``unknown``) that the
     ``filters`` (:func:`check_filters`) keep. ``ui_base``: the Airflow UI's base path, for the links.
@@ -211,7 +212,7 @@ def fleet_summary(inventory: GroupInventory, conn_id: str, ui_base: str = "/", *
     }
 
 
-def error_summary(conn_id: str, exc: BaseException) -> dict[str, Any]:
+def error_summary(conn_id: str, exc: BaseException) -> dict[str, Any]:  # Any: the page's JSON, as fleet_summary
     """What the page shows when there is no inventory: the error, never an empty fleet."""
     return {"conn_id": conn_id, "error": str(exc), "error_type": type(exc).__name__, "groups": None}
 
@@ -239,7 +240,7 @@ def group_ids_param(raw: str | None) -> list[str] | None:
 def read_fleet(conn_id: str, group_ids: Iterable[str] | None, timeout_s: float | None, ui_base: str, *,
                filters: Mapping[str, str | None] | None = None,
                ownership_variable: str = DEFAULT_OWNERSHIP_VARIABLE, may_read_ownership: bool = True,
-               active_runs: int | None = None) -> tuple[int, dict[str, Any]]:
+               active_runs: int | None = None) -> tuple[int, dict[str, Any]]:  # Any: the page's JSON
     """(HTTP status, summary) of the cluster behind ``conn_id``: 200, 404 (no such connection), 400 (bad
     input) or 502 (the cluster did not answer) with the error. The owners are read from the Variable
     ``ownership_variable`` unless the user may not read it (``may_read_ownership``: then they are unknown, and

@@ -124,7 +124,8 @@ def _result_dict(result: ApplicationResult) -> dict[str, Any]:
             "duration_s": result.duration_s, "steps": len(result.steps),
             "failed_steps": [s.step for s in result.steps if s.ok is False]}
 
-def move_step(app: str, ti: TaskFact | None, raw: Any, finished: bool) -> dict[str, Any] | None:
+def move_step(app: str, ti: TaskFact | None, raw: Any,  # Any: an XCom value, checked by MoveProgress.from_dict
+              finished: bool) -> dict[str, Any] | None:
     """Where an application's move stands while its task runs (None: it has not started, or it finished: its
     result says the rest), from the ``fleet_progress`` the task records after every step. ``step`` None with
     ``label`` unknown when it cannot be read (not recorded yet, unreadable, another application's)."""
@@ -321,7 +322,7 @@ def _plan_part(run: RunFacts, ui_base: str) -> dict[str, Any]:
             "waves": waves, "progress": _progress(waves)}
 
 
-def run_summary(run: RunFacts, ui_base: str = "/") -> dict[str, Any]:
+def run_summary(run: RunFacts, ui_base: str = "/") -> dict[str, Any]:  # Any: the runs page's JSON
     """One run as the page shows it: its state and times, its plan's waves with their status, and per
     application (and its groups) the mapped task instance's state, its result and its rollback."""
     plan_ti, report_ti = run.task(PLAN_TASK), run.task(REPORT_TASK)
@@ -344,7 +345,8 @@ def report_url(ui_base: str, dag_id: str, run_id: str) -> str:
 
 
 def runs_summary(dag_id: str, dag_exists: bool, runs: Iterable[RunFacts], ui_base: str = "/",
-                 limit: int | None = None, run_id: str | None = None, group_id: str | None = None) -> dict[str, Any]:
+                 limit: int | None = None, run_id: str | None = None,
+                 group_id: str | None = None) -> dict[str, Any]:  # Any: the runs page's JSON (template and /json)
     """What ``runs.json`` returns: the DAG, whether Airflow knows it, and its runs newest first (``group_id``:
     those whose plan moves that group). ``active``: some run is queued or running (the page refreshes)."""
     warnings = [] if dag_exists else [f"Airflow has no DAG {dag_id!r} (not deployed, or not parsed yet)."]

@@ -118,7 +118,8 @@ def _filter_options(summary: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
             ("state", sorted({_state(s.value) for s in GroupState}))]
 
 
-def render_page(summary: dict[str, Any], *, group_ids: str | None = None, refresh_seconds: int | None = None,
+def render_page(summary: dict[str, Any],  # Any: fleet_data.fleet_summary's JSON
+                *, group_ids: str | None = None, refresh_seconds: int | None = None,
                 ownership_variable: str = DEFAULT_OWNERSHIP_VARIABLE) -> str:
     """The fleet page for a :func:`~.fleet_data.fleet_summary` (or an :func:`~.fleet_data.error_summary`: the
     error banner only). ``group_ids``, ``ownership_variable``: the page's own parameters, kept by its forms."""
@@ -133,7 +134,7 @@ def render_page(summary: dict[str, Any], *, group_ids: str | None = None, refres
                                            ownership_variable=variable))
 
 
-def render_runs_page(summary: dict[str, Any], *, refresh_seconds: int | None = None) -> str:
+def render_runs_page(summary: dict[str, Any], *, refresh_seconds: int | None = None) -> str:  # Any: runs JSON
     """The fleet runs page for a :func:`~.fleet_runs.runs_summary` (or an error: the banner only)."""
     return render("fleet_runs.html", refresh_seconds=refresh_seconds, summary=summary, current="runs",
                   limit=DEFAULT_RUNS, max_runs=MAX_RUNS)
@@ -141,7 +142,7 @@ def render_runs_page(summary: dict[str, Any], *, refresh_seconds: int | None = N
 
 # -- the app ------------------------------------------------------------------------------------
 
-async def authorized_user(user: Annotated[Any, Depends(signed_in_user)],
+async def authorized_user(user: Annotated[Any, Depends(signed_in_user)],  # Any: FastAPI reads it at runtime
                           conn_id: Annotated[str, Query()] = DEFAULT_CONN_ID) -> BaseUser:
     """The signed-in user (the REST API's own check: bearer token or the UI's cookie), allowed to read
     ``conn_id``; 401 without a valid token, 403 without the permission."""
@@ -157,7 +158,7 @@ async def authorized_user(user: Annotated[Any, Depends(signed_in_user)],
     return user
 
 
-async def authorized_dag_reader(user: Annotated[Any, Depends(signed_in_user)],
+async def authorized_dag_reader(user: Annotated[Any, Depends(signed_in_user)],  # Any: as authorized_user
                                 dag_id: Annotated[str, Query()] = FLEET_DAG_ID) -> BaseUser:
     """The signed-in user, allowed to read ``dag_id``'s runs, task instances and XComs (``is_authorized_dag(GET)``
     for each, with the DAG's team, as the REST API checks them: :func:`~.auth.require_dag_reader`); 401 without
@@ -172,7 +173,7 @@ def _ui_base(request: Request) -> str:
     return root.removesuffix(URL_PREFIX).rstrip("/") + "/"
 
 
-def may_read_variable(user: Any, key: str) -> bool:
+def may_read_variable(user: BaseUser, key: str) -> bool:
     """Whether ``user`` may read the Airflow Variable ``key`` (``is_authorized_variable(GET)``, as the REST API
     checks it): the owners come from the ownership map's Variable."""
     from airflow.api_fastapi.app import get_auth_manager  # noqa: PLC0415 - see plugins/auth.py
@@ -192,7 +193,7 @@ def _active_runs() -> int | None:
 
 
 def read_fleet_runs(dag_id: str, limit: int, run_id: str | None, ui_base: str,
-                    group_id: str | None = None) -> tuple[int, dict[str, Any]]:
+                    group_id: str | None = None) -> tuple[int, dict[str, Any]]:  # Any: the runs page's JSON
     """(HTTP status, summary) of the latest runs of ``dag_id`` (``group_id``: those whose plan moves it): 200,
     or 503 with the error when the metadata DB could not be read."""
     from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - with the models, where a request is served

@@ -30,7 +30,8 @@ environment = Environment(
 )
 
 
-def render(template: str, /, *, refresh_seconds: int | None = None, **context: Any) -> str:
+def render(template: str, /, *, refresh_seconds: int | None = None,
+           **context: Any) -> str:  # Any: the template's values, any Jinja2 accepts
     """``template`` (a file under ``plugins/templates/``, extending ``base.html``) rendered with ``context``.
 
     ``refresh_seconds``: the page reloads itself every N seconds and shows "refreshing every N s"; pass it

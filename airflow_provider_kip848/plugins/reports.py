@@ -30,7 +30,7 @@ report tasks' "Report" extra link (``operators/report_link.py``) and the fleet r
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -157,7 +157,7 @@ def read_run(dag_id: str, run_id: str) -> RunFacts | None:
 # -- rules (pure) -------------------------------------------------------------------------------
 
 
-def listed_dag_ids(dag_filter: str | None, readable: Any) -> list[str]:
+def listed_dag_ids(dag_filter: str | None, readable: Callable[[str], bool]) -> list[str]:
     """The DAGs the list page reads: ``dag_filter`` alone when given (any DAG: a copy of a runbook under its own
     id too), else the provider's; only those ``readable(dag_id)`` allows."""
     candidates = [dag_filter] if dag_filter else list(PROVIDER_DAG_IDS)
@@ -206,7 +206,7 @@ def run_folder(run: RunFacts) -> ReportFolder | None:
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
-def render_markdown(text: str, file_url: Any) -> Markup:
+def render_markdown(text: str, file_url: Callable[[str], str]) -> Markup:
     """``text`` (a report's Markdown) as HTML; images and links naming a file of the report folder by its plain
     name (``downtime.svg``) point at ``file_url(name)``; other links keep markdown-it's own checks (no
     ``javascript:``)."""

@@ -183,7 +183,7 @@ class PlanWave:
         return sum(len(pending_groups(a)) for a in self.applications)
 
 
-def pending_groups(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def pending_groups(app: Mapping[str, Any]) -> list[Mapping[str, Any]]:  # Any: a plan's application, JSON
     """The groups the application's move migrates (the plan lists its migrated and held ones too)."""
     return [g for g in app["groups"] if g.get("status", "pending") == "pending"]
 
@@ -203,7 +203,7 @@ def _plan_wave(w: Any) -> PlanWave:
                      applications=tuple(w["applications"]))
 
 
-def parse_plan(value: Any) -> tuple[dict[str, Any], list[PlanWave]]:
+def parse_plan(value: object) -> tuple[dict[str, Any], list[PlanWave]]:  # Any: the plan as JSON
     """(the plan's dict, its waves) of the ``plan`` task's return value; InvalidArgument if it is not one."""
     if not isinstance(value, Mapping) or not isinstance(value.get("plan"), Mapping):
         raise InvalidArgument(f"the plan XCom has no 'plan' object: {str(value)[:200]!r}")
@@ -227,7 +227,7 @@ def count_active_runs(dag_ids: Iterable[str], states: Iterable[str] = ("queued",
             DagRun.dag_id.in_(list(dag_ids)), DagRun.state.in_(list(states)))) or 0)
 
 
-def plan_moves(value: Any, group_id: str) -> bool:
+def plan_moves(value: object, group_id: str) -> bool:
     """Whether the ``plan`` task's return value plans to move ``group_id`` (a pending group of an application
     of one of its waves); False for a plan that does not parse (the runs page shows it unreadable)."""
     try:

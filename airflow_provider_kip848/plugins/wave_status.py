@@ -57,7 +57,7 @@ NOT_RUN_STATES = frozenset({"skipped", "removed", "upstream_failed"})
 NO_STATUS, NOT_CREATED, NOT_MAPPED, UNKNOWN = "no status", "not created", "not mapped yet", "unknown"
 HASH_SHORT = 12
 
-def read_result(value: Any, kind: str) -> tuple[ApplicationResult | None, str | None]:
+def read_result(value: object, kind: str) -> tuple[ApplicationResult | None, str | None]:
     """(the result, None) or (None, why it could not be read); (None, None) when there is none."""
     if value is None:
         return None, None

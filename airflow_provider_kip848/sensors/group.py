@@ -18,9 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, NoReturn, TypedDict, TypeVar
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController, member_instance
@@ -52,9 +53,25 @@ from airflow_provider_kip848.kafka.rules.lag import (
     WINDOW_SECONDS,
     baseline_from_snapshot,
 )
-from airflow_provider_kip848.triggers.group import KafkaGroupConditionTrigger
+from airflow_provider_kip848.triggers.group import GroupConditionEvent, GroupWaitCarry, KafkaGroupConditionTrigger
 
 T = TypeVar("T")
+
+
+class GroupWaitResult(TypedDict):
+    """What a group wait returns (its XCom), the same in both modes (``mode`` says which ran)."""
+
+    group_id: str
+    condition: dict[str, object]  #: :meth:`GroupCondition.to_dict`
+    summary: str
+    detail: dict[str, object]  #: the condition's own facts (its shape is the condition kind's)
+    polls: int
+    mode: Literal["poke", "deferred"]
+    met_at: float  #: when it held (epoch s; deferred: the trigger's moment, before the task was resumed)
+    members_removed: list[str]  #: the forced-out members' instance (else member) ids
+    removed_members: list[dict[str, object]]  #: each removal as audited
+    notes: list[str]
+
 
 #: How often a poking Migrated wait asks the platform for instances that died while the broker side does not hold
 #: yet (a controller's status may be an API call: not every poke).
@@ -63,11 +80,30 @@ INSTANCE_CHECK_SECONDS = 5.0
 #: How long a coordinator may stay unavailable before a wait gives up on it (default).
 COORDINATOR_UNAVAILABLE_MINUTES = 5.0
 
+#: The provider's configuration option choosing the waits' mode when a DAG does not (``deferrable=None``).
+DEFAULT_DEFERRABLE_SECTION, DEFAULT_DEFERRABLE_OPTION = "kip848", "default_deferrable"
+
+
+def default_deferrable() -> bool:
+    """``[kip848] default_deferrable`` (unset: True), read when a sensor is built with ``deferrable=None``.
+
+    Why True: a wait of a migration lasts minutes (a liveness window, a lag drain), and deferred it holds no
+    worker slot; a deployment without a triggerer sets it to False. Why the provider's own section and not
+    ``[operators] default_deferrable``: Airflow's default there is False, which would make these waits poke in
+    every deployment that never set it. A value that is not clearly true or false fails the DAG's import (never
+    a silent default), with the project's strict flag parser.
+    """
+    value = conf.get(DEFAULT_DEFERRABLE_SECTION, DEFAULT_DEFERRABLE_OPTION, fallback=None)
+    if value is None or value == "":
+        return True
+    return parse_flag(value, f"[{DEFAULT_DEFERRABLE_SECTION}] {DEFAULT_DEFERRABLE_OPTION}")
+
 
 class KafkaGroupConditionSensor(BaseSensorOperator):
     """Wait until ``condition`` holds for ``group_id``.
 
-    :param deferrable: wait in the triggerer (no worker slot held) instead of poking.
+    :param deferrable: wait in the triggerer (no worker slot held) instead of poking; None (the default): the
+        deployment's ``[kip848] default_deferrable`` (unset: True). An explicit value wins.
     :param poll_interval: seconds between checks (also the poke interval).
     :param audit_log: where the audit record of a forced member removal goes (see ``operators.base``).
     :param remove_members_after: seconds after which remaining members are forced out with
@@ -91,15 +127,15 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self,
         *,
         group_id: str,
-        condition: GroupCondition | dict[str, Any],
+        condition: GroupCondition | dict[str, object],
         kafka_conn_id: str = DEFAULT_CONN_ID,
-        deferrable: bool = False,
+        deferrable: bool | None = None,
         poll_interval: float | str = 5.0,
         remove_members_after: float | str | None = None,
         timeout_minutes: float | str | None = None,
         coordinator_unavailable_minutes: float | str = COORDINATOR_UNAVAILABLE_MINUTES,
         audit_log: str | None = None,
-        **kwargs: Any,
+        **kwargs: Any,  # Any: BaseSensorOperator's own arguments (task_id, timeout, ...), passed through
     ) -> None:
         kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
         super().__init__(**kwargs)
@@ -115,7 +151,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.group_id = group_id
         self.condition = condition if isinstance(condition, GroupCondition) else GroupCondition.from_dict(condition)
         self.kafka_conn_id = kafka_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else parse_flag(deferrable, "deferrable")
         self.poll_interval = poll_interval
         self.remove_members_after = remove_members_after
         self.timeout_minutes = timeout_minutes
@@ -130,7 +166,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     # -- deferrable ----------------------------------------------------------
 
-    def _apply_templated(self, carried: dict[str, Any] | None = None) -> None:
+    def _apply_templated(self, carried: dict[str, object] | None = None) -> None:
         """Rendered templates arrive as text or numbers: make them the numbers the waits use. ``carried``: the
         condition a deferred wait took through the triggerer (resumed: it is not read from the broker again)."""
         try:
@@ -185,21 +221,21 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     def _unavailable_limit_s(self) -> float:
         return float(self.coordinator_unavailable_minutes) * 60
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> GroupWaitResult:
         started = time.time()
         self._apply_templated()
         if not self.deferrable:
             try:
-                return super().execute(context)
+                result: GroupWaitResult = super().execute(context)
+                return result
             except AirflowSensorTimeout as exc:  # say what was last seen, as the deferred wait's timeout does
                 raise AirflowSensorTimeout(
                     f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
                     f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
         self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
-        return None  # unreachable: defer() raises TaskDeferred
 
-    def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> None:
+    def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> NoReturn:
         timeout_at = started + float(self.timeout) if self.timeout else None
         remove_at = None
         if remove and self.remove_members_after is not None:
@@ -214,45 +250,48 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 remove_members_at=remove_at,
                 polls_before=polls,
                 unavailable_limit_s=self._unavailable_limit_s,
-                carry={"started": started, "wait": wait.to_dict(), "notes": notes,
-                       "condition": self.condition.to_dict()},
+                carry=GroupWaitCarry(started=started, wait=wait.to_dict(), notes=notes,
+                                     condition=self.condition.to_dict()),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None, **_: Any) -> dict[str, Any]:
-        event = event or {}
-        status = event.get("status")
-        carry = event.get("carry") or {}
+    def execute_complete(self, context: Context, event: GroupConditionEvent | None = None,
+                         **_: object) -> GroupWaitResult:
+        if event is None:  # a resume without the trigger's event cannot be judged: never guess
+            raise AirflowFailException(f"Waiting for group {self.group_id} failed: resumed without the trigger's "
+                                       "event.")
+        carry = event["carry"]
         self._apply_templated(carried=carry.get("condition"))
         started = carry.get("started")
         wait = WaitState.from_dict(carry.get("wait"))
         notes = list(carry.get("notes") or [])
-        if status == "met":
-            self.log.info("Group %s: %s after %s poll(s).", self.group_id, event.get("summary"), event.get("polls"))
-            again = self._on_met(context, event.get("detail") or {}, wait, notes)
+        if event["status"] == "met":
+            self.log.info("Group %s: %s after %s poll(s).", self.group_id, event["summary"], event["polls"])
+            again = self._on_met(context, event["detail"], wait, notes)
             if again is None:
-                return self._result(event.get("summary"), event.get("detail"), event.get("polls"), "deferred",
-                                    wait, notes, met_at=event.get("met_at"))
+                return self._result(event["summary"], event["detail"], event["polls"], "deferred", wait, notes,
+                                    met_at=event["met_at"])
             self.log.info("Group %s: %s; waiting on.", self.group_id, again)
-            self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
-                        notes=notes)
-        if status == "remove_members_due":
+            self._defer(started or time.time(), remove=False, polls=event["polls"], wait=wait, notes=notes)
+        if event["status"] == "remove_members_due":
             wait.removed += self._remove_members(context, notes)
-            self._defer(started or time.time(), remove=False, polls=int(event.get("polls") or 0), wait=wait,
-                        notes=notes)
-        if status == "timeout":
+            self._defer(started or time.time(), remove=False, polls=event["polls"], wait=wait, notes=notes)
+        if event["status"] == "timeout":
             raise AirflowSensorTimeout(
                 f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
-                f"(last seen: {event.get('summary')})."
+                f"(last seen: {event['summary']})."
             )
-        message = str(event.get("message", event)) + self._who(event.get("members"))
+        if event["status"] == "error":
+            message = event["message"] + self._who(event.get("members"))
+        else:  # an event of no known status: said whole, never taken for a verdict
+            message = str(event)
         raise AirflowFailException(f"Waiting for group {self.group_id} failed: {message}")
 
     # -- poking --------------------------------------------------------------
 
-    def poke(self, context: Any) -> PokeReturnValue:
+    def poke(self, context: Context) -> PokeReturnValue:
         if self._started is None:
             self._started = time.time()
         self._polls += 1
@@ -288,37 +327,37 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     # -- shared --------------------------------------------------------------
 
-    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+    def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         """A check in the worker once the broker side holds (a controller's word): None to finish, a reason to
         keep waiting; raises to fail the wait."""
         return None
 
-    def _on_unmet(self, context: Any) -> None:
+    def _on_unmet(self, context: Context) -> None:
         """A check in the worker while the broker side does not hold (poking only): raises to fail the wait."""
 
-    def _who(self, members: list[dict[str, Any]] | None) -> str:
+    def _who(self, members: list[dict[str, object]] | None) -> str:
         """What the platform knows of the members a failure names (nothing by default; see the Empty wait)."""
         return ""
 
-    def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
+    def _remove_members(self, context: Context, notes: list[str]) -> list[dict[str, object]]:
         return force_out_members(context, self.task_id, self.kafka_conn_id, self.group_id, self.audit_log,
                                  self.remove_members_after, notes, self.log)
 
-    def _result(self, summary: Any, detail: Any, polls: Any, mode: str, wait: WaitState,
-                notes: list[str], *, met_at: Any = None) -> dict[str, Any]:
+    def _result(self, summary: str, detail: dict[str, object], polls: int, mode: Literal["poke", "deferred"],
+                wait: WaitState, notes: list[str], *, met_at: float | None = None) -> GroupWaitResult:
         """What the wait saw when it held; ``met_at``: when (epoch s; the trigger's moment when deferred, before
         the task was resumed: the end of a processing gap, not of the task)."""
-        return {"group_id": self.group_id, "condition": self.condition.to_dict(), "summary": summary,
-                "detail": detail, "polls": polls, "mode": mode,
-                "met_at": met_at if isinstance(met_at, (int, float)) else time.time(),
-                "members_removed": [m.get("instance_id") or m["member_id"] for m in wait.removed],
-                "removed_members": wait.removed, "notes": notes}
+        return GroupWaitResult(group_id=self.group_id, condition=self.condition.to_dict(), summary=summary,
+                               detail=detail, polls=polls, mode=mode,
+                               met_at=met_at if isinstance(met_at, (int, float)) else time.time(),
+                               members_removed=[m.get("instance_id") or m["member_id"] for m in wait.removed],
+                               removed_members=wait.removed, notes=notes)
 
 
 class KafkaGroupStateSensor(KafkaGroupConditionSensor):
     """Wait until the group is in one of ``states`` (e.g. ``["Empty"]``, ``["Stable"]``)."""
 
-    def __init__(self, *, states: list[str] | str, **kwargs: Any) -> None:
+    def __init__(self, *, states: list[str] | str, **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
         names = [states] if isinstance(states, str) else list(states)
         wanted = tuple(GroupState.parse(s, strict=True) for s in names)
         super().__init__(condition=GroupCondition("state", states=wanted), **kwargs)
@@ -330,7 +369,7 @@ class KafkaGroupTypeSensor(KafkaGroupConditionSensor):
 
     template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type")
 
-    def __init__(self, *, group_type: str, **kwargs: Any) -> None:
+    def __init__(self, *, group_type: str, **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
         self.group_type = group_type
         super().__init__(condition=GroupCondition("type", group_type="classic" if is_template(group_type)
                                                   else group_type), **kwargs)
@@ -346,8 +385,8 @@ class _ControllerAware:
     """A wait that takes the application's controller (a registry name and a run's arguments) for the
     platform's word on its instances."""
 
-    controller: Any
-    controller_args: Any
+    controller: str | None
+    controller_args: dict[str, object] | str | None
 
     def _named(self) -> NamedController | None:
         try:
@@ -397,10 +436,10 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
                        "controller_args", "baseline", "liveness", "liveness_seconds", "expected_instances")
 
     def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1,
-                 controller: str | None = None, controller_args: dict[str, Any] | str | None = None,
-                 baseline: dict[str, Any] | str | None = None, liveness: bool | str = True,
+                 controller: str | None = None, controller_args: dict[str, object] | str | None = None,
+                 baseline: dict[str, object] | str | None = None, liveness: bool | str = True,
                  liveness_seconds: float | str | None = None, expected_instances: int | str | None = None,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
         self.group_type = group_type
         self.expected_members, self.expected_instances = expected_members, expected_instances
         self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
@@ -437,7 +476,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
                               self.group_id, how)
         return self._migrated(self._expected, liveness_s=window)
 
-    def _instances(self, baseline: dict[str, Any] | None) -> int:
+    def _instances(self, baseline: dict[str, object] | None) -> int:
         given = parse_number(self.expected_instances, "expected_instances", minimum=1, integer=True, optional=True)
         if given is not None:
             return int(given)
@@ -446,7 +485,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
             return len(started.running)
         return self._expected
 
-    def _on_unmet(self, context: Any) -> None:
+    def _on_unmet(self, context: Context) -> None:
         """Poking: an instance that ran at the baseline and died since fails the wait at once, whatever the
         coordinator still lists (its member may expire first, and the wait would only time out). Asked at most
         every :data:`INSTANCE_CHECK_SECONDS`; a deferred wait asks once the broker side holds."""
@@ -461,7 +500,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
                                        f"for it has died, as the platform says: {lost}. A crashed member stays "
                                        "listed until its session times out; its partitions are not consumed.")
 
-    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+    def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None
         verdict = self._ask(lambda named: instances_verdict(named, expected=self._instances(baseline),
                                                             baseline=baseline))
@@ -507,7 +546,7 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
     def __init__(self, *, max_lag: int | str | None = None, max_partition_lag: int | None = None,
                  baseline_snapshot: str | None = None, lag_margin_fraction: float | str = MARGIN_FRACTION,
                  lag_margin_records: int | str = MARGIN_RECORDS, lag_window_seconds: float | str = WINDOW_SECONDS,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
         self.max_lag = max_lag
         if max_partition_lag is not None:
             max_partition_lag = int(parse_number(max_partition_lag, "max_partition_lag", integer=True) or 0)
@@ -547,7 +586,7 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
         return condition
 
 
-def _absent(value: Any) -> bool:
+def _absent(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "None"))
 
 
@@ -590,8 +629,8 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
                        "controller_args", "allow_absent")
 
     def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, instances_gone: bool | str = False,
-                 controller: str | None = None, controller_args: dict[str, Any] | str | None = None,
-                 allow_absent: bool | str = False, **kwargs: Any) -> None:
+                 controller: str | None = None, controller_args: dict[str, object] | str | None = None,
+                 allow_absent: bool | str = False, **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
         self.settle_seconds = settle_seconds
         for flag, name in ((instances_gone, "instances_gone"), (allow_absent, "allow_absent")):
             if not is_template(flag):
@@ -604,7 +643,7 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
         absent = False if is_template(allow_absent) else parse_flag(allow_absent, "allow_absent")
         super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0, allow_absent=absent), **kwargs)
 
-    def _apply_templated(self, carried: dict[str, Any] | None = None) -> None:
+    def _apply_templated(self, carried: dict[str, object] | None = None) -> None:
         try:
             gone = parse_flag(self.instances_gone, "instances_gone")
             absent = parse_flag(self.allow_absent, "allow_absent")
@@ -623,7 +662,7 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
     def _platform_status(self) -> ApplicationStatus | None:
         return self._ask(gone_confirmation)
 
-    def _remove_members(self, context: Any, notes: list[str]) -> list[dict[str, Any]]:
+    def _remove_members(self, context: Context, notes: list[str]) -> list[dict[str, object]]:
         """Force out the members left behind, only on the platform's confirmation that no instance exists."""
         status = self._platform_status()
         if status is not None and status.gone is False:
@@ -642,7 +681,7 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
             return []
         return super()._remove_members(context, notes)
 
-    def _who(self, members: list[dict[str, Any]] | None) -> str:
+    def _who(self, members: list[dict[str, object]] | None) -> str:
         """The members a failure names, as the platform knows them (the instance each one is), when it can tell."""
         if not members:
             return ""
@@ -657,7 +696,7 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
         running = status.summary()
         return (f" The platform ({status.source}): " + ("; ".join(named) + "; " if named else "") + running + ".")
 
-    def _on_met(self, context: Any, detail: dict[str, Any], wait: WaitState, notes: list[str]) -> str | None:
+    def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         status = self._platform_status()
         if status is not None and status.gone is False:
             raise AirflowFailException(

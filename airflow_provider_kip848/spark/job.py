@@ -16,7 +16,7 @@ Spec (all sections optional but one)::
       "counts": {"ranges" | "between": ..., "explained_by": null | "compaction" | "transactions"},
       "output_timing": {"ranges" | "between": ..., "max_gap_seconds": null}
 
-A capture is what :class:`~airflow_provider_kip848.operators.validation.TopicOffsetsOperator`
+A capture is what :class:`~airflow_provider_kip848.operators.validation.KafkaTopicOffsetsOperator`
 returns: ``{"topic:partition": {"log_start": n, "log_end": n}}``.
     }
 

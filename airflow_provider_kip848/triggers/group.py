@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -32,12 +32,70 @@ from airflow_provider_kip848.kafka.rules.conditions import (
 )
 
 
+class GroupWaitCarry(TypedDict, total=False):
+    """The waiting sensor's state, handed through the triggerer and back in every event (some runners, e.g.
+    ``dag.test``, resume a task with the event only, so nothing may live only in the ``defer()`` kwargs)."""
+
+    started: float  #: when the wait began (epoch s)
+    wait: dict[str, object]  #: :meth:`WaitState.to_dict` (the polls' shared memory)
+    notes: list[str]  #: what the result's ``notes`` say so far
+    condition: dict[str, object]  #: :meth:`GroupCondition.to_dict`, as built when the wait began
+
+
+class GroupConditionMet(TypedDict):
+    """The condition held (``met_at``: when it was seen to hold, epoch s)."""
+
+    status: Literal["met"]
+    group_id: str
+    condition: dict[str, object]
+    summary: str
+    detail: dict[str, object]
+    polls: int
+    met_at: float
+    carry: GroupWaitCarry
+
+
+class GroupConditionTimeout(TypedDict):
+    """``timeout_at`` passed; ``summary``: what was seen last."""
+
+    status: Literal["timeout"]
+    group_id: str
+    condition: dict[str, object]
+    summary: str
+    polls: int
+    carry: GroupWaitCarry
+
+
+class GroupMembersRemovalDue(TypedDict):
+    """``remove_members_at`` passed: the worker forces the members left behind out (logged with the task)."""
+
+    status: Literal["remove_members_due"]
+    group_id: str
+    summary: str
+    polls: int
+    carry: GroupWaitCarry
+
+
+class GroupConditionError(TypedDict):
+    """A non-retriable failure; ``members``: those a failure names (a member that came back)."""
+
+    status: Literal["error"]
+    message: str
+    polls: NotRequired[int]
+    members: NotRequired[list[dict[str, object]] | None]
+    carry: GroupWaitCarry
+
+
+#: Every event :class:`KafkaGroupConditionTrigger` fires; ``status`` says which.
+GroupConditionEvent = GroupConditionMet | GroupConditionTimeout | GroupMembersRemovalDue | GroupConditionError
+
+
 class KafkaGroupConditionTrigger(BaseTrigger):
-    """Fires ``{"status": "met"}`` when the condition holds (``met_at``: when it was seen to hold, epoch s),
-    ``"timeout"`` at ``timeout_at`` (epoch s), ``"remove_members_due"`` at ``remove_members_at`` (so the
-    sensor can force-empty the group in a worker, where the action is logged with the task), or ``"error"``
-    on a non-retriable failure, a member that came back after being forced out, or a coordinator
-    unavailable for ``unavailable_limit_s`` seconds in a row.
+    """Fires one :data:`GroupConditionEvent`: ``{"status": "met"}`` when the condition holds (``met_at``: when
+    it was seen to hold, epoch s), ``"timeout"`` at ``timeout_at`` (epoch s), ``"remove_members_due"`` at
+    ``remove_members_at`` (so the sensor can force-empty the group in a worker, where the action is logged with
+    the task), or ``"error"`` on a non-retriable failure, a member that came back after being forced out, or a
+    coordinator unavailable for ``unavailable_limit_s`` seconds in a row.
 
     After a retriable failure the trigger drops its client and builds a new one: a long wait must
     not keep asking a coordinator that moved away, nor a connection to a dead node.
@@ -48,13 +106,13 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         *,
         kafka_conn_id: str,
         group_id: str,
-        condition: dict[str, Any],
+        condition: dict[str, object],
         poll_interval: float = 5.0,
         timeout_at: float | None = None,
         remove_members_at: float | None = None,
         polls_before: int = 0,
         unavailable_limit_s: float = UNAVAILABLE_LIMIT_S,
-        carry: dict[str, Any] | None = None,
+        carry: GroupWaitCarry | None = None,
     ) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
@@ -68,9 +126,9 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         #: state of the waiting task handed back in every event (the resumed task gets only the event
         #: from some runners, e.g. dag.test, so nothing may live only in the defer() kwargs); its
         #: ``wait`` is the :class:`WaitState` the polls share
-        self.carry = dict(carry or {})
+        self.carry: GroupWaitCarry = GroupWaitCarry(**(carry or {}))
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, dict[str, object]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -88,13 +146,14 @@ class KafkaGroupConditionTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         condition = GroupCondition.from_dict(self.condition)
-        carry = dict(self.carry)
+        carry = GroupWaitCarry(**self.carry)
         wait = WaitState.from_dict(carry.get("wait"))
         try:
             conn = await KafkaGroupAdminHook.aget_connection(self.kafka_conn_id)
             settings = settings_from_connection(conn)
         except Exception as exc:  # noqa: BLE001 - a missing/bad connection ends the wait with the reason
-            yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "carry": carry})
+            failed = GroupConditionError(status="error", message=f"{type(exc).__name__}: {exc}", carry=carry)
+            yield TriggerEvent(failed)
             return
         admin = KafkaAdmin(settings)
         polls = self.polls_before
@@ -110,9 +169,10 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                     try:
                         follow_failure(exc, wait, time.time(), self.unavailable_limit_s)
                     except Exception as fatal:  # noqa: BLE001 - ends the wait with the reason
-                        yield TriggerEvent({"status": "error", "message": str(fatal), "polls": polls,
-                                            "members": getattr(fatal, "members", None),
-                                            "carry": {**carry, "wait": wait.to_dict()}})
+                        error = GroupConditionError(status="error", message=str(fatal), polls=polls,
+                                                    members=getattr(fatal, "members", None),
+                                                    carry={**carry, "wait": wait.to_dict()})
+                        yield TriggerEvent(error)
                         return
                     self.log.warning("Group %s: %s Polling again in %g s with a new client.", self.group_id, exc,
                                      self.poll_interval)
@@ -120,19 +180,22 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                     admin = KafkaAdmin(settings)
                 carry["wait"] = wait.to_dict()
                 if result is not None and result.met:
-                    yield TriggerEvent({"status": "met", "group_id": self.group_id, "condition": condition.to_dict(),
-                                        "summary": result.summary, "detail": result.detail, "polls": polls,
-                                        "met_at": time.time(), "carry": carry})
+                    met = GroupConditionMet(status="met", group_id=self.group_id, condition=condition.to_dict(),
+                                            summary=result.summary, detail=result.detail, polls=polls,
+                                            met_at=time.time(), carry=carry)
+                    yield TriggerEvent(met)
                     return
                 now = time.time()
                 if self.timeout_at is not None and now >= self.timeout_at:
-                    yield TriggerEvent({"status": "timeout", "group_id": self.group_id,
-                                        "summary": last or "never evaluated", "polls": polls,
-                                        "condition": condition.to_dict(), "carry": carry})
+                    timeout = GroupConditionTimeout(status="timeout", group_id=self.group_id,
+                                                    summary=last or "never evaluated", polls=polls,
+                                                    condition=condition.to_dict(), carry=carry)
+                    yield TriggerEvent(timeout)
                     return
                 if self.remove_members_at is not None and now >= self.remove_members_at:
-                    yield TriggerEvent({"status": "remove_members_due", "group_id": self.group_id,
-                                        "summary": last, "polls": polls, "carry": carry})
+                    due = GroupMembersRemovalDue(status="remove_members_due", group_id=self.group_id,
+                                                 summary=last, polls=polls, carry=carry)
+                    yield TriggerEvent(due)
                     return
                 if result is not None and result.summary != last:
                     last = result.summary

@@ -24,7 +24,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -35,8 +35,22 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import UNAVAILABLE_LIMIT_S, advance_staged, pending_condition
 
 
+class MoveTriggerEvent(TypedDict):
+    """The one event a :class:`KafkaMoveTrigger` fires; ``status`` says which (see the trigger)."""
+
+    status: Literal["met", "timeout", "remove_members_due", "error"]
+    waits: list[dict[str, Any]]  # Any: each group's entry is the engine's (position, memory, met), JSON
+    polls: int
+    carry: dict[str, object]  #: the waiting task's state, handed back whole
+    group_id: NotRequired[str]  #: timeout, error: the group whose condition ended the wait
+    step: NotRequired[str | None]  #: timeout, error: its step
+    summary: NotRequired[str]  #: timeout: what was seen last
+    message: NotRequired[str]  #: error: why
+    members: NotRequired[list[dict[str, object]] | None]  #: error: the members a failure names
+
+
 class KafkaMoveTrigger(BaseTrigger):
-    """Fires one event:
+    """Fires one :class:`MoveTriggerEvent`:
 
     * ``{"status": "met", "waits": [...]}`` once every group passed every condition; each group's ``met``
       lists ``{step, started_at, ended_at, summary}`` per condition (when it began and first held);
@@ -51,10 +65,10 @@ class KafkaMoveTrigger(BaseTrigger):
     waiting task's state, handed back whole). After a retriable failure the client is dropped and rebuilt.
     """
 
-    def __init__(self, *, kafka_conn_id: str, waits: list[dict[str, Any]], poll_interval: float = 5.0,
-                 remove_members_at: float | None = None, polls_before: int = 0,
-                 unavailable_limit_s: float = UNAVAILABLE_LIMIT_S,
-                 carry: dict[str, Any] | None = None) -> None:
+    def __init__(self, *, kafka_conn_id: str,
+                 waits: list[dict[str, Any]],  # Any: the engine's wait entries (rules.conditions), JSON
+                 poll_interval: float = 5.0, remove_members_at: float | None = None, polls_before: int = 0,
+                 unavailable_limit_s: float = UNAVAILABLE_LIMIT_S, carry: dict[str, object] | None = None) -> None:
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
         self.waits = [dict(w) for w in waits]
@@ -64,7 +78,7 @@ class KafkaMoveTrigger(BaseTrigger):
         self.unavailable_limit_s = float(unavailable_limit_s)
         self.carry = dict(carry or {})
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, dict[str, object]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {"kafka_conn_id": self.kafka_conn_id, "waits": self.waits, "poll_interval": self.poll_interval,
@@ -72,8 +86,16 @@ class KafkaMoveTrigger(BaseTrigger):
              "unavailable_limit_s": self.unavailable_limit_s, "carry": self.carry},
         )
 
-    def _event(self, status: str, waits: list[dict[str, Any]], polls: int, **extra: Any) -> TriggerEvent:
-        return TriggerEvent({"status": status, "waits": waits, "polls": polls, "carry": self.carry, **extra})
+    def _event(self, event: MoveTriggerEvent) -> TriggerEvent:
+        return TriggerEvent(event)
+
+    def _error(self, waits: list[dict[str, Any]], polls: int, message: str, *, group_id: str | None = None,
+               step: str | None = None, members: list[dict[str, object]] | None = None) -> TriggerEvent:
+        """An error event; ``group_id``, ``step`` and ``members`` when one group's condition ended the wait."""
+        event = MoveTriggerEvent(status="error", waits=waits, polls=polls, carry=self.carry, message=message)
+        if group_id is not None:
+            event["group_id"], event["step"], event["members"] = group_id, step, members
+        return self._event(event)
 
     def _due(self, waits: list[dict[str, Any]], polls: int) -> TriggerEvent | None:
         """The timeout or removal event due now, if any."""
@@ -81,12 +103,14 @@ class KafkaMoveTrigger(BaseTrigger):
         for entry in waits:
             spec = pending_condition(entry)
             if spec is not None and now >= float(entry["step_started"]) + float(spec["timeout_s"]):
-                return self._event("timeout", waits, polls, group_id=entry["group_id"], step=spec["step"],
-                                   summary=entry.get("last") or "never evaluated")
+                return self._event(MoveTriggerEvent(status="timeout", waits=waits, polls=polls, carry=self.carry,
+                                                    group_id=entry["group_id"], step=spec["step"],
+                                                    summary=entry.get("last") or "never evaluated"))
         emptying = [e for e in waits if (spec := pending_condition(e)) is not None
                     and spec["condition"]["kind"] == "empty"]
         if self.remove_members_at is not None and now >= self.remove_members_at and emptying:
-            return self._event("remove_members_due", waits, polls)
+            return self._event(MoveTriggerEvent(status="remove_members_due", waits=waits, polls=polls,
+                                                carry=self.carry))
         return None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -95,7 +119,7 @@ class KafkaMoveTrigger(BaseTrigger):
             conn = await KafkaGroupAdminHook.aget_connection(self.kafka_conn_id)
             settings = settings_from_connection(conn)
         except Exception as exc:  # noqa: BLE001 - a missing/bad connection ends the wait with the reason
-            yield self._event("error", waits, self.polls_before, message=f"{type(exc).__name__}: {exc}")
+            yield self._error(waits, self.polls_before, f"{type(exc).__name__}: {exc}")
             return
         admin = KafkaAdmin(settings)
         polls = self.polls_before
@@ -107,15 +131,15 @@ class KafkaMoveTrigger(BaseTrigger):
                                                       self.unavailable_limit_s, self.log, time.time)
                     if isinstance(outcome, Exception):
                         spec = pending_condition(entry) or {}
-                        yield self._event("error", waits, polls, group_id=entry["group_id"], step=spec.get("step"),
-                                          message=str(outcome), members=getattr(outcome, "members", None))
+                        yield self._error(waits, polls, str(outcome), group_id=entry["group_id"],
+                                          step=spec.get("step"), members=getattr(outcome, "members", None))
                         return
                     if outcome == "broken":
                         await asyncio.to_thread(admin.close)
                         admin = KafkaAdmin(settings)
                         break
                 if all(pending_condition(e) is None for e in waits):
-                    yield self._event("met", waits, polls)
+                    yield self._event(MoveTriggerEvent(status="met", waits=waits, polls=polls, carry=self.carry))
                     return
                 due = self._due(waits, polls)
                 if due is not None:
@@ -126,4 +150,4 @@ class KafkaMoveTrigger(BaseTrigger):
             await asyncio.to_thread(admin.close)
 
 
-__all__ = ["KafkaMoveTrigger"]
+__all__ = ["KafkaMoveTrigger", "MoveTriggerEvent"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -28,14 +28,26 @@ from airflow_provider_kip848.spark.standalone import RestSubmissionClient, Spark
 NOT_FOUND_LIMIT = 3
 
 
+class SparkDriverEvent(TypedDict):
+    """The one event a :class:`SparkStandaloneDriverTrigger` fires; ``status`` says how the driver ended."""
+
+    status: Literal["finished", "failed", "timeout", "error"]
+    submission_id: str
+    driver_state: str | None  #: the master's last word (FINISHED, FAILED, KILLED, ERROR ...); None: not known
+    message: str
+    polls: int
+    carry: dict[str, Any]  # Any: the deferring task's own state, handed back as it gave it (JSON)
+
+
 class SparkStandaloneDriverTrigger(BaseTrigger):
-    """Fires ``{"status": "finished" | "failed" | "timeout" | "error", "submission_id", "driver_state",
-    "message", "polls", "carry"}``; ``carry`` is the deferring task's state, handed back in the event (some
-    runners, e.g. ``dag.test``, resume a task with the event only)."""
+    """Fires one :class:`SparkDriverEvent`: ``{"status": "finished" | "failed" | "timeout" | "error",
+    "submission_id", "driver_state", "message", "polls", "carry"}``; ``carry`` is the deferring task's state,
+    handed back in the event (some runners, e.g. ``dag.test``, resume a task with the event only)."""
 
     def __init__(self, *, rest_url: str, submission_id: str, poll_interval: float = 5.0,
                  timeout_at: float | None = None, unavailable_limit_s: float = 300.0,
-                 carry: dict[str, Any] | None = None) -> None:
+                 carry: dict[str, Any] | None = None,  # Any: the deferring task's own state (JSON)
+                 ) -> None:
         super().__init__()
         self.rest_url = rest_url
         self.submission_id = submission_id
@@ -44,15 +56,16 @@ class SparkStandaloneDriverTrigger(BaseTrigger):
         self.unavailable_limit_s = float(unavailable_limit_s)
         self.carry = dict(carry or {})
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
+    def serialize(self) -> tuple[str, dict[str, object]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"rest_url": self.rest_url, "submission_id": self.submission_id, "poll_interval": self.poll_interval,
                  "timeout_at": self.timeout_at, "unavailable_limit_s": self.unavailable_limit_s,
                  "carry": self.carry})
 
-    def _event(self, status: str, polls: int, state: str | None = None, message: str = "") -> TriggerEvent:
-        return TriggerEvent({"status": status, "submission_id": self.submission_id, "driver_state": state,
-                             "message": message, "polls": polls, "carry": self.carry})
+    def _event(self, status: Literal["finished", "failed", "timeout", "error"], polls: int,
+               state: str | None = None, message: str = "") -> TriggerEvent:
+        return TriggerEvent(SparkDriverEvent(status=status, submission_id=self.submission_id, driver_state=state,
+                                             message=message, polls=polls, carry=self.carry))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:

@@ -36,7 +36,7 @@ from airflow_provider_kip848.kafka.rules.group_configs import config_group_type
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, wait_until
 
@@ -279,7 +279,7 @@ def test_generated_operator_arguments(scene):
 
 
 def test_generated_member_selections_never_widen_to_every_member(scene):
-    """``RemoveGroupMembersOperator`` with selections that name nobody (no ids, empty lists, a flag that is not
+    """``KafkaRemoveGroupMembersOperator`` with selections that name nobody (no ids, empty lists, a flag that is not
     true, ids of no member): refused when the DAG is parsed or at run time, or a no-op that says so; the live
     member of the busy group is never removed (issue 31.1)."""
     observer, work, seen = scene["observer"], scene["work"], set()
@@ -298,7 +298,7 @@ def test_generated_member_selections_never_widen_to_every_member(scene):
         before_members = members()
 
         def build_and_run() -> Any:
-            task = RemoveGroupMembersOperator(task_id="rm", group_id=group_id, member_ids=member_ids,
+            task = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group_id, member_ids=member_ids,
                                               instance_ids=instance_ids, all_members=all_members,
                                               kafka_conn_id=CONN, audit_log=str(work / "audit.jsonl"))
             return task.execute({"ti": RecordingTI()})

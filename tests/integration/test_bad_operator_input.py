@@ -22,14 +22,14 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
-from airflow_provider_kip848.operators.topology import StreamsTopologyCheckOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
+from airflow_provider_kip848.operators.topology import KafkaStreamsTopologyCheckOperator
 from airflow_provider_kip848.sensors.group import (
     KafkaGroupEmptySensor,
     KafkaGroupLagSensor,
@@ -136,17 +136,19 @@ def feature(name, level, action="upgrade", backend="native", **kw):
 
 
 def restore(snapshot_key, group=EMPTY, backend="native", **kw):
-    return lambda s: RestoreGroupOffsetsOperator(task_id="restore", group_id=group, backend=backend,
+    return lambda s: KafkaRestoreGroupOffsetsOperator(task_id="restore", group_id=group, backend=backend,
                                                  snapshot_path=s.get(snapshot_key, str(s["work"] / "absent.json")),
                                                  **kw)
 
 
 def preflight(mode, group):
-    return lambda s: MigrationPreflightOperator(task_id="preflight", mode=mode, group_id=group)
+    return lambda s: KafkaMigrationPreflightOperator(task_id="preflight", mode=mode, group_id=group)
 
 
 def poke(sensor_cls, group, **kw):
-    return lambda s: sensor_cls(task_id="wait", group_id=group, poll_interval=0.2, timeout=10, **kw)
+    # the task runs by execute() in the test, where no triggerer runs: the wait pokes (deferrable=False; the
+    # default is the deployment's [kip848] default_deferrable, True)
+    return lambda s: sensor_cls(task_id="wait", group_id=group, poll_interval=0.2, timeout=10, deferrable=False, **kw)
 
 
 # (case id, task factory(scene), specific error (the task failure's cause; None: the task's own verdict),
@@ -192,21 +194,21 @@ CASES = [
     ("feature-unknown-action", feature("streams.version", 1, action="rollback"), E.InvalidArgument,
      "action must be one of upgrade, downgrade, disable, not 'rollback'", "Fix the task's arguments"),
     # offsets snapshots and restores
-    ("snapshot-empty-group-id", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id="",
+    ("snapshot-empty-group-id", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id="",
                                                                        path=str(s["work"] / "new.json")),
      E.InvalidGroupId, "The group id is empty", "Pass the group id"),
-    ("snapshot-unknown-group", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id="bad-op-ghost",
+    ("snapshot-unknown-group", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id="bad-op-ghost",
                                                                       path=str(s["work"] / "ghost.json")),
      E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
-    ("snapshot-over-another-groups-snapshot", lambda s: SnapshotGroupOffsetsOperator(
+    ("snapshot-over-another-groups-snapshot", lambda s: KafkaSnapshotGroupOffsetsOperator(
         task_id="snap", group_id=BUSY, path=s["snap_good"]),
      SnapshotConflict, "holds a snapshot of group 'bad-op-empty'", "Use another path"),
     ("restore-no-snapshot-file", restore("snap_absent"), SnapshotInvalid, "No snapshot at",
      "a volume every worker mounts, or take a new snapshot"),
     ("restore-snapshot-not-json", restore("snap_not_json"), SnapshotInvalid, "is not JSON",
-     "written by SnapshotGroupOffsetsOperator"),
+     "written by KafkaSnapshotGroupOffsetsOperator"),
     ("restore-snapshot-wrong-schema", restore("snap_wrong_schema"), SnapshotInvalid,
-     "is not an offsets snapshot of this provider", "written by SnapshotGroupOffsetsOperator"),
+     "is not an offsets snapshot of this provider", "written by KafkaSnapshotGroupOffsetsOperator"),
     ("restore-snapshot-wrong-version", restore("snap_wrong_version"), SnapshotInvalid,
      "has snapshot version 2; this provider reads version 1", "take a new one"),
     ("restore-snapshot-partitions-missing", restore("snap_no_partitions"), SnapshotInvalid,
@@ -225,29 +227,29 @@ CASES = [
      "No such topic-partition: bad-op-deleted:0", "kafka-topics --describe"),
     ("restore-into-busy-group", restore("snap_busy_lost", group=BUSY), E.GroupNotEmpty,
      "has 1 active member(s)", "Stop every instance of the application"),
-    ("compare-snapshot-of-another-group", lambda s: CompareGroupOffsetsOperator(
+    ("compare-snapshot-of-another-group", lambda s: KafkaCompareGroupOffsetsOperator(
         task_id="cmp", group_id=STREAMS, snapshot_path=s["snap_good"]),
      SnapshotConflict, "is a snapshot of group 'bad-op-empty', not 'bad-op-streams'", "Use another path"),
     # members
-    ("remove-members-unknown-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost",
+    ("remove-members-unknown-group", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost",
                                                                           all_members=True),
      E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
     # an empty selection never widens to every member (issue 31.1): refused when the DAG is parsed
-    ("remove-members-nobody-named", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY),
+    ("remove-members-nobody-named", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY),
      E.InvalidArgument, "names no member to remove of group 'bad-op-busy': an empty selection never means every "
                         "member", "or all_members=True to remove every member"),
-    ("remove-members-every-member-and-ids", lambda s: RemoveGroupMembersOperator(
+    ("remove-members-every-member-and-ids", lambda s: KafkaRemoveGroupMembersOperator(
         task_id="rm", group_id=BUSY, all_members=True, instance_ids=["busy-0"]),
      E.InvalidArgument, "is given member_ids / instance_ids and all_members=True",
      "Give member_ids / instance_ids, or departed_of, or all_members=True"),
-    ("remove-members-every-member-as-text", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
+    ("remove-members-every-member-as-text", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
                                                                                  all_members="si"),
      E.InvalidArgument, "all_members must be true or false, not 'si'", "Pass all_members=True or all_members=False"),
-    ("remove-members-ids-as-string", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
+    ("remove-members-ids-as-string", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
                                                                           member_ids="busy-member-1"),
      E.InvalidArgument, "member_ids must be a list of ids, not the string 'busy-member-1'",
      "Pass a list, e.g. member_ids=['busy-member-1']"),
-    ("remove-members-of-streams-group", lambda s: RemoveGroupMembersOperator(task_id="rm", group_id=STREAMS,
+    ("remove-members-of-streams-group", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=STREAMS,
                                                                              all_members=True),
      E.WrongGroupType, "is a streams group: the broker rejects LeaveGroup", "Stop the application's instances"),
     # protocol direction (the preflight's verdict) and its inputs
@@ -282,13 +284,13 @@ CASES = [
      "Group 'bad-op-emtpy' does not exist on this cluster; similar ids: 'bad-op-empty'", "allow_absent_group=True"),
     ("config-group-with-blank", cfg(EMPTY + " ", {"consumer.session.timeout.ms": 20000}), E.InvalidGroupId,
      "leading or trailing whitespace", "Did you mean 'bad-op-empty'?"),
-    ("snapshot-group-with-newline", lambda s: SnapshotGroupOffsetsOperator(task_id="snap", group_id=EMPTY + "\n",
+    ("snapshot-group-with-newline", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id=EMPTY + "\n",
                                                                            path=str(s["work"] / "nl.json")),
      E.InvalidGroupId, "leading or trailing whitespace", "Remove the blanks"),
     # a snapshot of another cluster
     ("restore-snapshot-of-another-cluster", restore("snap_other_cluster"), E.SnapshotFromOtherCluster,
      "on cluster AnotherClusterId00000w, but this connection reaches cluster", "allow_other_cluster=True"),
-    ("compare-snapshot-of-another-cluster", lambda s: CompareGroupOffsetsOperator(
+    ("compare-snapshot-of-another-cluster", lambda s: KafkaCompareGroupOffsetsOperator(
         task_id="cmp", group_id=EMPTY, snapshot_path=s["snap_other_cluster"]),
      E.SnapshotFromOtherCluster, "on cluster AnotherClusterId00000w", "allow_other_cluster=True"),
     # lowering a group-protocol feature under live groups
@@ -296,7 +298,7 @@ CASES = [
      E.FeatureInUse, "'bad-op-busy' (1 member(s))", "override_dependent_groups=True"),
     ("feature-downgrade-streams-version-under-streams-group", feature("streams.version", 0, action="downgrade"),
      E.FeatureInUse, "streams group(s) depend on it", "override_dependent_groups=True"),
-    ("preflight-downgrade-feature-reports-dependents", lambda s: MigrationPreflightOperator(
+    ("preflight-downgrade-feature-reports-dependents", lambda s: KafkaMigrationPreflightOperator(
         task_id="preflight", mode="downgrade_feature", feature="group.version"), None,
      "dependent_groups: Disable of group.version 1 -> 0 refused", "override_dependent_groups=True"),
     # parse-time checks of sensors
@@ -309,11 +311,11 @@ CASES = [
     ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), E.InvalidArgument,
      "expected_members must be a whole number >= 1, not 0", "Fix the task's arguments"),
     # a Streams application's topology that is not Kafka Streams' Topology#describe() text
-    ("topology-not-a-description", lambda s: StreamsTopologyCheckOperator(
+    ("topology-not-a-description", lambda s: KafkaStreamsTopologyCheckOperator(
         task_id="x", application_id=STREAMS, topology="the app reads orders and writes counts"), E.InvalidArgument,
      "cannot be read at line 1: 'the app reads orders and writes counts'", "Topology#describe() output"),
     # where the artifacts go, and which connection
-    ("snapshot-unwritable-location", lambda s: SnapshotGroupOffsetsOperator(
+    ("snapshot-unwritable-location", lambda s: KafkaSnapshotGroupOffsetsOperator(
         task_id="snap", group_id=EMPTY, path=str(s["work"] / "good.json" / "under-a-file.json")),
      E.ArtifactUnwritable, "Cannot write", "writable by the Airflow worker"),
     ("unknown-connection-id", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, kafka_conn_id="kafka_prod_typo"),
@@ -384,7 +386,7 @@ def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn,
 @pytest.mark.parametrize("build, fragment", [
     pytest.param(lambda: KafkaGroupConfigOperator(task_id="x", group_id=EMPTY, backend="jvm"),
                  "backend must be one of ('native', 'cli'), not 'jvm'", id="operator-unknown-backend"),
-    pytest.param(lambda: MigrationPreflightOperator(task_id="x", mode="classic_to_share", group_id=EMPTY),
+    pytest.param(lambda: KafkaMigrationPreflightOperator(task_id="x", mode="classic_to_share", group_id=EMPTY),
                  "mode must be one of classic_to_consumer", id="preflight-unknown-mode"),
     pytest.param(lambda: KafkaGroupTypeSensor(task_id="x", group_id=EMPTY, group_type="kip848"),
                  "group_type 'kip848' is not classic, consumer, streams or share", id="sensor-unknown-group-type"),

@@ -18,7 +18,7 @@ from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from kip848_harness.clients import create_topics, produce
 from tests.conftest import set_kafka_connection, wait_until
@@ -52,13 +52,13 @@ def test_group_configs_without_a_group_are_flagged_by_preflight_and_inventory(na
     assert inventory.to_dict()["orphan_group_configs"][deleted] == {"consumer.heartbeat.interval.ms": "3000"}
 
     for group, shown in ((never, "consumer.session.timeout.ms=30000"), (deleted, "consumer.heartbeat.interval.ms=3000")):
-        report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
+        report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
                                             group_id=group).execute(context)
         check = _check(report, "inherited_group_configs")
         assert check["status"] == "warn" and shown in check["evidence"] and "does not exist" in check["evidence"]
         assert "KAFKA-20236" in check["remedy"] and "inherited_group_configs" in report["warnings"]
     # a group with its own configs and offsets: they are shown, not warned about
-    report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
+    report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
                                         group_id=kept).execute(context)
     assert _check(report, "inherited_group_configs") == {
         "name": "inherited_group_configs", "status": "pass",
@@ -69,7 +69,7 @@ def test_group_configs_without_a_group_are_flagged_by_preflight_and_inventory(na
     # the recreated group inherits the configs left behind
     native.alter_group_offsets(deleted, {TopicPartition(topic, 0): 2})
     assert native.describe_group_config(deleted).value("consumer.heartbeat.interval.ms") == "3000"
-    report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
+    report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=kafka_conn, mode="classic_to_consumer_offline",
                                         group_id=deleted).execute(context)
     assert "consumer.heartbeat.interval.ms=3000" in _check(report, "inherited_group_configs")["evidence"]
     for g in (never, deleted, kept):
@@ -89,14 +89,14 @@ def test_brokers_before_4_3_warn_without_assignment_epochs(fresh_kafka, monkeypa
         admin.alter_group_config(group, {"consumer.session.timeout.ms": 30000}, allow_absent_group=True)
         inventory = admin.inventory()
     assert inventory.orphan_group_configs == {group: {"consumer.session.timeout.ms": "30000"}}
-    report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_consumer",
+    report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_consumer",
                                         group_id=group).execute(context)
     epochs = _check(report, "assignment_epochs")
     assert epochs["status"] == "warn" and "4.2 (< 4.3.0" in epochs["evidence"]
     assert "group.consumer.assignment.interval.ms not present (broker < 4.3)" in epochs["evidence"]
     assert "STALE_MEMBER_EPOCH" in epochs["remedy"] and "assignment_epochs" in report["warnings"]
     # streams groups have had assignment epochs since 4.2: no warning, and no interval invented either
-    report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_streams", group_id=group,
+    report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_streams", group_id=group,
                                         declared_broker_version="4.2.1").execute(context)
     epochs = _check(report, "assignment_epochs")
     assert epochs["status"] == "pass"

@@ -23,8 +23,8 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.lint import server_assignor_names
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from kip848_harness import dagrun
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
@@ -48,7 +48,7 @@ def run_dag(dag_id: str, conf: dict, **kwargs):
 def lint(context, properties: dict, **kwargs) -> dict:
     """The lint operator's report, failing on nothing (the test judges the findings)."""
     kwargs = {"client": "librdkafka", "client_version": "2.12.1", **kwargs}
-    return ClientConfigLintOperator(task_id="lint", properties=properties, fail_on="never", **kwargs).execute(context)
+    return KafkaClientConfigLintOperator(task_id="lint", properties=properties, fail_on="never", **kwargs).execute(context)
 
 
 def findings(report: dict) -> dict[str, dict]:
@@ -61,8 +61,8 @@ def findings(report: dict) -> dict[str, dict]:
     return out
 
 
-def preflight(conn: str, mode: str, group: str | None = None, **kwargs) -> MigrationPreflightOperator:
-    return MigrationPreflightOperator(task_id=f"pre-{mode}", kafka_conn_id=conn, mode=mode, group_id=group, **kwargs)
+def preflight(conn: str, mode: str, group: str | None = None, **kwargs) -> KafkaMigrationPreflightOperator:
+    return KafkaMigrationPreflightOperator(task_id=f"pre-{mode}", kafka_conn_id=conn, mode=mode, group_id=group, **kwargs)
 
 
 def checks(report: dict) -> dict[str, dict]:

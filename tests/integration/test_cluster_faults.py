@@ -32,13 +32,18 @@ from airflow_provider_kip848.kafka.rules.lag import baseline_from_snapshot
 from airflow_provider_kip848.kafka.rules.preflight import run_preflight
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator, SnapshotGroupOffsetsOperator
+from airflow_provider_kip848.operators.offsets import (
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
+)
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from kip848_harness.faults import coordinator_node, kill_coordinator, wait_group_partition_in_sync
 from tests.conftest import set_kafka_connection, wait_until
 from tests.e2e.helpers import Feeder
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 CONN = "kafka_cluster"
 #: a request rides out a failover (the dead node is fenced after broker.session.timeout.ms, 9 s)
 EXTRA = {"request_timeout_ms": 15000}
@@ -188,7 +193,7 @@ def test_empty_wait_is_not_fooled_by_a_failover(cluster, conn, unique, tmp_path,
     try:
         _live_described(cluster, group, 2, GroupType.CLASSIC if protocol == "classic" else GroupType.CONSUMER)
         sensor_module.evaluate_condition = spy
-        sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
+        sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
                                        settle_seconds=2, timeout=240)
         waiter = Background(lambda: sensor.execute(context))
         waiter.start()
@@ -242,7 +247,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
         raise AssertionError(f"{label} failed three times")
 
     killed = [kill_coordinator(cluster, group)]
-    snap = run("snapshot", SnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
+    snap = run("snapshot", KafkaSnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
                                                         path=str(tmp_path / "snap.json")))
     assert snap["committed_partitions"] == 4
     from airflow_provider_kip848.operators.offsets import load_snapshot
@@ -257,7 +262,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
         admin.alter_group_offsets(group, {tp: 0 for tp in truth.committed})
     wait_group_partition_in_sync(cluster, group)
     killed.append(kill_coordinator(cluster, group))
-    restored = run("restore", RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group,
+    restored = run("restore", KafkaRestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group,
                                                           snapshot_path=snap["path"]))
     # The restore must see the alter: the new coordinator's plain OffsetFetch answered the offsets from before it
     # for ~2 s after the kill (its high watermark trailing), and a restore trusting it found "nothing to restore"
@@ -418,7 +423,7 @@ def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn,
         _live_described(cluster, group, 1, GroupType.CLASSIC)
         blind = controllers.add(unique("wrong"), "command", {"commands": {"stop": "true", "start": "true",
                                                                           "status": "echo '[]'"}})
-        sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
+        sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
                                        remove_members_after=0, settle_seconds=10, controller=blind, timeout=120)
         with pytest.raises(AirflowFailException, match=r"came back .*still-running on 127\.0\.0\.1.*still running"):
             sensor.execute(context)
@@ -442,7 +447,7 @@ def test_a_streams_group_is_never_sent_leavegroup(cluster, conn, unique, tmp_pat
             wait_until(lambda: (d := admin.describe_group(app_id)).type is GroupType.STREAMS and d.members,
                        timeout=120, what="a streams member")
         app.kill()  # its member stays until streams.session.timeout.ms (6 s on the test brokers)
-        result = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=app_id, poll_interval=0.5,
+        result = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=app_id, poll_interval=0.5,
                                        remove_members_after=0, settle_seconds=1, instances_gone=not app.running,
                                        timeout=120).execute(context)
     finally:
@@ -474,7 +479,7 @@ def test_migrated_is_not_declared_with_a_static_instance_down(cluster, conn, uni
         assert any(not m["live"] and m["instance_id"] == "s-2" for m in verdict.detail["members"]) or not departed
         members[2] = ConsumerProcess.start(cluster.bootstrap_servers, group, [topic], protocol="consumer",
                                            client_id="s-2", instance_id="s-2", log_file=str(tmp_path / "s-2b.log"))
-        result = KafkaGroupMigratedSensor(task_id="m2", kafka_conn_id=CONN, group_id=group, expected_members=3,
+        result = KafkaGroupMigratedSensor(task_id="m2", deferrable=False, kafka_conn_id=CONN, group_id=group, expected_members=3,
                                           poll_interval=0.5, timeout=120).execute(context)
         assert result["summary"].startswith("type consumer, 3 of 3 live member(s)")
     finally:

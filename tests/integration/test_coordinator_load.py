@@ -24,6 +24,8 @@ from kip848_harness.faults import FAST_CLEANER, compact_group_partition
 from tests.conftest import set_kafka_connection, wait_until
 
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 def _migrate_compact_restart(kafka, group: str) -> int:
     bootstrap = kafka.bootstrap_servers
     create_topics(bootstrap, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
@@ -62,7 +64,7 @@ def test_a_streams_group_after_compaction_and_restart(fresh_kafka, version, uniq
     assert f"Group {group} is not a streams group" in kafka.node_log_path(1).read_text()
     # a wait does not poll until its own timeout: it fails after the bounded unavailability window
     set_kafka_connection(monkeypatch, "kafka_420", kafka.bootstrap_servers, request_timeout_ms=3000)
-    sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id="kafka_420", group_id=group, poll_interval=0.5,
+    sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id="kafka_420", group_id=group, poll_interval=0.5,
                                    settle_seconds=0, coordinator_unavailable_minutes=0.2, timeout=600)
     with pytest.raises(AirflowFailException, match=rf"partition {partition}, led by node 1.*unavailable for \d+ s in a row"):
         sensor.execute(context)

@@ -2,7 +2,7 @@
 
 Against the session broker, on real groups:
 
-* ``RemoveGroupMembersOperator`` with no selection is refused when the DAG is parsed; lists that come out empty
+* ``KafkaRemoveGroupMembersOperator`` with no selection is refused when the DAG is parsed; lists that come out empty
   remove nobody and say so; a flag that renders false with no ids is refused at run time; every member only with
   ``all_members=True`` (and the result says "every member"). The members are counted before and after each case.
 * The fleet DAG's plan task (``fleet_tasks.make_plan``, on a real inventory of the whole broker): empty filters
@@ -26,7 +26,7 @@ from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.lock import lock_topic
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.operators import fleet_tasks
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import REPO, RecordingTI, wait_until
 
@@ -49,24 +49,24 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
 
     # nothing named: refused when the DAG is parsed, never "every member"
     with pytest.raises(E.InvalidArgument, match="names no member to remove .* an empty selection never means every"):
-        RemoveGroupMembersOperator(task_id="rm", group_id=group)
+        KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group)
     for kwargs, what in [({"all_members": True, "member_ids": ["x"]}, "all_members=True"),
                          ({"all_members": True, "departed_of": "ctl"}, "departed_of and all_members=True"),
                          ({"member_ids": [], "departed_of": "ctl"}, "member_ids / instance_ids and departed_of"),
                          ({"all_members": "yes!"}, "all_members must be true or false")]:
         with pytest.raises(E.InvalidArgument, match=what):
-            RemoveGroupMembersOperator(task_id="rm", group_id=group, **kwargs)
+            KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, **kwargs)
 
     # lists that come out empty (e.g. rendered from an upstream task): nobody removed, and the result says so
     for kwargs in ({"member_ids": []}, {"instance_ids": []}, {"member_ids": [], "instance_ids": ()}):
-        result = RemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
+        result = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
                                             **kwargs).execute({"ti": RecordingTI()})
         assert (result["removed"], result["selection"]) == ([], "nobody"), result
         assert "name nobody: nobody was removed" in result["checked"]
         assert _members(native, group) == before
 
     # ids from a template that renders None (a null Param under native rendering): nobody removed, said so
-    rendered = RemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
+    rendered = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, audit_log=audit,
                                           member_ids="{{ params.member_ids }}")  # type: ignore[arg-type]
     rendered.member_ids = None  # what the template rendered
     result = rendered.execute({"ti": RecordingTI()})
@@ -74,7 +74,7 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
     assert _members(native, group) == before
 
     # a templated flag that renders false, with no ids: refused at run time, nobody removed
-    templated = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members="{{ params.everyone }}")
+    templated = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, all_members="{{ params.everyone }}")
     templated.all_members = "False"  # what the template rendered
     with pytest.raises(AirflowFailException, match="names no member to remove") as failed:
         templated.execute({"ti": RecordingTI()})
@@ -89,11 +89,11 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
     assert _members(native, group) == before == sorted(before)
 
     # named ids remove exactly those; every member only when asked for in so many words
-    named = RemoveGroupMembersOperator(task_id="rm", group_id=group, instance_ids=["static-0"],
+    named = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, instance_ids=["static-0"],
                                        audit_log=audit).execute({"ti": RecordingTI()})
     assert (named["removed"], named["selection"]) == (["static-0"], "named: static-0")
     assert len(_members(native, group)) == 1
-    everyone = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True,
+    everyone = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True,
                                           audit_log=audit).execute({"ti": RecordingTI()})
     assert everyone["selection"] == "every member" and len(everyone["removed"]) == 1
     assert native.describe_group(group).is_empty

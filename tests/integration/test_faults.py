@@ -36,17 +36,19 @@ from airflow_provider_kip848.kafka.rules.conditions import is_retriable
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupStateSensor
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import REPO, RecordingTI, set_kafka_connection, start_or_fail, wait_until
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 CONN = "kafka_restartable"
 #: short request timeouts: a call against a dead broker gives up (retriably) within seconds
 EXTRA = {"request_timeout_ms": 3000, "cli_timeout": 8}
@@ -156,7 +158,7 @@ def test_deferred_wait_rides_out_a_broker_crash(restartable, conn, unique, tmp_p
     spy = PollSpy(trigger_module.evaluate_condition)
     monkeypatch.setattr(trigger_module, "evaluate_condition", spy)
     topic, group = _group_with_commits(restartable, unique)
-    snapshot = SnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
+    snapshot = KafkaSnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group,
                                             path=str(tmp_path / "before.json")).execute(context)
     sensor = KafkaGroupStateSensor(task_id="wait", kafka_conn_id=CONN, group_id=group, states=["Stable"],
                                    deferrable=True, poll_interval=0.5, timeout=180)
@@ -193,7 +195,7 @@ def test_deferred_wait_rides_out_a_broker_crash(restartable, conn, unique, tmp_p
     result = sensor.execute_complete(context, event=event)
     assert result["mode"] == "deferred" and result["polls"] == len(spy.calls)
     # the crash and the member's return moved no committed offset: same as the snapshot taken before
-    compared = CompareGroupOffsetsOperator(task_id="cmp", kafka_conn_id=CONN, group_id=group,
+    compared = KafkaCompareGroupOffsetsOperator(task_id="cmp", kafka_conn_id=CONN, group_id=group,
                                            snapshot_path=snapshot["path"]).execute(context)
     assert compared["counts"]["equal"] == 2 and compared["preserved"]
     _report(record_property, broker_down_s=round(restarted_at - killed_at + (up_at - restarted_at), 1),
@@ -214,7 +216,7 @@ def test_poking_sensor_waits_across_a_restart_without_a_false_empty(restartable,
         committed = admin.group_offsets(group).committed
     member = ConsumerProcess.start(restartable.bootstrap_servers, group, [topic], protocol="consumer",
                                    client_id="live", log_file=str(tmp_path / "live.log"))
-    sensor = KafkaGroupEmptySensor(task_id="empty", kafka_conn_id=CONN, group_id=group, poll_interval=0.5,
+    sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=group, poll_interval=0.5,
                                    timeout=180)
     waiter = Background(lambda: sensor.execute(context))
     try:
@@ -255,12 +257,12 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
                                                                          monkeypatch, context, record_property):
     topic, group = _group_with_commits(restartable, unique)
     path = str(tmp_path / "snapshot.json")
-    SnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group, path=path).execute(context)
+    KafkaSnapshotGroupOffsetsOperator(task_id="snap", kafka_conn_id=CONN, group_id=group, path=path).execute(context)
     with _admin(restartable) as admin:
         snapshot = take_snapshot(admin, group)
         admin.alter_group_offsets(group, {tp: 0 for tp in snapshot.committed})  # offsets lost by a conversion
         lost = admin.group_offsets(group).committed
-    restore = RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group, snapshot_path=path)
+    restore = KafkaRestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=CONN, group_id=group, snapshot_path=path)
 
     # the broker dies while the restore runs: after it compared the offsets, before it commits
     real_alter = KafkaAdmin.alter_group_offsets
@@ -299,7 +301,7 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
     rerun = restore.execute(context)  # the task's retry, after the broker is back
     assert rerun["restored"] == {f"{topic}:0": snapshot.committed[TopicPartition(topic, 0)],
                                  f"{topic}:1": snapshot.committed[TopicPartition(topic, 1)]}
-    compared = CompareGroupOffsetsOperator(task_id="cmp", kafka_conn_id=CONN, group_id=group,
+    compared = KafkaCompareGroupOffsetsOperator(task_id="cmp", kafka_conn_id=CONN, group_id=group,
                                            snapshot_path=path).execute(context)
     assert compared["counts"]["equal"] == 2 and compared["preserved"], "offsets are back to the snapshot"
     assert restore.execute(context)["restored"] == {}, "a second retry restores nothing"
@@ -386,7 +388,7 @@ def _restore_case(broker, unique, tmp_path):
     def nothing_to_do(result):
         return result["restored"] == {} and result["left_alone"] == 2
 
-    return RestoreGroupOffsetsOperator, "alter_group_offsets", kwargs, state, snapshot.committed, nothing_to_do
+    return KafkaRestoreGroupOffsetsOperator, "alter_group_offsets", kwargs, state, snapshot.committed, nothing_to_do
 
 
 def _removal_case(broker, unique, tmp_path):
@@ -407,7 +409,7 @@ def _removal_case(broker, unique, tmp_path):
     def nothing_to_do(result):
         return result["removed"] == [] and result["failed"] == {}
 
-    return RemoveGroupMembersOperator, "remove_members", kwargs, state, 0, nothing_to_do
+    return KafkaRemoveGroupMembersOperator, "remove_members", kwargs, state, 0, nothing_to_do
 
 
 @pytest.mark.parametrize("case", [

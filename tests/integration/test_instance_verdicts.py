@@ -33,6 +33,8 @@ from tests.conftest import set_kafka_connection, wait_until
 
 #: a slow consumer's client settings: the classic protocol's shortest session on the test broker, and a poll
 #: interval it exceeds, so librdkafka leaves the group between two of its polls and joins again at the next
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 SLOW = {"session.timeout.ms": "2000", "heartbeat.interval.ms": "500", "max.poll.interval.ms": "3000"}
 
 
@@ -54,7 +56,7 @@ def test_a_slow_member_is_never_forced_out_without_the_platform_confirming_it(ka
                                  log_file=str(tmp_path / "slow.log"), extra_args=["--poll-pause-s", "25"])
     try:
         wait_until(lambda: native.describe_group(group).state == "Stable", timeout=60, what="the slow member joined")
-        sensor = KafkaGroupEmptySensor(task_id="empty", group_id=group, poll_interval=0.5, remove_members_after=0,
+        sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=group, poll_interval=0.5, remove_members_after=0,
                                        settle_seconds=2, controller=name, timeout=8)
         with pytest.raises(AirflowSensorTimeout):
             sensor.execute(context)
@@ -81,7 +83,7 @@ def test_a_member_back_after_the_group_was_empty_fails_the_wait_naming_its_insta
     try:
         wait_until(lambda: native.describe_group(group).state == "Stable", timeout=60, what="the slow member joined")
         # deferred or poked, the rule is the same; poked here. The settle window is longer than the member's absence
-        sensor = KafkaGroupEmptySensor(task_id="empty", group_id=group, poll_interval=0.3, settle_seconds=30,
+        sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=group, poll_interval=0.3, settle_seconds=30,
                                        controller=name, timeout=90)
         with pytest.raises(AirflowFailException) as failed:
             sensor.execute(context)
@@ -131,7 +133,7 @@ def test_an_instance_that_crashes_after_its_start_is_not_migrated(nodes, static,
             killer.start()
         # a window shorter than the crashed member's expiry (6 s session): the broker may still list both members,
         # Stable, when the broker side of the wait is satisfied
-        sensor = KafkaGroupMigratedSensor(task_id="wait_migrated", kafka_conn_id=conn, group_id=group,
+        sensor = KafkaGroupMigratedSensor(task_id="wait_migrated", deferrable=False, kafka_conn_id=conn, group_id=group,
                                           group_type="consumer", expected_members=2, poll_interval=0.3,
                                           controller=name, baseline=started["status"], liveness_seconds=4,
                                           timeout=90)

@@ -20,6 +20,8 @@ from tests.conftest import wait_until
 from tests.e2e.helpers import Feeder
 
 #: a short window and poll, so each wait is a few seconds (the DAGs' defaults: 30 s and 5 s)
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 FAST = {"poll_interval": 0.5, "lag_window_seconds": 3}
 
 
@@ -51,7 +53,7 @@ def test_the_lag_wait_ends_on_a_live_application_by_its_rule_and_never_on_a_kill
         before = tmp_path / "before.json"
         before.write_text(take_snapshot(native, group).to_json())
 
-        by_baseline = KafkaGroupLagSensor(task_id="lag", group_id=group, baseline_snapshot=str(before), timeout=60,
+        by_baseline = KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=group, baseline_snapshot=str(before), timeout=60,
                                           **FAST).execute(context)
         assert by_baseline["detail"]["rule"] == "baseline", by_baseline
         assert "caught up by the baseline rule" in by_baseline["summary"]
@@ -65,7 +67,7 @@ def test_the_lag_wait_ends_on_a_live_application_by_its_rule_and_never_on_a_kill
 
         consumer.kill()  # a crash: its committed offsets stay where they were while records keep arriving
         with pytest.raises(AirflowSensorTimeout, match="no commit on"):
-            KafkaGroupLagSensor(task_id="lag", group_id=group, timeout=8, **FAST).execute(context)
+            KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=group, timeout=8, **FAST).execute(context)
         dead = KafkaGroupLagSensor(task_id="lag", group_id=group, baseline_snapshot=str(before), timeout=8,
                                    deferrable=True, **FAST)
         with pytest.raises(AirflowSensorTimeout, match="did not reach lag back at the level before the change"):

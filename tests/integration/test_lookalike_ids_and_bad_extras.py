@@ -25,6 +25,8 @@ from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGr
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 TOPIC = "lookalike-topic"
 NFC = "lookalike-gr\u00fcppe"  # what the application's config says
 NFD = "lookalike-gru\u0308ppe"  # the same word typed decomposed: prints the same, another group for Kafka
@@ -108,7 +110,7 @@ def test_an_empty_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_e
     with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
         before = fingerprint(admin)
         typo = "lookalike-bu\u0455y"  # Cyrillic 'ѕ' for the 's' of the live group
-        sensor = KafkaGroupEmptySensor(task_id="empty", group_id=typo, poll_interval=0.2, settle_seconds=0, timeout=30)
+        sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=typo, poll_interval=0.2, settle_seconds=0, timeout=30)
         sensor._apply_templated()
         with pytest.raises(AirflowFailException) as failed:
             sensor.poke({})
@@ -118,14 +120,14 @@ def test_an_empty_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_e
         assert isinstance(failed.value.__cause__, E.GroupNotFound) and "allow_absent=True" in message
         assert len(admin.describe_group(BUSY).members) == 1  # the real group was live all along
 
-        allowed = KafkaGroupEmptySensor(task_id="empty", group_id=NFD, poll_interval=0.2, settle_seconds=0,
+        allowed = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=NFD, poll_interval=0.2, settle_seconds=0,
                                         allow_absent="true", timeout=30)
         allowed._apply_templated()
         assert allowed.poke({}).is_done
         with pytest.raises(E.InvalidArgument, match="allow_absent must be true or false"):
             KafkaGroupEmptySensor(task_id="empty", group_id=NFC, allow_absent="perhaps")
 
-        seen = KafkaGroupEmptySensor(task_id="empty", group_id=GONE, poll_interval=0.2, settle_seconds=0, timeout=30)
+        seen = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=GONE, poll_interval=0.2, settle_seconds=0, timeout=30)
         seen._apply_templated()
         assert seen.poke({}).is_done  # Empty with its commits: seen
         admin.delete_group(GONE)
@@ -225,7 +227,7 @@ def test_a_lag_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_caug
     its first poll, as the Empty wait does, naming the similar id by the code points that differ."""
     with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
         before = fingerprint(admin)
-        sensor = KafkaGroupLagSensor(task_id="lag", group_id=NFD, max_lag=0, poll_interval=0.2, timeout=30)
+        sensor = KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=NFD, max_lag=0, poll_interval=0.2, timeout=30)
         sensor._apply_templated()
         with pytest.raises(AirflowFailException) as failed:
             sensor.poke({})
@@ -234,7 +236,7 @@ def test_a_lag_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_caug
         assert "U+00FC" in message and "U+0308" in message  # the code points that differ, not two equal prints
         assert "no lag to drain (unknown, not 0)" in message
         assert isinstance(failed.value.__cause__, E.GroupNotFound)
-        caught_up = KafkaGroupLagSensor(task_id="lag", group_id=NFC, max_lag=0, poll_interval=0.2, timeout=30)
+        caught_up = KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=NFC, max_lag=0, poll_interval=0.2, timeout=30)
         caught_up._apply_templated()
         assert caught_up.poke({}).is_done  # the real id: its commits are at the log end
         assert fingerprint(admin) == before

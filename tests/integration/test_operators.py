@@ -14,14 +14,14 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.lint import ClientConfigLintOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from kip848_harness.kafka_cluster import LocalKafka
@@ -89,7 +89,7 @@ def test_snapshot_compare_restore_cycle(kafka_conn, native, bootstrap, unique, t
     produce(bootstrap, topic, (f"v{i}" for i in range(30)), keys=(f"k{i}" for i in range(30)))
     consume(bootstrap, group, [topic], 30, group_protocol="classic")
     path = str(tmp_path / "snapshots" / f"{group}.json")
-    snap = SnapshotGroupOffsetsOperator(task_id="snap", group_id=group, path=path)
+    snap = KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id=group, path=path)
     first = snap.execute(context)
     assert first["committed_partitions"] == 3 and not first["reused"]
     assert json.loads(open(path).read())["group_id"] == group
@@ -99,11 +99,11 @@ def test_snapshot_compare_restore_cycle(kafka_conn, native, bootstrap, unique, t
     assert snap.execute(context)["reused"], "a rerun keeps the baseline taken before anything changed"
     assert snap.execute(context)["sha256"] == first["sha256"]
 
-    compare_op = CompareGroupOffsetsOperator(task_id="cmp", group_id=group, snapshot_path=path)
+    compare_op = KafkaCompareGroupOffsetsOperator(task_id="cmp", group_id=group, snapshot_path=path)
     advanced = compare_op.execute(context)
     assert advanced["preserved"] and advanced["counts"]["advanced"] >= 1
     with pytest.raises(AirflowFailException, match="advanced"):
-        CompareGroupOffsetsOperator(task_id="cmp2", group_id=group, snapshot_path=path,
+        KafkaCompareGroupOffsetsOperator(task_id="cmp2", group_id=group, snapshot_path=path,
                                     allow_advanced=False).execute(context)
 
     # a conversion that lost the offsets: the group is gone ...
@@ -114,7 +114,7 @@ def test_snapshot_compare_restore_cycle(kafka_conn, native, bootstrap, unique, t
     consume(bootstrap, group, [topic], 3, group_protocol="classic")
     with pytest.raises(AirflowFailException, match="lost committed offsets on 3 partition"):
         compare_op.execute(context)
-    restore = RestoreGroupOffsetsOperator(task_id="restore", group_id=group, snapshot_path=path)
+    restore = KafkaRestoreGroupOffsetsOperator(task_id="restore", group_id=group, snapshot_path=path)
     restored = restore.execute(context)
     assert len(restored["restored"]) == 3
     assert compare_op.execute(context)["counts"]["equal"] == 3
@@ -123,12 +123,12 @@ def test_snapshot_compare_restore_cycle(kafka_conn, native, bootstrap, unique, t
     other = unique("other")
     consume(bootstrap, other, [topic], 1, group_protocol="consumer")
     with pytest.raises(AirflowFailException, match="refusing to overwrite"):
-        SnapshotGroupOffsetsOperator(task_id="other", group_id=other, path=path).execute(context)
+        KafkaSnapshotGroupOffsetsOperator(task_id="other", group_id=other, path=path).execute(context)
     with pytest.raises(AirflowFailException, match="does not exist"):
-        SnapshotGroupOffsetsOperator(task_id="ghost", group_id=unique("ghost"), path=str(tmp_path / "g.json")).execute(context)
+        KafkaSnapshotGroupOffsetsOperator(task_id="ghost", group_id=unique("ghost"), path=str(tmp_path / "g.json")).execute(context)
     with pytest.raises(AirflowFailException, match="not JSON"):
         (tmp_path / "broken.json").write_text("{")
-        CompareGroupOffsetsOperator(task_id="x", group_id=group, snapshot_path=str(tmp_path / "broken.json")).execute(context)
+        KafkaCompareGroupOffsetsOperator(task_id="x", group_id=group, snapshot_path=str(tmp_path / "broken.json")).execute(context)
 
 
 def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, bootstrap, unique, tmp_path, context):
@@ -140,7 +140,7 @@ def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, 
     wait_until(lambda: len(native.describe_group(group).members) == 2, what="two members")
     for m in members:
         m.kill()
-    op = RemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True)
+    op = KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, all_members=True)
     result = op.execute(context)
     assert len(result["removed"]) == 2 and "static-0" in result["removed"]
     assert native.describe_group(group).is_empty
@@ -150,7 +150,7 @@ def test_remove_members_operator_and_streams_refusal(kafka, kafka_conn, native, 
     try:
         wait_until(lambda: native.describe_group(app_id).state == "Stable", what="streams app")
         with pytest.raises(AirflowFailException, match="rejects LeaveGroup for streams groups"):
-            RemoveGroupMembersOperator(task_id="rm2", group_id=app_id, all_members=True).execute(context)
+            KafkaRemoveGroupMembersOperator(task_id="rm2", group_id=app_id, all_members=True).execute(context)
     finally:
         app.stop()
 
@@ -196,7 +196,7 @@ def test_preflight_on_a_healthy_cluster_and_on_each_blocker(own_cluster, monkeyp
     produce(bootstrap, topic, [b"1", b"2"])
 
     def preflight(mode, group=None, **kw):
-        return MigrationPreflightOperator(task_id=f"pre-{mode}", kafka_conn_id=conn, mode=mode, group_id=group, **kw)
+        return KafkaMigrationPreflightOperator(task_id=f"pre-{mode}", kafka_conn_id=conn, mode=mode, group_id=group, **kw)
 
     healthy = unique("healthy")
     member = ConsumerProcess.start(bootstrap, healthy, [topic], protocol="classic", client_id="h",
@@ -248,7 +248,7 @@ def test_preflight_catches_a_disabled_migration_policy(fresh_kafka, monkeypatch,
         with KafkaAdmin(ClientSettings(broker.bootstrap_servers)) as admin:
             wait_until(lambda: admin.describe_group(group).state == "Stable", what="classic member")
         with pytest.raises(AirflowFailException, match="group.consumer.migration.policy=disabled forbids an online upgrade"):
-            MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_consumer",
+            KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="classic_to_consumer",
                                        group_id=group).execute(context)
     finally:
         member.stop()
@@ -258,8 +258,8 @@ def test_lint_operator_on_a_properties_file(tmp_path, context):
     props = tmp_path / "app.properties"
     props.write_text("group.protocol=classic\nsession.timeout.ms=30000\n")
     with pytest.raises(AirflowFailException, match="consumer.session.timeout.ms=30000"):
-        ClientConfigLintOperator(task_id="lint", properties=str(props), target="consumer").execute(context)
-    ok = ClientConfigLintOperator(task_id="lint2", properties={"group.protocol": "consumer",
+        KafkaClientConfigLintOperator(task_id="lint", properties=str(props), target="consumer").execute(context)
+    ok = KafkaClientConfigLintOperator(task_id="lint2", properties={"group.protocol": "consumer",
                                                                "enable.auto.commit": "false",
                                                                "group.remote.assignor": "range"},
                                   target="consumer", client_version="4.1.0").execute(context)
@@ -282,7 +282,7 @@ def test_preflight_refuses_a_rollback_the_upgrade_policy_cannot_carry(fresh_kafk
         with KafkaAdmin(ClientSettings(bootstrap)) as admin:
             wait_until(lambda: len(admin.describe_group(group).members) == 2, what="two classic members")
             for rollback, outcome in (("fail", "refused"), ("warn", "warned"), (None, "unchecked")):
-                op = MigrationPreflightOperator(task_id=f"pre-{outcome}", kafka_conn_id=conn, mode="classic_to_consumer",
+                op = KafkaMigrationPreflightOperator(task_id=f"pre-{outcome}", kafka_conn_id=conn, mode="classic_to_consumer",
                                                 group_id=group, rollback=rollback)
                 if rollback == "fail":
                     with pytest.raises(AirflowFailException, match="rollback_policy: group.consumer.migration.policy="
@@ -327,7 +327,7 @@ def test_preflight_and_lint_read_the_real_assignors(kafka_conn, native, bootstra
             wait_until(lambda g=group: native.describe_group(g).state == "Stable", what=f"{group} Stable")
         # one member that owned nothing before: no userData yet, but it comes with the next rebalance
         if not any(native.classic_assignment_user_data(sticky).values()):
-            report = MigrationPreflightOperator(task_id="pre-cs1", kafka_conn_id=kafka_conn,
+            report = KafkaMigrationPreflightOperator(task_id="pre-cs1", kafka_conn_id=kafka_conn,
                                                 mode="classic_to_consumer", group_id=sticky).execute(context)
             check = next(c for c in report["checks"] if c["name"] == "custom_assignor")
             assert check["status"] == "warn" and "kip848_consumer_offline_migration" in check["remedy"], check
@@ -336,7 +336,7 @@ def test_preflight_and_lint_read_the_real_assignors(kafka_conn, native, bootstra
                                              assignor="cooperative-sticky", log_file=str(tmp_path / "cs1.log")))
         wait_until(lambda: any(native.classic_assignment_user_data(sticky).values()), what="assignment userData")
         with pytest.raises(AirflowFailException, match="kip848_consumer_offline_migration"):
-            MigrationPreflightOperator(task_id="pre-cs", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
+            KafkaMigrationPreflightOperator(task_id="pre-cs", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
                                        group_id=sticky).execute(context)
         report = context["ti"].xcom["report"]
         assert "custom_assignor" in report["failures"], report
@@ -345,30 +345,30 @@ def test_preflight_and_lint_read_the_real_assignors(kafka_conn, native, bootstra
             consume(bootstrap, sticky, [topic], 1, group_protocol="consumer", timeout=20)
         assert native.group_listing(sticky).type is GroupType.CLASSIC
         # offline: the same group passes (stop first: the DAG does)
-        offline = MigrationPreflightOperator(task_id="pre-off", kafka_conn_id=kafka_conn,
+        offline = KafkaMigrationPreflightOperator(task_id="pre-off", kafka_conn_id=kafka_conn,
                                              mode="classic_to_consumer_offline", group_id=sticky,
                                              expect_empty=False).execute(context)
         assert offline["passed"] and "custom_assignor" not in {c["name"] for c in offline["checks"]}
 
         # range today; the brokers of this cluster offer uniform first
-        report = MigrationPreflightOperator(task_id="pre-r", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
+        report = KafkaMigrationPreflightOperator(task_id="pre-r", kafka_conn_id=kafka_conn, mode="classic_to_consumer",
                                             group_id=ranged).execute(context)
         mapping = next(c for c in report["checks"] if c["name"] == "assignor_mapping")
         assert mapping["status"] == "warn" and "group.remote.assignor=range" in mapping["remedy"], mapping
         assert "uniform,range" in mapping["evidence"]  # read from the brokers' group.consumer.assignors
-        lint = ClientConfigLintOperator(task_id="lint-r", properties={"group.protocol": "consumer"},
+        lint = KafkaClientConfigLintOperator(task_id="lint-r", properties={"group.protocol": "consumer"},
                                         kafka_conn_id=kafka_conn, group_id=ranged, client="librdkafka",
                                         client_version="2.12.1").execute(context)
         finding = next(f for f in lint["findings"] if f["key"] == "group.remote.assignor")
         assert finding["severity"] == "warn" and "'range'" in finding["message"], lint
         assert not any(f["key"] == "client.version" for f in lint["findings"])
         with pytest.raises(AirflowFailException, match="client.version"):
-            ClientConfigLintOperator(task_id="lint-old", properties={"group.protocol": "consumer"},
+            KafkaClientConfigLintOperator(task_id="lint-old", properties={"group.protocol": "consumer"},
                                      client="librdkafka", client_version="2.10.0").execute(context)
 
         # source topics: one exists (and was consumed), one does not
         with pytest.raises(AirflowFailException, match="source_topics"):
-            MigrationPreflightOperator(task_id="pre-src", kafka_conn_id=kafka_conn, mode="classic_to_streams",
+            KafkaMigrationPreflightOperator(task_id="pre-src", kafka_conn_id=kafka_conn, mode="classic_to_streams",
                                        group_id=ranged, expect_empty=False,
                                        source_topics=f"{topic}, {topic}-missing").execute(context)
         checks = {c["name"]: c for c in context["ti"].xcom["report"]["checks"]}
@@ -391,7 +391,7 @@ def test_an_old_metadata_version_does_not_block_streams_version(fresh_kafka, mon
     try:
         features = admin.describe_features()
         assert features.level("streams.version") == 0 and features.level("metadata.version") < 29
-        report = MigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="enable_feature",
+        report = KafkaMigrationPreflightOperator(task_id="pre", kafka_conn_id=conn, mode="enable_feature",
                                             feature="streams.version", feature_level=1).execute(context)
         check = next(c for c in report["checks"] if c["name"] == "feature_level")
         assert report["passed"] and "below 4.2-IV1" in check["evidence"], report

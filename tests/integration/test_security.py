@@ -38,13 +38,13 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
-from airflow_provider_kip848.operators.members import RemoveGroupMembersOperator
+from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.offsets import (
-    CompareGroupOffsetsOperator,
-    RestoreGroupOffsetsOperator,
-    SnapshotGroupOffsetsOperator,
+    KafkaCompareGroupOffsetsOperator,
+    KafkaRestoreGroupOffsetsOperator,
+    KafkaSnapshotGroupOffsetsOperator,
 )
-from airflow_provider_kip848.operators.preflight import MigrationPreflightOperator
+from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from kip848_harness.clients import consume, create_topics, produce
 from kip848_harness.kafka_cluster import LocalKafka
 from tests.conftest import RecordingTI, is_child_of, process_cmdlines, start_or_fail, wait_until
@@ -136,7 +136,7 @@ def _describe(scene):
 
 
 def _offsets_restore(scene):
-    return RestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=scene["conn"], backend=scene["backend"],
+    return KafkaRestoreGroupOffsetsOperator(task_id="restore", kafka_conn_id=scene["conn"], backend=scene["backend"],
                                        group_id=OFFSETS_GROUP, snapshot_path=scene["snapshot"]
                                        ).execute({"ti": RecordingTI()})
 
@@ -288,17 +288,17 @@ def test_password_reaches_no_log_xcom_file_or_process(secured, kafka_version, mo
                 set_configs={"consumer.heartbeat.interval.ms": 2000 if backend == "native" else 3000},
                     allow_absent_group=True).execute(context)
             if backend == "native":
-                results["snapshot"] = SnapshotGroupOffsetsOperator(
+                results["snapshot"] = KafkaSnapshotGroupOffsetsOperator(
                     task_id="snapshot", group_id=SECRETS_GROUP, path=snapshot_path, **common).execute(context)
                 with KafkaAdmin(sasl_settings(secured)) as admin:  # a lossy conversion, for the restore to undo
                     admin.alter_group_offsets(SECRETS_GROUP, {TopicPartition(TOPIC, p): 0 for p in (0, 1)})
-                results["restore"] = RestoreGroupOffsetsOperator(
+                results["restore"] = KafkaRestoreGroupOffsetsOperator(
                     task_id="restore", group_id=SECRETS_GROUP, snapshot_path=snapshot_path, **common).execute(context)
-                results["members"] = RemoveGroupMembersOperator(
+                results["members"] = KafkaRemoveGroupMembersOperator(
                     task_id="members", group_id=SECRETS_GROUP, all_members=True, **common).execute(context)
-                results["preflight"] = MigrationPreflightOperator(
+                results["preflight"] = KafkaMigrationPreflightOperator(
                     task_id="preflight", mode="classic_to_consumer", group_id=SECRETS_GROUP, **common).execute(context)
-            results[f"compare-{backend}"] = CompareGroupOffsetsOperator(
+            results[f"compare-{backend}"] = KafkaCompareGroupOffsetsOperator(
                 task_id="compare", group_id=SECRETS_GROUP, snapshot_path=snapshot_path, **common).execute(context)
             with pytest.raises(AirflowFailException) as failed:
                 KafkaGroupConfigOperator(task_id="config", group_id=SECRETS_GROUP, kafka_conn_id=bad, backend=backend,

@@ -32,6 +32,8 @@ from kip848_harness.clients import (
 from tests.conftest import set_kafka_connection, wait_until
 
 
+# The waits below are run by calling execute() in the test, where no triggerer runs: they poke (deferrable=False;
+# the default is the deployment's [kip848] default_deferrable, True).
 class Background(threading.Thread):
     """Runs a sensor's execute() while the test drives the applications."""
 
@@ -55,9 +57,9 @@ def test_type_and_migrated_sensors_follow_a_rolling_upgrade(kafka_conn, native, 
                                      log_file=str(tmp_path / f"c{i}.log")) for i in range(2)]
     try:
         wait_until(lambda: len(native.describe_group(group).members) == 2, what="classic members")
-        converted = Background(KafkaGroupTypeSensor(task_id="t", group_id=group, group_type="consumer",
+        converted = Background(KafkaGroupTypeSensor(task_id="t", deferrable=False, group_id=group, group_type="consumer",
                                                     poll_interval=0.5, timeout=120), context)
-        migrated = Background(KafkaGroupMigratedSensor(task_id="m", group_id=group, expected_members=2,
+        migrated = Background(KafkaGroupMigratedSensor(task_id="m", deferrable=False, group_id=group, expected_members=2,
                                                        poll_interval=0.5, timeout=120), context)
         converted.start()
         migrated.start()
@@ -93,17 +95,17 @@ def test_stopped_classic_streams_app_is_force_emptied_then_converted(kafka, kafk
     assert len(native.describe_group(app_id).members) >= 1
 
     # the caller confirms the instance gone (it killed it): only then are its members forced out
-    emptied = KafkaGroupEmptySensor(task_id="empty", group_id=app_id, poll_interval=0.5, remove_members_after=1,
+    emptied = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=app_id, poll_interval=0.5, remove_members_after=1,
                                     instances_gone=not classic.running, timeout=30).execute(context)
     assert emptied["members_removed"], "the sensor forced the leftover classic members out"
     assert native.describe_group(app_id).is_empty
 
     streams = kafka.start_wordcount(app_id, group_protocol="streams")
     try:
-        result = KafkaGroupTypeSensor(task_id="type", group_id=app_id, group_type="streams", poll_interval=0.5,
+        result = KafkaGroupTypeSensor(task_id="type", deferrable=False, group_id=app_id, group_type="streams", poll_interval=0.5,
                                       timeout=90).execute(context)
         assert result["summary"] == "type streams"
-        KafkaGroupStateSensor(task_id="stable", group_id=app_id, states=["Stable"], poll_interval=0.5,
+        KafkaGroupStateSensor(task_id="stable", deferrable=False, group_id=app_id, states=["Stable"], poll_interval=0.5,
                               timeout=90).execute(context)
         produce(bootstrap, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         # only committed offsets survive: the old records are not processed again, so the count goes 2 -> 3
@@ -127,7 +129,7 @@ def test_instances_confirmed_gone_empty_the_group_at_once_without_a_settle_wait(
     assert len(native.describe_group(group).members) == 1
     with pytest.raises(Exception, match="instances_gone must be true or false"):
         KafkaGroupEmptySensor(task_id="bad", group_id=group, instances_gone="probably")
-    emptied = KafkaGroupEmptySensor(task_id="empty", group_id=group, poll_interval=0.5, remove_members_after=600,
+    emptied = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=group, poll_interval=0.5, remove_members_after=600,
                                     settle_seconds=30, instances_gone="True", timeout=20).execute(context)
     assert len(emptied["members_removed"]) == 1 and emptied["condition"]["settle_s"] == 0
     assert native.describe_group(group).is_empty
@@ -149,7 +151,7 @@ def test_lag_sensor_waits_for_the_backlog_to_drain(kafka_conn, bootstrap, unique
     consume(bootstrap, group, [topic], 0, group_protocol="consumer", timeout=1)
     produce(bootstrap, topic, (f"v{i}" for i in range(50)))
     consume(bootstrap, group, [topic], 10, group_protocol="consumer")
-    sensor = Background(KafkaGroupLagSensor(task_id="lag", group_id=group, max_lag=0, poll_interval=0.5, timeout=120),
+    sensor = Background(KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=group, max_lag=0, poll_interval=0.5, timeout=120),
                         context)
     sensor.start()
     sensor.join(3)

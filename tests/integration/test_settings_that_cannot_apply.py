@@ -17,7 +17,7 @@ from airflow_provider_kip848.changecontrol.audit import read_audit
 from airflow_provider_kip848.kafka import errors as E
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
-from airflow_provider_kip848.operators.offsets import RestoreGroupOffsetsOperator
+from airflow_provider_kip848.operators.offsets import KafkaRestoreGroupOffsetsOperator
 from kip848_harness.clients import create_topics, produce
 
 
@@ -58,7 +58,7 @@ def test_restore_onto_a_topic_the_group_no_longer_reads_needs_the_override_and_i
     native.alter_group_offsets(group, {TopicPartition(read, 0): 2})
 
     def restore(**kw):
-        return RestoreGroupOffsetsOperator(task_id="restore", group_id=group, snapshot_path=str(path),
+        return KafkaRestoreGroupOffsetsOperator(task_id="restore", group_id=group, snapshot_path=str(path),
                                            audit_log=str(tmp_path / "audit.jsonl"), **kw).execute(context)
 
     with pytest.raises(Exception) as refused:

@@ -16,8 +16,8 @@ from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.validation import (
+    KafkaTopicOffsetsOperator,
     KafkaValidationOperator,
-    TopicOffsetsOperator,
     validation_spark_submit_operator,
 )
 from airflow_provider_kip848.spark.job import run_spec
@@ -167,7 +167,7 @@ def test_counts_explain_transaction_markers_only_when_told(spark, native, bootst
 def test_validation_operator_local_and_spark_submit(spark, kafka_conn, native, bootstrap, unique, tmp_path, context):
     topic, group = unique("op"), unique("op-group")
     create_topics(bootstrap, {topic: 2})
-    capture = TopicOffsetsOperator(task_id="cap", topics=[topic])
+    capture = KafkaTopicOffsetsOperator(task_id="cap", topics=[topic])
     before = capture.execute(context)
     produce(bootstrap, topic, (json.dumps({"id": i}) for i in range(200)), keys=(str(i) for i in range(200)))
     consume(bootstrap, group, [topic], 200, group_protocol="consumer")

@@ -185,12 +185,12 @@ def test_the_window_guard_operator_fails_outside_its_window_and_on_a_window_it_c
     or with a window that does not parse (a typo in a form), the task fails without retry, naming why."""
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+    from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
     from kip848_harness.windows import closed_window, open_window
 
     def guard(window: dict[str, str], **change: str) -> dict:
         params = {**window, **change}
-        return MaintenanceWindowGuardOperator(task_id="window_guard", window_days=params["window_days"],
+        return KafkaMaintenanceWindowGuardOperator(task_id="window_guard", window_days=params["window_days"],
                                               window_start=params["window_start"], window_end=params["window_end"],
                                               window_tz=params["window_tz"]).execute({})
 

@@ -21,10 +21,10 @@ parametrized case as ``::<test_function>[<id>]``, checked without the ``[...]``)
 * each test is in a tier that runs a real broker (tests/integration, tests/e2e, tests/deploy; tests/unit
   runs none), its file exists and defines that function as a top-level ``def test_...``;
 * each ``preflight:<name>`` of a covered or partial row is exercised by one of the row's test files: a
-  file that both runs the preflight (it calls ``MigrationPreflightOperator`` or ``run_preflight``, or
+  file that both runs the preflight (it calls ``KafkaMigrationPreflightOperator`` or ``run_preflight``, or
   ``run_dag`` on a DAG that has a ``preflight`` task) and names the check in a string literal
   (``"group_empty"``, ``"group_size: 2 member(s)"``; docstrings do not count), as a whole word;
-* likewise each ``lint:<key>``: a file that both runs the lint (``ClientConfigLintOperator``,
+* likewise each ``lint:<key>``: a file that both runs the lint (``KafkaClientConfigLintOperator``,
   ``lint_client_config``, or ``run_dag`` on a DAG with a ``lint_client_config`` task) and names the
   key in a string literal (``session.timeout.ms`` inside ``consumer.session.timeout.ms`` does not count).
 
@@ -73,8 +73,8 @@ TEST_RE = re.compile(r"^tests/(?P<tier>[^/\s]+)/(?P<path>[^:\s]+\.py)::(?P<funct
 #: the ``tested by`` cell of a row that has no test
 NO_TEST = "—"
 #: reference kind -> (the calls that run that check, the DAG task through which a DAG run runs it)
-RUNNERS = {"preflight": (frozenset({"MigrationPreflightOperator", "run_preflight"}), "preflight"),
-           "lint": (frozenset({"ClientConfigLintOperator", "lint_client_config"}), "lint_client_config")}
+RUNNERS = {"preflight": (frozenset({"KafkaMigrationPreflightOperator", "run_preflight"}), "preflight"),
+           "lint": (frozenset({"KafkaClientConfigLintOperator", "lint_client_config"}), "lint_client_config")}
 
 
 # -- parsing the checklist ---------------------------------------------------------------------
@@ -761,7 +761,7 @@ DAG = "kip848_consumer_offline_migration"
 
 def helper():
     """A docstring naming static_membership."""
-    return MigrationPreflightOperator(task_id="p", mode="classic_to_consumer")
+    return KafkaMigrationPreflightOperator(task_id="p", mode="classic_to_consumer")
 
 
 def test_one():
@@ -780,7 +780,7 @@ class TestNothing:
 ''')
     assert facts.functions == {"test_one", "test_two"}
     assert facts.dags_run == {"kip848_consumer_offline_migration", "kafka_group_config_change"}
-    assert "MigrationPreflightOperator" in facts.calls and "run_dag" in facts.calls
+    assert "KafkaMigrationPreflightOperator" in facts.calls and "run_dag" in facts.calls
     assert names(facts.strings, "group_empty") and names(facts.strings, "enable.auto.commit")
     assert not names(facts.strings, "group_size"), "docstrings do not count"
     assert not names(facts.strings, "static_membership"), "docstrings do not count"

@@ -26,7 +26,7 @@ from airflow_provider_kip848.changecontrol.window import (
     window_note,
 )
 from airflow_provider_kip848.kafka.errors import InvalidMaintenanceWindow
-from airflow_provider_kip848.operators.window import MaintenanceWindowGuardOperator
+from airflow_provider_kip848.operators.window import KafkaMaintenanceWindowGuardOperator
 from kip848_harness.windows import open_window
 
 
@@ -76,7 +76,7 @@ def test_a_window_that_cannot_be_what_was_meant_is_refused_saying_why(given_wind
         assert fragment in str(err.value), (fragment, str(err.value))
     # the guard task: the same words, failed without retry (a retry would only repeat them)
     with pytest.raises(AirflowFailException) as failed:
-        MaintenanceWindowGuardOperator(task_id="window_guard", **given_window).execute({})
+        KafkaMaintenanceWindowGuardOperator(task_id="window_guard", **given_window).execute({})
     assert isinstance(failed.value.__cause__, InvalidMaintenanceWindow)
     assert str(err.value).split(";")[0] in str(failed.value)
 
@@ -116,7 +116,7 @@ def test_the_longest_window_is_the_deployments_setting_read_strictly(monkeypatch
     guard instead of falling back to the default (a guard never fails open)."""
     assert max_window_hours(None) == max_window_hours("") == DEFAULT_MAX_WINDOW_HOURS == 12
     ten_hours = open_window(hours=10)
-    guard = MaintenanceWindowGuardOperator(task_id="window_guard", **ten_hours)
+    guard = KafkaMaintenanceWindowGuardOperator(task_id="window_guard", **ten_hours)
     assert guard.execute({})["understood"]["hours"] == 10  # the default allows it
     monkeypatch.setenv("AIRFLOW__KIP848__MAX_WINDOW_HOURS", "8")
     with pytest.raises(AirflowFailException, match=r"lasts 10 h( \(across midnight\))?, longer than this deployment's maximum of 8 h"):
@@ -128,7 +128,7 @@ def test_the_longest_window_is_the_deployments_setting_read_strictly(monkeypatch
         assert isinstance(err.value.__cause__, InvalidMaintenanceWindow), bad
     monkeypatch.setenv("AIRFLOW__KIP848__MAX_WINDOW_HOURS", "24")
     # what the guard returns for the report (its log line is checked in a DAG run: tests/e2e/test_locked_runs.py)
-    result = MaintenanceWindowGuardOperator(task_id="window_guard", **open_window(hours=20)).execute({})
+    result = KafkaMaintenanceWindowGuardOperator(task_id="window_guard", **open_window(hours=20)).execute({})
     assert result["max_hours"] == 24 and result["understood"]["hours"] == 20
 
 
