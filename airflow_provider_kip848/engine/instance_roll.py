@@ -40,6 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow.sdk import Context
+
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
 from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -265,7 +267,7 @@ class InstanceRoll:
 
 def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, group_ids: Sequence[str],
                      protocol: str, limits: RollLimits, *,
-                     context: Mapping[str, Any],  # Any: a task's Context (or the Airflow layers' dict of it)
+                     context: Context,
                      task_id: str, audit_log: str | None, log: TaskLog) -> dict[str, Any]:
     """Roll the application to ``protocol``: instance by instance (:class:`InstanceRoll`: the gate, the static
     members' leave, removals audited as ``task_id``'s) when the controller can and the groups are given (a

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
@@ -206,8 +207,7 @@ class ApplicationMove:
     :param task_id: the task's id (audit records and the approvals they quote).
     """
 
-    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Mapping[str, Any], task_id: str,
-                 # Any: a task's Context (or the Airflow layers' dict of it)
+    def __init__(self, unit: Unit, kind: str, settings: MoveSettings, *, context: Context, task_id: str,
                  log: TaskLog, on_progress: Callable[[MoveProgress], None] | None = None) -> None:
         if kind not in (MIGRATE, ROLLBACK):
             raise InvalidArgument(f"kind must be {MIGRATE!r} or {ROLLBACK!r}, not {kind!r}")

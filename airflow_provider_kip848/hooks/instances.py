@@ -92,7 +92,7 @@ class InstancesVerdict:
 
     outcome: str
     message: str
-    status: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None  # Any: the controller's status as JSON, each kind with its own keys
 
     def to_dict(self) -> dict[str, object]:
         return {"outcome": self.outcome, "message": self.message, "status": self.status}

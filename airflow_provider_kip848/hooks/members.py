@@ -18,7 +18,7 @@ coordinator alone cannot tell a dead member from a live one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
@@ -28,12 +28,7 @@ from airflow_provider_kip848.changecontrol.audit import audit_location, record_c
 from airflow_provider_kip848.controllers import ApplicationStatus, member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol, StreamsGroupDescription
-
-
-class TaskLog(Protocol):
-    """What a removal logs through: a task's logger (Airflow's) or the standard library's."""
-
-    def warning(self, msg: str, /, *args: object) -> object: ...
+from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 
 
 def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,

@@ -5,6 +5,12 @@ takes the run's ``params`` and Airflow ``context`` and reads the tasks before it
 :mod:`airflow_provider_kip848.fleet.names` (which the UI plugin reads too). The planning itself is
 :mod:`airflow_provider_kip848.fleet` (no I/O), each application's move is
 :class:`~airflow_provider_kip848.operators.fleet.KafkaApplicationMigrationOperator`.
+
+Why over 500 lines: it is one DAG's steps, one function per task of the runbook (plan, open, recheck, to_validate,
+judge, report), and they share the reading of the tasks before them (the plan's and the waves' XComs by the names
+of fleet.names, the run's task states). Split by step, each module would import the same private readers from a
+third, and a reader of the DAG would follow one runbook across seven files; the logic they call is already in
+fleet/ and changecontrol/.
 """
 
 from __future__ import annotations

@@ -124,18 +124,18 @@ class RunReport:
     :param validation_task: the task whose result may hold the output records' timing (downtime).
     """
 
-    title: Callable[[dict[str, Any]], str]
+    title: Callable[[dict[str, Any]], str]  # Any: the run's params, JSON of each DAG's own Params
     outcome: OutcomeRule
     results: Mapping[str, Pull]
     change_tasks: tuple[str, ...] = ()
     approval_task_ids: tuple[str, ...] | None = None
     group_param: str | None = "group_id"
-    target: Callable[[dict[str, Any]], str] | None = None
+    target: Callable[[dict[str, Any]], str] | None = None  # Any: the run's params (JSON)
     after_members: bool = True
-    before: Callable[[dict[str, Any], dict[str, Any], dict[str, Any] | None], Any] | None = None
-    after: Callable[[dict[str, Any], dict[str, Any], dict[str, Any] | None], Any] | None = None
-    extra: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
-    fail_outcomes: Callable[[dict[str, Any]], tuple[str, ...]] = field(
+    before: Callable[[dict[str, Any], dict[str, Any], dict[str, Any] | None], Any] | None = None  # Any: JSON
+    after: Callable[[dict[str, Any], dict[str, Any], dict[str, Any] | None], Any] | None = None  # Any: JSON
+    extra: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None  # Any: JSON
+    fail_outcomes: Callable[[dict[str, Any]], tuple[str, ...]] = field(  # Any: the run's params (JSON)
         default=lambda params: ("failed", "refused", "locked"))
     metrics: bool = True
     validation_task: str | None = "validate"

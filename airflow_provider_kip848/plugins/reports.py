@@ -95,10 +95,10 @@ class RunFacts:
     run_after: datetime | None = None
     start_date: datetime | None = None
     end_date: datetime | None = None
-    conf: Mapping[str, Any] = field(default_factory=dict)
+    conf: Mapping[str, Any] = field(default_factory=dict)  # Any: the run's conf, JSON of the DAG's Params
     report_state: str | None = None
-    report_xcom: Any = None
-    validation_xcoms: Mapping[str, Any] = field(default_factory=dict)
+    report_xcom: Any = None  # Any: the report task's XCom as stored (JSON), checked where read
+    validation_xcoms: Mapping[str, Any] = field(default_factory=dict)  # Any: XComs as stored (JSON)
 
 
 def _state(value: Any) -> str | None:

@@ -59,7 +59,7 @@ class RunFacts:
     end_date: datetime | None = None
     triggering_user: str | None = None
     tasks: tuple[TaskFact, ...] = ()
-    xcoms: Mapping[tuple[str, int, str], Any] = field(default_factory=dict)
+    xcoms: Mapping[tuple[str, int, str], Any] = field(default_factory=dict)  # Any: XComs as stored (JSON)
 
     def task(self, task_id: str, map_index: int = -1) -> TaskFact | None:
         return next((t for t in self.tasks if t.task_id == task_id and t.map_index == map_index), None)
@@ -172,7 +172,7 @@ class PlanWave:
     oversized: bool
     wave_hash: str
     teams: tuple[str, ...]
-    applications: tuple[Mapping[str, Any], ...]
+    applications: tuple[Mapping[str, Any], ...]  # Any: the plan's entries as the plan task wrote them (JSON)
 
     @property
     def apps(self) -> list[str]:

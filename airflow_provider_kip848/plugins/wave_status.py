@@ -90,7 +90,7 @@ class WaveFacts:
     moved: list[str] | None = None
     sent_back: list[str] | None = None
     #: the approval's answer: decision, by, at, refused (None: not answered)
-    decision: Mapping[str, Any] | None = None
+    decision: Mapping[str, Any] | None = None  # Any: the approval's answer as Airflow stores it (JSON)
 
     def one(self, task: str) -> TaskFact | None:
         found = self.tis.get(task) or []

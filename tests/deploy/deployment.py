@@ -178,6 +178,10 @@ class Deployment:
         started = time.monotonic()
         dist = self.root / "dist"
         uv = find_uv_bin()
+        # setuptools packs whatever an earlier build left in build/lib (a module since deleted or moved, e.g. the
+        # harness's old testing/ package) into the wheel: built from a clean build dir, as docs/deploy.md says
+        for stale in (REPO / "build" / "lib", *(REPO / "build").glob("bdist.*")):
+            shutil.rmtree(stale, ignore_errors=True)
         subprocess.run([uv, "build", "--quiet", "--wheel", "--out-dir", str(dist), str(REPO)], check=True,
                        cwd=self.root)
         wheel = next(dist.glob("airflow_provider_kip848-*.whl"))

@@ -28,7 +28,6 @@ ADR = "docs/adr/0009-house-rules-for-reading.md"
 MAX_LINES = 500
 REASON_PARAGRAPH = "Why over 500 lines:"
 #: the rules other parts of issue 33 make pass; the lead removes the marks after merging them
-ISSUE_33 = pytest.mark.xfail(strict=True, reason="issue 33: parts A-C make this pass")
 
 
 def _load_counter():
@@ -95,19 +94,19 @@ def _over_package(rule) -> list[str]:
 # -- the package keeps them --------------------------------------------------------------------------
 
 
-@ISSUE_33
+
 def test_no_module_is_over_500_lines_without_its_reason():
     found = _over_package(long_module_problem)
     assert found == [], f"{len(found)} module(s):\n" + "\n".join(found)
 
 
-@ISSUE_33
+
 def test_no_single_letter_import_alias():
     found = _over_package(short_alias_problems)
     assert found == [], f"{len(found)} alias(es):\n" + "\n".join(found)
 
 
-@ISSUE_33
+
 def test_no_any_in_a_public_signature_without_its_reason():
     found = _over_package(bare_any_problems)
     assert found == [], f"{len(found)} annotation(s):\n" + "\n".join(found)
