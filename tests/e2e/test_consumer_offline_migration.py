@@ -200,12 +200,24 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
     """The consumer-protocol instances are started with a property the client rejects at start (one no lint
     knows: a setting the protocol rejects, failure mode 1 of the guides, is caught by the lint of the deployed
     config before the approval): they exit at once. Past the start deadline the DAG stops them, waits for
-    Empty, restarts the application on classic and shows the offsets equal to the snapshot."""
+    Empty, restarts the application on classic and shows the offsets equal to the snapshot. Before it, a dry run of
+    the same application (it needs one as any run does, and changes nothing)."""
     admin = KafkaAdmin(ClientSettings(bootstrap))
     topic, output, group, args, controller = running_classic(
         bootstrap, unique, tmp_path, admin, controllers,
         properties={"consumer": {"no.such.property": "10000"}, "classic": CLASSIC_SESSION})
     try:
+        # first a dry run on a connection without metrics_url (the session broker's): the DAG runs, the samples say
+        # why they are empty, nothing is asked, nothing changes (its own report and snapshot folders)
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True,
+                                                 report_dir=str(tmp_path / "dry"),
+                                                 snapshot_dir=str(tmp_path / "dry-snapshots")), decide=approve)
+        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
+        assert [(s["label"], s["note"]) for s in report["metrics"]["samples"]] == [
+            ("before", "no metrics_url on the connection")]  # the change's own points were not reached
+        folder = Path(run_location(str(tmp_path / "dry"), DAG, run.run_id, "report"))
+        assert (folder / "report.md").is_file() and not (folder / "metrics.svg").exists()
+
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, start_timeout_minutes=0.5,
                                                  validate_with_spark=False), decide=approve)
         assert state(run) == "failed", "a rolled-back migration marks the run failed"
@@ -224,63 +236,26 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
         admin.close()
 
 
-def test_the_report_shows_the_brokers_group_metrics_over_the_change(airflow_db, fresh_kafka, monkeypatch, unique,
-                                                                    tmp_path, controllers):
-    """On brokers that serve their metrics (the JMX exporter) and a connection that names them, the DAG samples
-    the group metrics before, during and after the change and the report tables and charts them."""
-    broker = fresh_kafka(metrics=True)
-    bootstrap = broker.bootstrap_servers
-    set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap, metrics_url=broker.metrics_url)
-    admin = KafkaAdmin(ClientSettings(bootstrap))
-    # the metrics are the point here, not the assignor's userData (a fresh broker's group may not have it yet)
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
-                                                             with_user_data=False)
-    try:
-        run, _answers, report = run_dag(DAG, conf(tmp_path, group, output, args, validate_with_spark=False),
-                                        decide=approve)
-        assert state(run) == "success" and report["outcome"] == "migrated", report
-        metrics = report["metrics"]
-        assert [s["label"] for s in metrics["samples"]] == ["before", "during", "after"]
-        for sample in metrics["samples"]:
-            assert sample["taken_at"] and set(sample["groups_by_protocol"]) >= {"classic", "consumer"}, sample
-        # the restarted instances joined a consumer-protocol group: the brokers counted its rebalances
-        assert metrics["rebalances_during_change"]["consumer"] >= 1, metrics
-        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
-        chart = (folder / "metrics.svg").read_text()
-        assert chart.startswith("<svg") and "consumer groups" in chart
-        assert "![group metrics over the change](metrics.svg)" in (folder / "report.md").read_text()
-    finally:
-        controller.stop()
-        admin.close()
-
-
-def test_without_a_metrics_url_the_report_says_so(airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers):
-    """A dry run on a connection without metrics_url: the DAG runs, the samples say why they are empty."""
-    admin = KafkaAdmin(ClientSettings(bootstrap))
-    topic, output, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
-                                                             with_user_data=False)
-    try:
-        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True), decide=approve)
-        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
-        assert [(s["label"], s["note"]) for s in report["metrics"]["samples"]] == [
-            ("before", "no metrics_url on the connection")]  # the change's own points were not reached
-        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
-        assert (folder / "report.md").is_file() and not (folder / "metrics.svg").exists()
-    finally:
-        controller.stop()
-        admin.close()
-
-
-def test_an_offline_migration_with_a_producer_running_throughout_finishes(airflow_db, kafka_conn, bootstrap, unique,
-                                                                           tmp_path, controllers):
+def test_with_a_producer_running_throughout_the_report_shows_the_brokers_group_metrics_over_the_change(
+        airflow_db, fresh_kafka, monkeypatch, unique, tmp_path, controllers):
     """Live traffic is the normal case (issue 32): a producer writes ~50 records/s from before the trigger until the
     run has ended, through the stop (a backlog builds while the application is down) and the restart. The lag wait
     ends by its rule once the backlog is consumed (the lag back at its level in the snapshot before the stop, or not
     growing while the group commits), never waiting for a lag of 0 the producer never allows; the validation's lag
     check compares the lag after with the lag before. No output topic is checked (input still flows when the DAG
-    reads the output range: see the rolling upgrade's test of the same name)."""
+    reads the output range: see the rolling upgrade's test with a producer running throughout).
+
+    The brokers serve their metrics (the JMX exporter) and the connection names them: the DAG samples the group
+    metrics before, during and after the change and the report tables and charts them. (Two tests of the same
+    migration before, one with the producer and one with the metrics: one run carries both.)"""
+    broker = fresh_kafka(metrics=True)
+    bootstrap = broker.bootstrap_servers
+    set_kafka_connection(monkeypatch, "kafka_admin_default", bootstrap, metrics_url=broker.metrics_url)
     admin = KafkaAdmin(ClientSettings(bootstrap))
-    topic, _, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers)
+    # the metrics and the traffic are the point here, not the assignor's userData (a fresh broker's group may not
+    # have it yet)
+    topic, _, group, args, controller = running_classic(bootstrap, unique, tmp_path, admin, controllers,
+                                                        with_user_data=False)
     feeder = Feeder(bootstrap, topic, lambda: False, first=200, every_s=0.02, limit=1_000_000)
     feeder.start()
     try:
@@ -295,6 +270,16 @@ def test_an_offline_migration_with_a_producer_running_throughout_finishes(airflo
         print(f"figures: consumer offline migration lag wait ended "
               f"{lag['met_at'] - report['results']['migration']['met_at']:.1f} s after the group was migrated, by the "
               f"{lag['detail']['rule']} rule; {lag['summary']}")
+        metrics = report["metrics"]
+        assert [s["label"] for s in metrics["samples"]] == ["before", "during", "after"]
+        for sample in metrics["samples"]:
+            assert sample["taken_at"] and set(sample["groups_by_protocol"]) >= {"classic", "consumer"}, sample
+        # the restarted instances joined a consumer-protocol group: the brokers counted its rebalances
+        assert metrics["rebalances_during_change"]["consumer"] >= 1, metrics
+        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
+        chart = (folder / "metrics.svg").read_text()
+        assert chart.startswith("<svg") and "consumer groups" in chart
+        assert "![group metrics over the change](metrics.svg)" in (folder / "report.md").read_text()
     finally:
         feeder.stop()
         controller.stop()

@@ -5,9 +5,9 @@ instances refuse to start on the consumer protocol), ``c-good`` (1 group, online
 ``e-later`` (1 group each, online). With a canary of 1 and waves of 2 applications, the plan is
 [a-canary] [b-planted, c-good] [d-later, e-later].
 
-The first run migrates the canary and c-good; b-planted fails, is brought back to classic with its
-offsets intact, and the error budget (no failed application) stops wave 3, which never touches
-d-later or e-later. The team fixes b-planted's configuration in the ownership map; a second run
+A dry run and a run whose canary wave is rejected change nothing. The first real run migrates the canary and
+c-good; b-planted fails, is brought back to classic with its offsets intact, and the error budget (no failed
+application) stops wave 3, which never touches d-later or e-later. The team fixes b-planted's configuration in the ownership map; a second run
 (the resumption) plans only what is left, skips what is migrated, and finishes the fleet.
 """
 
@@ -28,7 +28,7 @@ from kip848_harness.clients import create_topics, produce
 from kip848_harness.supervised import SupervisedConsumerApp
 from kip848_harness.windows import open_window
 from tests.conftest import wait_until
-from tests.e2e.helpers import approve, run_dag, state
+from tests.e2e.helpers import approve, reject, run_dag, state
 
 DAG = "kip848_fleet_migration"
 #: app -> (number of groups, forced path, planted to fail)
@@ -121,12 +121,39 @@ def fleet(bootstrap, unique, tmp_path, controllers, supervisor, sshd, monkeypatc
     admin.close()
 
 
-def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_conn, fleet, tmp_path, monkeypatch):
+def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_conn, fleet, tmp_path,
+                                                                            monkeypatch):
+    """One fleet, four runs: a dry run plans (the plan is the result, no approval asked) and a run whose canary wave
+    is rejected touches nothing and runs no later wave (every group stays classic with its instance running); then
+    the real run stops at its error budget and rolls its failed application back, and the resumed run finishes the
+    fleet. (The refusals ran on a fleet of their own before; the fleet's set-up is the cost, paid once now.)"""
     prefix, args, admin = fleet
-    # the ownership map from an Airflow Variable (the default source), b-planted misconfigured
-    monkeypatch.setenv("AIRFLOW_VAR_KIP848_OWNERSHIP_MAP", ownership(prefix, args))
     before = {g: admin.group_offsets(g).committed for app in FLEET for g in groups_of(prefix, app)}
 
+    # the refusals: the ownership map from a file, b-planted misconfigured; reports kept apart (their history is
+    # checked on its own, and the real runs' history below holds the real runs only)
+    planted = tmp_path / "ownership-planted.yaml"
+    planted.write_text(ownership(prefix, args))
+    refused = conf(tmp_path, prefix, ownership_file=str(planted), report_dir=str(tmp_path / "refused"))
+    run, answers, report = run_dag(DAG, {**refused, "dry_run": True}, decide=approve)
+    assert state(run) == "success", report
+    assert report["outcome"] == "dry_run" and answers == []
+    assert [w["status"] for w in report["waves"]] == ["not_run"] * 3, report["waves"]
+    assert report["summary"]["waves_planned"] == 3, report["summary"]
+
+    run, answers, report = run_dag(DAG, refused, decide=reject)
+    assert report["outcome"] == "rejected", report
+    assert [(a["task_id"], a["option"]) for a in answers] == [("wave_1.approval", "Reject")]
+    assert report["applications"] == []
+    for app in FLEET:
+        for g in groups_of(prefix, app):
+            assert admin.group_listing(g).type is GroupType.CLASSIC, g
+            assert live_protocols(admin, g) == [MemberProtocol.CLASSIC], g
+    history = (tmp_path / "refused" / DAG / "history.jsonl").read_text().splitlines()
+    assert len(history) == 1, history  # the dry run is not part of the fleet's history
+
+    # the ownership map from an Airflow Variable (the default source), b-planted misconfigured
+    monkeypatch.setenv("AIRFLOW_VAR_KIP848_OWNERSHIP_MAP", ownership(prefix, args))
     run, answers, report = run_dag(DAG, conf(tmp_path, prefix), decide=approve)
 
     assert state(run) == "failed", report  # a stopped fleet is a red run
@@ -208,30 +235,3 @@ def test_fleet_canary_waves_budget_stop_rollback_and_resume(airflow_db, kafka_co
                (tmp_path / "report" / DAG / "history.jsonl").read_text().splitlines()]
     assert len(history) == 2, history
 
-
-def test_fleet_dry_run_and_a_rejected_wave_change_nothing(airflow_db, kafka_conn, fleet, tmp_path, monkeypatch):
-    """A dry run plans (the plan is the result, no approval asked); a run whose canary wave is rejected
-    touches nothing and runs no later wave. Every group stays classic with its instance running."""
-    from tests.e2e.helpers import reject
-
-    prefix, args, admin = fleet
-    fixed = tmp_path / "ownership.yaml"
-    fixed.write_text(ownership(prefix, args))
-
-    run, answers, report = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed), dry_run=True),
-                                   decide=approve)
-    assert state(run) == "success", report
-    assert report["outcome"] == "dry_run" and answers == []
-    assert [w["status"] for w in report["waves"]] == ["not_run"] * 3, report["waves"]
-    assert report["summary"]["waves_planned"] == 3, report["summary"]
-
-    run, answers, report = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed)), decide=reject)
-    assert report["outcome"] == "rejected", report
-    assert [(a["task_id"], a["option"]) for a in answers] == [("wave_1.approval", "Reject")]
-    assert report["applications"] == []
-    for app in FLEET:
-        for g in groups_of(prefix, app):
-            assert admin.group_listing(g).type is GroupType.CLASSIC, g
-            assert live_protocols(admin, g) == [MemberProtocol.CLASSIC], g
-    history = (tmp_path / "report" / DAG / "history.jsonl").read_text().splitlines()
-    assert len(history) == 1, history  # the dry run is not part of the fleet's history

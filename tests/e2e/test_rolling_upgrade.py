@@ -62,7 +62,11 @@ def conf(group, output, tmp_path, **extra):
             "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"), **extra}
 
 
-def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+def test_rolling_upgrade_rejected_then_approved_then_nothing_to_do(airflow_db, kafka_conn, bootstrap, unique,
+                                                                   tmp_path):
+    """One application, three runs: a rejected rollout keeps the group classic; an approved one, rolled by the team
+    with input flowing, migrates it; a third finds nothing to do. (The rejection ran on an application of its own
+    before: the set-up is paid once now.)"""
     topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path)
     watcher = KafkaAdmin(ClientSettings(bootstrap))  # the rollout's own (it runs in another thread)
     out_before: dict[int, int] = {}
@@ -94,6 +98,15 @@ def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, boo
         threading.Thread(target=go, daemon=True).start()
 
     try:
+        # first the rollout is rejected: the group stays classic (the run's own snapshot and report folders; the roll
+        # below waits for the approved run's snapshot)
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
+                                       conf(group, output, tmp_path, snapshot_dir=str(tmp_path / "rejected"),
+                                            report_dir=str(tmp_path / "rejected")), decide=reject)
+        assert state(run) == "success" and report["outcome"] == "rejected_rolled_back"
+        assert admin.describe_group(group).type is GroupType.CLASSIC
+        assert report["results"]["rollback"]["summary"] == "type classic"
+
         # the team rolls (no controller, so no config to carry over): the group's session timeout on the consumer
         # protocol is the run's own, set before the roll and shown in the approval
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
@@ -131,18 +144,6 @@ def test_rolling_upgrade_approved_then_nothing_to_do(airflow_db, kafka_conn, boo
         run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
                                        conf(group, output, tmp_path, report_dir=str(tmp_path / "again")), decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
-    finally:
-        app.stop()
-        admin.close()
-
-
-def test_rejected_rollout_keeps_the_group_classic(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
-    topic, output, group, app, admin = scenario(bootstrap, unique, tmp_path, instances=2)
-    try:
-        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path), decide=reject)
-        assert state(run) == "success" and report["outcome"] == "rejected_rolled_back"
-        assert admin.describe_group(group).type is GroupType.CLASSIC
-        assert report["results"]["rollback"]["summary"] == "type classic"
     finally:
         app.stop()
         admin.close()

@@ -193,28 +193,6 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         admin.close()
 
 
-def test_outside_the_window_and_dry_run_change_nothing(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
-    app_id, word = unique("wc-guard"), f"g{time.time_ns()}"
-    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
-    controller = classic_wordcount(kafka, admin, app_id, word, controllers)
-    try:
-        run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       conf(kafka, app_id, tmp_path, **closed_window()), decide=approve)
-        assert state(run) == "failed" and report["failed_tasks"] == ["window_guard"] and answers == []
-        run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       conf(kafka, app_id, tmp_path, dry_run=True, report_dir=str(tmp_path / "dry")),
-                                       decide=approve)
-        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
-        assert "Dry run" in report["plan"]["markdown"] and "stopped" in report["plan"]["markdown"]
-        assert controller.running_pids(), "the application was not stopped"
-        desc = admin.describe_group(app_id)
-        assert desc.type is GroupType.CLASSIC and desc.state == "Stable"
-        assert admin.describe_group_config(app_id).dynamic == {}
-    finally:
-        controller.stop()
-        admin.close()
-
-
 def test_a_wordcount_app_with_a_missing_repartition_topic_is_refused_before_the_stop(
         airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     """WordCountDemo on classic, its repartition topic deleted. A running classic application recreates it at its
@@ -255,11 +233,26 @@ def test_a_wordcount_app_with_a_missing_repartition_topic_is_refused_before_the_
 def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers):
     """The application runs with num.standby.replicas=1 (a client setting the streams protocol ignores) and the
     run names no standby value: the DAG carries the application's value over as the group config, shows it in
-    the approval, and the streams group ends with one standby replica per task."""
+    the approval, and the streams group ends with one standby replica per task. Before it, the same application's
+    run outside the maintenance window and its dry run change nothing (they ran on an application of their own
+    before: one carries all three runs now)."""
     app_id, word = unique("wc-standby"), f"s{time.time_ns()}"
     admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
     controller = classic_wordcount(kafka, admin, app_id, word, controllers)
     try:
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, **closed_window()), decide=approve)
+        assert state(run) == "failed" and report["failed_tasks"] == ["window_guard"] and answers == []
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, dry_run=True, report_dir=str(tmp_path / "dry")),
+                                       decide=approve)
+        assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
+        assert "Dry run" in report["plan"]["markdown"] and "stopped" in report["plan"]["markdown"]
+        assert controller.running_pids(), "the application was not stopped"
+        desc = admin.describe_group(app_id)
+        assert desc.type is GroupType.CLASSIC and desc.state == "Stable"
+        assert admin.describe_group_config(app_id).dynamic == {}
+
         run_conf = conf(kafka, app_id, tmp_path, standby_replicas=None, session_timeout_ms=None,
                         application_properties={"num.standby.replicas": "1", "heartbeat.interval.ms": "500",
                                                 "commit.interval.ms": "200"},
