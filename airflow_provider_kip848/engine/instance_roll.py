@@ -268,7 +268,7 @@ class InstanceRoll:
 def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, group_ids: Sequence[str],
                      protocol: str, limits: RollLimits, *,
                      context: Context,
-                     task_id: str, audit_log: str | None, log: TaskLog) -> dict[str, Any]:
+                     task_id: str, audit_log: str | None, log: TaskLog) -> dict[str, Any]:  # Any: JSON record
     """Roll the application to ``protocol``: instance by instance (:class:`InstanceRoll`: the gate, the static
     members' leave, removals audited as ``task_id``'s) when the controller can and the groups are given (a
     ``hook`` to their cluster), else through the platform's rolling restart. The result has the platform's
