@@ -30,6 +30,7 @@ demo: $(STAMP)
 check: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(PY) -m mypy --strict -p airflow_provider_kip848.kafka -p airflow_provider_kip848.fleet -p airflow_provider_kip848.changecontrol
 
 # Debian packages of the deploy tier (PostgreSQL, Redis, Chromium), installed when missing.
 system-deps:
