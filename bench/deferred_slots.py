@@ -291,7 +291,7 @@ def role_dag(args) -> None:
         sys.path.insert(0, str(dags))
         from airflow.models import TaskInstance
         from airflow.utils.session import create_session
-        from airflow.utils.state import TaskInstanceState as S
+        from airflow.utils.state import TaskInstanceState
 
         from kip848_harness.hitl import prepare_in_main_thread
 
@@ -308,8 +308,8 @@ def role_dag(args) -> None:
                         rows = [r[0] for r in session.query(TaskInstance.state)
                                 .filter(TaskInstance.dag_id == "bench_deferred_slots").all()]
                     samples.append({"t": time.time(), **{k: sum(r == v for r in rows) for k, v in
-                                    (("deferred", S.DEFERRED), ("running", S.RUNNING), ("queued", S.QUEUED),
-                                     ("success", S.SUCCESS), ("scheduled", S.SCHEDULED))}})
+                                    (("deferred", TaskInstanceState.DEFERRED), ("running", TaskInstanceState.RUNNING), ("queued", TaskInstanceState.QUEUED),
+                                     ("success", TaskInstanceState.SUCCESS), ("scheduled", TaskInstanceState.SCHEDULED))}})
                 except Exception:  # noqa: BLE001 - SQLite busy while the run writes
                     pass
                 time.sleep(0.3)

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -60,106 +60,106 @@ T = lambda topic, p: TopicPartition(topic, p)  # noqa: E731
 
 # (case id, backends, action(admin, scene), error class, fragment of the message)
 CASES = [
-    ("unknown-group-describe", "both", lambda a, s: a.describe_group("no-such-group"), E.GroupNotFound, "no-such-group"),
-    ("unknown-group-offsets", "both", lambda a, s: a.group_offsets("no-such-group"), E.GroupNotFound, "does not exist"),
-    ("unknown-feature", "both", lambda a, s: a.update_feature("bogus.version", 1), E.InvalidFeatureLevel, "not known"),
-    ("feature-level-too-high", "both", lambda a, s: a.update_feature("streams.version", 7), E.InvalidFeatureLevel,
+    ("unknown-group-describe", "both", lambda a, s: a.describe_group("no-such-group"), kafka_errors.GroupNotFound, "no-such-group"),
+    ("unknown-group-offsets", "both", lambda a, s: a.group_offsets("no-such-group"), kafka_errors.GroupNotFound, "does not exist"),
+    ("unknown-feature", "both", lambda a, s: a.update_feature("bogus.version", 1), kafka_errors.InvalidFeatureLevel, "not known"),
+    ("feature-level-too-high", "both", lambda a, s: a.update_feature("streams.version", 7), kafka_errors.InvalidFeatureLevel,
      "supports 0..1"),
-    ("feature-level-not-a-number", "both", lambda a, s: a.update_feature("group.version", "one"), E.InvalidFeatureLevel,
+    ("feature-level-not-a-number", "both", lambda a, s: a.update_feature("group.version", "one"), kafka_errors.InvalidFeatureLevel,
      "is not a number"),
-    ("upgrade-that-lowers", "both", lambda a, s: a.update_feature("group.version", 0), E.InvalidFeatureLevel,
+    ("upgrade-that-lowers", "both", lambda a, s: a.update_feature("group.version", 0), kafka_errors.InvalidFeatureLevel,
      "would lower it"),
     ("downgrade-that-raises", "both", lambda a, s: a.update_feature("transaction.version", 3, action="downgrade"),
-     E.InvalidFeatureLevel, "not supported"),
+     kafka_errors.InvalidFeatureLevel, "not supported"),
     ("metadata-version-unknown-name", "both", lambda a, s: a.update_feature("metadata.version", "9.9-IV0"),
-     E.InvalidFeatureLevel, "is not a number"),
+     kafka_errors.InvalidFeatureLevel, "is not a number"),
     ("config-unknown-name", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout": 1}),
-     E.ConfigUnknown, "is not a group config"),
+     kafka_errors.ConfigUnknown, "is not a group config"),
     ("config-above-broker-max", "both", lambda a, s: a.alter_group_config(s["empty"], {"streams.num.standby.replicas": 3}),
-     E.ConfigOutOfBounds, "group.streams.max.standby.replicas=2"),
+     kafka_errors.ConfigOutOfBounds, "group.streams.max.standby.replicas=2"),
     ("config-below-broker-min", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 500}),
-     E.ConfigOutOfBounds, "group.consumer.min.session.timeout.ms=2000"),
+     kafka_errors.ConfigOutOfBounds, "group.consumer.min.session.timeout.ms=2000"),
     ("config-not-an-integer", "both", lambda a, s: a.alter_group_config(s["empty"], {"consumer.heartbeat.interval.ms": "5s"}),
-     E.ConfigOutOfBounds, "is not an integer"),
+     kafka_errors.ConfigOutOfBounds, "is not an integer"),
     ("config-session-not-above-heartbeat", "both",
      lambda a, s: a.alter_group_config(s["empty"], {"consumer.heartbeat.interval.ms": 3000,
                                                     "consumer.session.timeout.ms": 3000}),
-     E.ConfigOutOfBounds, "must be greater than consumer.heartbeat.interval.ms"),
+     kafka_errors.ConfigOutOfBounds, "must be greater than consumer.heartbeat.interval.ms"),
     ("config-bad-enum", "both", lambda a, s: a.alter_group_config(s["empty"], {"share.isolation.level": "dirty"}),
-     E.ConfigOutOfBounds, "must be one of"),
+     kafka_errors.ConfigOutOfBounds, "must be one of"),
     ("config-set-and-delete", "both",
      lambda a, s: a.alter_group_config(s["empty"], {"streams.num.standby.replicas": 0}, ["streams.num.standby.replicas"]),
-     E.InvalidGroupConfig, "both set and deleted"),
+     kafka_errors.InvalidGroupConfig, "both set and deleted"),
     ("config-batch-refused-whole", "both",
      lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 20000, "streams.num.standby.replicas": 9}),
-     E.ConfigOutOfBounds, "streams.num.standby.replicas=9"),
+     kafka_errors.ConfigOutOfBounds, "streams.num.standby.replicas=9"),
     ("streams-group-as-consumer-group", "both", lambda a, s: a.describe_consumer_group(s["streams"]),
-     E.WrongGroupType, "not a"),
+     kafka_errors.WrongGroupType, "not a"),
     ("consumer-group-as-streams-group", "both", lambda a, s: a.describe_streams_group(s["empty"]),
-     E.WrongGroupType, "not a streams group"),
+     kafka_errors.WrongGroupType, "not a streams group"),
     ("offsets-on-busy-group", "both", lambda a, s: a.alter_group_offsets(s["busy"], {T(s["topic"], 0): 0}),
-     E.GroupNotEmpty, "can only be changed while it is empty"),
+     kafka_errors.GroupNotEmpty, "can only be changed while it is empty"),
     ("offset-beyond-log-end", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 0): 10_000}),
-     E.InvalidOffset, "outside the log"),
+     kafka_errors.InvalidOffset, "outside the log"),
     ("offset-unknown-partition", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 9): 0}),
-     E.UnknownTopicOrPartition, f"{'bad-input-topic'}:9"),
-    ("delete-busy-group", "both", lambda a, s: a.delete_group(s["busy"]), E.GroupNotEmpty, ""),
-    ("delete-unknown-group", "both", lambda a, s: a.delete_group("no-such-group"), E.GroupNotFound, "no-such-group"),
+     kafka_errors.UnknownTopicOrPartition, f"{'bad-input-topic'}:9"),
+    ("delete-busy-group", "both", lambda a, s: a.delete_group(s["busy"]), kafka_errors.GroupNotEmpty, ""),
+    ("delete-unknown-group", "both", lambda a, s: a.delete_group("no-such-group"), kafka_errors.GroupNotFound, "no-such-group"),
     ("remove-members-of-streams-group", "native", lambda a, s: a.remove_members(s["streams"], all_members=True),
-     E.WrongGroupType, "rejects LeaveGroup"),
+     kafka_errors.WrongGroupType, "rejects LeaveGroup"),
     ("remove-unknown-member", "native", lambda a, s: a.remove_members(s["busy"], member_ids=["ghost-member"]),
-     E.GroupNotFound, "ghost-member"),
+     kafka_errors.GroupNotFound, "ghost-member"),
     # guard flags at the typed API: a real bool or an error, never a guess (issue 14)
     ("config-dry-run-as-text", "both",
      lambda a, s: a.alter_group_config(s["empty"], {"consumer.session.timeout.ms": 20000}, dry_run="false"),
-     E.InvalidArgument, "dry_run must be a bool (True or False), not str 'false'"),
+     kafka_errors.InvalidArgument, "dry_run must be a bool (True or False), not str 'false'"),
     ("feature-dry-run-as-text", "both", lambda a, s: a.update_feature("share.version", 1, dry_run="yes"),
-     E.InvalidArgument, "dry_run must be a bool"),
+     kafka_errors.InvalidArgument, "dry_run must be a bool"),
     ("feature-unsafe-as-text", "both",
      lambda a, s: a.update_feature("group.version", action="disable", dry_run=True, unsafe="no"),
-     E.InvalidArgument, "unsafe must be a bool"),
+     kafka_errors.InvalidArgument, "unsafe must be a bool"),
     ("offsets-dry-run-as-number", "both", lambda a, s: a.alter_group_offsets(s["empty"], {T(s["topic"], 0): 0},
                                                                              dry_run=1),
-     E.InvalidArgument, "dry_run must be a bool"),
+     kafka_errors.InvalidArgument, "dry_run must be a bool"),
     ("remove-members-all-as-text", "native", lambda a, s: a.remove_members(s["busy"], all_members="yes"),
-     E.InvalidArgument, "all_members must be a bool"),
+     kafka_errors.InvalidArgument, "all_members must be a bool"),
     ("remove-members-nobody-named", "native", lambda a, s: a.remove_members(s["busy"]),
-     E.InvalidArgument, "names no member: an empty selection never means every member"),
+     kafka_errors.InvalidArgument, "names no member: an empty selection never means every member"),
     ("remove-members-empty-lists", "native", lambda a, s: a.remove_members(s["busy"], member_ids=[], instance_ids=()),
-     E.InvalidArgument, "names no member: an empty selection never means every member"),
+     kafka_errors.InvalidArgument, "names no member: an empty selection never means every member"),
     ("inventory-empty-group-ids", "native", lambda a, s: a.inventory(group_ids=[]),
-     E.InvalidArgument, "group_ids is empty, it names no group"),
+     kafka_errors.InvalidArgument, "group_ids is empty, it names no group"),
     ("remove-members-every-member-and-ids", "native",
      lambda a, s: a.remove_members(s["busy"], all_members=True, member_ids=["ghost-member"]),
-     E.InvalidArgument, "all_members=True and ids at once"),
+     kafka_errors.InvalidArgument, "all_members=True and ids at once"),
     # group configs for a group the cluster does not know
     ("config-mistyped-group", "both",
      lambda a, s: a.alter_group_config(TYPO_IDS[0], {"consumer.session.timeout.ms": 20000}),
-     E.GroupNotFound, "Group 'bad-input-emtpy' does not exist on this cluster; similar ids: 'bad-input-empty'"),
+     kafka_errors.GroupNotFound, "Group 'bad-input-emtpy' does not exist on this cluster; similar ids: 'bad-input-empty'"),
     ("config-look-alike-group", "both",
      lambda a, s: a.alter_group_config(TYPO_IDS[1], {"consumer.session.timeout.ms": 20000}),
-     E.GroupNotFound, "similar ids: 'bad-input-empty'"),
+     kafka_errors.GroupNotFound, "similar ids: 'bad-input-empty'"),
     ("config-group-trailing-blank", "both",
      lambda a, s: a.alter_group_config(s["empty"] + " ", {"consumer.session.timeout.ms": 20000}),
-     E.InvalidGroupId, "leading or trailing whitespace"),
+     kafka_errors.InvalidGroupId, "leading or trailing whitespace"),
     ("config-group-zero-width", "both",
      lambda a, s: a.alter_group_config("bad-input-\u200bempty", {"consumer.session.timeout.ms": 20000}),
-     E.InvalidGroupId, "control or invisible characters (U+200B)"),
+     kafka_errors.InvalidGroupId, "control or invisible characters (U+200B)"),
     ("offsets-group-leading-blank", "both", lambda a, s: a.group_offsets(" " + s["empty"]),
-     E.InvalidGroupId, "leading or trailing whitespace"),
+     kafka_errors.InvalidGroupId, "leading or trailing whitespace"),
     # lowering a group-protocol feature under the groups that need it
     ("disable-group-version-under-live-consumers", "both",
      lambda a, s: a.update_feature("group.version", action="disable"),
-     E.FeatureInUse, "'bad-input-busy' (1 member(s))"),
+     kafka_errors.FeatureInUse, "'bad-input-busy' (1 member(s))"),
     ("validate-disable-group-version-also-refused", "both",
      lambda a, s: a.update_feature("group.version", action="disable", dry_run=True),
-     E.FeatureInUse, "consumer group(s) depend on it"),
+     kafka_errors.FeatureInUse, "consumer group(s) depend on it"),
     ("disable-streams-version-under-streams-group", "both",
      lambda a, s: a.update_feature("streams.version", action="disable"),
-     E.FeatureInUse, "streams group(s) depend on it"),
+     kafka_errors.FeatureInUse, "streams group(s) depend on it"),
     # a refusal no rule knows: the broker's words, its retriable flag, never a raw client exception
     ("create-topic-invalid-name", "native", lambda a, s: a.create_topic("bad topic name!"),
-     E.BrokerRefused, "bad topic name!"),
+     kafka_errors.BrokerRefused, "bad topic name!"),
 ]
 
 
@@ -189,12 +189,12 @@ def test_unreachable_cluster_and_malformed_settings(kafka_version):
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
     with KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)) as admin:
-        with pytest.raises(E.KafkaConnectionError, match=f"127.0.0.1:{dead}"):
+        with pytest.raises(kafka_errors.KafkaConnectionError, match=f"127.0.0.1:{dead}"):
             admin.describe_features()
-    with pytest.raises(E.KafkaConnectionError):
+    with pytest.raises(kafka_errors.KafkaConnectionError):
         KafkaAdmin(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000)).describe_cluster()
     # the CLI backend: the same error class, naming the servers, within the same request timeout
-    with pytest.raises(E.KafkaConnectionError, match=f"no broker at 127.0.0.1:{dead} answered within 2000 ms"):
+    with pytest.raises(kafka_errors.KafkaConnectionError, match=f"no broker at 127.0.0.1:{dead} answered within 2000 ms"):
         KafkaCli(ClientSettings(f"127.0.0.1:{dead}", request_timeout_ms=2000), KafkaTools(version=kafka_version)) \
             .describe_features()
     with pytest.raises(InvalidClientSettings, match="host:port"):
@@ -210,14 +210,14 @@ def test_kip848_disabled_cluster_describes_classic_groups_and_explains_the_rest(
     consume(bootstrap, "old-style", [topic], 1, group_protocol="classic")
     consume(bootstrap, "new-style", [topic], 1, group_protocol="consumer")
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
-        with pytest.raises(E.FeatureInUse, match="'new-style' \\(empty\\)"):  # refused unless overridden
+        with pytest.raises(kafka_errors.FeatureInUse, match="'new-style' \\(empty\\)"):  # refused unless overridden
             admin.update_feature("group.version", 0, action="downgrade")
         assert admin.describe_features().level("group.version") == 1
         admin.update_feature("group.version", 0, action="downgrade", override_dependent_groups=True)
         assert admin.describe_consumer_group("old-style").type.value == "classic"
-        with pytest.raises(E.UnsupportedBrokerVersion) as err:
+        with pytest.raises(kafka_errors.UnsupportedBrokerVersion) as err:
             admin.describe_consumer_group("new-style")
         assert "Finalize group.version=1" in str(err.value)
         admin.update_feature("streams.version", 0, action="downgrade")
-        with pytest.raises((E.UnsupportedBrokerVersion, E.GroupNotFound)):
+        with pytest.raises((kafka_errors.UnsupportedBrokerVersion, kafka_errors.GroupNotFound)):
             admin.describe_streams_group("new-style")

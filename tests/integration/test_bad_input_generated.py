@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import GroupAdmin
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
@@ -101,7 +101,7 @@ def state(admin: KafkaAdmin, extra_ids: tuple[str, ...] = ()) -> dict[str, Any]:
     for group_id in sorted(watched):
         try:
             configs[group_id] = admin.describe_group_config(group_id).dynamic
-        except E.InvalidGroupId:
+        except kafka_errors.InvalidGroupId:
             continue  # an id the provider refuses to send cannot have been configured through it
     return {
         "features": {n: f.finalized_level for n, f in admin.describe_features().features.items()},
@@ -113,7 +113,7 @@ def state(admin: KafkaAdmin, extra_ids: tuple[str, ...] = ()) -> dict[str, Any]:
 
 def refused_cleanly(exc: BaseException) -> None:
     """A refusal is one of the provider's errors, with a remedy, and never its own cause."""
-    assert isinstance(exc, E.Kip848Error), f"a raw {type(exc).__name__} escaped: {exc}"
+    assert isinstance(exc, kafka_errors.Kip848Error), f"a raw {type(exc).__name__} escaped: {exc}"
     assert exc.remedy, f"{type(exc).__name__} says what to do"
     assert exc.__cause__ is not exc
 
@@ -153,7 +153,7 @@ def test_generated_group_config_changes(scene, kafka_version, backend_name):
         existed = any(g == group_id for g, _ in state(observer)["listing"])
         before, after, outcome = run_case(observer, (group_id,), lambda: admin.alter_group_config(
             group_id, set_configs, dry_run=dry_run, allow_absent_group=allow_absent, for_group_type=for_type))
-        if isinstance(outcome, E.Kip848Error):
+        if isinstance(outcome, kafka_errors.Kip848Error):
             assert after == before, f"refused ({outcome}) but the cluster changed"
             return
         # accepted: only with real booleans, a usable id, and a known group unless asked otherwise
@@ -192,7 +192,7 @@ def test_generated_feature_changes(scene, kafka_version, backend_name):
         before, after, outcome = run_case(observer, (), lambda: admin.update_feature(
             feature, level, action=action, dry_run=dry_run, unsafe=unsafe, override_dependent_groups=override))
         assert after == before, f"{outcome!r} changed the cluster"
-        if not isinstance(outcome, E.Kip848Error):
+        if not isinstance(outcome, kafka_errors.Kip848Error):
             assert dry_run is True and not outcome.applied
             assert isinstance(unsafe, bool) and isinstance(override, bool)
             lowers = outcome.to_level < outcome.from_level and feature == "group.version"
@@ -217,7 +217,7 @@ def test_generated_offset_commits(scene):
         seen.add(repr((group_id, offsets, dry_run)))
         before, after, outcome = run_case(observer, (), lambda: observer.alter_group_offsets(group_id, offsets,
                                                                                            dry_run=dry_run))
-        if isinstance(outcome, E.Kip848Error):
+        if isinstance(outcome, kafka_errors.Kip848Error):
             assert after == before, f"refused ({outcome}) but the cluster changed"
             return
         assert dry_run in (True, False) and group_id.strip() == group_id
@@ -260,7 +260,7 @@ def test_generated_operator_arguments(scene):
             return task.execute({"ti": RecordingTI()})
 
         before, after, outcome = run_case(observer, (group_id,), build_and_run)
-        if isinstance(outcome, E.Kip848Error):
+        if isinstance(outcome, kafka_errors.Kip848Error):
             assert not outcome.retriable, f"bad input marked retriable: {outcome}"
             assert after == before, f"refused ({outcome}) but the cluster changed"
             return
@@ -306,7 +306,7 @@ def test_generated_member_selections_never_widen_to_every_member(scene):
         before, after, outcome = run_case(observer, (), build_and_run)
         assert members() == before_members, f"{(member_ids, instance_ids, all_members)} removed a member"
         assert after == before
-        if isinstance(outcome, E.Kip848Error):
+        if isinstance(outcome, kafka_errors.Kip848Error):
             assert not outcome.retriable, f"bad input marked retriable: {outcome}"
             return
         assert outcome["removed"] == [] and outcome["selection"] != "every member", outcome

@@ -15,7 +15,7 @@ import json
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.errors import SnapshotConflict, SnapshotInvalid
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -155,51 +155,51 @@ def poke(sensor_cls, group, **kw):
 #  fragment naming the mistake, fragment telling what to do)
 CASES = [
     # group configs
-    ("config-empty-group-id", cfg("", {"streams.num.standby.replicas": 1}), E.InvalidGroupId,
+    ("config-empty-group-id", cfg("", {"streams.num.standby.replicas": 1}), kafka_errors.InvalidGroupId,
      "The group id is empty", "Pass the group id"),
-    ("config-empty-group-id-cli", cfg("", {"streams.num.standby.replicas": 1}, backend="cli"), E.InvalidGroupId,
+    ("config-empty-group-id-cli", cfg("", {"streams.num.standby.replicas": 1}, backend="cli"), kafka_errors.InvalidGroupId,
      "The group id is empty", "Pass the group id"),
-    ("config-unknown-key", cfg(EMPTY, {"consumer.session.timeout": 45000}), E.ConfigUnknown,
+    ("config-unknown-key", cfg(EMPTY, {"consumer.session.timeout": 45000}), kafka_errors.ConfigUnknown,
      "'consumer.session.timeout' is not a group config", "Fix the config name or value"),
-    ("config-session-below-broker-min", cfg(EMPTY, {"consumer.session.timeout.ms": 1000}), E.ConfigOutOfBounds,
+    ("config-session-below-broker-min", cfg(EMPTY, {"consumer.session.timeout.ms": 1000}), kafka_errors.ConfigOutOfBounds,
      "is below the minimum (broker group.consumer.min.session.timeout.ms=", "Fix the config name or value"),
     ("config-heartbeat-not-below-session", cfg(EMPTY, {"consumer.heartbeat.interval.ms": 6000,
                                                        "consumer.session.timeout.ms": 6000}),
-     E.ConfigOutOfBounds, "consumer.session.timeout.ms=6000 must be greater than consumer.heartbeat.interval.ms=6000",
+     kafka_errors.ConfigOutOfBounds, "consumer.session.timeout.ms=6000 must be greater than consumer.heartbeat.interval.ms=6000",
      "Fix the config name or value"),
-    ("config-standby-above-broker-max", cfg(STREAMS, {"streams.num.standby.replicas": 5}), E.ConfigOutOfBounds,
+    ("config-standby-above-broker-max", cfg(STREAMS, {"streams.num.standby.replicas": 5}), kafka_errors.ConfigOutOfBounds,
      "is above the maximum (broker group.streams.max.standby.replicas=2)", "the broker's bounds are in the message"),
     ("config-standby-above-broker-max-cli", cfg(STREAMS, {"streams.num.standby.replicas": 5}, backend="cli"),
-     E.ConfigOutOfBounds, "is above the maximum (broker group.streams.max.standby.replicas=2)",
+     kafka_errors.ConfigOutOfBounds, "is above the maximum (broker group.streams.max.standby.replicas=2)",
      "the broker's bounds are in the message"),
-    ("config-text-for-integer", cfg(EMPTY, {"streams.num.standby.replicas": "two"}), E.ConfigOutOfBounds,
+    ("config-text-for-integer", cfg(EMPTY, {"streams.num.standby.replicas": "two"}), kafka_errors.ConfigOutOfBounds,
      "streams.num.standby.replicas='two' is not an integer", "Fix the config name or value"),
-    ("config-set-not-a-mapping", cfg(EMPTY, "streams.num.standby.replicas=1"), E.InvalidGroupConfig,
+    ("config-set-not-a-mapping", cfg(EMPTY, "streams.num.standby.replicas=1"), kafka_errors.InvalidGroupConfig,
      "set_configs must be a mapping of config name to value, not str", 'Pass e.g. {"streams.num.standby.replicas": 1}'),
-    ("config-delete-a-bare-string", cfg(EMPTY, None, "streams.num.standby.replicas"), E.InvalidGroupConfig,
+    ("config-delete-a-bare-string", cfg(EMPTY, None, "streams.num.standby.replicas"), kafka_errors.InvalidGroupConfig,
      "delete_configs must be a list of config names", "Pass a list, e.g. ['streams.num.standby.replicas']"),
     # features
-    ("feature-streams-version-99", feature("streams.version", 99), E.InvalidFeatureLevel,
+    ("feature-streams-version-99", feature("streams.version", 99), kafka_errors.InvalidFeatureLevel,
      "streams.version level 99 is not supported: the cluster supports 0..1", "kafka-features describe"),
-    ("feature-streams-version-99-cli", feature("streams.version", 99, backend="cli"), E.InvalidFeatureLevel,
+    ("feature-streams-version-99-cli", feature("streams.version", 99, backend="cli"), kafka_errors.InvalidFeatureLevel,
      "streams.version level 99 is not supported: the cluster supports 0..1", "kafka-features describe"),
-    ("feature-group-version-minus-1", feature("group.version", -1), E.InvalidFeatureLevel,
+    ("feature-group-version-minus-1", feature("group.version", -1), kafka_errors.InvalidFeatureLevel,
      "group.version level -1 is not supported", "kafka-features describe"),
-    ("feature-level-not-a-number", feature("streams.version", "latest"), E.InvalidFeatureLevel,
+    ("feature-level-not-a-number", feature("streams.version", "latest"), kafka_errors.InvalidFeatureLevel,
      "streams.version level 'latest' is not a number", "kafka-features describe"),
-    ("feature-downgrade-without-downgrade-action", feature("group.version", 0), E.InvalidFeatureLevel,
+    ("feature-downgrade-without-downgrade-action", feature("group.version", 0), kafka_errors.InvalidFeatureLevel,
      "an upgrade to 0 would lower it", "Use action 'downgrade'"),
-    ("feature-unknown", feature("kip848.version", 1), E.InvalidFeatureLevel,
+    ("feature-unknown", feature("kip848.version", 1), kafka_errors.InvalidFeatureLevel,
      "Feature 'kip848.version' is not known to this cluster", "kafka-features describe"),
-    ("feature-unknown-action", feature("streams.version", 1, action="rollback"), E.InvalidArgument,
+    ("feature-unknown-action", feature("streams.version", 1, action="rollback"), kafka_errors.InvalidArgument,
      "action must be one of upgrade, downgrade, disable, not 'rollback'", "Fix the task's arguments"),
     # offsets snapshots and restores
     ("snapshot-empty-group-id", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id="",
                                                                        path=str(s["work"] / "new.json")),
-     E.InvalidGroupId, "The group id is empty", "Pass the group id"),
+     kafka_errors.InvalidGroupId, "The group id is empty", "Pass the group id"),
     ("snapshot-unknown-group", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id="bad-op-ghost",
                                                                       path=str(s["work"] / "ghost.json")),
-     E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+     kafka_errors.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
     ("snapshot-over-another-groups-snapshot", lambda s: KafkaSnapshotGroupOffsetsOperator(
         task_id="snap", group_id=BUSY, path=s["snap_good"]),
      SnapshotConflict, "holds a snapshot of group 'bad-op-empty'", "Use another path"),
@@ -217,15 +217,15 @@ CASES = [
      "is missing or has a malformed field", "take a new one"),
     ("restore-snapshot-of-another-group", restore("snap_good", group=BUSY), SnapshotConflict,
      "is a snapshot of group 'bad-op-empty', not 'bad-op-busy'", "Use another path"),
-    ("restore-offset-beyond-log-end", restore("snap_beyond_log_end"), E.InvalidOffset,
+    ("restore-offset-beyond-log-end", restore("snap_beyond_log_end"), kafka_errors.InvalidOffset,
      f"Offset 10000 for {TOPIC}:0 is outside the log (0..", "between the partition's log start and log end"),
-    ("restore-offset-beyond-log-end-cli", restore("snap_beyond_log_end", backend="cli"), E.InvalidOffset,
+    ("restore-offset-beyond-log-end-cli", restore("snap_beyond_log_end", backend="cli"), kafka_errors.InvalidOffset,
      f"Offset 10000 for {TOPIC}:0 is outside the log (0..", "between the partition's log start and log end"),
-    ("restore-partition-missing-from-topic", restore("snap_unknown_partition"), E.UnknownTopicOrPartition,
+    ("restore-partition-missing-from-topic", restore("snap_unknown_partition"), kafka_errors.UnknownTopicOrPartition,
      f"No such topic-partition: {TOPIC}:7", "kafka-topics --describe"),
-    ("restore-topic-missing", restore("snap_unknown_topic"), E.UnknownTopicOrPartition,
+    ("restore-topic-missing", restore("snap_unknown_topic"), kafka_errors.UnknownTopicOrPartition,
      "No such topic-partition: bad-op-deleted:0", "kafka-topics --describe"),
-    ("restore-into-busy-group", restore("snap_busy_lost", group=BUSY), E.GroupNotEmpty,
+    ("restore-into-busy-group", restore("snap_busy_lost", group=BUSY), kafka_errors.GroupNotEmpty,
      "has 1 active member(s)", "Stop every instance of the application"),
     ("compare-snapshot-of-another-group", lambda s: KafkaCompareGroupOffsetsOperator(
         task_id="cmp", group_id=STREAMS, snapshot_path=s["snap_good"]),
@@ -233,25 +233,25 @@ CASES = [
     # members
     ("remove-members-unknown-group", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id="bad-op-ghost",
                                                                           all_members=True),
-     E.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
+     kafka_errors.GroupNotFound, "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
     # an empty selection never widens to every member (issue 31.1): refused when the DAG is parsed
     ("remove-members-nobody-named", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY),
-     E.InvalidArgument, "names no member to remove of group 'bad-op-busy': an empty selection never means every "
+     kafka_errors.InvalidArgument, "names no member to remove of group 'bad-op-busy': an empty selection never means every "
                         "member", "or all_members=True to remove every member"),
     ("remove-members-every-member-and-ids", lambda s: KafkaRemoveGroupMembersOperator(
         task_id="rm", group_id=BUSY, all_members=True, instance_ids=["busy-0"]),
-     E.InvalidArgument, "is given member_ids / instance_ids and all_members=True",
+     kafka_errors.InvalidArgument, "is given member_ids / instance_ids and all_members=True",
      "Give member_ids / instance_ids, or departed_of, or all_members=True"),
     ("remove-members-every-member-as-text", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
                                                                                  all_members="si"),
-     E.InvalidArgument, "all_members must be true or false, not 'si'", "Pass all_members=True or all_members=False"),
+     kafka_errors.InvalidArgument, "all_members must be true or false, not 'si'", "Pass all_members=True or all_members=False"),
     ("remove-members-ids-as-string", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=BUSY,
                                                                           member_ids="busy-member-1"),
-     E.InvalidArgument, "member_ids must be a list of ids, not the string 'busy-member-1'",
+     kafka_errors.InvalidArgument, "member_ids must be a list of ids, not the string 'busy-member-1'",
      "Pass a list, e.g. member_ids=['busy-member-1']"),
     ("remove-members-of-streams-group", lambda s: KafkaRemoveGroupMembersOperator(task_id="rm", group_id=STREAMS,
                                                                              all_members=True),
-     E.WrongGroupType, "is a streams group: the broker rejects LeaveGroup", "Stop the application's instances"),
+     kafka_errors.WrongGroupType, "is a streams group: the broker rejects LeaveGroup", "Stop the application's instances"),
     # protocol direction (the preflight's verdict) and its inputs
     ("migrate-consumer-group-to-streams", preflight("classic_to_streams", EMPTY), None,
      "group_type: a consumer (KIP-848) group", "roll it back to classic first (consumer_to_classic)"),
@@ -259,100 +259,100 @@ CASES = [
      "group_type: a streams group", "Mode classic_to_consumer does not apply to streams groups"),
     ("rollback-streams-group-to-classic", preflight("consumer_to_classic", STREAMS), None,
      "group_type: a streams group", "Mode consumer_to_classic does not apply to streams groups"),
-    ("preflight-empty-group-id", preflight("classic_to_streams", ""), E.InvalidGroupId,
+    ("preflight-empty-group-id", preflight("classic_to_streams", ""), kafka_errors.InvalidGroupId,
      "mode classic_to_streams needs a group_id", "Pass the group id"),
     # sensors: bad input ends the wait at once instead of poking until the timeout
-    ("sensor-empty-group-id", poke(KafkaGroupStateSensor, "", states=["Stable"]), E.InvalidGroupId,
+    ("sensor-empty-group-id", poke(KafkaGroupStateSensor, "", states=["Stable"]), kafka_errors.InvalidGroupId,
      "The group id is empty", "Pass the group id"),
-    ("lag-sensor-unknown-group", poke(KafkaGroupLagSensor, "bad-op-ghost", max_lag=0), E.GroupNotFound,
+    ("lag-sensor-unknown-group", poke(KafkaGroupLagSensor, "bad-op-ghost", max_lag=0), kafka_errors.GroupNotFound,
      "Group 'bad-op-ghost' does not exist", "kafka-groups --list"),
     # issue 14: guard flags that are neither true nor false (refused when the DAG is parsed)
-    ("config-dry-run-typo", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, dry_run="ture"), E.InvalidArgument,
+    ("config-dry-run-typo", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, dry_run="ture"), kafka_errors.InvalidArgument,
      "dry_run must be true or false, not 'ture'", "Pass dry_run=True or dry_run=False"),
-    ("feature-dry-run-typo", feature("group.version", 0, action="disable", dry_run="yes!"), E.InvalidArgument,
+    ("feature-dry-run-typo", feature("group.version", 0, action="disable", dry_run="yes!"), kafka_errors.InvalidArgument,
      "dry_run must be true or false", "Pass dry_run=True"),
-    ("feature-unsafe-typo", feature("group.version", 0, action="disable", unsafe="nope"), E.InvalidArgument,
+    ("feature-unsafe-typo", feature("group.version", 0, action="disable", unsafe="nope"), kafka_errors.InvalidArgument,
      "unsafe must be true or false, not 'nope'", "Pass unsafe=True"),
-    ("restore-dry-run-none", restore("snap_good", dry_run=None), E.InvalidArgument,
+    ("restore-dry-run-none", restore("snap_good", dry_run=None), kafka_errors.InvalidArgument,
      "dry_run must be true or false, not None", "Pass dry_run=True"),
     ("config-allow-absent-typo", cfg(TYPO, {"consumer.session.timeout.ms": 20000}, allow_absent_group="si"),
-     E.InvalidArgument, "allow_absent_group must be true or false", "Pass allow_absent_group=True"),
-    ("feature-action-typo", feature("group.version", 0, action="downgade"), E.InvalidArgument,
+     kafka_errors.InvalidArgument, "allow_absent_group must be true or false", "Pass allow_absent_group=True"),
+    ("feature-action-typo", feature("group.version", 0, action="downgade"), kafka_errors.InvalidArgument,
      "action must be one of upgrade, downgrade, disable, not 'downgade'", "Fix the task's arguments"),
     # a group config for a group the cluster does not know
-    ("config-mistyped-group", cfg(TYPO, {"consumer.session.timeout.ms": 20000}), E.GroupNotFound,
+    ("config-mistyped-group", cfg(TYPO, {"consumer.session.timeout.ms": 20000}), kafka_errors.GroupNotFound,
      "Group 'bad-op-emtpy' does not exist on this cluster; similar ids: 'bad-op-empty'", "allow_absent_group=True"),
-    ("config-group-with-blank", cfg(EMPTY + " ", {"consumer.session.timeout.ms": 20000}), E.InvalidGroupId,
+    ("config-group-with-blank", cfg(EMPTY + " ", {"consumer.session.timeout.ms": 20000}), kafka_errors.InvalidGroupId,
      "leading or trailing whitespace", "Did you mean 'bad-op-empty'?"),
     ("snapshot-group-with-newline", lambda s: KafkaSnapshotGroupOffsetsOperator(task_id="snap", group_id=EMPTY + "\n",
                                                                            path=str(s["work"] / "nl.json")),
-     E.InvalidGroupId, "leading or trailing whitespace", "Remove the blanks"),
+     kafka_errors.InvalidGroupId, "leading or trailing whitespace", "Remove the blanks"),
     # a snapshot of another cluster
-    ("restore-snapshot-of-another-cluster", restore("snap_other_cluster"), E.SnapshotFromOtherCluster,
+    ("restore-snapshot-of-another-cluster", restore("snap_other_cluster"), kafka_errors.SnapshotFromOtherCluster,
      "on cluster AnotherClusterId00000w, but this connection reaches cluster", "allow_other_cluster=True"),
     ("compare-snapshot-of-another-cluster", lambda s: KafkaCompareGroupOffsetsOperator(
         task_id="cmp", group_id=EMPTY, snapshot_path=s["snap_other_cluster"]),
-     E.SnapshotFromOtherCluster, "on cluster AnotherClusterId00000w", "allow_other_cluster=True"),
+     kafka_errors.SnapshotFromOtherCluster, "on cluster AnotherClusterId00000w", "allow_other_cluster=True"),
     # lowering a group-protocol feature under live groups
     ("feature-disable-group-version-under-live-consumer", feature("group.version", 0, action="disable"),
-     E.FeatureInUse, "'bad-op-busy' (1 member(s))", "override_dependent_groups=True"),
+     kafka_errors.FeatureInUse, "'bad-op-busy' (1 member(s))", "override_dependent_groups=True"),
     ("feature-downgrade-streams-version-under-streams-group", feature("streams.version", 0, action="downgrade"),
-     E.FeatureInUse, "streams group(s) depend on it", "override_dependent_groups=True"),
+     kafka_errors.FeatureInUse, "streams group(s) depend on it", "override_dependent_groups=True"),
     ("preflight-downgrade-feature-reports-dependents", lambda s: KafkaMigrationPreflightOperator(
         task_id="preflight", mode="downgrade_feature", feature="group.version"), None,
      "dependent_groups: Disable of group.version 1 -> 0 refused", "override_dependent_groups=True"),
     # parse-time checks of sensors
-    ("sensor-state-not-a-kafka-state", poke(KafkaGroupStateSensor, EMPTY, states=["Done"]), E.InvalidArgument,
+    ("sensor-state-not-a-kafka-state", poke(KafkaGroupStateSensor, EMPTY, states=["Done"]), kafka_errors.InvalidArgument,
      "'Done' is not a Kafka group state", "Use one of: Stable, Empty"),
-    ("sensor-negative-settle", poke(KafkaGroupEmptySensor, EMPTY, settle_seconds=-5), E.InvalidArgument,
+    ("sensor-negative-settle", poke(KafkaGroupEmptySensor, EMPTY, settle_seconds=-5), kafka_errors.InvalidArgument,
      "settle_seconds must be a number >= 0, not -5", "Fix the task's arguments"),
-    ("sensor-lag-as-words", poke(KafkaGroupLagSensor, EMPTY, max_lag="lots"), E.InvalidArgument,
+    ("sensor-lag-as-words", poke(KafkaGroupLagSensor, EMPTY, max_lag="lots"), kafka_errors.InvalidArgument,
      "max_lag must be a whole number >= 0, not 'lots'", "Fix the task's arguments"),
-    ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), E.InvalidArgument,
+    ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), kafka_errors.InvalidArgument,
      "expected_members must be a whole number >= 1, not 0", "Fix the task's arguments"),
     # a Streams application's topology that is not Kafka Streams' Topology#describe() text
     ("topology-not-a-description", lambda s: KafkaStreamsTopologyCheckOperator(
-        task_id="x", application_id=STREAMS, topology="the app reads orders and writes counts"), E.InvalidArgument,
+        task_id="x", application_id=STREAMS, topology="the app reads orders and writes counts"), kafka_errors.InvalidArgument,
      "cannot be read at line 1: 'the app reads orders and writes counts'", "Topology#describe() output"),
     # where the artifacts go, and which connection
     ("snapshot-unwritable-location", lambda s: KafkaSnapshotGroupOffsetsOperator(
         task_id="snap", group_id=EMPTY, path=str(s["work"] / "good.json" / "under-a-file.json")),
-     E.ArtifactUnwritable, "Cannot write", "writable by the Airflow worker"),
+     kafka_errors.ArtifactUnwritable, "Cannot write", "writable by the Airflow worker"),
     ("unknown-connection-id", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, kafka_conn_id="kafka_prod_typo"),
-     E.ConnectionNotFound, "There is no Airflow connection 'kafka_prod_typo'", "fix kafka_conn_id"),
+     kafka_errors.ConnectionNotFound, "There is no Airflow connection 'kafka_prod_typo'", "fix kafka_conn_id"),
     # issue 31, class 3: settings that cannot apply (a group config of another type, arguments an action ignores,
     # offsets on topics the group no longer reads)
-    ("config-streams-key-on-consumer-group", cfg(EMPTY, {"streams.num.standby.replicas": 1}), E.ConfigNotApplicable,
+    ("config-streams-key-on-consumer-group", cfg(EMPTY, {"streams.num.standby.replicas": 1}), kafka_errors.ConfigNotApplicable,
      "these configs apply to another group type, so they would be stored and never apply: "
      "streams.num.standby.replicas (streams)", "pass that type as for_group_type"),
     ("config-consumer-key-on-streams-group", cfg(STREAMS, {"consumer.session.timeout.ms": 20000}),
-     E.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
+     kafka_errors.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
     ("config-consumer-key-on-streams-group-cli", cfg(STREAMS, {"consumer.session.timeout.ms": 20000}, backend="cli"),
-     E.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
+     kafka_errors.ConfigNotApplicable, "consumer.session.timeout.ms (consumer)", "for_group_type"),
     ("config-share-key-on-consumer-group", cfg(BUSY, {"share.isolation.level": "read_committed"}),
-     E.ConfigNotApplicable, "share.isolation.level (share)", "for_group_type"),
+     kafka_errors.ConfigNotApplicable, "share.isolation.level (share)", "for_group_type"),
     ("config-absent-group-of-two-types", cfg(TYPO, {"consumer.session.timeout.ms": 20000,
                                                     "streams.num.standby.replicas": 1}, allow_absent_group=True),
-     E.ConfigNotApplicable, "does not exist yet, and these configs are for different group types",
+     kafka_errors.ConfigNotApplicable, "does not exist yet, and these configs are for different group types",
      "name it with for_group_type"),
     ("config-absent-group-other-type-than-named", cfg(TYPO, {"streams.num.standby.replicas": 1},
                                                       allow_absent_group=True, for_group_type="consumer"),
-     E.ConfigNotApplicable, "(for_group_type=consumer)", "for_group_type"),
+     kafka_errors.ConfigNotApplicable, "(for_group_type=consumer)", "for_group_type"),
     ("config-for-group-type-typo", cfg(EMPTY, {"consumer.session.timeout.ms": 20000}, for_group_type="consumr"),
-     E.InvalidArgument, "for_group_type must be one of classic, consumer, streams, share", "Pass for_group_type="),
-    ("feature-disable-with-a-level", feature("streams.version", 1, action="disable"), E.InvalidFeatureLevel,
+     kafka_errors.InvalidArgument, "for_group_type must be one of classic, consumer, streams, share", "Pass for_group_type="),
+    ("feature-disable-with-a-level", feature("streams.version", 1, action="disable"), kafka_errors.InvalidFeatureLevel,
      "A disable of streams.version takes no level", "use action='downgrade' with level=1"),
-    ("feature-upgrade-unsafe", feature("streams.version", 1, unsafe=True), E.InvalidArgument,
+    ("feature-upgrade-unsafe", feature("streams.version", 1, unsafe=True), kafka_errors.InvalidArgument,
      "an upgrade of streams.version ignores it", "Drop unsafe"),
     ("feature-upgrade-with-dependants-override", feature("group.version", 1, override_dependent_groups=True),
-     E.InvalidArgument, "takes no group's protocol away", "Drop override_dependent_groups"),
+     kafka_errors.InvalidArgument, "takes no group's protocol away", "Drop override_dependent_groups"),
     ("feature-override-on-metadata-version", feature("metadata.version", "4.2-IV0", action="downgrade",
                                                      allow_empty_dependent_groups=True),
-     E.InvalidArgument, "no group type depends on metadata.version", "Drop allow_empty_dependent_groups"),
-    ("restore-topics-the-group-no-longer-reads", restore("snap_unread"), E.SnapshotTopicsNotRead,
+     kafka_errors.InvalidArgument, "no group type depends on metadata.version", "Drop allow_empty_dependent_groups"),
+    ("restore-topics-the-group-no-longer-reads", restore("snap_unread"), kafka_errors.SnapshotTopicsNotRead,
      f"on {OTHER_TOPIC}, which the group no longer reads: it has committed offsets only on {TOPIC}",
      "pass allow_unread_topics=True"),
-    ("restore-topics-the-group-no-longer-reads-cli", restore("snap_unread", backend="cli"), E.SnapshotTopicsNotRead,
+    ("restore-topics-the-group-no-longer-reads-cli", restore("snap_unread", backend="cli"), kafka_errors.SnapshotTopicsNotRead,
      f"on {OTHER_TOPIC}, which the group no longer reads", "allow_unread_topics=True"),
 ]
 
@@ -363,7 +363,7 @@ def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn,
         before = fingerprint(observer)
         try:
             task = make_task(scene)
-        except E.Kip848Error as refused:  # visible without the cluster: refused when the DAG is parsed
+        except kafka_errors.Kip848Error as refused:  # visible without the cluster: refused when the DAG is parsed
             cause: BaseException | None = refused
             message = str(refused)
         else:
@@ -374,10 +374,10 @@ def test_bad_input_fails_the_task_clearly_and_changes_nothing(scene, kafka_conn,
         assert what in message
         assert remedy in message
         if error is None:  # the task's own verdict (a preflight failure), not an error of the admin layer
-            assert not isinstance(cause, E.Kip848Error)
+            assert not isinstance(cause, kafka_errors.Kip848Error)
         else:
             assert type(cause) is error, f"{type(cause).__name__}: {cause}"
-            assert isinstance(cause, E.Kip848Error)
+            assert isinstance(cause, kafka_errors.Kip848Error)
             assert not cause.retriable, "bad input is not retried"
             assert cause.remedy and message.endswith(cause.remedy), "the message ends with what to do"
         assert fingerprint(observer) == before, "a refused task changes nothing on the broker"

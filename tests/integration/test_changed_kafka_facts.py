@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
 from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -126,7 +126,7 @@ def test_cli_backend_refuses_offsets_changes_on_a_streams_group(kafka, bootstrap
         assert before[tp] > 0
         cli = KafkaCli(ClientSettings(bootstrap), KafkaTools(version=kafka_version))
         for dry_run in (True, False):
-            with pytest.raises(E.WrongGroupType) as err:
+            with pytest.raises(kafka_errors.WrongGroupType) as err:
                 cli.alter_group_offsets(app_id, {tp: 0}, dry_run=dry_run)
             assert "is a streams group" in str(err.value) and "KAFKA-20454" in str(err.value)
             assert "native backend" in err.value.remedy and err.value.actual is GroupType.STREAMS

@@ -23,7 +23,7 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import evaluate_condition, read_preflight_facts, take_snapshot
 from airflow_provider_kip848.kafka.model import GroupState, GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -242,7 +242,7 @@ def test_snapshot_restore_and_config_change_ride_out_a_coordinator_kill(cluster,
                 result = op.execute(context)
                 outcomes[label] = (attempt, round(time.monotonic() - t0, 1))
                 return result
-            except E.Kip848Error as exc:
+            except kafka_errors.Kip848Error as exc:
                 assert exc.retriable, f"{label}: a non-retriable error during a failover: {exc}"
         raise AssertionError(f"{label} failed three times")
 
@@ -309,7 +309,7 @@ def test_a_paused_coordinator_never_yields_a_false_description(cluster, unique, 
             user_data = admin.classic_assignment_user_data(group)
             seen.append(f"{len(desc.members)} members {desc.state.value}, userData of {len(user_data)}")
             described.append((len(desc.members), desc.state, len(user_data)))
-        except E.Kip848Error as exc:
+        except kafka_errors.Kip848Error as exc:
             assert exc.retriable, f"a non-retriable error from a paused or moving coordinator: {exc}"
             seen.append(type(exc).__name__)
 
@@ -348,7 +348,7 @@ def _lag_polls(admin, group, condition, state, seconds: float, verdicts: list[st
     while time.monotonic() - started < seconds:
         try:
             result = follow(condition, evaluate_condition(admin, group, condition), state, time.time())
-        except E.Kip848Error as exc:
+        except kafka_errors.Kip848Error as exc:
             follow_failure(exc, state, time.time(), 300.0)  # raises a failure that is not "unknown for now"
             verdicts.append(f"unknown: {type(exc).__name__}")
             continue

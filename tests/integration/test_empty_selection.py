@@ -22,7 +22,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.fleet import OwnershipNotApprovable
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.lock import lock_topic
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.operators import fleet_tasks
@@ -48,13 +48,13 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
     audit = str(tmp_path / "audit.jsonl")
 
     # nothing named: refused when the DAG is parsed, never "every member"
-    with pytest.raises(E.InvalidArgument, match="names no member to remove .* an empty selection never means every"):
+    with pytest.raises(kafka_errors.InvalidArgument, match="names no member to remove .* an empty selection never means every"):
         KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group)
     for kwargs, what in [({"all_members": True, "member_ids": ["x"]}, "all_members=True"),
                          ({"all_members": True, "departed_of": "ctl"}, "departed_of and all_members=True"),
                          ({"member_ids": [], "departed_of": "ctl"}, "member_ids / instance_ids and departed_of"),
                          ({"all_members": "yes!"}, "all_members must be true or false")]:
-        with pytest.raises(E.InvalidArgument, match=what):
+        with pytest.raises(kafka_errors.InvalidArgument, match=what):
             KafkaRemoveGroupMembersOperator(task_id="rm", group_id=group, **kwargs)
 
     # lists that come out empty (e.g. rendered from an upstream task): nobody removed, and the result says so
@@ -78,13 +78,13 @@ def test_remove_members_never_widens_an_empty_selection(native, bootstrap, kafka
     templated.all_members = "False"  # what the template rendered
     with pytest.raises(AirflowFailException, match="names no member to remove") as failed:
         templated.execute({"ti": RecordingTI()})
-    assert isinstance(failed.value.__cause__, E.InvalidArgument)
+    assert isinstance(failed.value.__cause__, kafka_errors.InvalidArgument)
     assert _members(native, group) == before
 
     # the typed API: nobody named, or every member and ids at once, refused before anything is sent
-    with pytest.raises(E.InvalidArgument, match="names no member: an empty selection never means every member"):
+    with pytest.raises(kafka_errors.InvalidArgument, match="names no member: an empty selection never means every member"):
         native.remove_members(group, member_ids=[], instance_ids=())
-    with pytest.raises(E.InvalidArgument, match="all_members=True and ids at once"):
+    with pytest.raises(kafka_errors.InvalidArgument, match="all_members=True and ids at once"):
         native.remove_members(group, all_members=True, instance_ids=["static-0"])
     assert _members(native, group) == before == sorted(before)
 
@@ -146,7 +146,7 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
                   "ownership_file": good_map, "report_dir": str(tmp_path / "reports"), **overrides}
         return fleet_tasks.make_plan(params, ctx)
 
-    def refused(error: type[E.Kip848Error], what: str, **overrides) -> str:
+    def refused(error: type[kafka_errors.Kip848Error], what: str, **overrides) -> str:
         with pytest.raises(AirflowFailException) as failed:
             plan(**overrides)
         cause = failed.value.__cause__
@@ -156,12 +156,12 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
         return str(failed.value)
 
     # class 1: a form submitted with empty filters plans nothing; every application only when said in so many words
-    refused(E.InvalidArgument, "the run selects no application: apps, teams and prefixes are empty")
-    refused(E.InvalidArgument, "all_applications and prefixes at once", all_applications=True, prefixes=[p])
-    refused(E.InvalidArgument, "readiness is empty", prefixes=[p], readiness=[])
-    refused(E.InvalidArgument, f"matched nothing for: prefix '{p}ordrs-' matches no owned group",
+    refused(kafka_errors.InvalidArgument, "the run selects no application: apps, teams and prefixes are empty")
+    refused(kafka_errors.InvalidArgument, "all_applications and prefixes at once", all_applications=True, prefixes=[p])
+    refused(kafka_errors.InvalidArgument, "readiness is empty", prefixes=[p], readiness=[])
+    refused(kafka_errors.InvalidArgument, f"matched nothing for: prefix '{p}ordrs-' matches no owned group",
             prefixes=[f"{p}orders-", f"{p}ordrs-"])
-    refused(E.InvalidArgument, "prefixes has an empty or non-text value ''", prefixes=[""])
+    refused(kafka_errors.InvalidArgument, "prefixes has an empty or non-text value ''", prefixes=[""])
     assert not (tmp_path / "reports").exists(), "nothing was planned"
     everything = plan(all_applications=True)
     assert "Selection: every application of the ownership map (readiness offline_only, ready_online)." in \

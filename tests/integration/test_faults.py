@@ -28,7 +28,7 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -275,13 +275,13 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
     errors = {}
     try:
         started = time.monotonic()
-        with pytest.raises(E.Kip848Error) as err:  # the provider's error itself, not AirflowFailException
+        with pytest.raises(kafka_errors.Kip848Error) as err:  # the provider's error itself, not AirflowFailException
             restore.execute(context)
         errors["restore"] = (err.value, time.monotonic() - started)
         monkeypatch.setattr(KafkaAdmin, "alter_group_offsets", real_alter)
         for backend in ("native", "cli"):  # a config change on the dead broker, with each backend
             started = time.monotonic()
-            with pytest.raises(E.Kip848Error) as err:
+            with pytest.raises(kafka_errors.Kip848Error) as err:
                 KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=CONN, group_id=group, backend=backend,
                                          set_configs={"consumer.session.timeout.ms": 30000},
                                              allow_absent_group=True).execute(context)
@@ -291,7 +291,7 @@ def test_operators_meeting_a_dead_broker_fail_retriably_and_rerun_cleanly(restar
         _ensure_running(restartable)
     for name, (error, _) in errors.items():
         assert error.retriable, f"{name}: {type(error).__name__} must be retriable: {error}"
-        assert isinstance(error, (E.KafkaConnectionError, E.OperationTimedOut)), f"{name}: {error!r}"
+        assert isinstance(error, (kafka_errors.KafkaConnectionError, kafka_errors.OperationTimedOut)), f"{name}: {error!r}"
         assert restartable.bootstrap_servers in str(error) and error.remedy in str(error)
         assert not isinstance(error, AirflowFailException)
 

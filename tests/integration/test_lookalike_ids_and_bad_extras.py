@@ -16,7 +16,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol.artifacts import require_run_location
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.features import KafkaFeatureOperator
@@ -68,17 +68,17 @@ def fingerprint(admin: KafkaAdmin) -> tuple:
 
 
 @pytest.mark.parametrize("group_id, error, fragments", [
-    pytest.param(NFD, E.GroupNotFound,
+    pytest.param(NFD, kafka_errors.GroupNotFound,
                  ["U+0075 U+0308", "similar ids: 'lookalike-grüppe' (at character 13 it has U+00FC where the "
                   "given id has U+0075 U+0308)", "Fix the group id"], id="decomposed-umlaut"),
-    pytest.param("lookalike-gr\u00fcppe\u00a0x", E.InvalidGroupId,
+    pytest.param("lookalike-gr\u00fcppe\u00a0x", kafka_errors.InvalidGroupId,
                  ["U+00A0 NO-BREAK SPACE at character 17 (space-like)"], id="no-break-space-inside"),
-    pytest.param("lookalike\u2007busy", E.InvalidGroupId, ["U+2007 FIGURE SPACE"], id="figure-space"),
-    pytest.param("lookalike\u202fbusy", E.InvalidGroupId, ["U+202F NARROW NO-BREAK SPACE"], id="narrow-nbsp"),
-    pytest.param("lookalike\u3000busy", E.InvalidGroupId, ["U+3000 IDEOGRAPHIC SPACE"], id="ideographic-space"),
-    pytest.param("lookalike-busy\ufe0f", E.InvalidGroupId, ["U+FE0F VARIATION SELECTOR-16"], id="variation-selector"),
-    pytest.param("lookalike-\u0301busy", E.InvalidGroupId, ["U+0301", "no letter under it"], id="lone-combining-mark"),
-    pytest.param("lookalike-busy\u00ad", E.InvalidGroupId, ["U+00AD SOFT HYPHEN"], id="soft-hyphen"),
+    pytest.param("lookalike\u2007busy", kafka_errors.InvalidGroupId, ["U+2007 FIGURE SPACE"], id="figure-space"),
+    pytest.param("lookalike\u202fbusy", kafka_errors.InvalidGroupId, ["U+202F NARROW NO-BREAK SPACE"], id="narrow-nbsp"),
+    pytest.param("lookalike\u3000busy", kafka_errors.InvalidGroupId, ["U+3000 IDEOGRAPHIC SPACE"], id="ideographic-space"),
+    pytest.param("lookalike-busy\ufe0f", kafka_errors.InvalidGroupId, ["U+FE0F VARIATION SELECTOR-16"], id="variation-selector"),
+    pytest.param("lookalike-\u0301busy", kafka_errors.InvalidGroupId, ["U+0301", "no letter under it"], id="lone-combining-mark"),
+    pytest.param("lookalike-busy\u00ad", kafka_errors.InvalidGroupId, ["U+00AD SOFT HYPHEN"], id="soft-hyphen"),
 ])
 def test_lookalike_group_ids_are_refused_showing_code_points_and_change_nothing(scene, kafka_conn, group_id, error,
                                                                                 fragments):
@@ -88,15 +88,15 @@ def test_lookalike_group_ids_are_refused_showing_code_points_and_change_nothing(
         before = fingerprint(admin)
         with pytest.raises(error) as refused:
             admin.alter_group_config(group_id, SETTING)
-        task = KafkaGroupConfigOperator(task_id="cfg", group_id=NFD if error is E.GroupNotFound else NFC,
+        task = KafkaGroupConfigOperator(task_id="cfg", group_id=NFD if error is kafka_errors.GroupNotFound else NFC,
                                         set_configs=SETTING)
-        if error is E.InvalidGroupId:  # visible when the DAG is parsed
-            with pytest.raises(E.InvalidGroupId):
+        if error is kafka_errors.InvalidGroupId:  # visible when the DAG is parsed
+            with pytest.raises(kafka_errors.InvalidGroupId):
                 KafkaGroupConfigOperator(task_id="cfg", group_id=group_id, set_configs=SETTING)
         else:
             with pytest.raises(AirflowFailException) as failed:
                 task.execute({"ti": RecordingTI()})
-            assert type(failed.value.__cause__) is E.GroupNotFound and "U+00FC" in str(failed.value)
+            assert type(failed.value.__cause__) is kafka_errors.GroupNotFound and "U+00FC" in str(failed.value)
         assert fingerprint(admin) == before
     for fragment in fragments:
         assert fragment in str(refused.value)
@@ -117,14 +117,14 @@ def test_an_empty_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_e
         message = str(failed.value)
         assert "does not exist on this cluster, and has not since this wait began" in message
         assert "'lookalike-busy' (at character 13 it has U+0073 where the given id has U+0455)" in message
-        assert isinstance(failed.value.__cause__, E.GroupNotFound) and "allow_absent=True" in message
+        assert isinstance(failed.value.__cause__, kafka_errors.GroupNotFound) and "allow_absent=True" in message
         assert len(admin.describe_group(BUSY).members) == 1  # the real group was live all along
 
         allowed = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=NFD, poll_interval=0.2, settle_seconds=0,
                                         allow_absent="true", timeout=30)
         allowed._apply_templated()
         assert allowed.poke({}).is_done
-        with pytest.raises(E.InvalidArgument, match="allow_absent must be true or false"):
+        with pytest.raises(kafka_errors.InvalidArgument, match="allow_absent must be true or false"):
             KafkaGroupEmptySensor(task_id="empty", group_id=NFC, allow_absent="perhaps")
 
         seen = KafkaGroupEmptySensor(task_id="empty", deferrable=False, group_id=GONE, poll_interval=0.2, settle_seconds=0, timeout=30)
@@ -141,13 +141,13 @@ def test_an_empty_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_e
 
 
 @pytest.mark.parametrize("extra, error, fragments", [
-    pytest.param({"request_timeout_ms": "30s"}, E.InvalidClientSettings,
+    pytest.param({"request_timeout_ms": "30s"}, kafka_errors.InvalidClientSettings,
                  ["extra request_timeout_ms: request_timeout_ms must be a whole number >= 100, not '30s'",
                   "without a unit"], id="timeout-with-a-unit"),
-    pytest.param({"request_timeout_ms": 0}, E.InvalidClientSettings, ["whole number >= 100, not 0"], id="timeout-0"),
-    pytest.param({"request_timeout_ms": 2.5}, E.InvalidClientSettings, ["whole number >= 100, not 2.5"],
+    pytest.param({"request_timeout_ms": 0}, kafka_errors.InvalidClientSettings, ["whole number >= 100, not 0"], id="timeout-0"),
+    pytest.param({"request_timeout_ms": 2.5}, kafka_errors.InvalidClientSettings, ["whole number >= 100, not 2.5"],
                  id="timeout-fraction"),
-    pytest.param({"security_protocol": "SSL", "ssl_cafile": "~no-such-user-kip848/ca.pem"}, E.InvalidClientSettings,
+    pytest.param({"security_protocol": "SSL", "ssl_cafile": "~no-such-user-kip848/ca.pem"}, kafka_errors.InvalidClientSettings,
                  ["ssl_cafile '~no-such-user-kip848/ca.pem' starts with ~no-such-user-kip848, but the worker has no "
                   "user 'no-such-user-kip848'", "absolute path"], id="cafile-of-an-unknown-user"),
 ])
@@ -181,7 +181,7 @@ def test_an_artifacts_location_that_names_no_place_is_refused_before_anything_is
                                                                                         fragment, tmp_path):
     monkeypatch.chdir(tmp_path)
     conn = set_kafka_connection(monkeypatch, "kafka_bad_artifacts", scene["bootstrap"], artifacts_url=root)
-    with pytest.raises(E.ArtifactUnwritable) as refused:
+    with pytest.raises(kafka_errors.ArtifactUnwritable) as refused:
         require_run_location(None, conn, "some_dag", "manual__1", "snapshots")
     assert fragment in str(refused.value) and not refused.value.retriable
     assert list(tmp_path.iterdir()) == []  # nothing written where the worker happens to run
@@ -199,7 +199,7 @@ def test_a_metadata_version_downgrade_the_controller_refuses_carries_its_reason(
         with pytest.raises(AirflowFailException) as failed:
             task.execute({"ti": RecordingTI()})
         cause = failed.value.__cause__
-        assert isinstance(cause, E.InvalidFeatureLevel), f"{type(cause).__name__}: {cause}"
+        assert isinstance(cause, kafka_errors.InvalidFeatureLevel), f"{type(cause).__name__}: {cause}"
         assert "The controller refused" in str(cause) and not cause.retriable
         assert "Refusing to perform the requested downgrade" in str(cause) or "metadata" in cause.what
         assert "Request '" not in str(cause)  # the reason, not the request dump
@@ -213,7 +213,7 @@ def test_the_cli_backend_carries_the_controllers_reason_for_a_refused_downgrade(
     with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
         before = fingerprint(admin)
         current = cli.describe_features().level("metadata.version")
-        with pytest.raises(E.InvalidFeatureLevel) as refused:
+        with pytest.raises(kafka_errors.InvalidFeatureLevel) as refused:
             cli.update_feature("metadata.version", current - 1, action="downgrade", dry_run=True)
         message = str(refused.value)
         assert message.startswith("kafka-features: Can not downgrade metadata.version to ")
@@ -235,7 +235,7 @@ def test_a_lag_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_caug
         assert "does not exist on this cluster; similar ids: 'lookalike-grüppe'" in message
         assert "U+00FC" in message and "U+0308" in message  # the code points that differ, not two equal prints
         assert "no lag to drain (unknown, not 0)" in message
-        assert isinstance(failed.value.__cause__, E.GroupNotFound)
+        assert isinstance(failed.value.__cause__, kafka_errors.GroupNotFound)
         caught_up = KafkaGroupLagSensor(task_id="lag", deferrable=False, group_id=NFC, max_lag=0, poll_interval=0.2, timeout=30)
         caught_up._apply_templated()
         assert caught_up.poke({}).is_done  # the real id: its commits are at the log end

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from airflow_provider_kip848.changecontrol.audit import read_audit
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.operators.offsets import KafkaRestoreGroupOffsetsOperator
@@ -30,7 +30,7 @@ def test_a_classic_group_takes_configs_only_for_the_type_it_is_becoming(native, 
     assert native.group_listing(group).type.value == "classic"
     wanted = {"consumer.session.timeout.ms": 30000}
     for given in ({}, {"for_group_type": "streams"})[:2 if backend == "native" else 1]:  # the tools are slow
-        with pytest.raises(E.ConfigNotApplicable):
+        with pytest.raises(kafka_errors.ConfigNotApplicable):
             admin.alter_group_config(group, wanted, **given)
     assert native.describe_group_config(group).dynamic == {}, "a refused change sends nothing"
     dry = admin.alter_group_config(group, wanted, dry_run=True, for_group_type="consumer")
@@ -63,7 +63,7 @@ def test_restore_onto_a_topic_the_group_no_longer_reads_needs_the_override_and_i
 
     with pytest.raises(Exception) as refused:
         restore()
-    assert isinstance(refused.value.__cause__, E.SnapshotTopicsNotRead), refused.value
+    assert isinstance(refused.value.__cause__, kafka_errors.SnapshotTopicsNotRead), refused.value
     assert native.group_offsets(group).committed == {TopicPartition(read, 0): 2}, "nothing was written"
     assert not (tmp_path / "audit.jsonl").exists()
 

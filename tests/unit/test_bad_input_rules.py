@@ -21,7 +21,7 @@ from kafka import errors as kerr
 
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.audit import read_audit
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.arguments import (
     FALSE_WORDS,
     TRUE_WORDS,
@@ -50,7 +50,7 @@ def test_a_guard_flag_is_true_false_or_an_error_never_a_guess(value):
     word = value.strip().lower() if isinstance(value, str) else None
     try:
         parsed = parse_flag(value, "dry_run")
-    except E.InvalidArgument as exc:
+    except kafka_errors.InvalidArgument as exc:
         assert "dry_run must be true or false" in str(exc)
         assert word not in TRUE_WORDS | FALSE_WORDS
         return
@@ -62,7 +62,7 @@ def test_a_guard_flag_is_true_false_or_an_error_never_a_guess(value):
 
 @pytest.mark.parametrize("value", ["false", "true", "no", 0, 1, None, "", [False]])
 def test_the_typed_api_takes_only_real_booleans(value):
-    with pytest.raises(E.InvalidArgument, match="dry_run must be a bool"):
+    with pytest.raises(kafka_errors.InvalidArgument, match="dry_run must be a bool"):
         require_bool(value, "dry_run")
     assert require_bool(False, "dry_run") is False and require_bool(True, "dry_run") is True
 
@@ -71,12 +71,12 @@ def test_the_typed_api_takes_only_real_booleans(value):
                                        (float("inf"), None), (True, None), (None, None)])
 def test_numbers_are_finite_and_not_negative(value, ok):
     if ok is None:
-        with pytest.raises(E.InvalidArgument, match="must be a number >= 0"):
+        with pytest.raises(kafka_errors.InvalidArgument, match="must be a number >= 0"):
             parse_number(value, "settle_seconds")
     else:
         assert parse_number(value, "settle_seconds") == ok
     assert parse_number("None", "x", optional=True) is None
-    with pytest.raises(E.InvalidArgument, match="whole number >= 1"):
+    with pytest.raises(kafka_errors.InvalidArgument, match="whole number >= 1"):
         parse_number("2.5", "expected_members", minimum=1, integer=True)
 
 
@@ -89,7 +89,7 @@ def test_numbers_are_finite_and_not_negative(value, ok):
     ("", "is empty"), ("   ", "is empty"), (None, "must be a string"), (42, "must be a string"),
 ])
 def test_group_ids_that_name_another_group_are_refused(group_id, fragment):
-    with pytest.raises(E.InvalidGroupId, match=re.escape(fragment)):
+    with pytest.raises(kafka_errors.InvalidGroupId, match=re.escape(fragment)):
         require_group_id(group_id)
 
 
@@ -107,7 +107,7 @@ def test_similar_group_ids_name_look_alikes_and_typos():
 def test_lowering_a_group_protocol_feature_names_the_groups_that_depend_on_it():
     disable = FeatureUpdate("group.version", "disable", 1, 0, False, noop=False, applied=False, message="")
     refusal = refuse_dependents(disable, {"orders": 3, "audit": 0})
-    assert isinstance(refusal, E.FeatureInUse)
+    assert isinstance(refusal, kafka_errors.FeatureInUse)
     assert "2 consumer group(s) depend on it (3 live member(s)): 'orders' (3 member(s)), 'audit' (empty)" in str(
         refusal)
     assert refusal.groups == {"orders": 3, "audit": 0} and not refusal.retriable
@@ -127,18 +127,18 @@ def test_lowering_a_group_protocol_feature_names_the_groups_that_depend_on_it():
 def test_an_unmatched_refusal_is_a_provider_error_with_the_brokers_flag(error, retriable):
     raw = error("the broker's own words " + "Request(x=1) " * 100)
     translated = translate_kafka_python(raw, SETTINGS)
-    assert isinstance(translated, E.Kip848Error) and translated is not raw
+    assert isinstance(translated, kafka_errors.Kip848Error) and translated is not raw
     assert translated.retriable is retriable
     assert error.__name__ in str(translated) and len(str(translated)) < 600  # no whole request dump
     try:
         raise translated from raw
-    except E.Kip848Error as exc:
+    except kafka_errors.Kip848Error as exc:
         assert exc.__cause__ is raw and exc.__cause__ is not exc
 
 
 def test_a_per_group_error_code_keeps_the_group_and_the_brokers_words():
     err = group_error("orders", kerr.PolicyViolationError.errno, "not allowed here", SETTINGS)
-    assert isinstance(err, E.BrokerRefused) and "Group 'orders'" in str(err) and "not allowed here" in str(err)
+    assert isinstance(err, kafka_errors.BrokerRefused) and "Group 'orders'" in str(err) and "not allowed here" in str(err)
     assert not err.retriable
 
 
@@ -161,12 +161,12 @@ def test_a_writer_killed_mid_write_leaves_no_partial_artifact(tmp_path):
     code = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        import airflow_provider_kip848.kafka.files as f
+        import airflow_provider_kip848.kafka.files as kafka_files
         real = os.replace
         def die(src, dst):
             os.kill(os.getpid(), signal.SIGKILL)
         os.replace = die
-        f.atomic_write_text(Path({str(target)!r}), "x" * 100000)
+        kafka_files.atomic_write_text(Path({str(target)!r}), "x" * 100000)
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True)
     assert proc.returncode == -9
@@ -176,12 +176,12 @@ def test_a_writer_killed_mid_write_leaves_no_partial_artifact(tmp_path):
 def test_an_unwritable_location_is_a_provider_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(E.ArtifactUnwritable, match="Cannot write"):
+    with pytest.raises(kafka_errors.ArtifactUnwritable, match="Cannot write"):
         storage.write_text(str(blocker / "sub" / "snap.json"), "{}")
     if os.geteuid() != 0:
         ro = tmp_path / "ro"
         ro.mkdir(mode=0o500)
-        with pytest.raises(E.ArtifactUnwritable):
+        with pytest.raises(kafka_errors.ArtifactUnwritable):
             storage.write_text(str(ro / "snap.json"), "{}")
 
 

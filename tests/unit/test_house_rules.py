@@ -103,6 +103,10 @@ def test_no_module_is_over_500_lines_without_its_reason():
 
 def test_no_single_letter_import_alias():
     found = _over_package(short_alias_problems)
+    # and where a newcomer reads next: the harness, the DAGs, the tests, the benchmarks, the scripts
+    for part in ("harness", "dags", "tests", "bench", "scripts"):
+        for path in sorted((REPO / part).rglob("*.py")):
+            found += short_alias_problems(path.read_text(), path.relative_to(REPO).as_posix())
     assert found == [], f"{len(found)} alias(es):\n" + "\n".join(found)
 
 

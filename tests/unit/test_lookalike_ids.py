@@ -18,7 +18,7 @@ from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.approvals import ApprovalPolicy, ChangeControlError, parse_users
 from airflow_provider_kip848.controllers.registry import ControllerRegistry
 from airflow_provider_kip848.hooks.connection import cli_timeout_from_extra, settings_from_connection
-from airflow_provider_kip848.kafka import errors as E
+from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.arguments import (
     CONTROLLER_NAME_FORM_PATTERN,
     GROUP_ID_PATTERN,
@@ -42,7 +42,7 @@ INVISIBLE = ["\u00ad", "\u034f", "\u061c", "\u180e", "\u2066", "\u3164", "\ufe0f
 @pytest.mark.parametrize("char", SPACE_LIKE + INVISIBLE)
 def test_space_like_and_invisible_characters_are_refused_by_code_point_in_the_id_and_in_the_form(char):
     group_id = f"orders{char}v2"
-    with pytest.raises(E.InvalidGroupId) as refused:
+    with pytest.raises(kafka_errors.InvalidGroupId) as refused:
         require_group_id(group_id)
     assert f"U+{ord(char):04X}" in str(refused.value)
     assert "at character 7" in str(refused.value)
@@ -130,7 +130,7 @@ def test_the_forms_refuse_lookalike_approvers_and_a_controller_name_with_a_trail
 def test_an_unknown_controller_name_shows_the_similar_names_in_code_points():
     registry = ControllerRegistry({}, source="(test)")
     registry.entries["local"] = None  # type: ignore[assignment]  # only the names are read
-    with pytest.raises(E.Kip848Error) as refused:
+    with pytest.raises(kafka_errors.Kip848Error) as refused:
         registry.entry("l\u043ecal")  # Cyrillic o
     assert "U+043E" in str(refused.value) and "'local' (at character 2 it has U+006F" in str(refused.value)
 
@@ -155,25 +155,25 @@ class Conn:
     ({"security_protocol": "SSL", "ssl_cafile": "~nobody-kip848-x/ca.pem"}, "has no user 'nobody-kip848-x'"),
 ])
 def test_extras_that_cannot_be_read_are_invalid_client_settings_naming_the_connection(extra, fragment):
-    with pytest.raises(E.InvalidClientSettings) as refused:
+    with pytest.raises(kafka_errors.InvalidClientSettings) as refused:
         settings_from_connection(Conn(**extra))
     assert fragment in str(refused.value) and "Connection 'kafka_x'" in str(refused.value)
     assert not refused.value.retriable
     assert settings_from_connection(Conn(request_timeout_ms="15000")).request_timeout_ms == 15000
-    with pytest.raises(E.InvalidClientSettings):
+    with pytest.raises(kafka_errors.InvalidClientSettings):
         ClientSettings("b:9092", request_timeout_ms=0)
 
 
 @pytest.mark.parametrize("value", ["2m", 0, -1, "nan"])
 def test_a_cli_timeout_that_cannot_be_read_is_refused(value):
-    with pytest.raises(E.InvalidClientSettings, match="cli_timeout"):
+    with pytest.raises(kafka_errors.InvalidClientSettings, match="cli_timeout"):
         cli_timeout_from_extra({"cli_timeout": value}, "kafka_x")
     assert cli_timeout_from_extra({}, "kafka_x") == 120
 
 
 @pytest.mark.parametrize("location", ["", "   ", "file://", "~nobody-kip848-x/snapshots/a.json"])
 def test_an_artifact_location_that_names_no_place_is_artifact_unwritable(location):
-    with pytest.raises(E.ArtifactUnwritable):
+    with pytest.raises(kafka_errors.ArtifactUnwritable):
         storage.write_text(location, "{}")
 
 
@@ -186,7 +186,7 @@ def test_the_controllers_reason_is_read_from_the_response_a_client_printed():
         "requested downgrade because it might delete metadata information.', results=[])'.")
     assert broker_reason(exc).startswith("Invalid metadata.version 26. Refusing")
     error = translate_kafka_python(exc, ClientSettings("b:9092"))
-    assert isinstance(error, E.InvalidFeatureLevel) and "Refusing to perform the requested downgrade" in str(error)
+    assert isinstance(error, kafka_errors.InvalidFeatureLevel) and "Refusing to perform the requested downgrade" in str(error)
     assert "Request '" not in str(error) and not error.retriable
     wrapped = RuntimeError("the call failed")
     wrapped.__cause__ = exc
