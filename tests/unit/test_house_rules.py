@@ -97,6 +97,9 @@ def _over_package(rule) -> list[str]:
 
 def test_no_module_is_over_500_lines_without_its_reason():
     found = _over_package(long_module_problem)
+    for part in ("harness", "dags"):  # the harness and the runbooks too
+        for path in sorted((REPO / part).rglob("*.py")):
+            found += long_module_problem(path.read_text(), path.relative_to(REPO).as_posix())
     assert found == [], f"{len(found)} module(s):\n" + "\n".join(found)
 
 
