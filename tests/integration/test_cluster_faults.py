@@ -178,7 +178,7 @@ def test_empty_wait_is_not_fooled_by_a_failover(cluster, conn, unique, tmp_path,
     """Live members through a coordinator failover: no poll may see the group as empty (a classic
     DescribeGroups answered by a loading coordinator carries an error code, state Unknown and no members);
     once the members stop, the wait ends Empty."""
-    import airflow_provider_kip848.sensors.group as sensor_module
+    import airflow_provider_kip848.sensors.group_condition as sensor_module  # where the waits poll
 
     topic, group = _topic_with_records(cluster, unique), unique("g")
     answers: list[tuple[float, str]] = []

@@ -207,7 +207,7 @@ def test_deferred_wait_rides_out_a_broker_crash(restartable, conn, unique, tmp_p
 def test_poking_sensor_waits_across_a_restart_without_a_false_empty(restartable, conn, unique, tmp_path, monkeypatch,
                                                                     context, record_property):
     """A group with a live member is not "empty" while the broker restarts; the wait ends when the member leaves."""
-    import airflow_provider_kip848.sensors.group as sensor_module
+    import airflow_provider_kip848.sensors.group_condition as sensor_module  # where the waits poll
 
     spy = PollSpy(sensor_module.evaluate_condition)
     monkeypatch.setattr(sensor_module, "evaluate_condition", spy)
