@@ -357,9 +357,9 @@ class Deployment:
                        params={"limit": 200}).json().get("task_instances", [])
         return {ti["task_id"]: ti for ti in tis}
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
         response = self.api("alice", "GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
-                            f"{key}", params={"deserialize": "true", "stringify": "false"})
+                            f"{key}", params={"deserialize": "true", "stringify": "false", "map_index": map_index})
         response.raise_for_status()
         return response.json()["value"]
 

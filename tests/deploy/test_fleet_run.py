@@ -141,9 +141,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
                                       for s, g in deferred_steps), steps
         assert "unknown" not in statuses, statuses
         # the offline move under live traffic: its lag wait passed by a rule against the lag before the move
-        billing = deployment.api("alice", "GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/wave_1.migrate/"
-                                 "xcomEntries/return_value", params={"map_index": 0, "deserialize": "true",
-                                                                     "stringify": "false"}).json()["value"]
+        billing = deployment.xcom(DAG_ID, run_id, "wave_1.migrate", map_index=0)
         assert billing["app"] == "deploy-billing" and billing["path"] == "offline" and billing["ok"], billing
         ended = {s["step"]: s for s in billing["steps"] if s.get("group_id") == groups[0]}
         assert ended["wait_lag"]["ok"] and ("caught up by the baseline rule" in ended["wait_lag"]["detail"]
