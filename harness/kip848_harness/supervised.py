@@ -289,6 +289,19 @@ class _Supervised:
         """Where process ``process_num`` writes its output."""
         return self.supervisor.program_log(self.name, process_num)
 
+    def log_tails(self, lines: int = 15) -> dict[int, list[str]]:
+        """The last ``lines`` lines each process wrote (a test's diagnostics when an instance is not where
+        it should be: whether it exited, and on what)."""
+        tails: dict[int, list[str]] = {}
+        for num in range(self.instances):
+            try:
+                text = self.log_path(num).read_text(errors="replace")
+            except OSError as exc:
+                tails[num] = [f"(no log: {exc})"]
+                continue
+            tails[num] = text.splitlines()[-lines:]
+        return tails
+
 
 class SupervisedConsumerApp(_Supervised):
     """``instances`` consumer application processes (:mod:`~kip848_harness.consumer_app`,

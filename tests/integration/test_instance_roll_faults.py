@@ -120,9 +120,9 @@ def test_the_roll_by_instance_rides_out_a_paused_then_killed_coordinator(cluster
 
             try:
                 wait_until(both_on_consumer, timeout=120, what="both instances on the consumer protocol")
-            except BaseException:
-                print(f"last describe: {seen}; processes: {app.pids()}; roll: {result}")
-                raise
+            except TimeoutError as exc:  # what it saw goes into the failure's own line (CI prints that much)
+                raise AssertionError(f"{exc}; last describe: {seen}; processes: {app.pids()}; instances' logs: "
+                                     f"{app.log_tails()}; roll: {result}") from None
             after = app.pids()
             assert after[first] != before[first] and after[second] != before[second], (before, after)
             now = admin.group_offsets(group).committed
