@@ -25,6 +25,12 @@ the rolling upgrade and the fleet's online path roll through this module instead
    failed at once when the instance's own new member joins on the old protocol
    or the platform shows the instance not running. Nothing else is restarted
    until it holds.
+5. **The rolled stay up.** Every later look at the platform, and a last one
+   after the last instance, also checks the instances rolled before: one gone,
+   stopped or replaced since its new member joined stops the roll, named. Its
+   member may stay listed until its session expires, so only the platform can
+   say (a librdkafka consumer that took a fatal ``GROUP_ID_NOT_FOUND`` from a
+   coordinator failing over, seen in a 3-node test, exits this way).
 
 Which member is which instance comes from the platform's identities
 (:func:`~airflow_provider_kip848.controllers.verdicts.member_instance`: the
@@ -43,7 +49,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
-from airflow_provider_kip848.controllers.verdicts import member_instance
+from airflow_provider_kip848.controllers.verdicts import lost_instances, member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
@@ -121,11 +127,30 @@ class InstanceRoll:
         return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable)
 
     def _instances(self) -> list[Instance]:
+        """The platform's instances now; fails when one rolled earlier in this roll has died since its new member
+        joined (:meth:`_check_rolled`): every look at the platform during the roll is also that check."""
         status = self.controller.status()
         if not status.known:
             raise self._fail(f"the platform cannot tell which instances exist ({status.reason}): nothing is "
                              "restarted on a guess", retriable=True)
+        self._check_rolled(status)
         return sorted(status.instances, key=lambda i: i.name)
+
+    def _check_rolled(self, status: ApplicationStatus) -> None:
+        """An instance rolled earlier that is gone, stopped or restarted since its new member joined (the
+        platform's fact, as the migrated wait judges it) stops the roll at once, naming it: its member may stay
+        listed until its session expires, so the coordinator would not say; restarting more instances on the
+        new protocol while one that runs it has just died would spread what killed it. Not retriable: the
+        instance's own log says why it died (a client's fatal error, say), and a person decides."""
+        joined = tuple(Instance.from_dict(r["at_join"]) for r in self.rolled if r.get("at_join"))
+        if not joined:
+            return
+        lost = lost_instances(status, ApplicationStatus(known=True, instances=joined))
+        if lost:
+            raise self._fail(
+                "an instance rolled earlier has died since its new member joined on "
+                f"group.protocol={self.protocol}, as the platform says: {'; '.join(lost)}. The roll stops here; "
+                "read that instance's log for why it exited before restarting anything else")
 
     def _describe_all(self, what: str) -> dict[str, list[ConsumerGroupMember]]:
         deadline = time.monotonic() + max(self.limits.instance_s, self.limits.poll_s)
@@ -153,6 +178,7 @@ class InstanceRoll:
         started = time.monotonic()
         for index, instance in enumerate(instances):
             self.rolled.append(self._roll_one(instance, first=index == 0))
+        self._instances()  # the last look: every rolled instance still runs as it joined (else this fails)
         return {"mode": "by_instance", "group_protocol": self.protocol, "controller": self.controller.name,
                 "instances": self.rolled, "gate": self.rolled[0]["joined"] if self.rolled else None,
                 "seconds": round(time.monotonic() - started, 3),
@@ -180,6 +206,9 @@ class InstanceRoll:
             raise self._fail(f"instance {name} could not be started on {self.protocol}: {exc}",
                              retriable=exc.retriable) from exc
         record["joined"] = self._wait_joined(instance, known_ids, first=first)
+        # the instance as the platform showed it when its member joined: a later look that finds it gone,
+        # stopped or replaced fails the roll (_check_rolled)
+        record["at_join"] = record["joined"].pop("instance")
         return record
 
     def _ensure_left(self, instance: Instance, record: dict[str, Any]) -> dict[str, str]:
@@ -249,7 +278,8 @@ class InstanceRoll:
                 wrong += [f"{group_id}: {m.client_id} ({m.member_id}) on {m.protocol.value}" for m in new
                           if m.protocol.value != self.protocol and _of(m, instance, instances)]
             if len(joined) == len(self.group_ids):
-                return {"groups": joined, "seconds": round(time.monotonic() - started, 3)}
+                return {"groups": joined, "seconds": round(time.monotonic() - started, 3),
+                        "instance": now.to_dict()}
             if wrong:
                 raise self._fail(f"{what}: instance {instance.name} restarted with group.protocol={self.protocol} "
                                  f"but its new member joined on another protocol ({'; '.join(wrong)}, "

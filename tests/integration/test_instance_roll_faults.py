@@ -8,7 +8,10 @@ group over; as the second's begins the new coordinator's node is paused (SIGSTOP
 as unknown twice (its log says so), then resumed. The roll must wait through both (a describe that cannot answer is
 unknown: neither a failure nor "no members") and end as the cluster ends: every instance restarted once, each
 instance's own new member awaited on the consumer protocol (the second's is not the first's), no committed offset
-lost. Tried: with a retriable describe error raised, the roll fails here. (Read as "no members" instead, the roll
+lost. One failure is allowed, and checked: a real instance that dies in the failover (librdkafka treats the
+``GROUP_ID_NOT_FOUND`` a coordinator answers before it has loaded the just-converted group as fatal; two CI runs
+and one run here of five saw the process exit) stops the roll, named as the platform shows it, with its log showing
+the exit. Tried: with a retriable describe error raised, the roll fails here. (Read as "no members" instead, the roll
 still ends right in most runs: the paused node loses the group within its broker session, so the members known
 before the second start are usually read after the move; the rule is held by the code's reading, not this test.)
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from airflow_provider_kip848.controllers.registry import resolve_controller
-from airflow_provider_kip848.engine.instance_roll import RollLimits, roll_application
+from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
@@ -63,6 +66,23 @@ class _Faults(logging.Handler):
                 self.resumed = True
 
 
+def _died_in_the_failover(exc: InstanceRollFailed, app: SupervisedConsumerApp, group: str, faults: _Faults) -> None:
+    """The roll failed because an instance it had rolled died: true on the platform and in the instance's log."""
+    assert faults.killed is not None, "the coordinator was killed first"
+    assert "an instance rolled earlier has died since its new member joined" in exc.what, exc.what
+    dead = [r for r in exc.rolled if r["instance"] in exc.what.split("as the platform says:")[1]]
+    assert dead, (exc.what, exc.rolled)
+    running = app.pids()
+    tails = app.log_tails()
+    for record in dead:
+        process = record["instance"].split(":")[1]
+        assert running.get(process) != int(record["at_join"]["incarnation"]), (process, running, exc.what)
+        number = int(process.rsplit("_", 1)[1])
+        assert any("Fatal error" in line or "Traceback" in line or "KafkaException" in line
+                   for line in tails[number]), tails[number]
+    print(f"the roll stopped on an instance that died in the failover: {exc.what}; logs: {tails}")
+
+
 def test_the_roll_by_instance_rides_out_a_paused_then_killed_coordinator(cluster, monkeypatch, unique, tmp_path,
                                                                          controllers, supervisor):
     set_kafka_connection(monkeypatch, CONN, cluster.bootstrap_servers, request_timeout_ms=3000)  # unknown in 3 s
@@ -90,6 +110,12 @@ def test_the_roll_by_instance_rides_out_a_paused_then_killed_coordinator(cluster
                 resolve_controller(name), KafkaGroupAdminHook(kafka_conn_id=CONN), [group], "consumer",
                 RollLimits(first_instance_s=300, instance_s=300, poll_s=0.5), context={"ti": RecordingTI()},
                 task_id="roll_application", audit_log=str(tmp_path / "audit.jsonl"), log=log)
+        except InstanceRollFailed as exc:
+            # the one failure allowed: a real instance died in the failover (librdkafka takes GROUP_ID_NOT_FOUND
+            # from a coordinator that has not loaded the just-converted group as fatal, and the process exits),
+            # and the roll says so, naming the instance the platform shows dead. Never a guess: checked here.
+            _died_in_the_failover(exc, app, group, faults)
+            return
         finally:
             if faults.paused is not None and not faults.resumed:
                 cluster.resume_node(faults.paused)
