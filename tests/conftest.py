@@ -67,6 +67,14 @@ os.environ.setdefault("SPARK_LAUNCHER_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSe
 # The deployment's application controller registry ([kip848] controllers): a test adds an entry per application it
 # starts (the ``controllers`` fixture) and its runs name that entry, as a production deployment's would.
 os.environ["AIRFLOW__KIP848__CONTROLLERS"] = str(_AIRFLOW_HOME / "controllers.json")
+# The fleet DAG's wave slots (KIP848_FLEET_MAX_WAVES, default 6, read when fleet_tasks is imported): two, the
+# fewest the tests need. Under dag.test() every unused slot still runs four of its tasks (open, to_validate, judge,
+# to_roll_back: their trigger rule is all_done) one after the other, and every test run of the DAG paid for six.
+# tests/e2e/test_fleet_migration.py plans three waves (the largest plan a test runs): its third wave is beyond the
+# run's slots, the documented path it checks; tests/unit/test_fleet_dag.py pins the shipped default (six) in a
+# process without this variable. Child processes (a second worker, the airflow CLI) inherit it, so they parse the
+# same DAG. The deploy tier sets its deployment's own (tests/deploy/deployment.py).
+os.environ["KIP848_FLEET_MAX_WAVES"] = "2"
 # Approvals in the end-to-end tests go through the REST API as an admin; the change-control tests
 # (two users, four eyes) switch this off for themselves.
 os.environ.setdefault("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "True")

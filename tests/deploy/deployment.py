@@ -246,7 +246,7 @@ class Deployment:
             "KIP848_CACHE_DIR": os.environ.get("KIP848_CACHE_DIR", str(REPO / ".cache")),
             # the fleet DAG's wave slots (default 6), a deployment's setting: the tier's fleet runs have at most two
             # waves, and each unused slot still runs four task processes one after the other (about 25 s a slot);
-            # three keep an unused slot in every run (the end-to-end tier runs the default six)
+            # three keep an unused slot in every run (the other tiers' test session runs two: tests/conftest.py)
             "KIP848_FLEET_MAX_WAVES": "3",
         }
         # the machine's Java, and the test session's Spark JVM tuning (tests/spark-conf/spark-defaults.conf)

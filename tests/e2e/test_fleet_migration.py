@@ -8,7 +8,9 @@ instances refuse to start on the consumer protocol), ``c-good`` (1 group, online
 A dry run and a run whose canary wave is rejected change nothing. The first real run migrates the canary and
 c-good; b-planted fails, is brought back to classic with its offsets intact, and the error budget (no failed
 application) stops wave 3, which never touches d-later or e-later. The team fixes b-planted's configuration in the ownership map; a second run
-(the resumption) plans only what is left, skips what is migrated, and finishes the fleet.
+(the resumption) plans only what is left, skips what is migrated, and finishes the fleet. The runs have two wave
+slots (tests/conftest.py), so the three-wave plan's last wave is beyond the run's slots (the first real run says so
+in its plan; the budget stops it first either way) and the two-wave resumption fits exactly.
 """
 
 from __future__ import annotations
@@ -169,6 +171,13 @@ def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(ai
     assert waves[1]["verdict"]["proceed"] is True and waves[1]["apps_ok"] == ["a-canary"]
     assert waves[2]["verdict"]["proceed"] is False and waves[2]["apps_failed"] == ["b-planted"]
     assert waves[2]["apps_ok"] == ["c-good"] and waves[3]["stopped_by"] == 2
+    # the run has two wave slots (tests/conftest.py): the plan's third wave is beyond them, which the plan says; the
+    # report still shows it, stopped by wave 2's budget (waves beyond a run's slots are left to a later run)
+    plans = sorted((tmp_path / "report").rglob("plan.json"))
+    assert len(plans) == 1, plans
+    planned = json.loads(plans[0].read_text())
+    assert (planned["slots"], len(planned["plan"]["waves"])) == (2, 3), planned["slots"]
+    assert "**1 wave(s) beyond this run's 2 slots**" in plans[0].with_name("plan.md").read_text()
     # the planted application was brought back: classic, running, offsets as before or further
     rollback = [r for w in report["waves"] for r in w["rollbacks"]]
     assert [(r["app"], r["ok"], r["groups_back"]) for r in rollback] == [("b-planted", True, 2)], rollback

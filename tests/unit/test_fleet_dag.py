@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -39,6 +43,28 @@ def test_each_wave_slot_chains_open_approval_recheck_moves_judge_and_way_back(mo
     assert dag.get_task("report").trigger_rule == "all_done"
     assert dag.get_task("report").upstream_task_ids == {f"wave_{module.MAX_WAVES}.rollback"}
     assert dag.max_active_runs == 1
+
+
+def test_the_shipped_dag_has_six_wave_slots_of_the_same_tasks(module):
+    """The product's default: without ``KIP848_FLEET_MAX_WAVES`` the DAG file parses to six wave slots, each with
+    the tasks of a slot of the session's DAG, which has fewer slots (tests/conftest.py sets two: an unused slot
+    costs every test run of the DAG four task runs)."""
+    env = {k: v for k, v in os.environ.items() if k != "KIP848_FLEET_MAX_WAVES"}
+    code = ("import importlib.util, json, sys\n"
+            "spec = importlib.util.spec_from_file_location('kip848_fleet_migration', sys.argv[1])\n"
+            "m = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(m)\n"
+            "print(json.dumps({'max_waves': m.MAX_WAVES, 'tasks': sorted(m.dag_object.task_ids)}))\n")
+    parsed = subprocess.run([sys.executable, "-c", code, str(REPO / "dags" / "kip848_fleet_migration.py")], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert parsed.returncode == 0, parsed.stderr[-3000:]
+    shipped = json.loads(parsed.stdout.strip().splitlines()[-1])
+    assert shipped["max_waves"] == 6
+    tasks = module.dag_object.task_ids
+    slot = {t.split(".", 1)[1] for t in tasks if t.startswith("wave_1.")}
+    outside = {t for t in tasks if not t.startswith("wave_")}
+    assert {"open", "approval", "recheck", "migrate", "judge", "to_roll_back", "rollback"} <= slot
+    assert set(shipped["tasks"]) == outside | {f"wave_{n}.{t}" for n in range(1, 7) for t in slot}
 
 
 def _record(number: int, proceed: bool = True, failed: tuple[str, ...] = ()) -> WaveRecord:
