@@ -255,6 +255,10 @@ def open_wave_step(number: int, params: dict, context: Context) -> dict:
     wave = waves[number - 1]
 
     markdown = Wave.from_dict(wave).render_markdown()
+    slots = int(planned.get("slots") or MAX_WAVES)
+    if number == 1 and len(waves) > slots:  # its approvers see the whole run, not only this wave
+        markdown += (f"\n\n**{len(waves) - slots} wave(s) of the plan are beyond this run's {slots} slots**: they run "
+                     "when the DAG is triggered again (the next run plans what is left), and this run ends partial.")
     if planned["plan"].get("scope"):  # what the run chose, in words ("every application ..." only if it said so)
         markdown = f"Selection: {planned['plan']['scope']}.\n\n{markdown}"
     return {"number": number, "hash": wave["wave_hash"], "wave": wave,

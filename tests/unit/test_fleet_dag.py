@@ -12,6 +12,7 @@ import pytest
 
 from airflow_provider_kip848.fleet import plan_waves, select
 from airflow_provider_kip848.fleet.budget import WaveVerdict
+from airflow_provider_kip848.fleet.ownership import OwnershipMap
 from airflow_provider_kip848.fleet.results import WaveRecord
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.operators import fleet_tasks
@@ -209,3 +210,34 @@ def test_each_wave_approval_says_what_the_run_selected(module):
     params = {**module.dag_object.params.dump(), "dry_run": False}
     opened = fleet_tasks.open_wave_step(1, params, {"ti": TI()})
     assert opened["markdown"].startswith("Selection: applications orders.\n\n### Wave 1")
+
+
+def test_wave_one_approval_says_how_many_waves_are_beyond_the_run_s_slots(module):
+    """The runbook's promise: with more waves than slots, wave 1's approvers read how many are left for a later run."""
+    from tests.unit.test_fleet_planning import entry, inventory
+
+    count = module.MAX_WAVES + 2
+    rules = "".join(f"  - prefix: app{i}-\n    app: app{i}\n    team: t\n" for i in range(count))
+    owners = OwnershipMap.from_text(f"version: 1\nrules:\n{rules}", source="map.yaml")
+    selected = select(inventory(*(entry(f"app{i}-a") for i in range(count))), owners, teams=["t"])
+    plan = plan_waves(selected, canary=0, wave_size=1)
+    assert len(plan.waves) == module.MAX_WAVES + 2, len(plan.waves)
+    planned = {"plan": plan.to_dict(), "plan_hash": plan.plan_hash, "slots": module.MAX_WAVES}
+
+    class TI:
+        def xcom_pull(self, task_ids=None, key="return_value"):
+            return planned if task_ids == "plan" else None
+
+    params = {**module.dag_object.params.dump(), "dry_run": False}
+    first = fleet_tasks.open_wave_step(1, params, {"ti": TI()})["markdown"]
+    assert f"**2 wave(s) of the plan are beyond this run's {module.MAX_WAVES} slots**" in first, first
+    assert "this run ends partial" in first
+
+    class Judged(TI):
+        def xcom_pull(self, task_ids=None, key="return_value"):
+            if task_ids == fleet_tasks.wave_task(1, fleet_tasks.JUDGE):
+                return {"verdict": {"proceed": True, "reason": ""}}
+            return super().xcom_pull(task_ids, key)
+
+    second = fleet_tasks.open_wave_step(2, params, {"ti": Judged()})["markdown"]
+    assert "beyond this run's" not in second, second
