@@ -9,8 +9,13 @@ from __future__ import annotations
 import threading
 import time
 
+from airflow.models import TaskInstance
+from airflow.utils.session import create_session
+from airflow.utils.state import TaskInstanceState
+
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
+from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.clients import produce
 from kip848_harness.faults import coordinator_node, kill_coordinator
@@ -35,26 +40,46 @@ from tests.e2e.test_streams_offline_migration import conf as offline_conf
 def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, cluster, monkeypatch, unique, tmp_path):
     set_kafka_connection(monkeypatch, "kafka_admin_default", cluster.bootstrap_servers, request_timeout_ms=15000)
     topic, output, group, app, admin = scenario(cluster.bootstrap_servers, unique, tmp_path)
+    watcher = KafkaAdmin(ClientSettings(cluster.bootstrap_servers, request_timeout_ms=15000))  # the roll's own
     killed: list[int] = []
+    rollout_errors: list[BaseException] = []
+
+    def rolled(n: int) -> bool:
+        """The group is Stable with the first ``n`` instances (app-0 ..) back as live consumer-protocol members."""
+        try:
+            d = watcher.describe_group(group)
+        except Exception:  # noqa: BLE001 - converting, or its coordinator moving after the kill: ask again
+            return False
+        on_consumer = {m.client_id for m in d.members if m.protocol is MemberProtocol.CONSUMER and is_live(m)}
+        return d.state == "Stable" and {f"app-{i}" for i in range(n)} <= on_consumer
 
     def roll(detail):
+        dag_id, run_id = detail["task_instance"]["dag_id"], detail["task_instance"]["dag_run_id"]
+
         def go():
-            time.sleep(4)  # the DAG snapshots first, then waits (deferred) for the rollout
-            feeder = threading.Thread(target=produce, args=(cluster.bootstrap_servers, topic,
-                                                            (f"v{i}" for i in range(200, 400))),
-                                      kwargs={"keys": (str(i) for i in range(200, 400))})
-            feeder.start()
-            for i in range(len(app.members)):
-                app.restart(i, "consumer")
-                if i == 0:
-                    killed.append(kill_coordinator(cluster, group))  # mid-rollout, the wait's coordinator dies
-                time.sleep(3)
-            feeder.join()
+            try:
+                # the DAG snapshots first, then waits (deferred) for the rollout: the roll starts once it waits
+                wait_until(lambda: wait_deferred(dag_id, run_id), timeout=120, interval=0.2,
+                           what="the DAG's wait_migrated deferred")
+                feeder = threading.Thread(target=produce, args=(cluster.bootstrap_servers, topic,
+                                                                (f"v{i}" for i in range(200, 400))),
+                                          kwargs={"keys": (str(i) for i in range(200, 400))})
+                feeder.start()
+                for i in range(len(app.members)):
+                    app.restart(i, "consumer")
+                    if i == 0:
+                        killed.append(kill_coordinator(cluster, group))  # mid-rollout, the wait's coordinator dies
+                    # the next instance rolls once this one is back in the group (after the failover, for the first)
+                    wait_until(lambda n=i + 1: rolled(n), timeout=120, what=f"instance app-{i} rolled and joined")
+                feeder.join()
+            except BaseException as exc:  # noqa: BLE001 - asserted by the test
+                rollout_errors.append(exc)
         threading.Thread(target=go, daemon=True).start()
 
     try:
         run, _answers, report = run_dag("kip848_consumer_rolling_upgrade", rolling_conf(group, output, tmp_path),
                                         decide=approve, before_answer=roll)
+        assert not rollout_errors, rollout_errors
         assert state(run) == "success", report
         assert report["outcome"] == "migrated"
         assert killed and report["results"]["migration"]["mode"] == "deferred"
@@ -68,6 +93,17 @@ def test_rolling_upgrade_with_the_coordinator_killed_mid_rollout(airflow_db, clu
     finally:
         app.stop()
         admin.close()
+        watcher.close()
+
+
+def wait_deferred(dag_id: str, run_id: str) -> bool:
+    """Whether the run's wait_migrated task has deferred (its trigger polls the group now): ``dag.test()`` runs the
+    trigger inline with the task queued, so the deferral is the trigger and resume method the task left in the DB."""
+    with create_session() as session:
+        ti = session.query(TaskInstance).filter(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id,
+            TaskInstance.task_id == "wait_migrated").one_or_none()
+        return ti is not None and (ti.next_method is not None or ti.state == TaskInstanceState.DEFERRED)
 
 
 def test_offline_streams_migration_with_the_coordinator_killed_while_emptying(airflow_db, cluster, monkeypatch,
