@@ -222,9 +222,8 @@ class GroupAdmin(ABC):
         try:
             listing: GroupListing | None = self.group_listing(group_id)
         except errors.GroupNotFound:
-            if not allow_absent:
-                self.require_known_group(group_id)  # raises, naming similar ids
-            listing = None
+            # raises, naming similar ids; a group that appeared since the first look is judged by its own type
+            listing = None if allow_absent else self.require_known_group(group_id)
         plan = plan_config_change(self.describe_group_config(group_id), set_configs, delete_configs,
                                   self.group_coordinator_config())
         group_type = listing.type if listing is not None else None
