@@ -105,6 +105,22 @@ def test_a_member_back_after_forced_removal_fails_the_wait_and_is_named():
         follow(empty, back, state, now=103.0)
 
 
+def test_the_member_forced_out_still_listed_before_the_group_was_seen_empty_is_waited_for_not_called_back():
+    """The removal not shown yet (a CI run: the LeaveGroup answered by a coordinator killed before it replicated, the
+    next describe still listing the member): the same member id, the group never seen empty since. Not an instance
+    back (a classic member that rejoins gets a new member id): the wait goes on, and ends once the member is gone.
+    A member of another id is still one back."""
+    empty = GroupCondition("empty", settle_s=0)
+    state = WaitState(removed=[{"member_id": "m0", "client_id": "app-0", "host": "10.0.0.0", "instance_id": None}])
+    still = judge(empty, description=group(member(0, MemberProtocol.CLASSIC, epoch=None), type_=GroupType.CLASSIC))
+    waiting = follow(empty, still, state, now=100.0)
+    assert not waiting.met and "the removal has not shown yet" in waiting.summary and "app-0" in waiting.summary
+    assert follow(empty, judge(empty, description=group(state="Empty")), state, now=101.0).met
+    other = WaitState(removed=[{"member_id": "m9", "client_id": "app-9", "host": "10.0.0.9", "instance_id": None}])
+    with pytest.raises(GroupNotEmpty, match=r"came back .*app-0 on 10\.0\.0\.0"):
+        follow(empty, still, other, now=100.0)
+
+
 def test_a_group_that_does_not_exist_is_empty_once_settled_when_absence_is_allowed():
     empty = GroupCondition("empty", settle_s=2, allow_absent=True)
     state = WaitState()
