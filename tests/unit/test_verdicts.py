@@ -107,9 +107,10 @@ def test_a_member_back_after_forced_removal_fails_the_wait_and_is_named():
 
 def test_the_member_forced_out_still_listed_before_the_group_was_seen_empty_is_waited_for_not_called_back():
     """The removal not shown yet (a CI run: the LeaveGroup answered by a coordinator killed before it replicated, the
-    next describe still listing the member): the same member id, the group never seen empty since. Not an instance
-    back (a classic member that rejoins gets a new member id): the wait goes on, and ends once the member is gone.
-    A member of another id is still one back."""
+    next describe still listing the member): the same classic member id, the group never seen empty since. Not an
+    instance back (a classic member that rejoins gets a new member id): the wait goes on, and ends once the member is
+    gone. A member of another id is still one back, and so is a consumer-protocol member of the same id (it keeps
+    its client-made id when it rejoins: tests/unit/test_liveness.py)."""
     empty = GroupCondition("empty", settle_s=0)
     state = WaitState(removed=[{"member_id": "m0", "client_id": "app-0", "host": "10.0.0.0", "instance_id": None}])
     still = judge(empty, description=group(member(0, MemberProtocol.CLASSIC, epoch=None), type_=GroupType.CLASSIC))

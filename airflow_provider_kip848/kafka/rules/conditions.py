@@ -394,11 +394,12 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         members = result.detail.get("members") or []
         forced_out = {r.get("member_id") for r in state.removed}
         if members and state.removed and state.emptied_at is None and all(
-                m.get("member_id") in forced_out for m in members):
-            # the very members this wait forced out, never seen gone since: the removal has not shown yet (its
-            # LeaveGroup answered by a coordinator killed before it replicated, or a read from before it), which
-            # is no sign of a live instance (a classic member that rejoins gets a new member id; the removal
-            # was made on the platform's word that no instance runs). They go when they leave or expire.
+                m.get("member_id") in forced_out and m.get("protocol") == "classic" for m in members):
+            # the very classic members this wait forced out, never seen gone since: the removal has not shown yet
+            # (its LeaveGroup answered by a coordinator killed before it replicated, or a read from before it),
+            # which is no sign of a live instance: a classic member that rejoins gets a new member id, and the
+            # removal was made on the platform's word that no instance runs. They go when they leave or expire.
+            # (A consumer-protocol member keeps its client-made id when it rejoins: seen again, it is back.)
             return ConditionResult(False, f"{result.summary}; the member(s) forced out are still listed "
                                    f"({member_names(members)}): the removal has not shown yet (a coordinator "
                                    "failing over); waiting for them to go", result.detail)
