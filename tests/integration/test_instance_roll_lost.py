@@ -21,9 +21,9 @@ from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, Rol
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
-from kip848_harness.clients import create_topics, produce
 from kip848_harness.supervised import SupervisedConsumerApp
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
+from tests.e2e.test_rolling_by_instance import application
 
 CONN = "kafka_roll_lost"
 
@@ -45,11 +45,7 @@ class _CrashFirst(logging.Handler):
 def test_an_instance_that_dies_after_its_roll_stops_the_roll_named_by_the_platform(kafka, monkeypatch, unique,
                                                                                    tmp_path, controllers, supervisor):
     set_kafka_connection(monkeypatch, CONN, kafka.bootstrap_servers)
-    topic, group = unique("roll-lost-t"), unique("roll-lost-g")
-    create_topics(kafka.bootstrap_servers, {topic: 2})
-    produce(kafka.bootstrap_servers, topic, (f"v{i}" for i in range(20)), keys=(str(i) for i in range(20)))
-    app = SupervisedConsumerApp(supervisor, group, tmp_path / "supervised", bootstrap_servers=kafka.bootstrap_servers,
-                                group_id=group, topics=[topic], instances=2)
+    app, group = application(supervisor, kafka.bootstrap_servers, unique, tmp_path, instances=2)
     app.install("classic")
     name = controllers.add(group, "command", app.target(by_instance=True))
     first, second = f"{group}_0", f"{group}_1"
