@@ -77,7 +77,7 @@ def compile_name_pattern(pattern: object, where: str) -> NamePattern:
         if lacks is not None:
             raise InvalidArgument(
                 f"{where}: {shown!r} uses {lacks}, which the provider's regular expressions (RE2, matched in "
-                "linear time so that no group id can stall a plan) do not have",
+                "linear time so that no group id can stall a plan) do not have: docs/fleet.md#regular-expressions",
                 remedy="Write the pattern without backreferences or lookaround (e.g. list the alternatives, or use "
                        "two rules); see docs/fleet.md#regular-expressions.") from exc
         raise InvalidArgument(f"{where}: {shown!r} is not a valid regular expression ({reason})",

@@ -169,3 +169,19 @@ def test_an_already_parsed_value_is_held_to_the_same_bounds():
         check_value({"x": deep}, "the run's conf")
     with pytest.raises(DocumentRefused, match="more than 1,048,576 characters"):
         check_value({"x": "y" * (MAX_DOCUMENT_BYTES + 1)}, "the run's conf")
+
+
+@pytest.mark.parametrize("regex, what", [(r"(orders)-\1", "a backreference"),
+                                         (r"(?!legacy)orders-.*", "a negative lookahead"),
+                                         (r"(?<=x)orders", "a lookbehind"),
+                                         (r"(?P<a>o)(?P=a)", "a named backreference")])
+def test_a_pattern_the_linear_engine_lacks_is_refused_when_the_map_is_read(regex, what):
+    """A backreference or a lookaround cannot be matched in linear time: refused when the map is read, naming the
+    rule and the construct (the map with ``(a+)+b`` on a real broker: tests/integration/test_hostile_group_ids.py)."""
+    text = json.dumps({"rules": [{"prefix": "pay-", "app": "payments", "team": "finance"},
+                                 {"regex": regex, "app": "orders", "team": "commerce"}]})
+    with pytest.raises(OwnershipError) as refused:
+        OwnershipMap.from_text(text, source="map.json")
+    message = str(refused.value)
+    assert f"rules[1].regex: {regex!r} uses {what} (" in message, message
+    assert "which the provider's regular expressions (RE2, matched in linear time" in message, message
