@@ -296,8 +296,26 @@ MAX_SECONDS = 7 * 24 * 3600.0
 MAX_MINUTES = MAX_SECONDS / 60
 #: The largest count of records (a lag, an offset): Kafka's offsets are signed 64-bit.
 MAX_RECORDS = 2**63 - 1
+#: Java's largest int: the largest value of a broker's int config (a session timeout in ms, standby replicas).
+MAX_INT32 = 2**31 - 1
 #: The largest count of members or instances (Java's int, which the group coordinator counts in).
-MAX_MEMBERS = 2**31 - 1
+MAX_MEMBERS = MAX_INT32
+_WAIT_MINUTES = (0.0, MAX_MINUTES)
+#: The range of each numeric argument the provider takes, by name: :func:`parse_number` applies it wherever the
+#: name is parsed (a sensor, an operator, the fleet's moves, the lag Params), so they agree; a caller's own
+#: ``minimum``/``maximum`` narrow it. docs/operators.md lists them.
+RANGES: dict[str, tuple[float, float]] = {
+    "poll_interval": (MIN_POLL_SECONDS, MAX_POLL_SECONDS), "poll_seconds": (MIN_POLL_SECONDS, MAX_POLL_SECONDS),
+    "remove_members_after": (0.0, MAX_SECONDS), "settle_seconds": (0.0, MAX_SECONDS),
+    "empty_settle_seconds": (0.0, MAX_SECONDS), "liveness_seconds": (0.0, MAX_SECONDS),
+    "confirm_seconds": (0.0, MAX_SECONDS), "lag_window_seconds": (1.0, MAX_SECONDS),
+    "timeout_minutes": _WAIT_MINUTES, "coordinator_unavailable_minutes": _WAIT_MINUTES,
+    "first_instance_timeout_minutes": _WAIT_MINUTES, "instance_timeout_minutes": _WAIT_MINUTES,
+    "expected_members": (1, MAX_MEMBERS), "expected_instances": (1, MAX_MEMBERS),
+    "max_lag": (0, MAX_RECORDS), "max_partition_lag": (0, MAX_RECORDS), "lag_margin_records": (0, MAX_RECORDS),
+    # the lag allowed over the lag before the change, as a fraction of it: 1000 is a thousand times that lag
+    "lag_margin_fraction": (0.0, 1000.0),
+}
 
 
 def _num(bound: float) -> str:
@@ -318,7 +336,10 @@ def parse_number(value: object, name: str, *, minimum: float = 0, maximum: float
     """``value`` as a finite number within [``minimum``, ``maximum``] (a whole one with ``integer``); text from a
     template is accepted. ``optional``: ``None`` and the text a template renders for it mean "not given".
     Anything else (``NaN``, ``Infinity``, ``1e18`` past the maximum, ``"30s"``) is :class:`InvalidArgument`
-    naming ``name`` and the range."""
+    naming ``name`` and the range. A ``name`` of :data:`RANGES` is held to its range too."""
+    if name in RANGES:
+        low, high = RANGES[name]
+        minimum, maximum = max(minimum, low), high if maximum is None else min(maximum, high)
     if optional and (value is None or (isinstance(value, str) and value.strip() in ("", "None"))):
         return None
     number: int | float | None = None  # an int stays exact: 2**63 - 1 is not rounded up past the maximum
