@@ -74,7 +74,7 @@ def test_a_templated_wait_number_out_of_range_fails_the_task_before_the_first_po
 def test_the_other_waits_refuse_the_same_numbers(native, kafka_conn, live_group, sensor_cls, kw, fragment):
     before = _facts(native, live_group)
     extra = {"states": ["Stable"]} if sensor_cls is KafkaGroupStateSensor else {}
-    templated = {name: "{{ params.%s }}" % name for name in kw}
+    templated = {name: "{{ params." + name + " }}" for name in kw}
     sensor = sensor_cls(task_id="wait", kafka_conn_id=kafka_conn, group_id=live_group, deferrable=False, timeout=60,
                         **templated, **extra)
     sensor.render_template_fields({"params": kw})
