@@ -68,7 +68,7 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.changecontrol.window import window_note
-from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN, MAX_INT32, MAX_MINUTES, MAX_POLL_SECONDS
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
@@ -190,16 +190,19 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
                         "topics exist, internal repartition topics exist, changelogs have one partition per task, "
                         "joined topics are co-partitioned. Empty: the controller's, if it reports one; else the "
                         "approval says the topology was not checked."),
-        "standby_replicas": Param(None, type=["null", "integer"], minimum=0, title="streams.num.standby.replicas",
+        "standby_replicas": Param(None, type=["null", "integer"], minimum=0, maximum=MAX_INT32,
+                                  title="streams.num.standby.replicas",
                                   description="Empty: carry over (the group's value, else the application's "
                                               "num.standby.replicas, else the brokers' default)."),
-        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="streams.session.timeout.ms",
+        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_INT32,
+                                    title="streams.session.timeout.ms",
                                     description="Empty: carry over, as above."),
-        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
+        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_INT32,
                                        title="streams.heartbeat.interval.ms",
                                        description="Empty: carry over, as above."),
         "restart_rebalance_delay_ms": Param(
-            None, type=["null", "integer"], minimum=0, title="streams.initial.rebalance.delay.ms for the restart",
+            None, type=["null", "integer"], minimum=0, maximum=MAX_INT32,
+            title="streams.initial.rebalance.delay.ms for the restart",
             description="Empty: the group's own (else the brokers' group.streams.initial.rebalance.delay.ms, 3000 "
                         "by default). The first assignment of the restarted application waits this long, and then "
                         "for the member's next heartbeat (streams.heartbeat.interval.ms, 5000 by default): 0 "
@@ -211,8 +214,10 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
                                      description="When the streams application is not Stable within the deadline: "
                                                  "stop it, wait for Empty, restart it on classic (never left down)."),
         **downtime_params(),
-        "stable_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Stable at most (min)"),
-        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "stable_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
+                                        title="Wait for Stable at most (min)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
+                              title="Poll interval of the waits (s)"),
         **lag_params(),
         "output_topic": Param(None, type=["null", "string"], title="Output topic (captured before/after)",
                               description="Empty: no output capture."),

@@ -52,7 +52,7 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.changecontrol.window import window_note
-from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN, MAX_MEMBERS, MAX_MINUTES, MAX_POLL_SECONDS
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
@@ -139,15 +139,16 @@ INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
                                 title="Kafka Streams release of the application (e.g. 4.2.1)"),
         "source_topics": Param(None, type=["null", "string"], title="Source topics (comma-separated)",
                                description="Checked to exist before the restart. Empty: not checked."),
-        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_MEMBERS,
                                     title="Instances the application runs",
                                     description="Done when this many live members run the classic protocol. Empty: "
                                                 "the number of live members when the plan is made."),
         **downtime_params(),
-        "start_timeout_minutes": Param(10, type="number", minimum=0.1,
+        "start_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the streams protocol."),
-        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
+                              title="Poll interval of the waits (s)"),
         **lag_params(),
         **window_params(),
         **validation_params(),

@@ -57,7 +57,13 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.changecontrol.window import window_note
-from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.kafka.arguments import (
+    GROUP_ID_PATTERN,
+    MAX_MEMBERS,
+    MAX_MINUTES,
+    MAX_POLL_SECONDS,
+    MAX_RECORDS,
+)
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationStartOperator,
@@ -160,22 +166,23 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                 title="Client library release (e.g. 2.12.1 or 4.1.0)",
                                 description="Checked against the first production-ready release of the consumer "
                                             "protocol. Empty: not checked (the lint says so)."),
-        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_MEMBERS,
                                     title="Instances the application runs",
                                     description="Done when this many live members run the target protocol. Empty: "
                                                 "the number of live members when the plan is made (shown in the "
                                                 "approval)."),
         **carried_consumer_params(),
         **downtime_params(),
-        "start_timeout_minutes": Param(10, type="number", minimum=0.1,
+        "start_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
                                        title="The restarted application must be in within (min)",
                                        description="Past this the DAG goes back to the source protocol."),
-        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
+                              title="Poll interval of the waits (s)"),
         **lag_params(),
         "output_topic": Param(None, type=["null", "string"], title="Output topic to check for gaps",
                               description="Empty: skip the gap check."),
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
-        "allowed_duplicates": Param(1000, type="integer", minimum=0,
+        "allowed_duplicates": Param(1000, type="integer", minimum=0, maximum=MAX_RECORDS,
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
         **window_params(),
         **validation_params(),

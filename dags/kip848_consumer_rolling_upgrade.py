@@ -63,7 +63,13 @@ import pendulum
 from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
-from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.kafka.arguments import (
+    GROUP_ID_PATTERN,
+    MAX_MEMBERS,
+    MAX_MINUTES,
+    MAX_POLL_SECONDS,
+    MAX_RECORDS,
+)
 from airflow_provider_kip848.operators.application import (
     KafkaApplicationControllerOperator,
     KafkaApplicationRollOperator,
@@ -167,9 +173,9 @@ def _title(params: dict) -> str:
         "output_topic": Param(None, type=["null", "string"], title="Output topic to check for gaps",
                               description="Empty: skip the gap check."),
         "id_source": Param("key", type="string", title="Record id in the output: key, value or json:<field>"),
-        "allowed_duplicates": Param(1000, type="integer", minimum=0,
+        "allowed_duplicates": Param(1000, type="integer", minimum=0, maximum=MAX_RECORDS,
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
-        "expected_instances": Param(None, type=["null", "integer"], minimum=1,
+        "expected_instances": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_MEMBERS,
                                     title="Instances the application runs",
                                     description="The rollout is done when this many live members run the new "
                                                 "protocol. Empty: the number of live members when the plan is made "
@@ -181,14 +187,17 @@ def _title(params: dict) -> str:
                                             "warn in the plan."),
         **carried_consumer_params(),
         **lag_params(),
-        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1,
+        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1, maximum=MAX_MINUTES,
                                                 title="First-instance gate (minutes)",
                                                 description="With a controller that can restart one instance: the "
                                                             "first one must come in on the new protocol within "
                                                             "this, before any other restarts."),
-        "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, title="Rollout deadline (minutes)"),
-        "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, title="Rollback deadline (minutes)"),
-        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits"),
+        "rollout_timeout_minutes": Param(60, type="number", minimum=0.1, maximum=MAX_MINUTES,
+                                         title="Rollout deadline (minutes)"),
+        "rollback_timeout_minutes": Param(30, type="number", minimum=0.1, maximum=MAX_MINUTES,
+                                          title="Rollback deadline (minutes)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
+                              title="Poll interval of the waits"),
         **validation_params(),
         **artifact_params(),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),

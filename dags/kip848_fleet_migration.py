@@ -79,6 +79,7 @@ from airflow_provider_kip848.fleet.names import (
     wave_group,
     wave_task,
 )
+from airflow_provider_kip848.kafka.arguments import MAX_MEMBERS, MAX_MINUTES, MAX_POLL_SECONDS, MAX_SECONDS
 from airflow_provider_kip848.operators import fleet_tasks as steps
 from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperator, change_control_params
 from airflow_provider_kip848.operators.fleet import KafkaApplicationMigrationOperator
@@ -140,29 +141,32 @@ STEP_ARGS = {
                            title="Readiness to select",
                            description="ready_online: a rolling restart; offline_only: the application stops. "
                                        "Leave only ready_online to move nothing with downtime."),
-        "canary": Param(2, type="integer", minimum=0, title="Applications in the canary wave"),
-        "wave_size": Param(10, type="integer", minimum=1, title="Applications per wave"),
-        "max_groups_per_wave": Param(25, type=["null", "integer"], minimum=1, title="Groups per wave at most",
+        "canary": Param(2, type="integer", minimum=0, maximum=MAX_MEMBERS, title="Applications in the canary wave"),
+        "wave_size": Param(10, type="integer", minimum=1, maximum=MAX_MEMBERS, title="Applications per wave"),
+        "max_groups_per_wave": Param(25, type=["null", "integer"], minimum=1, maximum=MAX_MEMBERS,
+                                     title="Groups per wave at most",
                                      description="The blast radius. Empty: no limit."),
-        "max_failed_apps": Param(0, type=["null", "integer"], minimum=0,
+        "max_failed_apps": Param(0, type=["null", "integer"], minimum=0, maximum=MAX_MEMBERS,
                                  title="Error budget: failed applications per wave"),
         "max_failed_ratio": Param(None, type=["null", "number"], minimum=0, maximum=1,
                                   title="Error budget: failed share of a wave (0..1)"),
-        "canary_max_failed_apps": Param(0, type="integer", minimum=0,
+        "canary_max_failed_apps": Param(0, type="integer", minimum=0, maximum=MAX_MEMBERS,
                                         title="Error budget of the canary wave"),
-        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
+        "remove_members_after": Param(30, type=["number", "null"], minimum=0, maximum=MAX_SECONDS,
                                       title="Force out members left behind after (s)"),
-        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)"),
-        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
-        "start_timeout_minutes": Param(10, type="number", minimum=0.1,
+        "empty_settle_seconds": Param(10, type="number", minimum=0, maximum=MAX_SECONDS, title="Empty must last (s)"),
+        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
+                                       title="Wait for Empty at most (min)"),
+        "start_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
                                        title="Groups must be migrated within (min)",
                                        description="Past this the application fails and is brought back."),
-        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1,
+        "first_instance_timeout_minutes": Param(5, type="number", minimum=0.1, maximum=MAX_MINUTES,
                                                 title="First-instance gate of the online path (min)",
                                                 description="With a controller that can restart one instance: "
                                                             "the first one must come in on the new protocol "
                                                             "within this, before any other restarts."),
-        "poll_seconds": Param(5, type="number", minimum=0.2, title="Poll interval of the waits (s)"),
+        "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
+                              title="Poll interval of the waits (s)"),
         **lag_params("of each group after its move (the baseline: the move's own snapshot)"),
         "validation_mode": Param(VALIDATION_MODE, type="string", enum=list(VALIDATION_MODES),
                                  title="Wave validation: where Spark runs",

@@ -30,10 +30,14 @@ from airflow_provider_kip848.kafka.arguments import (
     folded,
     identifier_problem,
     parse_flag,
+    parse_number,
     require_single_values,
     show_id,
 )
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
+
+#: The longest an approval may stay valid (``approval_max_age_minutes``): a year.
+MAX_APPROVAL_AGE_MINUTES = 525_600
 
 #: Options that approve a change; anything else (Reject, Rollback ...) declines it.
 APPROVING_OPTIONS = ("Approve", "Proceed", "Apply")
@@ -146,16 +150,11 @@ class ApprovalPolicy:
             raise ChangeControlError(exc.what, remedy=exc.remedy) from None
         age = None
         if max_age_minutes not in (None, "", 0, "0"):
-            try:
-                minutes = float(max_age_minutes)
-            except (TypeError, ValueError):
-                raise ChangeControlError(
-                    f"approval_max_age_minutes must be a number of minutes, not {max_age_minutes!r}",
-                                         remedy="Give e.g. 60, or 0 for no expiry.") from None
-            if minutes < 0:
-                raise ChangeControlError(f"approval_max_age_minutes must not be negative ({minutes})",
-                                         remedy="Give e.g. 60, or 0 for no expiry.")
-            age = timedelta(minutes=minutes)
+            try:  # finite and at most a year: NaN, Infinity or 1e18 were a bare error of timedelta's
+                minutes = parse_number(max_age_minutes, "approval_max_age_minutes", maximum=MAX_APPROVAL_AGE_MINUTES)
+            except Kip848Error as exc:
+                raise ChangeControlError(exc.what, remedy="Give e.g. 60, or 0 for no expiry.") from None
+            age = timedelta(minutes=minutes) if minutes else None
         return cls(approvers=parse_users(approvers), four_eyes=four, max_age=age)
 
     def assigned_users(self, triggered_by: str | None) -> list[dict[str, str]] | None:

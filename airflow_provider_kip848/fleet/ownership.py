@@ -18,12 +18,17 @@ It is read from JSON or YAML text (a file, or the text of an Airflow
 Variable) and strictly: an unknown key, a rule with both or neither of
 ``prefix`` and ``regex``, a regex that does not compile, a bad count ... each
 is reported with the rule's index and field, all of them in one
-:class:`OwnershipError`, and no map is returned. See docs/fleet.md.
+:class:`OwnershipError`, and no map is returned. The text is bounded before it
+is parsed (size, nesting, YAML aliases: :func:`~airflow_provider_kip848.kafka.documents.load_strict`),
+and a ``regex`` is compiled with RE2 (:mod:`airflow_provider_kip848.kafka.patterns`): a group id,
+which anyone who may create a group chooses, is matched in time linear in its length, whatever the
+pattern. See docs/fleet.md.
 """
 
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +37,9 @@ from typing import Any
 import yaml
 
 from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_PATTERN, load_strict
+from airflow_provider_kip848.kafka.documents import DocumentRefused
 from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.patterns import NamePattern, compile_name_pattern
 
 #: the paths a rule may force: ``online`` (hold the application back when the online path is refused),
 #: ``offline`` (stop every instance even when a rolling upgrade would work)
@@ -78,14 +85,22 @@ class OwnershipRule:
     def __post_init__(self) -> None:
         if (self.prefix is None) == (self.regex is None):
             raise InvalidArgument(f"ownership rule {self.index} needs exactly one of prefix and regex")
-        object.__setattr__(self, "_pattern", re.compile(self.regex) if self.regex is not None else None)
+        pattern = compile_name_pattern(self.regex, f"rules[{self.index}].regex") if self.regex is not None else None
+        object.__setattr__(self, "_pattern", pattern)
+        # a plan asks about each group id several times (owners, conflicts, idle rules ...): RE2 answers in linear
+        # time, but through its Python binding slower than re on ordinary ids, so each answer is kept
+        object.__setattr__(self, "_answers", {})
 
     def matches(self, group_id: str) -> bool:
         """The rule matches ``group_id``: it starts with ``prefix``, or ``regex`` matches all of it."""
         if self.prefix is not None:
             return group_id.startswith(self.prefix)
-        pattern: re.Pattern[str] = object.__getattribute__(self, "_pattern")
-        return pattern.fullmatch(group_id) is not None
+        answers: dict[str, bool] = object.__getattribute__(self, "_answers")
+        answer = answers.get(group_id)
+        if answer is None:
+            pattern: NamePattern = object.__getattribute__(self, "_pattern")
+            answer = answers[group_id] = pattern.fullmatch(group_id) is not None
+        return answer
 
     @property
     def match(self) -> str:
@@ -208,7 +223,9 @@ class OwnershipMap:
             raise OwnershipError(source, [f"expected JSON or YAML text, got {type(text).__name__}"])
         is_json = json_only or text.lstrip().startswith(("{", "["))
         try:
-            data = load_strict(text, json_only=json_only)
+            data = load_strict(text, json_only=json_only, source="the document")
+        except DocumentRefused as exc:  # beyond the reader's bounds: said before anything formats the value
+            raise OwnershipError(source, [exc.what.replace("the document is refused: ", "is refused: ", 1)]) from exc
         except (ValueError, yaml.YAMLError) as exc:
             raise OwnershipError(source, [f"is not valid {'JSON' if is_json else 'YAML'}: {_one_line(exc)}"]) from exc
         return cls.from_obj(data, source=source)
@@ -224,7 +241,8 @@ class OwnershipMap:
             problems.append(f"unknown top-level key(s) {', '.join(map(repr, unknown))} (known: version, rules)")
         version = data.get("version", FORMAT_VERSION)
         if version != FORMAT_VERSION or isinstance(version, bool):
-            problems.append(f"version: {version!r} is not supported (this provider reads version {FORMAT_VERSION})")
+            problems.append(f"version: {_show(version)} is not supported (this provider reads version "
+                            f"{FORMAT_VERSION})")
         raw_rules = data.get("rules")
         if not isinstance(raw_rules, list):
             problems.append("rules: " + ("missing" if raw_rules is None else
@@ -323,6 +341,15 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
+#: how a value a problem quotes is shown: cut short (a map's value may be large; the message stays a line)
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel, _SHOW.maxdict, _SHOW.maxlist, _SHOW.maxstring, _SHOW.maxother = 2, 4, 4, 80, 80
+
+
+def _show(value: object) -> str:
+    return _SHOW.repr(value)
+
+
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
@@ -334,10 +361,10 @@ def _text(where: str, raw: Mapping[str, Any], key: str, problems: list[str], *, 
             problems.append(f"{where}.{key}: missing")
         return None
     if not isinstance(value, str) or not value.strip():
-        problems.append(f"{where}.{key}: must be a non-empty string, got {value!r}")
+        problems.append(f"{where}.{key}: must be a non-empty string, got {_show(value)}")
         return None
     if value != value.strip():
-        problems.append(f"{where}.{key}: {value!r} has leading or trailing whitespace")
+        problems.append(f"{where}.{key}: {_show(value)} has leading or trailing whitespace")
         return None
     return value
 
@@ -360,12 +387,12 @@ def _rule(index: int, raw: Any, problems: list[str]) -> OwnershipRule | None:
     regex = raw.get("regex")
     if has_regex:
         if not isinstance(regex, str) or not regex:
-            problems.append(f"{where}.regex: must be a non-empty string, got {regex!r}")
+            problems.append(f"{where}.regex: must be a non-empty string, got {_show(regex)}")
         else:
             try:
-                re.compile(regex)
-            except re.error as exc:
-                problems.append(f"{where}.regex: {regex!r} is not a valid regular expression ({exc})")
+                compile_name_pattern(regex, f"{where}.regex")
+            except InvalidArgument as exc:
+                problems.append(exc.what)
     app = _text(where, raw, "app", problems, required=True)
     team = _text(where, raw, "team", problems, required=True)
     controller = _text(where, raw, "app_controller", problems, required=False)
@@ -375,16 +402,16 @@ def _rule(index: int, raw: Any, problems: list[str]) -> OwnershipRule | None:
     args = raw.get("app_controller_args")
     if args is not None:
         if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):
-            problems.append(f"{where}.app_controller_args: must be a mapping of keyword arguments, got {args!r}")
+            problems.append(f"{where}.app_controller_args: must be a mapping of keyword arguments, got {_show(args)}")
         elif raw.get("app_controller") is None:
             problems.append(f"{where}.app_controller_args: given without app_controller")
     instances = raw.get("expected_instances")
     if instances is not None and (isinstance(instances, bool) or not isinstance(instances, int) or instances < 1):
-        problems.append(f"{where}.expected_instances: must be a whole number >= 1 (or null), got {instances!r}")
+        problems.append(f"{where}.expected_instances: must be a whole number >= 1 (or null), got {_show(instances)}")
     migration = raw.get("migration")
     if migration is not None and migration not in PATHS:
         problems.append(f"{where}.migration: must be one of {', '.join(PATHS)} (or null to follow the verdicts), "
-                        f"got {migration!r}")
+                        f"got {_show(migration)}")
     if len(problems) > before:
         return None
     assert app is not None and team is not None  # checked above
@@ -406,8 +433,8 @@ def _consistency(rules: list[OwnershipRule], problems: list[str]) -> None:
         for name in ("team", "app_controller", "app_controller_args", "expected_instances", "migration"):
             mine, theirs = getattr(rule, name), getattr(first, name)
             if mine != theirs:
-                problems.append(f"rules[{rule.index}].{name}: application {rule.app!r} has {mine!r} here but "
-                                f"{theirs!r} in rules[{first.index}] (one application, one {name})")
+                problems.append(f"rules[{rule.index}].{name}: application {rule.app!r} has {_show(mine)} here but "
+                                f"{_show(theirs)} in rules[{first.index}] (one application, one {name})")
 
 
 __all__ = ["PATHS", "Conflict", "GroupOwner", "IdleApplication", "OwnershipError", "OwnershipMap",

@@ -25,8 +25,11 @@ from airflow.sdk import Connection
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
 from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
-from airflow_provider_kip848.kafka.settings import MIN_REQUEST_TIMEOUT_MS, ClientSettings
+from airflow_provider_kip848.kafka.settings import MAX_REQUEST_TIMEOUT_MS, MIN_REQUEST_TIMEOUT_MS, ClientSettings
 
+#: The longest ``cli_timeout`` (s): a day. A tool run that long is a hung tool; and past threading's TIMEOUT_MAX a
+#: subprocess's timeout is an OverflowError inside the call.
+MAX_CLI_TIMEOUT_S = 86_400
 CONN_TYPE = "kafka_admin"
 DEFAULT_CONN_ID = "kafka_admin_default"
 
@@ -71,7 +74,8 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "request_timeout_ms": {
         "label": "Request timeout (ms)",
-        "schema": {"type": ["integer", "null"], "minimum": 1000, "default": 30000},
+        "schema": {"type": ["integer", "null"], "minimum": 1000, "maximum": MAX_REQUEST_TIMEOUT_MS, "default": 30000},
+        "description": "Every request's and admin call's timeout; at most 3,600,000 (an hour, librdkafka's limit).",
     },
     "kafka_home": {
         "label": "Kafka installation for the CLI tools",
@@ -87,7 +91,8 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "cli_timeout": {
         "label": "CLI tool timeout (s)",
-        "schema": {"type": ["integer", "null"], "minimum": 5, "default": 120},
+        "schema": {"type": ["integer", "null"], "minimum": 5, "maximum": MAX_CLI_TIMEOUT_S, "default": 120},
+        "description": "Seconds before a Kafka CLI tool run is killed; at most 86,400 (a day).",
     },
     # the brokers' metrics (see docs/admin.md#broker-metrics)
     "metrics_url": {
@@ -189,11 +194,12 @@ def metrics_urls_from_connection(conn: Connection) -> tuple[str, ...]:
 
 
 def _whole_ms(extra: dict[str, Any], name: str, default: int, conn_id: str) -> int:
-    """A milliseconds extra as a whole number (``"30s"`` or ``"2.5"`` is refused, never read as something else);
-    its bounds are checked by :class:`ClientSettings`."""
+    """A milliseconds extra as a whole number within :class:`ClientSettings`' bounds (``"30s"``, ``"2.5"``, ``NaN``
+    or ``1e18`` is refused naming the connection and the extra, never read as something else)."""
     value = extra_field(extra, name, default)
     try:
-        return int(parse_number(value, name, minimum=MIN_REQUEST_TIMEOUT_MS, integer=True) or 0)
+        return int(parse_number(value, name, minimum=MIN_REQUEST_TIMEOUT_MS, maximum=MAX_REQUEST_TIMEOUT_MS,
+                                integer=True) or 0)
     except Kip848Error as exc:
         raise InvalidClientSettings(f"Connection {conn_id!r}, extra {name}: {exc.what}",
                                     remedy=f"Set {name} to a whole number of milliseconds (e.g. 30000), without a "
@@ -201,10 +207,11 @@ def _whole_ms(extra: dict[str, Any], name: str, default: int, conn_id: str) -> i
 
 
 def cli_timeout_from_extra(extra: dict[str, Any], conn_id: str, default: float = 120) -> float:  # Any: JSON extras
-    """The ``cli_timeout`` extra in seconds (a number > 0; ``"2m"`` or ``0`` is refused)."""
+    """The ``cli_timeout`` extra in seconds (a number > 0, at most :data:`MAX_CLI_TIMEOUT_S`; ``"2m"``, ``0``,
+    ``NaN`` or ``1e18`` is refused)."""
     value = extra_field(extra, "cli_timeout", default)
     try:
-        seconds = float(parse_number(value, "cli_timeout") or 0.0)
+        seconds = float(parse_number(value, "cli_timeout", maximum=MAX_CLI_TIMEOUT_S) or 0.0)
     except Kip848Error as exc:
         raise InvalidClientSettings(f"Connection {conn_id!r}, extra cli_timeout: {exc.what}",
                                     remedy="Set cli_timeout to a number of seconds (e.g. 120), without a unit, or "

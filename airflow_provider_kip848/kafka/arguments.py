@@ -6,22 +6,21 @@ else an :class:`~airflow_provider_kip848.kafka.errors.InvalidArgument`. A
 typo must never be read as "apply". One parser serves the whole package
 (operators, sensors, hooks, change control, the connection form). Structured
 text a deployment gives (an ownership map, a controller registry) is read with
-:func:`load_strict`, which refuses a key given twice.
+:func:`load_strict` (:mod:`~airflow_provider_kip848.kafka.documents`: bounded in
+size, nesting and aliases, a key given twice refused). Numbers are read with
+:func:`parse_number`: finite, within the minimum and maximum the caller names.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 import sys
 import unicodedata
 from collections.abc import Iterable
-from typing import Any
 
-import yaml
-
+from airflow_provider_kip848.kafka.documents import load_strict as load_strict  # the one reader, re-exported
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 
 
@@ -284,24 +283,85 @@ def describe_similar(given: str, near: Iterable[str]) -> str:
     return f"similar ids: {', '.join(shown)}" if shown else ""
 
 
-def parse_number(value: object, name: str, *, minimum: float = 0, integer: bool = False,
-                 optional: bool = False) -> float | None:
-    """``value`` as a finite number >= ``minimum`` (a whole one with ``integer``); text from a template
-    is accepted. ``optional``: ``None`` and the text a template renders for it mean "not given"."""
+#: The shortest poll interval of a wait, in seconds: each poll is a request to the group's coordinator (and a
+#: Migrated wait's may ask the platform), so 0 is a busy loop on a group that is not there yet; 0.2 s is the
+#: floor the DAGs' forms have always had (``poll_seconds``), five requests a second per wait at most.
+MIN_POLL_SECONDS = 0.2
+#: The longest poll interval of a wait (an hour): a wait polled more rarely sees a state change too late to act.
+MAX_POLL_SECONDS = 3600.0
+#: The longest duration any argument may give (a timeout, a window, a settle time): a week, in seconds. Longer is
+#: a typo (minutes given as seconds ...) and past what ``time.sleep``, ``timedelta`` and the clients take.
+MAX_SECONDS = 7 * 24 * 3600.0
+#: :data:`MAX_SECONDS` in minutes, for the arguments given in minutes.
+MAX_MINUTES = MAX_SECONDS / 60
+#: The largest count of records (a lag, an offset): Kafka's offsets are signed 64-bit.
+MAX_RECORDS = 2**63 - 1
+#: Java's largest int: the largest value of a broker's int config (a session timeout in ms, standby replicas).
+MAX_INT32 = 2**31 - 1
+#: The largest count of members or instances (Java's int, which the group coordinator counts in).
+MAX_MEMBERS = MAX_INT32
+_WAIT_MINUTES = (0.0, MAX_MINUTES)
+#: The range of each numeric argument the provider takes, by name: :func:`parse_number` applies it wherever the
+#: name is parsed (a sensor, an operator, the fleet's moves, the lag Params), so they agree; a caller's own
+#: ``minimum``/``maximum`` narrow it. docs/operators.md lists them.
+RANGES: dict[str, tuple[float, float]] = {
+    "poll_interval": (MIN_POLL_SECONDS, MAX_POLL_SECONDS), "poll_seconds": (MIN_POLL_SECONDS, MAX_POLL_SECONDS),
+    "remove_members_after": (0.0, MAX_SECONDS), "settle_seconds": (0.0, MAX_SECONDS),
+    "empty_settle_seconds": (0.0, MAX_SECONDS), "liveness_seconds": (0.0, MAX_SECONDS),
+    "confirm_seconds": (0.0, MAX_SECONDS), "lag_window_seconds": (1.0, MAX_SECONDS),
+    "timeout_minutes": _WAIT_MINUTES, "coordinator_unavailable_minutes": _WAIT_MINUTES,
+    "first_instance_timeout_minutes": _WAIT_MINUTES, "instance_timeout_minutes": _WAIT_MINUTES,
+    "expected_members": (1, MAX_MEMBERS), "expected_instances": (1, MAX_MEMBERS),
+    "max_lag": (0, MAX_RECORDS), "max_partition_lag": (0, MAX_RECORDS), "lag_margin_records": (0, MAX_RECORDS),
+    # the lag allowed over the lag before the change, as a fraction of it: 1000 is a thousand times that lag
+    "lag_margin_fraction": (0.0, 1000.0),
+}
+
+
+def _num(bound: float) -> str:
+    """A bound for a message: 3,600,000 rather than 3.6e+06."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def _shown(value: object) -> str:
+    """A refused value for a message, cut short (an int of thousands of digits cannot even be repr'd)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"a whole number of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_number(value: object, name: str, *, minimum: float = 0, maximum: float | None = None,
+                 integer: bool = False, optional: bool = False) -> float | None:
+    """``value`` as a finite number within [``minimum``, ``maximum``] (a whole one with ``integer``); text from a
+    template is accepted. ``optional``: ``None`` and the text a template renders for it mean "not given".
+    Anything else (``NaN``, ``Infinity``, ``1e18`` past the maximum, ``"30s"``) is :class:`InvalidArgument`
+    naming ``name`` and the range. A ``name`` of :data:`RANGES` is held to its range too."""
+    if name in RANGES:
+        low, high = RANGES[name]
+        minimum, maximum = max(minimum, low), high if maximum is None else min(maximum, high)
     if optional and (value is None or (isinstance(value, str) and value.strip() in ("", "None"))):
         return None
-    number: float | None = None
+    number: int | float | None = None  # an int stays exact: 2**63 - 1 is not rounded up past the maximum
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
+        number = value
     elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            number = None
+        text = value.strip()
+        for convert in (int, float):
+            try:
+                number = convert(text)
+                break
+            except ValueError:
+                continue
     kind = "a whole number" if integer else "a number"
-    if number is None or not math.isfinite(number) or number < minimum or (integer and not number.is_integer()):
-        raise InvalidArgument(f"{name} must be {kind} >= {minimum:g}, not {value!r}.")
-    return int(number) if integer else number
+    span = f">= {_num(minimum)}" if maximum is None else f"from {_num(minimum)} to {_num(maximum)}"
+    if (number is None or (isinstance(number, float) and not (math.isfinite(number) and (number.is_integer()
+                                                                                      or not integer)))
+            or number < minimum or (maximum is not None and number > maximum)):
+        raise InvalidArgument(f"{name} must be {kind} {span}, not {_shown(value)}.")
+    if integer:
+        return int(number)
+    return float(number)
 
 
 def topic_list(value: object, name: str = "topics") -> list[str] | None:
@@ -354,48 +414,3 @@ def require_single_values(values: Iterable[object], name: str, documented: str) 
             raise InvalidArgument(
                 f"{name} has the value {value!r}, which holds {_separator(found.group())}: it would be taken as one "
                 "value.", remedy=f"Give {name} {documented}.")
-
-
-# -- structured text (ownership maps, controller registries) -------------------------------------
-
-
-class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
-    """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            duplicate = key in seen
-        except TypeError:  # an unhashable key: the base constructor reports it
-            continue
-        if duplicate:
-            raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
-                                                    key_node.start_mark)
-        seen.add(key)
-    mapping: dict[Any, Any] = loader.construct_mapping(node, deep=deep)
-    return mapping
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is repeated")
-        out[key] = value
-    return out
-
-
-def load_strict(text: str, *, json_only: bool = False) -> Any:  # Any: a document of any shape; callers check it
-    """JSON or YAML text (a deployment's file, an Airflow Variable) parsed safely and strictly: a key repeated
-    in one mapping is an error in both formats (neither silently keeps the last). Raises ValueError (JSON)
-    or ``yaml.YAMLError`` (YAML)."""
-    if json_only or text.lstrip().startswith(("{", "[")):
-        return json.loads(text, object_pairs_hook=_no_duplicate_pairs)
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
-

@@ -20,6 +20,10 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: The shortest request timeout a client is given: below it every request times out, and a timeout is
 #: retriable, so a task would retry a setting that can never work.
 MIN_REQUEST_TIMEOUT_MS = 100
+#: The longest request timeout: librdkafka's admin calls take a request timeout of 0 to 3,600,000 ms (an hour;
+#: ``rd_kafka_AdminOptions_set_request_timeout``), and the provider gives every admin call the connection's. Past
+#: it confluent-kafka raises a bare ValueError inside the call, which Airflow would retry for ever.
+MAX_REQUEST_TIMEOUT_MS = 3_600_000
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 REDACTED = "***"
 
@@ -53,10 +57,12 @@ class ClientSettings:
             )
         object.__setattr__(self, "security_protocol", proto)
         timeout = self.request_timeout_ms
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < MIN_REQUEST_TIMEOUT_MS:
+        if (isinstance(timeout, bool) or not isinstance(timeout, int)
+                or not MIN_REQUEST_TIMEOUT_MS <= timeout <= MAX_REQUEST_TIMEOUT_MS):
             raise InvalidClientSettings(
-                f"request_timeout_ms must be a whole number of milliseconds >= {MIN_REQUEST_TIMEOUT_MS}, not "
-                f"{timeout!r}.", remedy="Set it to e.g. 30000 (30 s, the default), or leave it out.")
+                f"request_timeout_ms must be a whole number of milliseconds from {MIN_REQUEST_TIMEOUT_MS:,} to "
+                f"{MAX_REQUEST_TIMEOUT_MS:,}, not {timeout!r}.",
+                remedy="Set it to e.g. 30000 (30 s, the default), or leave it out.")
         for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
             value = getattr(self, name)
             if value is not None:

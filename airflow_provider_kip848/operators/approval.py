@@ -33,6 +33,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundExceptio
 from airflow.sdk.execution_time.hitl import HITLUser
 
 from airflow_provider_kip848.changecontrol.approvals import (
+    MAX_APPROVAL_AGE_MINUTES,
     ApprovalExpired,
     ApprovalMissing,
     ApprovalPolicy,
@@ -266,7 +267,7 @@ def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Param]:
         "four_eyes": Param(True, type="boolean", title="Four-eyes rule",
                            description="The user who triggered the run cannot approve it. Relax only on "
                                        "development clusters; the report says so."),
-        "approval_max_age_minutes": Param(max_age_minutes, type="number", minimum=0,
+        "approval_max_age_minutes": Param(max_age_minutes, type="number", minimum=0, maximum=MAX_APPROVAL_AGE_MINUTES,
                                           title="Approval expires after (minutes, 0: never)"),
         "audit_log": Param(None, type=["null", "string"], title="Audit log (path or URL)",
                            description="Empty: the connection's extra audit_log, else $KIP848_AUDIT_LOG, else "

@@ -13,7 +13,14 @@ from typing import TypedDict
 
 from airflow.sdk import Param
 
-from airflow_provider_kip848.kafka.arguments import CONTROLLER_NAME_FORM_PATTERN, parse_number
+from airflow_provider_kip848.kafka.arguments import (
+    CONTROLLER_NAME_FORM_PATTERN,
+    MAX_INT32,
+    MAX_MINUTES,
+    MAX_RECORDS,
+    MAX_SECONDS,
+    parse_number,
+)
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, WINDOW_SECONDS
 
 #: a window's opening or closing time as the form takes it: H:MM or HH:MM, 00:00 to 23:59, nothing after it
@@ -61,16 +68,17 @@ def downtime_params() -> dict[str, Param]:
     :func:`controller_params`), when members left behind are forced out, how long Empty must last."""
     return {
         **controller_params(),
-        "remove_members_after": Param(30, type=["number", "null"], minimum=0,
+        "remove_members_after": Param(30, type=["number", "null"], minimum=0, maximum=MAX_SECONDS,
                                       title="Force out members left behind after (s)",
                                       description="Only once the controller confirmed that no instance exists; "
                                                   "without that confirmation members are never forced out (they "
                                                   "leave when their session times out). Empty: never."),
-        "empty_settle_seconds": Param(10, type="number", minimum=0, title="Empty must last (s)",
+        "empty_settle_seconds": Param(10, type="number", minimum=0, maximum=MAX_SECONDS, title="Empty must last (s)",
                                       description="When the controller cannot confirm the instances gone: how "
                                                   "long the group must stay empty before the migration goes on "
                                                   "(a member seen after it was empty fails the run, named)."),
-        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, title="Wait for Empty at most (min)"),
+        "empty_timeout_minutes": Param(10, type="number", minimum=0.1, maximum=MAX_MINUTES,
+                                       title="Wait for Empty at most (min)"),
     }
 
 
@@ -78,13 +86,14 @@ def carried_consumer_params() -> dict[str, Param]:
     """The consumer group's session timeout and heartbeat interval a migration to the consumer protocol sets
     (which ignores the client's own): empty carries over (``runbook_steps.carried_settings``)."""
     return {
-        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, title="consumer.session.timeout.ms",
+        "session_timeout_ms": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_INT32,
+                                    title="consumer.session.timeout.ms",
                                     description="The group's session timeout on the consumer protocol (which "
                                                 "ignores the client's session.timeout.ms). Empty: carry over (the "
                                                 "group's value, else the application's session.timeout.ms on "
                                                 "classic, clamped into the brokers' bounds, else the brokers' "
                                                 "default)."),
-        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1,
+        "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_INT32,
                                        title="consumer.heartbeat.interval.ms",
                                        description="Empty: carry over, as above (heartbeat.interval.ms)."),
     }
@@ -115,20 +124,22 @@ def lag_params(what: str = "before validating") -> dict[str, Param]:
     the lag is never 0, so "caught up" is the lag before the change (the run's offsets snapshot) plus a margin, or
     a lag that stops growing while the group commits; ``max_lag`` only as an explicit override."""
     return {
-        "max_lag": Param(None, type=["null", "integer"], minimum=0, title=f"Absolute lag override {what}",
+        "max_lag": Param(None, type=["null", "integer"], minimum=0, maximum=MAX_RECORDS,
+                         title=f"Absolute lag override {what}",
                          description="Empty (the default): the group has caught up when its lag is back at its "
                                      "level before the change (the offsets snapshot) plus the margin below, or "
                                      "stops growing over the window while it commits where records arrive. A "
                                      "number: wait for total lag <= it instead (0 only when nobody writes to "
                                      "the topics during the change: a live producer never lets lag reach 0)."),
-        "lag_margin_fraction": Param(MARGIN_FRACTION, type="number", minimum=0,
+        "lag_margin_fraction": Param(MARGIN_FRACTION, type="number", minimum=0, maximum=1000,
                                      title="Lag margin: fraction of the lag before",
                                      description="A partition (and the total) has caught up at its lag before the "
                                                  "change + this fraction of it + the records below."),
-        "lag_margin_records": Param(MARGIN_RECORDS, type="integer", minimum=0, title="Lag margin: records",
+        "lag_margin_records": Param(MARGIN_RECORDS, type="integer", minimum=0, maximum=MAX_RECORDS,
+                                    title="Lag margin: records",
                                     description="Added to every allowance (a live consumer's lag moves between two "
                                                 "commits by its write rate times the commit interval)."),
-        "lag_window_seconds": Param(WINDOW_SECONDS, type="number", minimum=1,
+        "lag_window_seconds": Param(WINDOW_SECONDS, type="number", minimum=1, maximum=MAX_SECONDS,
                                     title="Lag window without a baseline (s)",
                                     description="The not-growing rule: over this long no partition's lag grows "
                                                 "beyond the margin and the group commits wherever records "

@@ -8,7 +8,7 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
-from airflow_provider_kip848.kafka.arguments import parse_flag, parse_optional_flag, topic_list
+from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number, parse_optional_flag, topic_list
 from airflow_provider_kip848.kafka.rules.preflight import MODES, run_preflight
 from airflow_provider_kip848.operators.base import (
     KafkaAdminBaseOperator,
@@ -73,6 +73,8 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
     def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
         topics = topic_list(self.source_topics, "source_topics")
+        # a feature level is a 16-bit number in Kafka's protocol (UpdateFeatures' MaxVersionLevel)
+        level = parse_number(self.feature_level, "feature_level", maximum=32767, integer=True, optional=True)
         facts = read_preflight_facts(self.native_hook.get_conn(), None if feature_mode else self.group_id,
                                      feature=self.feature if self.mode in LOWERING_MODES else None,
                                      source_topics=topics)
@@ -81,7 +83,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
             declared_broker_version=self.declared_broker_version or None,
             expect_empty=parse_optional_flag(self.expect_empty, "expect_empty"),
             feature=self.feature or None,
-            feature_level=int(self.feature_level) if self.feature_level not in (None, "", "None") else None,
+            feature_level=None if level is None else int(level),
             rollback=self.rollback if self.rollback not in ("", "None") else None,
             source_topics=topics,
         )

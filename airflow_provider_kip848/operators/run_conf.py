@@ -8,6 +8,11 @@ refuses it, naming the key and the closest Param. Every example DAG calls it in
 its first task (the window guard, the controller task, the change lock, the
 inventory's reads), so the run fails before the change lock and before anything
 is read from the application or changed.
+
+Airflow takes any JSON as a run's conf, and a Param's JSON schema does not refuse ``NaN`` (``NaN < minimum`` is
+false, so ``minimum`` and ``maximum`` both pass it), while Python's ``json`` reads ``NaN`` and ``Infinity``. The
+same first task holds the conf to the documents' bounds (:func:`~airflow_provider_kip848.kafka.documents.check_value`:
+nesting, size, every number finite), naming the key, before any task converts a value with ``int()`` or ``float()``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kip848.kafka.documents import check_value
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 
 
@@ -40,14 +46,15 @@ def refuse_unknown_keys(conf: Mapping[str, object] | None, declared: Iterable[st
 
 
 def check_run_conf(context: Mapping[str, Any]) -> None:  # Any: a task's Context, or a @task's keyword context
-    """Fail the task (no retry) when the run's conf has a key the DAG's Params do not declare. A DAG that
-    declares no Params takes free-form conf and is not checked."""
+    """Fail the task (no retry) when the run's conf has a key the DAG's Params do not declare, or a value beyond
+    the documents' bounds (a number that is not finite, nesting or text past the limits). A DAG that declares no
+    Params takes free-form conf: only its bounds are checked."""
     dag = context.get("dag")
     declared = list(getattr(dag, "params", None) or {})
-    if not declared:
-        return
     conf = getattr(context.get("dag_run"), "conf", None) or {}
     try:
-        refuse_unknown_keys(conf, declared, dag_id=getattr(dag, "dag_id", ""))
+        check_value(conf, "the run's conf")
+        if declared:
+            refuse_unknown_keys(conf, declared, dag_id=getattr(dag, "dag_id", ""))
     except InvalidArgument as exc:
         raise AirflowFailException(str(exc)) from exc

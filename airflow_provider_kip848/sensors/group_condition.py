@@ -115,9 +115,9 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         audit_log: str | None = None,
         **kwargs: Any,  # Any: BaseSensorOperator's own arguments (task_id, timeout, ...), passed through
     ) -> None:
-        kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
-        super().__init__(**kwargs)
-        # what can be checked when the DAG is parsed is checked now (templates: when rendered)
+        # what can be checked when the DAG is parsed is checked now (templates: when rendered), each number within
+        # its range (kafka.arguments.RANGES: poll_interval at least MIN_POLL_SECONDS, never a busy loop), before
+        # Airflow's own checks of poke_interval would answer a bare ValueError or OverflowError
         if not is_template(group_id):
             require_group_id(group_id)
         for value, name, optional in ((poll_interval, "poll_interval", False),
@@ -126,6 +126,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                       (coordinator_unavailable_minutes, "coordinator_unavailable_minutes", False)):
             if not is_template(value):
                 parse_number(value, name, optional=optional)
+        kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
+        super().__init__(**kwargs)
         self.group_id = group_id
         self.condition = condition if isinstance(condition, GroupCondition) else GroupCondition.from_dict(condition)
         self.kafka_conn_id = kafka_conn_id

@@ -308,11 +308,11 @@ CASES = [
     ("sensor-state-not-a-kafka-state", poke(KafkaGroupStateSensor, EMPTY, states=["Done"]), kafka_errors.InvalidArgument,
      "'Done' is not a Kafka group state", "Use one of: Stable, Empty"),
     ("sensor-negative-settle", poke(KafkaGroupEmptySensor, EMPTY, settle_seconds=-5), kafka_errors.InvalidArgument,
-     "settle_seconds must be a number >= 0, not -5", "Fix the task's arguments"),
+     "settle_seconds must be a number from 0 to 604,800, not -5", "Fix the task's arguments"),
     ("sensor-lag-as-words", poke(KafkaGroupLagSensor, EMPTY, max_lag="lots"), kafka_errors.InvalidArgument,
-     "max_lag must be a whole number >= 0, not 'lots'", "Fix the task's arguments"),
+     "max_lag must be a whole number from 0 to 9,223,372,036,854,775,807, not 'lots'", "Fix the task's arguments"),
     ("sensor-zero-expected-members", poke(KafkaGroupMigratedSensor, EMPTY, expected_members=0), kafka_errors.InvalidArgument,
-     "expected_members must be a whole number >= 1, not 0", "Fix the task's arguments"),
+     "expected_members must be a whole number from 1 to 2,147,483,647, not 0", "Fix the task's arguments"),
     # a Streams application's topology that is not Kafka Streams' Topology#describe() text
     ("topology-not-a-description", lambda s: KafkaStreamsTopologyCheckOperator(
         task_id="x", application_id=STREAMS, topology="the app reads orders and writes counts"), kafka_errors.InvalidArgument,

@@ -144,11 +144,25 @@ def test_an_empty_wait_on_an_id_the_cluster_never_listed_fails_naming_it_never_e
 
 @pytest.mark.parametrize("extra, error, fragments", [
     pytest.param({"request_timeout_ms": "30s"}, kafka_errors.InvalidClientSettings,
-                 ["extra request_timeout_ms: request_timeout_ms must be a whole number >= 100, not '30s'",
-                  "without a unit"], id="timeout-with-a-unit"),
-    pytest.param({"request_timeout_ms": 0}, kafka_errors.InvalidClientSettings, ["whole number >= 100, not 0"], id="timeout-0"),
-    pytest.param({"request_timeout_ms": 2.5}, kafka_errors.InvalidClientSettings, ["whole number >= 100, not 2.5"],
+                 ["extra request_timeout_ms: request_timeout_ms must be a whole number from 100 to 3,600,000, not "
+                  "'30s'", "without a unit"], id="timeout-with-a-unit"),
+    pytest.param({"request_timeout_ms": 0}, kafka_errors.InvalidClientSettings, ["from 100 to 3,600,000, not 0"],
+                 id="timeout-0"),
+    pytest.param({"request_timeout_ms": 2.5}, kafka_errors.InvalidClientSettings, ["from 100 to 3,600,000, not 2.5"],
                  id="timeout-fraction"),
+    # issue 45, item 4: past librdkafka's 3,600,000 ms (a bare ValueError inside confluent-kafka, retried by Airflow)
+    # and numbers that are not finite (json.dumps writes NaN, Airflow's extra_dejson reads it back)
+    pytest.param({"request_timeout_ms": 1e18}, kafka_errors.InvalidClientSettings,
+                 ["extra request_timeout_ms: request_timeout_ms must be a whole number from 100 to 3,600,000, not "
+                  "1e+18"], id="timeout-1e18"),
+    pytest.param({"request_timeout_ms": 3_600_001}, kafka_errors.InvalidClientSettings,
+                 ["from 100 to 3,600,000, not 3600001"], id="timeout-past-librdkafka-s-limit"),
+    pytest.param({"request_timeout_ms": float("nan")}, kafka_errors.InvalidClientSettings,
+                 ["extra request_timeout_ms: request_timeout_ms must be a whole number from 100 to 3,600,000, not nan"],
+                 id="timeout-nan"),
+    pytest.param({"request_timeout_ms": "Infinity"}, kafka_errors.InvalidClientSettings,
+                 ["request_timeout_ms must be a whole number from 100 to 3,600,000, not 'Infinity'"],
+                 id="timeout-infinity-as-text"),
     pytest.param({"security_protocol": "SSL", "ssl_cafile": "~no-such-user-kip848/ca.pem"}, kafka_errors.InvalidClientSettings,
                  ["ssl_cafile '~no-such-user-kip848/ca.pem' starts with ~no-such-user-kip848, but the worker has no "
                   "user 'no-such-user-kip848'", "absolute path"], id="cafile-of-an-unknown-user"),
@@ -171,6 +185,26 @@ def test_connection_extras_that_cannot_be_read_fail_the_first_task_with_a_provid
             assert not cause.retriable and "kafka_bad_extra" in str(cause)
             for fragment in fragments:
                 assert fragment in str(failed.value)
+        assert fingerprint(admin) == before
+
+
+@pytest.mark.parametrize("cli_timeout, shown", [(float("nan"), "nan"), ("Infinity", "'Infinity'"), (1e18, "1e+18"),
+                                                 (86_401, "86401")])
+def test_a_cli_timeout_that_is_not_finite_or_past_a_day_fails_the_task_naming_the_extra(scene, monkeypatch,
+                                                                                       cli_timeout, shown):
+    """Issue 45, item 4: the CLI backend's ``cli_timeout`` (a subprocess's timeout: past threading's TIMEOUT_MAX an
+    OverflowError inside the call) is refused before any tool runs, naming the connection and the extra."""
+    conn = set_kafka_connection(monkeypatch, "kafka_bad_cli", scene["bootstrap"], cli_timeout=cli_timeout)
+    with KafkaAdmin(ClientSettings(scene["bootstrap"])) as admin:
+        before = fingerprint(admin)
+        task = KafkaGroupConfigOperator(task_id="cfg", kafka_conn_id=conn, backend="cli", group_id=NFC,
+                                        set_configs=SETTING)
+        with pytest.raises(AirflowFailException) as failed:
+            task.execute({"ti": RecordingTI()})
+        cause = failed.value.__cause__
+        assert type(cause) is kafka_errors.InvalidClientSettings and not cause.retriable, repr(cause)
+        assert (f"Connection 'kafka_bad_cli', extra cli_timeout: cli_timeout must be a number from 0 to 86,400, not "
+                f"{shown}") in str(failed.value)
         assert fingerprint(admin) == before
 
 

@@ -3,7 +3,7 @@
 Layers, lowest first (docs/index.md draws them):
 
 0. ``kafka/`` the core: imports no Airflow and nothing of the package outside ``kafka/``; inside it,
-   ``errors``/``arguments``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate``/``inventory``
+   ``errors``/``arguments``/``documents``/``patterns``/``cache`` < ``settings``/``model``/``metrics`` < ``rules``/``translate``/``inventory``
    < ``api`` < ``native``/``cli``/``lock``.
 1. ``changecontrol/``, ``spark/``, ``controllers/``, ``fleet/``: import the core only (not each other).
 2. ``hooks/``  3. ``triggers/`` and ``engine/`` (the migration engine; not each other)
@@ -60,7 +60,7 @@ LAYERS = {
 }
 #: inside the core: module (or sub-package) -> layer
 KAFKA_LAYERS = {
-    "errors": 0, "arguments": 0, "cache": 0, "files": 0,
+    "errors": 0, "arguments": 0, "cache": 0, "files": 0, "documents": 0, "patterns": 0,
     "settings": 1, "model": 1, "metrics": 1,
     "rules": 2, "translate": 2, "inventory": 2, "group_records": 1,
     "api": 3,
