@@ -78,13 +78,13 @@ def parse_schedule(value: object, option: str) -> WindowSchedule | None:
 
 
 def refuse_unattended_run(run_type: str, params: Mapping[str, object], *, controllers: Collection[str] | None,
-                          registry: str, example_params: Mapping[str, object] | None = None) -> None:
+                          example_params: Mapping[str, object] | None = None) -> None:
     """Raise :class:`UnattendedRunRefused` when a run of ``run_type`` that no person started would act with what
     the deployment did not configure; a manual (or operator-triggered) run passes untouched.
 
     :param controllers: the names in the deployment's registry; None when the DAG names no controller (it has no
-        ``app_controller`` Param), then only the example values are checked.
-    :param registry: where the registry is (``[kip848] controllers``), for the message.
+        ``app_controller`` Param), then only the example values are checked. The refusal names neither them nor
+        the registry's file (whoever reads the run's error is not necessarily the deployment's administrator).
     :param example_params: Param values that are the shipped example's (``{"application_id":
         "streams-wordcount"}``): a run that is not manual acting on them is refused.
     """
@@ -99,10 +99,8 @@ def refuse_unattended_run(run_type: str, params: Mapping[str, object], *, contro
                            "not stop, start or check the application")
             remedies.append("give app_controller a default in your copy of the DAG, naming an entry of the registry")
         elif name not in controllers:
-            known = ", ".join(sorted(controllers)) or "none"
-            reasons.append(f"its application controller {name!r} is not one this deployment configured (the "
-                           f"registry {registry} has: {known})")
-            remedies.append(f"add {name!r} to the registry named by [kip848] controllers")
+            reasons.append(f"its application controller {name!r} is not one this deployment configured")
+            remedies.append(f"add {name!r} to the deployment's controller registry ([kip848] controllers)")
     for key, example in (example_params or {}).items():
         if params.get(key) == example:
             reasons.append(f"its {key} is the example's ({example!r}, the DAG's shipped default)")

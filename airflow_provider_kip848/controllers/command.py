@@ -24,9 +24,11 @@ Templates take ``{group_protocol}`` (``start``, ``roll``, ``start_instance`` and
 properties the application will run with on that protocol), ``{instance}`` (``stop_instance`` and
 ``start_instance``: one instance's name as the status command prints it) and the run
 parameters the entry declares under ``params`` (name -> type, enum, pattern,
-default); every value is shell-quoted, and a template naming anything else is
-refused when the registry is read. Commands get a clean environment (``env``
-adds to it). Exit codes are checked (``supervisorctl status`` exits 3 when a
+default); a template naming anything else is refused when the registry entry is read. No shell ever
+parses a value: each placeholder runs as ``"${KIP848_ARG_<name>}"`` with the value in that environment
+variable, and a placeholder where the shell would read the value again (inside quotes, ``$( )``, a
+here-document, ``sh -c``, ``eval`` ...) is refused when the entry is read (:mod:`.templates`). Commands get a
+clean environment (``env`` adds to it). Exit codes are checked (``supervisorctl status`` exits 3 when a
 process is not running: accepted for the supervisorctl format), output is
 kept (its tail) and redacted, and each failure names the controller, the
 step, the command and where it ran. Without a ``status`` command the
@@ -48,8 +50,8 @@ the status output does not say (supervisorctl and systemd print names only)::
 
 from __future__ import annotations
 
+import math
 import re
-import shlex
 import string
 from collections.abc import Mapping
 from dataclasses import replace
@@ -73,6 +75,7 @@ from airflow_provider_kip848.controllers.protocol import (
 )
 from airflow_provider_kip848.controllers.runners import CommandOutcome, LocalRunner, Runner, SSHRunner
 from airflow_provider_kip848.controllers.schema import Arg
+from airflow_provider_kip848.controllers.templates import ENV_PREFIX, display, render, template_problems
 
 STEPS = ("stop", "start", "roll", "status", "config", "stop_instance", "start_instance")
 #: the steps whose commands take {group_protocol} (config: the properties the application will run with on it)
@@ -81,6 +84,15 @@ PROTOCOL_STEPS = ("start", "roll", "config", "start_instance")
 INSTANCE_STEPS = ("stop_instance", "start_instance")
 #: the member facts ``member_identity`` may derive from an instance's name
 IDENTITY_FIELDS = ("client_id", "group_instance_id", "host")
+#: the longest string a run may give a param (it travels in an environment variable)
+MAX_VALUE_LENGTH = 4096
+#: the bounds of the target's numbers (seconds): a command past a day belongs in a wait, not a task
+MAX_TIMEOUT_SECONDS = 86_400
+MAX_CONNECT_TIMEOUT_SECONDS = 600
+#: what ``env`` names may look like (exported by name over SSH)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: the value check() passes through the runner's shell: quotes, a $( ), a backtick, a backslash, a newline
+_PROBE = "kip848 probe: it's \"quoted\"; $(true) `true` \\ *\n$HOME"
 #: exit codes that are not failures, per status format (supervisorctl exits 3 when a process is not running)
 _STATUS_EXIT_CODES = {"supervisorctl": (0, 3)}
 #: secret-looking assignments in command output (key=value, key: value, "key": "value")
@@ -107,8 +119,10 @@ class CommandController(ApplicationController):
         "config_format": Arg("string", enum=CONFIG_FORMATS, description="what the config command prints"),
         "client": Arg("string", enum=("java", "librdkafka"), description="the application's client library"),
         "client_version": Arg("string", pattern=r"\d+\.\d+(\.\d+)?", description="its release"),
-        "timeout_seconds": Arg("number", minimum=1, description="each command's timeout (default 120)"),
-        "connect_timeout_seconds": Arg("number", minimum=1, description="SSH connect timeout (default 10)"),
+        "timeout_seconds": Arg("number", minimum=1, maximum=MAX_TIMEOUT_SECONDS,
+                               description="each command's timeout (default 120)"),
+        "connect_timeout_seconds": Arg("number", minimum=1, maximum=MAX_CONNECT_TIMEOUT_SECONDS,
+                                       description="SSH connect timeout (default 10)"),
         "env": Arg("object", description="environment for the commands (no secrets: they are shown)"),
         "params": Arg("object", description="run parameters the templates use: name -> {type, enum, pattern, "
                                             "default, required, description}"),
@@ -122,31 +136,12 @@ class CommandController(ApplicationController):
                  connect_timeout_seconds: float = 10.0, env: Mapping[str, str] | None = None,
                  params: Mapping[str, Mapping[str, Any]] | None = None,  # Any: JSON of several shapes (XCom, reports)
                  member_identity: Mapping[str, str] | None = None, **run_args: Any) -> None:
-        unknown = sorted(set(commands) - set(STEPS))
-        if unknown:
-            raise ValueError(f"commands: unknown step(s) {', '.join(unknown)} (steps: {', '.join(STEPS)})")
-        missing = [s for s in ("stop", "start") if not commands.get(s)]
-        if missing:
-            raise ValueError(f"commands: {', '.join(missing)} required")
-        if any(not isinstance(v, str) for v in commands.values()):
-            raise ValueError("commands: every command is a string (a shell command template)")
-        if env is not None and any(not isinstance(v, str) for v in env.values()):
-            raise ValueError("env: every value is a string")
         self.declared = self._declared(params or {})
-        for step, template in commands.items():
-            allowed = (set(self.declared) | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
-                       | ({"instance"} if step in INSTANCE_STEPS else set()))
-            try:
-                fields = list(string.Formatter().parse(template))
-            except ValueError as exc:
-                raise ValueError(f"commands.{step}: {exc} (write {{{{ and }}}} for literal braces)") from exc
-            for _, field, spec, conversion in fields:
-                if field is not None and field not in allowed:
-                    raise ValueError(f"commands.{step}: {{{field}}} is not a parameter it can take "
-                                     f"({', '.join(sorted(allowed)) or 'none'}; write {{{{ and }}}} for braces)")
-                if field is not None and (spec or conversion):  # !r or :.3 would undo the shell quoting
-                    raise ValueError(f"commands.{step}: {{{field}}} takes no conversion or format spec "
-                                     "(the value is shell-quoted as it is)")
+        self._check_commands(commands, set(self.declared))
+        self._check_env(env)
+        for name, value in (("timeout_seconds", timeout_seconds), ("connect_timeout_seconds", connect_timeout_seconds)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name}: a finite number of seconds, not {value!r}")
         self.commands = dict(commands)
         self.identity = self._identity(member_identity)
         self.ssh_conn_id = ssh_conn_id
@@ -161,12 +156,57 @@ class CommandController(ApplicationController):
             raise ValueError(f"params {', '.join(missing)}: neither given by the run nor defaulted")
         self._runner: Runner | None = None
 
+    @staticmethod
+    def _check_commands(commands: Mapping[str, str], declared: set[str]) -> None:
+        """Every step known, stop and start given, each template a string whose placeholders are ones the step
+        takes, bare, where no shell reads the value again (ValueError naming the step, the placeholder and why)."""
+        unknown = sorted(set(commands) - set(STEPS))
+        if unknown:
+            raise ValueError(f"commands: unknown step(s) {', '.join(unknown)} (steps: {', '.join(STEPS)})")
+        missing = [s for s in ("stop", "start") if not commands.get(s)]
+        if missing:
+            raise ValueError(f"commands: {', '.join(missing)} required")
+        if any(not isinstance(v, str) for v in commands.values()):
+            raise ValueError("commands: every command is a string (a shell command template)")
+        for step, template in commands.items():
+            allowed = (declared | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
+                       | ({"instance"} if step in INSTANCE_STEPS else set()))
+            try:
+                fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template) if f is not None]
+            except ValueError as exc:
+                raise ValueError(f"commands.{step}: {exc} (write {{{{ and }}}} for literal braces)") from exc
+            for field, spec, conversion in fields:
+                if field not in allowed:
+                    raise ValueError(f"commands.{step}: {{{field}}} is not a parameter it can take "
+                                     f"({', '.join(sorted(allowed)) or 'none'}; write {{{{ and }}}} for braces)")
+                if spec or conversion:  # !r or :.3 would change the value
+                    raise ValueError(f"commands.{step}: {{{field}}} takes no conversion or format spec "
+                                     "(the value is passed as it is)")
+            problems = template_problems(template) if fields else []
+            if problems:
+                raise ValueError(f"commands.{step}: " + "; ".join(map(str, problems)) + ". A value reaches the "
+                                 "command as one word only where its placeholder is a bare part of a word that no "
+                                 "command parses again (docs/controllers.md, 'What a template may not do')")
+
+    @staticmethod
+    def _check_env(env: Mapping[str, str] | None) -> None:
+        """``env``: variable names (exported by name over SSH), string values without NUL."""
+        for key, value in (env or {}).items():
+            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key) or key.startswith(ENV_PREFIX):
+                raise ValueError(f"env: {key!r} is not a variable name ([A-Za-z_][A-Za-z0-9_]*, not starting "
+                                 f"with {ENV_PREFIX}: those carry the values)")
+            if not isinstance(value, str):
+                raise ValueError("env: every value is a string")
+            if "\x00" in value:
+                raise ValueError(f"env.{key}: a value holds no NUL character")
+
     @classmethod
     def _declared(cls, params: Mapping[str, Mapping[str, Any]]) -> dict[str, Arg]:
         out = {}
         for name, spec in params.items():
-            if not re.fullmatch(r"[a-z_][a-z0-9_]*", str(name)) or name == "group_protocol":
-                raise ValueError(f"params.{name}: a parameter name is lower_snake_case (and not group_protocol)")
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", str(name)) or name in ("group_protocol", "instance"):
+                raise ValueError(f"params.{name}: a parameter name is lower_snake_case (and not group_protocol or "
+                                 "instance)")
             if name in cls.schema:  # a run must never set the target (commands, ssh_conn_id, env ...)
                 raise ValueError(f"params.{name}: the name of one of the controller's own arguments "
                                  f"({', '.join(sorted(cls.schema))}); choose another")
@@ -176,6 +216,8 @@ class CommandController(ApplicationController):
                 arg = Arg.from_dict(spec)
             except ValueError as exc:
                 raise ValueError(f"params.{name}: {exc}") from exc
+            if arg.type == "string" and (arg.max_length is None or arg.max_length > MAX_VALUE_LENGTH):
+                arg = replace(arg, max_length=MAX_VALUE_LENGTH)
             if arg.default is None and not arg.required:  # a template needs a value: without a default, the run's
                 arg = replace(arg, required=True)
             out[name] = arg
@@ -246,13 +288,22 @@ class CommandController(ApplicationController):
                             if self.ssh_conn_id else LocalRunner())
         return self._runner
 
-    def _render(self, step: str, group_protocol: str | None = None, instance: str | None = None) -> str:
-        values = {k: shlex.quote(str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items()}
+    def _values(self, group_protocol: str | None, instance: str | None) -> dict[str, str]:
+        """Every placeholder's value as text (a boolean as ``true``/``false``)."""
+        values = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.values.items()}
         if group_protocol is not None:
-            values["group_protocol"] = shlex.quote(group_protocol)
+            values["group_protocol"] = group_protocol
         if instance is not None:
-            values["instance"] = shlex.quote(instance)
-        return self.commands[step].format(**values)
+            values["instance"] = instance
+        return values
+
+    def _render(self, step: str, group_protocol: str | None = None,
+                instance: str | None = None) -> tuple[str, dict[str, str], str]:
+        """The step's shell text (placeholders as ``"${KIP848_ARG_name}"``), the environment holding the values,
+        and the same command with the values written in as quoted words (what approvals and reports show)."""
+        values = self._values(group_protocol, instance)
+        script, env = render(self.commands[step], values)
+        return script, env, display(self.commands[step], values)
 
     def _secrets(self) -> tuple[str, ...]:
         if not self.ssh_conn_id:
@@ -266,8 +317,8 @@ class CommandController(ApplicationController):
 
     def _run(self, step: str, group_protocol: str | None = None, *, ok_codes: tuple[int, ...] = (0,),
              instance: str | None = None) -> CommandOutcome:
-        command = self._render(step, group_protocol, instance)
-        outcome = self.runner.run(command, timeout=self.timeout, env=self.env)
+        script, values, command = self._render(step, group_protocol, instance)
+        outcome = self.runner.run(script, timeout=self.timeout, env={**self.env, **values}, shown=command)
         if outcome.exit_code not in ok_codes:
             secrets = self._secrets()
             err = redact_output(outcome.tail(outcome.stderr).strip(), secrets)
@@ -362,18 +413,25 @@ class CommandController(ApplicationController):
             if step in PROTOCOL_STEPS and group_protocol is None:
                 out[step] = self.commands[step]
             elif step in INSTANCE_STEPS:  # once per instance: the name as the status prints it
-                out[step] = self._render(step, group_protocol, "<instance>")
+                out[step] = display(self.commands[step], self._values(group_protocol, "<instance>"))
             else:
-                out[step] = self._render(step, group_protocol)
+                out[step] = display(self.commands[step], self._values(group_protocol, None))
         return out
 
     def check(self) -> str:
-        """Reach the platform now (over SSH: open the session and run ``true``), so a wrong key or a missing
-        ``[ssh]`` extra fails the first task, before the approval, not the stop."""
-        outcome = self.runner.run("true", timeout=self.timeout, env=self.env)
-        if outcome.exit_code != 0:
-            raise PlatformError(f"`true` exited {outcome.exit_code} on {outcome.where}: the shell there does not work",
-                                retriable=False)
+        """Reach the platform now (over SSH: open the session), so a wrong key, a host key without its type or a
+        missing ``[ssh]`` extra fails the first task, before the approval, not the stop; and prove that a value
+        passes through the shell there untouched, as every command's values will (over SSH: the account's shell
+        reads the exported values as POSIX single-quoted words; csh or fish would not)."""
+        variable = f"{ENV_PREFIX}probe"
+        outcome = self.runner.run(f'printf "%s" "${{{variable}}}"', timeout=self.timeout,
+                                  env={**self.env, variable: _PROBE}, shown="printf '%s' <a probe value>")
+        if outcome.exit_code != 0 or outcome.stdout != _PROBE:
+            raise PlatformError(
+                f"the shell on {outcome.where} does not pass a value through as a POSIX shell does (exit "
+                f"{outcome.exit_code}; printed {outcome.stdout[:200]!r}, not {_PROBE!r})", retriable=False,
+                remedy="Give that account a POSIX login shell (sh, dash, bash, ksh, zsh): the controller exports "
+                       "each value as a single-quoted word before its command.")
         return outcome.where
 
     def describe_target(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes

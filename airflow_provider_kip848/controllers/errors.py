@@ -42,8 +42,8 @@ class ControllerRefused(InvalidArgument):
     """A run or an ownership map named a controller the deployment does not provide, or gave it an argument it
     does not declare: refused before anything runs."""
 
-    remedy = ("Name a controller of the deployment's registry (docs/controllers.md) with only the arguments it "
-              "declares; a run never names code.")
+    remedy = ("Name a controller of the deployment's registry (its administrators have the names; "
+              "docs/controllers.md) with only the arguments it declares; a run never names code.")
 
 
 class ControllerRegistryInvalid(InvalidArgument):

@@ -85,6 +85,10 @@ REPLICAS_ANNOTATION = "kip848.io/replicas-before-stop"
 #: the pod-template annotation (one per ConfigMap) whose change makes Kubernetes replace the pods
 CONFIG_ANNOTATION_PREFIX = "kip848.io/config-"
 WORKLOAD_KINDS = {"deployment": "Deployment", "statefulset": "StatefulSet"}
+#: the bounds of the target's numbers: a wait past a day belongs in a deferrable sensor, not a task; a consumer
+#: group gains nothing from more instances than that (its partitions bound the useful count long before)
+MAX_TIMEOUT_SECONDS = 86_400
+MAX_REPLICAS = 10_000
 _NAME = r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?"
 _WORKLOAD = re.compile(rf"(deployment|statefulset)(/{_NAME})?")
 _ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
@@ -153,9 +157,11 @@ class KubernetesController(ApplicationController):
                                                            "properties file (read for the lint)"),
         "env_properties": Arg("object", description="env var -> client property (or {property, protocols}: "
                                                     "only on those group protocols), read for the lint"),
-        "replicas": Arg("integer", minimum=1, description="what start scales to when no stop recorded the replicas"),
-        "stop_timeout_seconds": Arg("number", minimum=1, description="how long pods may take to go (default 300)"),
-        "rollout_timeout_seconds": Arg("number", minimum=1,
+        "replicas": Arg("integer", minimum=1, maximum=MAX_REPLICAS,
+                        description="what start scales to when no stop recorded the replicas"),
+        "stop_timeout_seconds": Arg("number", minimum=1, maximum=MAX_TIMEOUT_SECONDS,
+                                    description="how long pods may take to go (default 300)"),
+        "rollout_timeout_seconds": Arg("number", minimum=1, maximum=MAX_TIMEOUT_SECONDS,
                                        description="how long a start or roll may take (default 600)"),
         "client": Arg("string", enum=("java", "librdkafka"), description="the application's client library"),
         "client_version": Arg("string", pattern=r"\d+\.\d+(\.\d+)?", description="its release"),

@@ -23,14 +23,20 @@ A run's Params (``app_controller``, ``app_controller_args``) and the fleet's
 ownership map name an entry; :meth:`ControllerRegistry.resolve` checks the name
 and the run's arguments (only those the kind declares ``run=True``) and builds
 the controller. Anything else (a module path, an unknown name, an undeclared
-argument) is refused with :class:`ControllerRefused`, listing the names that
-exist, before anything is imported from the run's words or executed.
+argument) is refused with :class:`ControllerRefused` before anything is
+imported from the run's words or executed. A refusal names what was wrong and
+nothing of the deployment: not the registry's file, not the other entries (the
+person triggering a run reads it; the deployment's administrators have the
+file). An entry's own problems (an unknown key, a number that is not finite)
+block that entry only, and are told to a run naming it; a problem of the file
+as a whole (its syntax, its version) blocks every entry and names none.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,10 +49,9 @@ import yaml
 from airflow_provider_kip848.controllers.errors import ControllerRefused, ControllerRegistryInvalid
 from airflow_provider_kip848.controllers.named import NamedController
 from airflow_provider_kip848.controllers.protocol import ApplicationController
-from airflow_provider_kip848.controllers.schema import check_arguments, missing_required
+from airflow_provider_kip848.controllers.schema import NUMBER_LIMIT, check_arguments, missing_required
 from airflow_provider_kip848.kafka.arguments import (
     CONTROLLER_NAME_PATTERN,
-    describe_similar,
     load_strict,
     show_id,
     similar_group_ids,
@@ -61,6 +66,8 @@ FORMAT_VERSION = 1
 #: what a controller's name may look like (never a module path: no ':' or '/')
 NAME_PATTERN = CONTROLLER_NAME_PATTERN
 _ENTRY_KEYS = ("kind", "description", "target")
+#: how the registry is named in messages: the option, never the file (a run's reader is not the deployment's admin)
+REGISTRY = f"the controller registry ([{CONFIG_SECTION}] {CONFIG_OPTION})"
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,25 @@ class ControllerEntry:
     kind: str
     target: Mapping[str, Any] = field(default_factory=dict)  # Any: registry arguments (YAML values)
     description: str = ""
+    #: what is wrong with the entry as written (it cannot be resolved; other entries can)
+    problems: tuple[str, ...] = ()
+
+
+def number_problems(value: object, where: str) -> list[str]:
+    """Every number under ``value`` that is not finite or lies beyond +-2^53, by its path (``where.key[0]``)."""
+    problems: list[str] = []
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((v, f"{path}.{k}") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):
+            problems.append(f"{path}: {item!r} is not a finite number")
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and abs(item) > NUMBER_LIMIT:
+            problems.append(f"{path}: {item!r} is beyond +-2^53")
+    return sorted(problems)
 
 
 def registry_location() -> str | None:
@@ -108,25 +134,28 @@ class ControllerRegistry:
         path = Path(location.removeprefix("file://"))
         try:
             text = path.read_text()
-        except OSError as exc:
-            raise ControllerRegistryInvalid(f"cannot read the controller registry {location}: {exc}") from exc
+        except OSError as exc:  # the reason, not the path (str(exc) names the file)
+            raise ControllerRegistryInvalid(f"cannot read {REGISTRY}: {exc.strerror or type(exc).__name__}") \
+                from None
         return cls.from_text(text, source=str(path))
 
     @classmethod
     def from_text(cls, text: str, source: str = "(text)") -> ControllerRegistry:
-        """Parse a registry (YAML or JSON) strictly: every problem, each naming the entry and key."""
+        """Parse a registry (YAML or JSON) strictly. A problem of the file as a whole refuses it (every problem at
+        once, naming no entry); an entry's problems are kept with it (:meth:`resolve` refuses that entry)."""
         try:
             raw = load_strict(text) if text.strip() else {}
         except (ValueError, yaml.YAMLError) as exc:  # a name given twice is refused, never silently replaced
-            raise ControllerRegistryInvalid(f"the controller registry {source} is not valid YAML/JSON: {exc}") from exc
+            raise ControllerRegistryInvalid(f"{REGISTRY} is not valid YAML/JSON: {_syntax_error(exc)}") from None
         if raw is None:
             raw = {}
-        problems: list[str] = []
         if not isinstance(raw, dict):
-            raise ControllerRegistryInvalid(f"the controller registry {source} must be a mapping with 'controllers'")
+            raise ControllerRegistryInvalid(f"{REGISTRY} must be a mapping with 'controllers'")
+        problems: list[str] = []
         unknown = sorted(set(raw) - {"version", "controllers"})
         if unknown:
-            problems.append(f"unknown top-level key(s) {', '.join(unknown)} (allowed: version, controllers)")
+            problems.append(f"unknown top-level key(s) {', '.join(map(str, unknown))} (allowed: version, "
+                            "controllers)")
         version = raw.get("version", FORMAT_VERSION)
         if isinstance(version, bool) or version != FORMAT_VERSION:
             problems.append(f"version {raw.get('version')!r} is not {FORMAT_VERSION}")
@@ -134,52 +163,58 @@ class ControllerRegistry:
         if not isinstance(declared, dict):
             problems.append("controllers must be a mapping of name -> entry")
             declared = {}
-        entries = {}
-        for name, body in declared.items():
-            where = f"controllers.{name}"
-            if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name):
-                problems.append(f"{where}: the name must match {NAME_PATTERN}")
-                continue
-            if not isinstance(body, dict):
-                problems.append(f"{where}: must be a mapping with kind and target")
-                continue
-            extra = sorted(set(body) - set(_ENTRY_KEYS))
-            if extra:
-                problems.append(f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(_ENTRY_KEYS)})")
-            kind, target = body.get("kind"), body.get("target") or {}
-            if not isinstance(kind, str) or not kind:
-                problems.append(f"{where}.kind: required (a registered controller kind)")
-                continue
-            if not isinstance(target, dict):
-                problems.append(f"{where}.target: must be a mapping")
-                continue
-            entries[name] = ControllerEntry(name=name, kind=kind, target=target,
-                                            description=str(body.get("description") or ""))
+        misnamed = sum(1 for name in declared if not isinstance(name, str) or not re.fullmatch(NAME_PATTERN, name))
+        if misnamed:  # counted, not shown: the message reaches whoever names another entry
+            problems.append(f"{misnamed} entry name(s) do not match {NAME_PATTERN}")
         if problems:
-            raise ControllerRegistryInvalid(f"the controller registry {source} is not valid: " + "; ".join(problems))
-        return cls(entries, source=source)
+            raise ControllerRegistryInvalid(f"{REGISTRY} is not valid: " + "; ".join(problems))
+        return cls({name: cls._entry(name, body) for name, body in declared.items()}, source=source)
+
+    @staticmethod
+    def _entry(name: str, body: object) -> ControllerEntry:
+        """One entry as written, with its problems (an entry that cannot be used still exists, refused by name)."""
+        where = f"controllers.{name}"
+        if not isinstance(body, dict):
+            return ControllerEntry(name=name, kind="", problems=(f"{where}: must be a mapping with kind and "
+                                                                 "target",))
+        problems = []
+        extra = sorted(map(str, set(body) - set(_ENTRY_KEYS)))
+        if extra:
+            problems.append(f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(_ENTRY_KEYS)})")
+        kind, target = body.get("kind"), body.get("target") or {}
+        if not isinstance(kind, str) or not kind:
+            problems.append(f"{where}.kind: required (a registered controller kind)")
+        if not isinstance(target, dict):
+            problems.append(f"{where}.target: must be a mapping")
+            target = {}
+        problems += number_problems(target, f"{where}.target")
+        return ControllerEntry(name=name, kind=kind if isinstance(kind, str) else "", target=target,
+                               description=str(body.get("description") or ""), problems=tuple(problems))
 
     # -- resolving ----------------------------------------------------------------------------------
 
     def names(self) -> list[str]:
         return sorted(self.entries)
 
-    def _refuse(self, what: str) -> ControllerRefused:
-        names = ", ".join(self.names()) or "none"
-        return ControllerRefused(f"{what} Controllers of this deployment ({self.source}): {names}")
+    @staticmethod
+    def _refuse(what: str) -> ControllerRefused:
+        """A refusal of the run's words: what was wrong, nothing of the registry (its file, its other entries)."""
+        return ControllerRefused(what)
 
     def entry(self, name: object) -> ControllerEntry:
         """The entry named ``name``, or :class:`ControllerRefused` (a module path, an unknown name)."""
         if not isinstance(name, str) or not name:
             raise self._refuse(f"No application controller named (got {name!r}).")
-        # a look-alike name (a Cyrillic letter, a no-break space) prints like a real one: shown by code point
-        near = similar_group_ids(name, self.entries)
-        hint = f" ({describe_similar(name, near)})" if near else ""
+        # a look-alike name (a Cyrillic letter, a no-break space) prints like a real one: show_id gives its code
+        # points; that a configured name is close is said without saying which
+        hint = " (a configured name is spelled alike: check this one's spelling)" \
+            if similar_group_ids(name, self.entries) else ""
         if ":" in name or "/" in name or not re.fullmatch(NAME_PATTERN, name):
             raise self._refuse(f"{show_id(name)} is not a controller name{hint}: a run names a controller of the "
                                "deployment's registry, never a module or a class.")
         if name not in self.entries:
-            raise self._refuse(f"No application controller named {show_id(name)}{hint}.")
+            raise self._refuse(f"No application controller named {show_id(name)} in this deployment's "
+                               f"registry{hint}.")
         return self.entries[name]
 
     def kind(self, entry: ControllerEntry) -> type[ApplicationController]:
@@ -204,6 +239,8 @@ class ControllerRegistry:
         """The controller named ``name``, built with its registry target and the run's ``args`` (only those
         its kind declares for a run). Nothing of the run's words is imported or executed."""
         entry = self.entry(name)
+        if entry.problems:
+            raise ControllerRegistryInvalid("; ".join(entry.problems))
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
@@ -237,6 +274,17 @@ class ControllerRegistry:
                                controller=controller, args=run_args, fingerprint=fingerprint(entry, run_args))
 
 
+def _syntax_error(exc: Exception) -> str:
+    """A parser's complaint and where, without the file's text: PyYAML quotes the lines around the error, and a
+    repeated key is named (it can be another entry's name)."""
+    text = str(exc)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        text = f"{exc.problem or exc.context or type(exc).__name__}{where}"
+    return re.sub(r"^the key .* is repeated", "a key is repeated", text, flags=re.DOTALL)
+
+
 def fingerprint(  # Any: registry arguments (YAML values), checked by the schema
         entry: ControllerEntry, args: Mapping[str, Any]) -> str:
     """A hash of what the controller does: its registry entry (kind, target) and the run's arguments."""
@@ -251,7 +299,8 @@ def resolve_controller(name: object, args: object = None, *, location: str | Non
 
 def registry_summary(  # Any: the platform's answer, JSON of several shapes
         location: str | None = None) -> dict[str, Any]:
-    """The names of the deployment's controllers and where they are configured (for messages and docs)."""
+    """The names of the deployment's controllers and where they are configured: for its administrators (a
+    refusal a run reads shows none of it)."""
     registry = ControllerRegistry.load(location)
     return {"source": registry.source, "controllers": {n: {"kind": e.kind, "description": e.description}
                                                        for n, e in sorted(registry.entries.items())}}

@@ -148,12 +148,11 @@ def check_controllers(selection: Selection) -> None:
             continue  # held back by the selection (no controller), said in the plan
         try:
             registry.resolve(app.app_controller, dict(app.app_controller_args)).close()
-        except Kip848Error as exc:  # the list of the deployment's controllers comes once, at the end
-            problems.append(f"{app.app}: {exc.what.split(' Controllers of this deployment (')[0]}")
+        except Kip848Error as exc:  # what is wrong with each, nothing of the registry's file or other entries
+            problems.append(f"{app.app}: {exc.what}")
     if problems:
         raise ControllerRefused("the ownership map names controllers this deployment cannot use: "
-                                + "; ".join(problems) + f". Controllers of this deployment ({registry.source}): "
-                                + (", ".join(registry.names()) or "none"))
+                                + "; ".join(problems))
 
 
 def _types(inventory: Any, group_ids: Any) -> dict[str, int]:

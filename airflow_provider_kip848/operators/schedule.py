@@ -65,15 +65,13 @@ def check_unattended_run(context: Mapping[str, Any],  # Any: a task's Context, o
         return
     params = context.get("params") or {}
     controllers: list[str] | None = None
-    source = "(none)"
     if CONTROLLER_PARAM in params:
         try:
             registry = ControllerRegistry.load()
         except Kip848Error as exc:  # a registry that does not read names nothing
             raise AirflowFailException(f"This {run_type} run was refused before the change lock: {exc}") from exc
-        controllers, source = registry.names(), registry.source
+        controllers = registry.names()
     try:
-        refuse_unattended_run(run_type, params, controllers=controllers, registry=source,
-                              example_params=example_params)
+        refuse_unattended_run(run_type, params, controllers=controllers, example_params=example_params)
     except UnattendedRunRefused as exc:
         raise AirflowFailException(str(exc)) from exc

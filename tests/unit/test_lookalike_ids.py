@@ -127,12 +127,15 @@ def test_the_forms_refuse_lookalike_approvers_and_a_controller_name_with_a_trail
     assert re.search(CONTROLLER_NAME_FORM_PATTERN, "local") and not re.search(CONTROLLER_NAME_FORM_PATTERN, "l\n")
 
 
-def test_an_unknown_controller_name_shows_the_similar_names_in_code_points():
+def test_an_unknown_controller_name_shows_its_code_points_and_not_the_similar_name():
+    """The given name by code point, and that a configured name is spelled alike; never which (a refusal names
+    nothing of the deployment's registry: issue 45)."""
     registry = ControllerRegistry({}, source="(test)")
     registry.entries["local"] = None  # type: ignore[assignment]  # only the names are read
     with pytest.raises(kafka_errors.Kip848Error) as refused:
         registry.entry("l\u043ecal")  # Cyrillic o
-    assert "U+043E" in str(refused.value) and "'local' (at character 2 it has U+006F" in str(refused.value)
+    assert "U+043E" in str(refused.value) and "a configured name is spelled alike" in str(refused.value)
+    assert "'local'" not in str(refused.value)
 
 
 # -- class 8, the pure parts ---------------------------------------------------------------------------------------

@@ -104,27 +104,28 @@ def test_a_run_nobody_triggered_is_refused_with_an_unconfigured_controller_or_th
     example = {"application_id": "streams-wordcount"}
     ok = {"app_controller": "orders", "application_id": "orders-streams"}
     for run_type in ("manual", "operator_triggered"):  # a person (or a DAG passing its conf) chose the values
-        refuse_unattended_run(run_type, {"app_controller": None, **example}, controllers=[], registry="r",
+        refuse_unattended_run(run_type, {"app_controller": None, **example}, controllers=[],
                               example_params=example)
     assert {"scheduled", "backfill", "asset_triggered"} <= UNATTENDED_RUN_TYPES
     for run_type in sorted(UNATTENDED_RUN_TYPES):
-        refuse_unattended_run(run_type, ok, controllers=["orders"], registry="r", example_params=example)
+        refuse_unattended_run(run_type, ok, controllers=["orders"], example_params=example)
         with pytest.raises(UnattendedRunRefused) as err:
             refuse_unattended_run(run_type, {"app_controller": "payments", "application_id": "orders-streams"},
-                                  controllers=["orders"], registry="/etc/kip848.yaml", example_params=example)
+                                  controllers=["orders"], example_params=example)
         assert (f"This {run_type} run was refused before the change lock, nothing done: a run nobody triggered "
                 "uses the Params' defaults, and its application controller 'payments' is not one this deployment "
-                "configured (the registry /etc/kip848.yaml has: orders)") in str(err.value)
-        assert "Add 'payments' to the registry named by [kip848] controllers" in str(err.value)
+                "configured.") in str(err.value)
+        assert "'orders'" not in str(err.value)  # the registry's other names are the deployment's
+        assert "Add 'payments' to the deployment's controller registry ([kip848] controllers)" in str(err.value)
         assert "or trigger the DAG by hand with the values you mean" in str(err.value)
 
     with pytest.raises(UnattendedRunRefused) as err:
         refuse_unattended_run("scheduled", {"app_controller": None, **example}, controllers=["orders"],
-                              registry="r", example_params=example)
+                              example_params=example)
     assert "it names no application controller (app_controller's default is empty)" in str(err.value)
     assert "; and its application_id is the example's ('streams-wordcount', the DAG's shipped default)" in str(
         err.value)
     assert ("Give app_controller a default in your copy of the DAG, naming an entry of the registry; give "
             "application_id your application's value in your copy of the DAG; or trigger") in str(err.value)
     # a DAG without a controller Param (controllers=None): only the example values are checked
-    refuse_unattended_run("scheduled", {"group_id": "orders"}, controllers=None, registry="r")
+    refuse_unattended_run("scheduled", {"group_id": "orders"}, controllers=None)
