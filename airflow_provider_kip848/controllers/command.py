@@ -76,6 +76,8 @@ from airflow_provider_kip848.controllers.protocol import (
 from airflow_provider_kip848.controllers.runners import CommandOutcome, LocalRunner, Runner, SSHRunner
 from airflow_provider_kip848.controllers.schema import Arg
 from airflow_provider_kip848.controllers.templates import ENV_PREFIX, display, render, template_problems
+from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.patterns import NamePattern, compile_name_pattern
 
 STEPS = ("stop", "start", "roll", "status", "config", "stop_instance", "start_instance")
 #: the steps whose commands take {group_protocol} (config: the properties the application will run with on it)
@@ -228,7 +230,7 @@ class CommandController(ApplicationController):
         return out
 
     @staticmethod
-    def _identity(spec: Mapping[str, str] | None) -> tuple[re.Pattern[str], dict[str, str]] | None:
+    def _identity(spec: Mapping[str, str] | None) -> tuple[NamePattern, dict[str, str]] | None:
         """``member_identity`` checked: a regex with named groups, and templates using only those groups."""
         if not spec:
             return None
@@ -239,10 +241,10 @@ class CommandController(ApplicationController):
         if unknown:
             raise ValueError(f"member_identity: unknown key(s) {', '.join(unknown)} "
                              f"(match, {', '.join(IDENTITY_FIELDS)})")
-        try:
-            pattern = re.compile(spec["match"])
-        except re.error as exc:
-            raise ValueError(f"member_identity.match: not a regex: {exc}") from exc
+        try:  # RE2: matched against the names the platform prints, in linear time whatever the pattern
+            pattern = compile_name_pattern(spec["match"], "member_identity.match")
+        except InvalidArgument as exc:
+            raise ValueError(exc.what) from None
         templates = {k: v for k, v in spec.items() if k in IDENTITY_FIELDS}
         if not templates:
             raise ValueError(f"member_identity: give at least one of {', '.join(IDENTITY_FIELDS)}")

@@ -8,16 +8,21 @@ an unknown key, a wrong type (a bool is not a number), a value outside an
 enum or a pattern, a missing required argument: each is refused, all of them
 at once, with what the class does declare. A number is finite and within
 ``[minimum, maximum]``, and never beyond +-2^53 (:data:`NUMBER_LIMIT`, the
-integers JSON carries exactly) whatever the declaration; a string holds no NUL.
+integers JSON carries exactly) whatever the declaration; a string holds no NUL. A ``pattern`` is compiled
+with RE2 (:mod:`airflow_provider_kip848.kafka.patterns`): a run chooses the value it is matched against, so a
+pattern with nested quantifiers must not let a run stall the worker.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.patterns import NamePattern, compile_name_pattern
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
@@ -25,6 +30,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 #: no number of a registry or a run goes beyond this (2^53: every integer up to it is exact in JSON and a float)
 NUMBER_LIMIT = 2**53
+
+
+@lru_cache(maxsize=256)
+def _pattern(pattern: str) -> NamePattern:
+    """An argument's ``pattern``, compiled once for linear-time matching (InvalidArgument: RE2 refuses it)."""
+    return compile_name_pattern(pattern, "pattern")
 
 
 def number_problem(name: str, value: object) -> str | None:
@@ -80,6 +91,11 @@ class Arg:
         for value in self.enum:
             if (problem := number_problem("an enum value", value)) is not None:
                 raise ValueError(problem)
+        if self.pattern is not None:
+            try:
+                _pattern(self.pattern)
+            except InvalidArgument as exc:
+                raise ValueError(exc.what) from None
 
     def problem(self, name: str, value: object) -> str | None:
         """Why ``value`` is not valid for this argument (None: it is)."""
@@ -98,7 +114,7 @@ class Arg:
             return f"{name} must be at most {self.max_length} characters long, not {len(value)}"
         if self.enum and value not in self.enum:
             return f"{name} must be one of {', '.join(map(repr, self.enum))}, not {value!r}"
-        if self.pattern is not None and not re.fullmatch(self.pattern, str(value)):
+        if self.pattern is not None and _pattern(self.pattern).fullmatch(str(value)) is None:
             return f"{name} {value!r} does not match {self.pattern}"
         if self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
             return f"{name} must be at least {self.minimum:g}, not {value!r}"

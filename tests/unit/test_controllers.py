@@ -447,7 +447,8 @@ def test_without_the_one_instance_commands_or_a_status_there_is_no_roll_by_insta
 
 @pytest.mark.parametrize(("identity", "expected"), [
     ({"client_id": "app-{n}"}, "member_identity: a mapping with 'match'"),
-    ({"match": "(", "client_id": "x"}, "member_identity.match: not a regex"),
+    ({"match": "(", "client_id": "x"}, "member_identity.match: '(' is not a valid regular expression"),
+    ({"match": r"(?P<n>a)\1", "client_id": "x"}, "member_identity.match: '(?P<n>a)\\\\1' uses a backreference"),
     ({"match": "^a(?P<n>[0-9])$"}, "give at least one of client_id"),
     ({"match": "^a(?P<n>[0-9])$", "client_id": "app-{m}"}, "{m} is not a named group of match (n)"),
     ({"match": "^a$", "pod": "x"}, "unknown key(s) pod"),
@@ -456,6 +457,22 @@ def test_a_member_identity_that_cannot_work_is_refused_when_built(identity, expe
     with pytest.raises(ValueError) as err:
         CommandController(commands={"stop": "true", "start": "true"}, member_identity=identity)
     assert expected in str(err.value)
+
+
+def test_a_member_identity_pattern_with_nested_quantifiers_matches_a_hostile_name_without_stalling():
+    """The registry's member_identity.match and a param's pattern are matched in linear time (RE2): with Python's
+    backtracking ``re``, ``(a+)+b`` against 64 'a' and a '!' would not return in this universe's lifetime."""
+    controller = CommandController(commands={"stop": "true", "start": "true"},
+                                   member_identity={"match": "(?P<n>(a+)+b)", "client_id": "app-{n}"})
+    hostile = Instance(name="a" * 64 + "!", running=True)
+    assert controller._identified(hostile) == hostile  # no match: the instance as it is
+    assert Arg("string", pattern="(a+)+b").problem("region", "a" * 64 + "!") == \
+        f"region {'a' * 64 + '!'!r} does not match (a+)+b"
+
+
+def test_a_param_pattern_regex_lacks_is_refused_when_declared():
+    with pytest.raises(ValueError, match="uses a lookahead"):
+        Arg("string", pattern="(?=x)x")
 
 
 # -- the platform's output ----------------------------------------------------------------------------------------
