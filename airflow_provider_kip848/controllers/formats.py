@@ -18,11 +18,11 @@ object.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from airflow_provider_kip848.controllers.protocol import Instance
+from airflow_provider_kip848.kafka.documents import load_strict
 
 STATUS_FORMATS = ("json", "supervisorctl", "systemd")
 CONFIG_FORMATS = ("properties", "json")
@@ -104,8 +104,8 @@ def _systemd(stdout: str) -> tuple[Instance, ...]:
 
 def _json_status(stdout: str) -> tuple[Instance, ...]:
     try:
-        raw = json.loads(stdout)
-    except json.JSONDecodeError as exc:
+        raw = load_strict(stdout, json_only=True, source="the status command's output")
+    except ValueError as exc:  # bounded like every document the provider reads (size, nesting, finite numbers)
         raise FormatError(f"the status command's output is not JSON ({exc}): {_shown(stdout)}") from exc
     items = raw.get("instances") if isinstance(raw, dict) else raw
     if not isinstance(items, list):
@@ -139,8 +139,8 @@ def parse_config(fmt: str, stdout: str) -> dict[str, str]:
         raise FormatError("the config command printed nothing: it must print the application's client properties")
     if fmt == "json":
         try:
-            raw = json.loads(stdout)
-        except json.JSONDecodeError as exc:
+            raw = load_strict(stdout, json_only=True, source="the config command's output")
+        except ValueError as exc:
             raise FormatError(f"the config command's output is not JSON ({exc}): {_shown(stdout)}") from exc
         if not isinstance(raw, dict) or any(isinstance(v, (dict, list)) for v in raw.values()):
             raise FormatError(f"expected a flat JSON object of client properties, got {_shown(stdout)}")

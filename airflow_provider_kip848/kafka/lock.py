@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.api import ClusterAdmin
+from airflow_provider_kip848.kafka.documents import load_strict
 
 #: librdkafka's own log lines of the holder record's producer and consumer (connection chatter) go nowhere.
 _LIBRDKAFKA_LOG = logging.getLogger("kip848.lock.librdkafka")
@@ -217,7 +218,8 @@ class ChangeLock:
                 if msg is None or msg.error() or msg.value() is None:
                     continue
                 try:
-                    return LockHolder.from_dict(json.loads(msg.value() or b""))
+                    return LockHolder.from_dict(load_strict((msg.value() or b"").decode("utf-8", "replace"),
+                                                            json_only=True, source="the lock's holder record"))
                 except (ValueError, TypeError):
                     return LockHolder(owner="(unreadable holder record)", resource=self.resource, token="")
             return None

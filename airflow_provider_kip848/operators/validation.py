@@ -21,6 +21,7 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_kip848.kafka.documents import load_strict
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator
 from airflow_provider_kip848.spark import job
@@ -104,7 +105,8 @@ class KafkaValidationOperator(KafkaAdminBaseOperator[dict[str, object]]):
     def spec(self) -> dict[str, Any]:  # Any: the validation job's spec, JSON
         settings = self.native_hook.settings
         security = {k: getattr(settings, k) for k in settings.__dataclass_fields__ if k != "bootstrap_servers"}
-        checks = self.checks if isinstance(self.checks, dict) else json.loads(self.checks)
+        checks = self.checks if isinstance(self.checks, dict) else load_strict(
+            str(self.checks), json_only=True, source="the validation's checks")
         return {"title": self.title, "bootstrap_servers": settings.bootstrap_servers, "security": security,
                 "reader": self.reader, "output_dir": self.output_dir, **checks}
 

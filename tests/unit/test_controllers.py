@@ -596,6 +596,20 @@ def test_status_output_that_is_not_json_is_an_error():
         parse_status("json", "orders-0 running")
 
 
+@pytest.mark.parametrize(("fmt", "stdout", "limit"), [
+    ("json", "[" * 100_000 + "]" * 100_000, "lists deeper than 64 levels"),
+    ("json", '{"instances": [{"name": "a", "running": true, "restarts": NaN}]}', "numbers must be finite"),
+])
+def test_status_and_config_output_is_read_within_the_documents_bounds(fmt, stdout, limit):
+    """A platform's output is read like any document (kafka/documents.py): deep nesting is an error naming the
+    limit, not a RecursionError out of the json module, and a non-finite number is refused."""
+    for parse, what in ((parse_status, "status"), (parse_config, "config")):
+        with pytest.raises(FormatError) as err:
+            parse(fmt, stdout)
+        assert f"the {what} command's output is not JSON" in str(err.value)
+        assert limit in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("fmt", ["json", "supervisorctl", "systemd"])
 @pytest.mark.parametrize("stdout", ["", "\n", "  \n\t\n"])
 def test_empty_status_output_is_an_error_never_no_instances(fmt, stdout):
