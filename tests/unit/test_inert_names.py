@@ -14,7 +14,9 @@ every run of text here, and must find nothing. And every character of the name s
 characters (direction overrides, zero-width, controls) is.
 
 The same with real groups on a real broker (the name comes from the cluster): tests/integration/
-test_inert_names.py; in Airflow's own approval page, in Chromium: tests/deploy/test_approval_ui.py.
+test_inert_names.py (the fleet plan from the cluster's inventory) and tests/e2e/test_inert_names.py (a group
+config change run: its HITL body and its report); in Airflow's own approval page, in Chromium:
+tests/deploy/test_approval_ui.py.
 """
 
 from __future__ import annotations
