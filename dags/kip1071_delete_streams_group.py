@@ -27,6 +27,7 @@ from airflow.sdk import Param, dag, task
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
 from airflow_provider_kip848.kafka.arguments import GROUP_ID_PATTERN
+from airflow_provider_kip848.kafka.inert import md_name
 from airflow_provider_kip848.operators.approval import (
     APPROVAL_ARGS,
     RECHECK_ARGS,
@@ -47,7 +48,7 @@ CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.group_id }}"
 SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; the delete deletes them): "
-                 "`{{ ti.xcom_pull(task_ids='snapshot_offsets')['path'] }}`, "
+                 "{{ kip848_md_name(ti.xcom_pull(task_ids='snapshot_offsets')['path']) }}, "
                  "{{ ti.xcom_pull(task_ids='snapshot_offsets')['committed_partitions'] }} committed partition(s), "
                  "lag {{ ti.xcom_pull(task_ids='snapshot_offsets')['total_lag'] }}")
 
@@ -60,7 +61,7 @@ SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; th
     tags=["kafka", "kip1071", "streams", "destructive"],
     doc_md=__doc__,
     render_template_as_native_obj=True,
-    user_defined_macros=MACROS,
+    user_defined_macros={**MACROS, "kip848_md_name": md_name},  # the snapshot's path in the approval: a name
     params={
         "kafka_conn_id": Param("kafka_admin_default", type="string", title="Kafka connection"),
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN,

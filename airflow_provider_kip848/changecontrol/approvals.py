@@ -35,6 +35,7 @@ from airflow_provider_kip848.kafka.arguments import (
     show_id,
 )
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
+from airflow_provider_kip848.kafka.inert import md_name
 
 #: The longest an approval may stay valid (``approval_max_age_minutes``): a year.
 MAX_APPROVAL_AGE_MINUTES = 525_600
@@ -196,15 +197,17 @@ class ApprovalPolicy:
 
     def who_may_approve(self, triggered_by: str | None) -> str:
         """The Markdown the approval form shows: who may answer, who may not and why, and for how long
-        the approval holds (Airflow's own refusal of another user is a bare "403 Forbidden")."""
+        the approval holds (Airflow's own refusal of another user is a bare "403 Forbidden"). User ids are
+        names (:func:`~airflow_provider_kip848.kafka.inert.md_name`): a user id is no Markdown."""
         lines = ["**Who may approve**", ""]
         if self.approvers:
             eligible = [u for u in self.approvers if not (self.four_eyes and same_user(u, triggered_by))]
-            lines.append(f"- Approvers: {', '.join(eligible)} (anyone else is refused by Airflow).")
+            lines.append(f"- Approvers: {', '.join(md_name(u) for u in eligible)} (anyone else is refused by "
+                         "Airflow).")
         else:
             lines.append("- Any user Airflow allows to answer approvals of this DAG (no approvers are named).")
         if self.four_eyes and triggered_by:
-            lines.append(f"- Not {triggered_by}: they triggered this run (four-eyes rule).")
+            lines.append(f"- Not {md_name(triggered_by)}: they triggered this run (four-eyes rule).")
         elif not self.four_eyes:
             lines.append("- The four-eyes rule is relaxed for this run: the triggering user may approve.")
         if self.max_age is not None:

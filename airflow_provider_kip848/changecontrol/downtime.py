@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_provider_kip848.changecontrol.plot import line_chart_svg
 from airflow_provider_kip848.kafka.group_records import GroupDowntime
+from airflow_provider_kip848.kafka.inert import md_name, md_text
 
 #: partitions listed by their longest stall or gap in the report (all are in the JSON)
 TOP_PARTITIONS = 10
@@ -136,16 +137,19 @@ def downtime_chart(section: Mapping[str, Any]) -> str | None:  # Any: JSON of se
 
 def downtime_markdown(  # Any: JSON of several shapes (XCom, reports)
         section: Mapping[str, Any], chart: str | None = None) -> list[str]:
-    """Markdown lines of the section (``chart``: the chart's file name next to the report)."""
-    lines = ["## Downtime", "", f"_From the group's own records in __consumer_offsets since {section['since']}"
+    """Markdown lines of the section (``chart``: the chart's file name next to the report). Partitions name
+    topics and the notes quote the records: names and inert text (:mod:`~airflow_provider_kip848.kafka.inert`)."""
+    lines = ["## Downtime", "", f"_From the group's own records in \\_\\_consumer\\_offsets since "
+             f"{md_text(section['since'])}"
              + (" and the output records read by the validation job" if section.get("output_gap") else "")
              + "._", ""]
     gap = section.get("processing_gap")
     if gap:
         bound = "" if gap.get("exact", True) else " (an upper bound: the held-back record's time was unreadable)"
         still = " (still open: nothing committed past it yet)" if gap.get("open") else ""
-        lines.append(f"- **Processing gap** ({section['gap_source']}): {gap['seconds']:.3f} s on {gap['partition']}, "
-                     f"{gap.get('started')} -> {gap.get('ended')}{bound}{still}")
+        lines.append(f"- **Processing gap** ({md_text(section['gap_source'])}): {gap['seconds']:.3f} s on "
+                     f"{md_name(gap['partition'])}, {md_text(gap.get('started'))} -> {md_text(gap.get('ended'))}"
+                     f"{bound}{still}")
     else:
         lines.append("- **Processing gap**: none measured (no record waited for a commit, and no output gap)")
     kinds = section.get("output_timestamps") or {}
@@ -155,26 +159,26 @@ def downtime_markdown(  # Any: JSON of several shapes (XCom, reports)
                      "Streams does) hides its gap. Set message.timestamp.type=LogAppendTime on the output topic._")
     if section.get("output_gap") and section.get("committed_gap"):
         c = section["committed_gap"]
-        lines.append(f"- Longest commit stall: {c['seconds']:.3f} s on {c['partition']}, "
-                     f"{c['started']} -> {c['ended']}")
-    target = section.get("target_type") or "the target protocol"
+        lines.append(f"- Longest commit stall: {c['seconds']:.3f} s on {md_name(c['partition'])}, "
+                     f"{md_text(c['started'])} -> {md_text(c['ended'])}")
+    target = md_text(section.get("target_type") or "the target protocol")
     if section.get("settle_s") is not None:
         lines.append(f"- **First member left -> Stable on {target}**: {section['settle_s']:.3f} s "
-                     f"({section['first_member_left']} -> {section['stable_on_target']})")
+                     f"({md_text(section['first_member_left'])} -> {md_text(section['stable_on_target'])})")
     else:
         lines.append(f"- **First member left -> Stable on {target}**: not in the records (first member left: "
-                     f"{section.get('first_member_left') or 'not seen'}; Stable on {target}: "
-                     f"{section.get('stable_on_target') or 'not seen'})")
+                     f"{md_text(section.get('first_member_left') or 'not seen')}; Stable on {target}: "
+                     f"{md_text(section.get('stable_on_target') or 'not seen')})")
     lines.append(f"- **Rebalances**: {section['rebalances']} (new generations and epochs recorded by the "
-                 f"coordinator); group types: {' -> '.join(section['types']) or 'none recorded'}")
+                 f"coordinator); group types: {md_text(' -> '.join(section['types']) or 'none recorded')}")
     if section.get("classic_empty"):
-        lines.append(f"- Classic group Empty: {section['classic_empty']}")
+        lines.append(f"- Classic group Empty: {md_text(section['classic_empty'])}")
     states = section.get("states") or []
     if states:
         shown = states if len(states) <= MAX_STATES else [*states[:MAX_STATES // 2], None, *states[-MAX_STATES // 2:]]
-        lines.append("- **States**: " + " -> ".join("..." if p is None else _state_text(p) for p in shown))
+        lines.append("- **States**: " + " -> ".join("..." if p is None else md_text(_state_text(p)) for p in shown))
     for note in section.get("notes") or []:
-        lines.append(f"- _{note}_")
+        lines.append(f"- _{md_text(note)}_")
     _table(lines, "longest output gap (s)", section.get("output_partitions") or [])
     _table(lines, "longest commit stall (s)", section.get("partitions") or [])
     if chart:
@@ -194,5 +198,5 @@ def _table(lines: list[str], what: str, rows: Sequence[Mapping[str, Any]]) -> No
     lines += ["", f"| partition | {what} | from | to |", "|---|---|---|---|"]
     for p in rows[:TOP_PARTITIONS]:
         flags = ("" if p.get("exact", True) else " (upper bound)") + (" (open)" if p.get("open") else "")
-        lines.append(f"| {p['partition']} | {p['seconds']:.3f}{flags} | {_iso(p['started_at'])} | "
-                     f"{_iso(p['ended_at'])} |")
+        lines.append(f"| {md_name(p['partition'], cell=True)} | {p['seconds']:.3f}{flags} | "
+                     f"{md_text(_iso(p['started_at']), cell=True)} | {md_text(_iso(p['ended_at']), cell=True)} |")

@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_provider_kip848.kafka.inert import md_name, md_text
+
 
 @dataclass(frozen=True)
 class Change:
@@ -53,28 +55,33 @@ class Plan:
                    facts=dict(data.get("facts", {})))
 
     def render_markdown(self, *, dry_run: bool = False) -> str:
-        lines = [f"### {self.title}", ""]
+        """The plan as the approver reads it. The plan's own text (title, steps, notes, evidence) mixes the
+        provider's wording with names, so each is inert text (:func:`.md_text`); a target is a name
+        (:func:`.md_name`); only the headings, the tables and the labels are Markdown."""
+        lines = [f"### {md_text(self.title)}", ""]
         if dry_run:
             lines += ["**Dry run**: nothing below will be changed by this run.", ""]
         if self.changes:
             lines += ["| change | target | before | after | note |", "|---|---|---|---|---|"]
-            lines += [f"| {c.kind} | `{c.target}` | {_cell(c.before)} | {_cell(c.after)} | {c.note} |"
-                      for c in self.changes]
+            lines += [f"| {md_text(c.kind, cell=True)} | {md_name(c.target, cell=True)} | {_cell(c.before)} | "
+                      f"{_cell(c.after)} | {md_text(c.note, cell=True)} |" for c in self.changes]
         else:
             lines += ["Nothing to change: the cluster is already in the target state."]
-        lines += ["", "**Steps**", ""] + [f"{i}. {s}" for i, s in enumerate(self.steps, 1)]
+        lines += ["", "**Steps**", ""] + [f"{i}. {md_text(s)}" for i, s in enumerate(self.steps, 1)]
         if self.checks:
             lines += ["", "**Preflight**", "", "| check | result | evidence |", "|---|---|---|"]
-            lines += [f"| {c['name']} | {c['status'].upper()} | {c['evidence']} |" for c in self.checks]
+            lines += [f"| {md_text(c['name'], cell=True)} | {md_text(str(c['status']).upper(), cell=True)} | "
+                      f"{md_text(c['evidence'], cell=True)} |" for c in self.checks]
         if self.notes:
-            lines += ["", "**Notes**", ""] + [f"- {n}" for n in self.notes]
+            lines += ["", "**Notes**", ""] + [f"- {md_text(n)}" for n in self.notes]
         lines += ["", f"Plan hash: `{self.digest()}`"]
         return "\n".join(lines)
 
 
 def _cell(value: Any) -> str:
+    """A before or after value in a table cell: a document as its JSON (a code span), a value as text."""
     if value is None:
         return "-"
     if isinstance(value, (dict, list)):
-        return "`" + json.dumps(value, sort_keys=True, default=str) + "`"
-    return str(value).replace("|", "\\|")
+        return md_name(json.dumps(value, sort_keys=True, default=str), cell=True)
+    return md_text(value, cell=True)

@@ -5,13 +5,17 @@ rates moved over a change window (:func:`line_chart_svg`), and how long each
 application of a fleet run stood still (:func:`bar_chart_svg`). A chart is
 plain SVG text (written next to ``report.md`` and linked from it), so it
 renders in the Airflow UI's artifact browser, in a Git host and in any
-browser, and costs no dependency.
+browser, and costs no dependency. Every label is text of its own
+(:func:`~airflow_provider_kip848.kafka.inert.xml_text`): a group id or an
+application name in a title neither adds an element, nor breaks the file
+with a character XML forbids, nor reorders the text with a direction mark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from html import escape
+
+from airflow_provider_kip848.kafka.inert import xml_text
 
 #: line colours, in order (colour-blind safe palette)
 COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -41,14 +45,14 @@ def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<text x="{left}" y="16" font-size="13">{escape(title)}</text>',
+           f'<text x="{left}" y="16" font-size="13">{xml_text(title)}</text>',
            f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
     for frac in (0.0, 0.5, 1.0):
         yv = y0 + frac * (y1 - y0)
         out.append(f'<text x="{left - 6}" y="{sy(yv) + 4:.1f}" text-anchor="end">{_fmt(yv)}</text>')
         xv = x0 + frac * (x1 - x0)
         out.append(f'<text x="{sx(xv):.1f}" y="{top + plot_h + 14}" text-anchor="middle">{_fmt(xv)}</text>')
-    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{xml_text(x_label)}</text>')
     out.extend(_band(band, sx, top - 18, 12, x1))
     for i, (name, pts) in enumerate(series.items()):
         colour = COLOURS[i % len(COLOURS)]
@@ -61,7 +65,7 @@ def line_chart_svg(series: Mapping[str, Sequence[tuple[float, float | None]]], *
         ly = top + 12 + i * 16
         out.append(f'<line x1="{width - right + 12}" y1="{ly - 4}" x2="{width - right + 30}" y2="{ly - 4}" '
                    f'stroke="{colour}" stroke-width="2"/>')
-        out.append(f'<text x="{width - right + 34}" y="{ly}">{escape(name)}</text>')
+        out.append(f'<text x="{width - right + 34}" y="{ly}">{xml_text(name)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -82,21 +86,22 @@ def bar_chart_svg(bars: Sequence[tuple[str, float | None]], *, title: str, value
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<text x="{left}" y="16" font-size="13">{escape(title)}</text>',
+           f'<text x="{left}" y="16" font-size="13">{xml_text(title)}</text>',
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#999"/>']
     for frac in (0.0, 0.5, 1.0):
         out.append(f'<text x="{sx(frac * high):.1f}" y="{height - bottom + 14}" '
                    f'text-anchor="middle">{_fmt(frac * high)}</text>')
-    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(value_label)}</text>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">'
+               f'{xml_text(value_label)}</text>')
     for i, (label, value) in enumerate(bars):
         y = top + i * row
         shown = label if len(label) <= label_chars else label[: label_chars - 1] + "\u2026"
-        out.append(f'<text x="{left - 6}" y="{y + row - 6}" text-anchor="end">{escape(shown)}</text>')
+        out.append(f'<text x="{left - 6}" y="{y + row - 6}" text-anchor="end">{xml_text(shown)}</text>')
         if value is None:
-            out.append(f'<text x="{left + 4}" y="{y + row - 6}" fill="#666">{escape(unknown)}</text>')
+            out.append(f'<text x="{left + 4}" y="{y + row - 6}" fill="#666">{xml_text(unknown)}</text>')
             continue
         out.append(f'<rect x="{left}" y="{y + 2}" width="{sx(value) - left:.1f}" height="{row - 4}" '
-                   f'fill="{COLOURS[0]}"><title>{escape(label)}: {_fmt(value)}</title></rect>')
+                   f'fill="{COLOURS[0]}"><title>{xml_text(label)}: {_fmt(value)}</title></rect>')
         out.append(f'<text x="{sx(value) + 4:.1f}" y="{y + row - 6}">{_fmt(value)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -125,9 +130,9 @@ def _band(steps: Sequence[tuple[float, str | None]], sx: Callable[[float], float
         fill = "#BBBBBB" if label is None else colour.setdefault(
             name, BAND_COLOURS[len(colour) % (len(BAND_COLOURS) - 1)])
         out.append(f'<rect x="{sx(x):.1f}" y="{y:.1f}" width="{max(sx(nxt) - sx(x), 0.5):.1f}" height="{h}" '
-                   f'fill="{fill}"><title>{escape(name)} from {_fmt(x)} s</title></rect>')
+                   f'fill="{fill}"><title>{xml_text(name)} from {_fmt(x)} s</title></rect>')
     shown = ", ".join(f"{name}" for name in colour)
-    out.append(f'<text x="{sx(steps[0][0]):.1f}" y="{y - 3:.1f}" font-size="10">state: {escape(shown)}</text>')
+    out.append(f'<text x="{sx(steps[0][0]):.1f}" y="{y - 3:.1f}" font-size="10">state: {xml_text(shown)}</text>')
     return out
 
 

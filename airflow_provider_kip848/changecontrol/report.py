@@ -15,6 +15,7 @@ from airflow_provider_kip848.changecontrol.artifacts import optional_run_locatio
 from airflow_provider_kip848.changecontrol.audit import summary
 from airflow_provider_kip848.changecontrol.downtime import downtime_chart, downtime_markdown
 from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metrics_section
+from airflow_provider_kip848.kafka.inert import md_fence, md_name, md_text
 
 #: the downtime chart's file name next to report.md
 DOWNTIME_CHART = "downtime.svg"
@@ -41,11 +42,13 @@ def render_markdown(  # Any: JSON of several shapes (XCom, reports)
         report: dict[str, Any], chart: str | None = None, downtime_file: str | None = None) -> str:
     """The report as a person reads it: the run, its downtime (``downtime_file``: its chart's SVG file), its approvals
     and lock, before/after, the brokers' group metrics over the change (``chart``: the SVG file next to it),
-    change control, results."""
+    change control, results. The report's values are data (names, broker messages): each is a name
+    (:func:`~airflow_provider_kip848.kafka.inert.md_name`) or inert text (:func:`~.inert.md_text`); the
+    plan is the Markdown its approver saw (:meth:`~.plan.Plan.render_markdown`, which escaped its names)."""
     lines = _summary_lines(report)
     downtime = report.get("downtime")
     if downtime and downtime.get("error"):
-        lines += ["", "## Downtime", "", f"Not measured: {downtime['error']}"]
+        lines += ["", "## Downtime", "", f"Not measured: {md_text(downtime['error'])}"]
     elif downtime:
         lines += ["", *downtime_markdown(downtime, downtime_file)]
     for section in ("before", "after"):
@@ -56,22 +59,23 @@ def render_markdown(  # Any: JSON of several shapes (XCom, reports)
     if report.get("plan"):
         lines += ["", "## Plan", "", report["plan"].get("markdown", "")]
     for name, value in (report.get("results") or {}).items():
-        lines += ["", f"## {name}", "", *_json_block(value, limit=4000)]
+        lines += ["", f"## {md_text(name)}", "", *_json_block(value, limit=4000)]
     return "\n".join(lines) + "\n"
 
 
 def _metrics_lines(section: dict[str, Any] | None, chart: str | None) -> list[str]:
     if not section:
         return []
-    lines = ["", "## Group metrics (brokers)", "", f"_{section.get('note', '')}_", "",
+    lines = ["", "## Group metrics (brokers)", "", f"_{md_text(section.get('note', ''))}_", "",
              "| point | taken at | groups by protocol | streams groups by state | rebalances classic / consumer / "
              "streams (total) |", "|---|---|---|---|---|"]
     for row in section["samples"]:
         counts = " / ".join("?" if row.get(f"{p}_rebalance_count") is None else str(row[f"{p}_rebalance_count"])
                             for p in ("classic", "consumer", "streams"))
-        lines.append(f"| {row['label']} | {row.get('taken_at') or row.get('note') or '?'} | "
-                     f"{row.get('groups_by_protocol') or '?'} | {row.get('streams_groups_by_state') or '?'} | "
-                     f"{counts} |")
+        lines.append(f"| {md_text(row['label'], cell=True)} | "
+                     f"{md_text(row.get('taken_at') or row.get('note') or '?', cell=True)} | "
+                     f"{md_text(row.get('groups_by_protocol') or '?', cell=True)} | "
+                     f"{md_text(row.get('streams_groups_by_state') or '?', cell=True)} | {counts} |")
     if section.get("rebalances_during_change"):
         lines += ["", "Rebalances counted during the change: " + ", ".join(
             f"{p} {'?' if n is None else n}" for p, n in section["rebalances_during_change"].items())]
@@ -82,26 +86,28 @@ def _metrics_lines(section: dict[str, Any] | None, chart: str | None) -> list[st
 
 def _json_block(value: Any, limit: int | None = None) -> list[str]:
     text = json.dumps(value, indent=1, default=str)
-    return ["```json", text[:limit] if limit else text, "```"]
+    return md_fence(text[:limit] if limit else text, "json")
 
 
 def _summary_lines(report: dict[str, Any]) -> list[str]:
-    lines = [f"# {report['title']}", "", f"- DAG run: `{report.get('dag_id')}` / `{report.get('run_id')}`",
-             f"- outcome: **{report['outcome']}**", f"- generated: {report['generated_at']}"]
+    lines = [f"# {md_text(report['title'])}", "",
+             f"- DAG run: {md_name(report.get('dag_id'))} / {md_name(report.get('run_id'))}",
+             f"- outcome: **{md_text(report['outcome'])}**", f"- generated: {md_text(report['generated_at'])}"]
     for key in ("group_id", "triggered_by"):
         if report.get(key):
-            lines.append(f"- {key.replace('_', ' ')}: {report[key]}")
+            lines.append(f"- {key.replace('_', ' ')}: {md_name(report[key])}")
     for name, approval in (report.get("approvals") or {}).items():
         if approval:
-            lines.append(f"- approval `{name}`: {approval['decision']} by {approval['by']} at {approval['at']}")
+            lines.append(f"- approval {md_name(name)}: {md_text(approval['decision'])} by {md_name(approval['by'])} "
+                         f"at {md_text(approval['at'])}")
     lock = report.get("lock") or {}
     if lock.get("refused"):
-        lines.append(f"- change lock: **refused**: {lock['refused']}")
+        lines.append(f"- change lock: **refused**: {md_text(lock['refused'])}")
         if lock.get("held_by"):
-            lines.append(f"- lock held by: {lock['held_by']}")
+            lines.append(f"- lock held by: {md_text(lock['held_by'])}")
     elif lock.get("held"):
-        released = ", released" if lock.get("released") else ", NOT released: " + str(lock.get("release_error"))
-        lines.append(f"- change lock: `{lock['resource']}` held by this run{released}")
+        released = ", released" if lock.get("released") else ", NOT released: " + md_text(lock.get("release_error"))
+        lines.append(f"- change lock: {md_name(lock['resource'])} held by this run{released}")
     return lines
 
 
@@ -112,19 +118,30 @@ def _change_control_lines(control: dict[str, Any]) -> list[str]:
     lines = ["", "## Change control", ""]
     if policy:
         relaxed = policy.get("four_eyes") == "relaxed"
-        lines.append(f"- four-eyes rule: **{policy.get('four_eyes')}**"
+        lines.append(f"- four-eyes rule: **{md_text(policy.get('four_eyes'))}**"
                      + (" (relaxed for this run: the triggering user could approve)" if relaxed else ""))
-        lines.append(f"- approvers: {policy.get('approvers')}; triggered by: {policy.get('triggered_by')}")
+        who = policy.get("triggered_by")
+        lines.append(f"- approvers: {_approvers(policy.get('approvers'))}; triggered by: "
+                     f"{md_name(who) if who else md_text(who)}")
     for reason in (control.get("recheck") or {}).get("reasons") or []:
-        lines.append(f"- approval not reused: {reason}")
+        lines.append(f"- approval not reused: {md_text(reason)}")
     if control.get("audit"):
         lines += ["", "| change | target | before | after | approved by | record |", "|---|---|---|---|---|---|"]
-        lines += [f"| {a['kind']} | `{a['target']}` | `{json.dumps(a['before'], default=str)}` | "
-                  f"`{json.dumps(a['after'], default=str)}` | {', '.join(filter(None, a['approved_by'])) or '-'} "
-                  f"| {a['record_id'][:12]} |" for a in control["audit"]]
+        lines += [f"| {md_text(a['kind'], cell=True)} | {md_name(a['target'], cell=True)} | "
+                  f"{md_name(json.dumps(a['before'], default=str), cell=True)} | "
+                  f"{md_name(json.dumps(a['after'], default=str), cell=True)} | "
+                  f"{', '.join(md_name(u, cell=True) for u in a['approved_by'] if u) or '-'} "
+                  f"| {md_text(a['record_id'][:12], cell=True)} |" for a in control["audit"]]
     elif policy:
         lines.append("- audit: no change was applied by this run")
     return lines
+
+
+def _approvers(value: object) -> str:
+    """The approvers as the policy recorded them: user ids (names), or the words "anyone allowed by Airflow"."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(md_name(u) for u in value)
+    return md_text(value)
 
 
 def build_report(  # Any: a task's Context (or the Airflow layers' dict of it)

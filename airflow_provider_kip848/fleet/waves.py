@@ -22,6 +22,7 @@ from airflow_provider_kip848.fleet.applications import HELD, MIGRATED, OFFLINE, 
 from airflow_provider_kip848.fleet.ownership import Conflict, IdleApplication, OwnershipNotApprovable
 from airflow_provider_kip848.fleet.selection import Selection, check_migration
 from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.inert import md_name, md_text
 
 
 @dataclass(frozen=True)
@@ -132,27 +133,30 @@ class Wave:
 
     def render_markdown(self) -> str:
         """What the approver of this wave sees: applications, teams, their controllers (registry names: what
-        stops, starts or rolls each), groups, readiness and path."""
+        stops, starts or rolls each), groups, readiness and path. Names (applications, teams, controllers,
+        group ids) are code spans, the reasons and warnings inert text (:mod:`~.kafka.inert`)."""
         kind = "canary wave" if self.canary else "wave"
         lines = [f"### Wave {self.number} ({kind}): {len(self.applications)} application(s), "
-                 f"{self.group_count} group(s), {self.migration}", ""]
+                 f"{self.group_count} group(s), {md_text(self.migration)}", ""]
         if self.oversized:
-            lines += [f"**Oversized**: application {self.applications[0].app!r} alone has more groups than the "
-                      "blast-radius limit; it moves whole, in a wave of its own.", ""]
+            lines += [f"**Oversized**: application {md_name(self.applications[0].app)} alone has more groups than "
+                      "the blast-radius limit; it moves whole, in a wave of its own.", ""]
         lines += ["| application | team | path | controller | group | type / state | members | readiness |",
                   "|---|---|---|---|---|---|---|---|"]
         for a in self.applications:
-            controller = _md(a.app_controller or "-") + (f" {_md(str(dict(a.app_controller_args)))}"
-                                                         if a.app_controller_args else "")
+            controller = (md_name(a.app_controller, cell=True) if a.app_controller else "-") + (
+                f" {md_name(dict(a.app_controller_args), cell=True)}" if a.app_controller_args else "")
             for g in a.pending:
-                lines.append(f"| {_md(a.app)} | {_md(a.team)} | {a.path} | {controller} | `{g.group_id}` | "
-                             f"{g.type} / {g.state} | {'-' if g.member_count is None else g.member_count} | "
-                             f"{g.readiness} |")
-        notes = [f"- **{_md(a.app)}**: {_md(a.reason)}" for a in self.applications if a.path == OFFLINE]
-        notes += [f"- **{_md(a.app)}**: already migrated: "
-                  + ", ".join(f"`{g.group_id}`" for g in a.groups if g.status == MIGRATED)
+                lines.append(f"| {md_name(a.app, cell=True)} | {md_name(a.team, cell=True)} | "
+                             f"{md_text(a.path, cell=True)} | {controller} | {md_name(g.group_id, cell=True)} | "
+                             f"{md_text(f'{g.type} / {g.state}', cell=True)} | "
+                             f"{'-' if g.member_count is None else g.member_count} | "
+                             f"{md_text(g.readiness, cell=True)} |")
+        notes = [f"- **{md_name(a.app)}**: {md_text(a.reason)}" for a in self.applications if a.path == OFFLINE]
+        notes += [f"- **{md_name(a.app)}**: already migrated: "
+                  + ", ".join(md_name(g.group_id) for g in a.groups if g.status == MIGRATED)
                   for a in self.applications if any(g.status == MIGRATED for g in a.groups)]
-        notes += [f"- **{_md(a.app)}**: {_md(w)}" for a in self.applications for w in a.warnings]
+        notes += [f"- **{md_name(a.app)}**: {md_text(w)}" for a in self.applications for w in a.warnings]
         if notes:
             lines += ["", "**Notes**", "", *notes]
         lines += ["", f"Wave hash: `{self.wave_hash}`"]
@@ -246,27 +250,28 @@ class WavePlan:
 
     def render_markdown(self, *, max_listed: int = 50) -> str:
         """The whole plan for a reader: summary, every wave, what is held back and why, what is skipped.
-        Long lists of skipped applications and unowned groups show their first ``max_listed``."""
+        Long lists of skipped applications and unowned groups show their first ``max_listed``. Names are code
+        spans, the scope, reasons and warnings inert text (:mod:`~.kafka.inert`)."""
         lim = self.limits
-        lines = [f"## Fleet plan: {self.migration}", "",
+        lines = [f"## Fleet plan: {md_text(self.migration)}", "",
                  f"{len(self.waves)} wave(s), {len(self.applications)} application(s), {len(self.group_ids)} "
                  f"group(s); {len(self.held_back)} held back, {len(self.migrated)} already migrated, "
                  f"{len(self.unowned)} unowned group(s).", "",
                  f"Limits: canary {lim.canary} application(s), {lim.wave_size} application(s) per wave, at most "
                  f"{lim.max_groups_per_wave if lim.max_groups_per_wave is not None else 'any number of'} group(s) "
-                 f"per wave, {lim.parallelism} at once. Inventory taken at {self.inventory_taken_at or '-'}"
+                 f"per wave, {lim.parallelism} at once. Inventory taken at {md_text(self.inventory_taken_at or '-')}"
                  + ("." if self.inventory_complete else " (**not complete**)."), ""]
         if self.scope:
-            lines += [f"Selection: {_md(self.scope)}.", ""]
+            lines += [f"Selection: {md_text(self.scope)}.", ""]
         if self.blockers:
             lines += ["### Not approvable: fix the ownership map", "",
-                      *[f"- {_md(b)}" for b in self.blockers], ""]
+                      *[f"- {md_text(b)}" for b in self.blockers], ""]
         if self.unmatched:
-            lines += ["**Matched nothing**", "", *[f"- {_md(u)}" for u in self.unmatched], ""]
+            lines += ["**Matched nothing**", "", *[f"- {md_text(u)}" for u in self.unmatched], ""]
         if self.scope and not (self.waves or self.held_back or self.migrated):
-            lines += [f"**Nothing selected**: {_md(self.scope)} chose no application of this inventory.", ""]
+            lines += [f"**Nothing selected**: {md_text(self.scope)} chose no application of this inventory.", ""]
         if self.warnings:
-            lines += ["**Warnings**", "", *[f"- {_md(w)}" for w in self.warnings], ""]
+            lines += ["**Warnings**", "", *[f"- {md_text(w)}" for w in self.warnings], ""]
         for w in self.waves:
             lines += [w.render_markdown(), ""]
         if self.held_back:
@@ -274,26 +279,22 @@ class WavePlan:
                       "|---|---|---|---|---|"]
             for a in self.held_back:
                 remedies = sorted({g.remedy for g in a.groups if g.status == HELD and g.remedy})
-                lines.append(f"| {_md(a.app)} | {_md(a.team)} | "
-                             + ", ".join(f"`{g.group_id}`" for g in a.groups)
-                             + f" | {_md(a.reason)} | {_md(' '.join(remedies)) or '-'} |")
+                lines.append(f"| {md_name(a.app, cell=True)} | {md_name(a.team, cell=True)} | "
+                             + ", ".join(md_name(g.group_id, cell=True) for g in a.groups)
+                             + f" | {md_text(a.reason, cell=True)} | {md_text(' '.join(remedies), cell=True) or '-'} |")
             lines.append("")
         if self.migrated:
             names = [a.app for a in self.migrated]
             lines += ["### Already migrated (skipped)", "",
-                      ", ".join(names[:max_listed]) + (f" and {len(names) - max_listed} more"
+                      ", ".join(md_name(n) for n in names[:max_listed]) + (f" and {len(names) - max_listed} more"
                                                        if len(names) > max_listed else ""), ""]
         if self.unowned:
             lines += ["### Unowned groups (no ownership rule: never migrated)", "",
-                      ", ".join(f"`{g}`" for g in self.unowned[:max_listed])
+                      ", ".join(md_name(g) for g in self.unowned[:max_listed])
                       + (f" and {len(self.unowned) - max_listed} more" if len(self.unowned) > max_listed else ""),
                       ""]
         lines += [f"Plan hash: `{self.plan_hash}`"]
         return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _as_selection(selection: Selection | Iterable[Application], migration: str | None) -> Selection:

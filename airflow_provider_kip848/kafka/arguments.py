@@ -174,6 +174,12 @@ def _char_problem(text: str, index: int) -> str | None:
     return None
 
 
+def is_hidden(text: str, index: int) -> bool:
+    """Whether ``text[index]`` prints as nothing, as a blank or over its neighbours (the characters
+    :func:`identifier_problem` refuses): what a rendering shows by its code point instead (:mod:`.inert`)."""
+    return _char_problem(text, index) is not None
+
+
 def hidden_characters(text: str) -> str | None:
     """What in ``text`` prints as nothing, as a blank or over its neighbours (see :func:`identifier_problem`),
     each character by code point, name and position; None when nothing does."""

@@ -47,6 +47,7 @@ from airflow_provider_kip848.changecontrol.approvals import (
 from airflow_provider_kip848.changecontrol.report import approval_record
 from airflow_provider_kip848.hooks.connection import extra_field
 from airflow_provider_kip848.kafka.arguments import USER_ID_PATTERN
+from airflow_provider_kip848.kafka.inert import md_text
 
 CHANGE_CONTROL_FIELDS = ("approvers", "four_eyes", "approval_max_age_minutes", "kafka_conn_id")
 
@@ -248,7 +249,8 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
             raise AirflowSkipException("The cluster already is where the plan leads; nothing left to apply. "
                                        + " ".join(reasons))
         self.subject = f"Re-approval needed: {current.get('title') or self.subject}"
-        self.body = "\n".join(["**The earlier approval is not reused:**", ""] + [f"- {r}" for r in reasons]
+        # a reason quotes the plan's targets and values (names): inert text; the plan's Markdown is the provider's
+        self.body = "\n".join(["**The earlier approval is not reused:**", ""] + [f"- {md_text(r)}" for r in reasons]
                               + ["", str(current.get("markdown") or "")])
         asked: dict[str, object] = super().execute(context)  # the HITL operator's answer
         return asked

@@ -70,6 +70,7 @@ from airflow_provider_kip848.hooks.ownership import OwnershipMapMissing, read_ow
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.arguments import parse_flag
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
+from airflow_provider_kip848.kafka.inert import md_text
 from airflow_provider_kip848.kafka.lock import ChangeLock
 from airflow_provider_kip848.operators.lock import release_change_lock, run_owner
 
@@ -184,7 +185,7 @@ def make_plan(params: dict, context: Context) -> dict:
     # an application whose rules match no group: the plan is shown (written and logged below), never approvable
     owned = [g.group_id for a in selection.applications for g in a.groups]
     # the window as the guard read it: every wave runs in it, and its approvers see it as read
-    markdown = wave_plan.render_markdown() + f"\n\n- {window_note(params)}"
+    markdown = wave_plan.render_markdown() + f"\n\n- {md_text(window_note(params))}"  # quotes the Params
     if len(wave_plan.waves) > MAX_WAVES:
         markdown += (f"\n\n**{len(wave_plan.waves) - MAX_WAVES} wave(s) beyond this run's {MAX_WAVES} slots** run "
                      "when the DAG is triggered again (the next run plans what is left).")
@@ -259,11 +260,11 @@ def open_wave_step(number: int, params: dict, context: Context) -> dict:
         markdown += (f"\n\n**{len(waves) - slots} wave(s) of the plan are beyond this run's {slots} slots**: they run "
                      "when the DAG is triggered again (the next run plans what is left), and this run ends partial.")
     if planned["plan"].get("scope"):  # what the run chose, in words ("every application ..." only if it said so)
-        markdown = f"Selection: {planned['plan']['scope']}.\n\n{markdown}"
+        markdown = f"Selection: {md_text(planned['plan']['scope'])}.\n\n{markdown}"
     return {"number": number, "hash": wave["wave_hash"], "wave": wave,
             "title": f"{len(wave['applications'])} application(s), {wave['group_count']} group(s)"
                      + (" (canary)" if wave["canary"] else ""),
-            "markdown": markdown + f"\n\n- {window_note(params)}\n\nPlan hash: `{planned['plan_hash']}`",
+            "markdown": markdown + f"\n\n- {md_text(window_note(params))}\n\nPlan hash: `{planned['plan_hash']}`",
             "changes": [{"kind": "protocol", "target": g["group_id"], "before": g["type"], "after": "consumer"}
                         for a in wave["applications"] for g in a["groups"] if g["status"] == "pending"]}
 

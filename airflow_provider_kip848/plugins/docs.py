@@ -11,8 +11,10 @@ copies them into the package at build time; a checkout serves its own ``docs/``)
   the repository;
 * ``GET /kip848-docs/<path>.png``: an image of the pages.
 
-The pages are the project's public documentation (nothing of the deployment, no secret): they are served
-without sign-in, as they would be on a web site.
+Every route asks for Airflow's sign-in, as the plugin's other pages do (:func:`.auth.signed_in_user`: the UI's
+session cookie or a bearer token; 401 without one): the pages say which Params, connections and controllers a
+deployment of the provider has, which is nobody's business outside it. Any signed-in user may read them (no DAG
+is read).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import html
 from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException, status
+from fastapi import Depends, FastAPI, HTTPException, status
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
+
+from airflow_provider_kip848.plugins.auth import signed_in_user
 
 #: where the API server mounts the app; the Providers page's link is relative to the UI (see pyproject / setup.py)
 URL_PREFIX = "/kip848-docs"
@@ -64,7 +68,8 @@ def render_markdown(text: str, title: str) -> str:
             f"<style>{_STYLE}</style></head><body>{body}</body></html>")
 
 
-app = FastAPI(title="airflow-provider-kip848 documentation", docs_url=None, redoc_url=None, openapi_url=None)
+app = FastAPI(title="airflow-provider-kip848 documentation", docs_url=None, redoc_url=None, openapi_url=None,
+              dependencies=[Depends(signed_in_user)])
 
 
 @app.get("/")

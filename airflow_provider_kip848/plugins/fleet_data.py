@@ -24,6 +24,7 @@ from airflow_provider_kip848.fleet.ownership import GroupOwner, OwnershipMap
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.ownership import DEFAULT_OWNERSHIP_VARIABLE, read_ownership_map
 from airflow_provider_kip848.kafka.errors import ConnectionNotFound, InvalidArgument, Kip848Error
+from airflow_provider_kip848.kafka.inert import visible
 from airflow_provider_kip848.kafka.inventory import GroupInventory, InventoryEntry, Readiness
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
 
@@ -81,7 +82,9 @@ def _matches(row: Mapping[str, Any], key: str, value: str) -> bool:
             return False  # the map could not be read: no owner is known, none is guessed
         if value == UNOWNED:
             return owner["status"] == UNOWNED
-        return value in {c[key] for c in owner["claims"]} or owner[key] == value
+        names = {c[key] for c in owner["claims"]} | {owner[key]}
+        # the page shows (and its filter sends back) a name with an invisible character as its escape (pages.py)
+        return value in names or value in {visible(n) for n in names if isinstance(n, str)}
     if key == "readiness":
         return any(v["readiness"] == value for v in row["verdicts"])
     if key == "state":

@@ -3,18 +3,20 @@
 The HTML has no external assets: a table of verdicts and, when lag was
 measured before and after, an inline SVG bar chart of lag per partition. A
 wave's report (:func:`wave_report_dict`) has the wave's overall verdict and
-one such table per group.
+one such table per group. Every value is text of its own
+(:func:`~airflow_provider_kip848.kafka.inert.xml_text`: escaped, with a direction mark or a zero-width character in
+a group id or a topic name shown by its code point).
 """
 
 from __future__ import annotations
 
-import html
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from airflow_provider_kip848.kafka.files import atomic_write_text
+from airflow_provider_kip848.kafka.inert import xml_text
 from airflow_provider_kip848.spark.checks import Verdict
 
 
@@ -49,7 +51,7 @@ def lag_chart_svg(before: dict[str, int], after: dict[str, int], width: int = 64
     for i, p in enumerate(parts):
         y = 10 + i * row
         b, a = before.get(p, 0), after.get(p, 0)
-        out.append(f'<text x="0" y="{y + 12}">{html.escape(p)}</text>')
+        out.append(f'<text x="0" y="{y + 12}">{xml_text(p)}</text>')
         out.append(f'<rect x="{label_w}" y="{y}" width="{b * scale:.1f}" height="{bar}" fill="#9aa0a6"/>')
         out.append(f'<text x="{label_w + b * scale + 4:.1f}" y="{y + 8}">{b}</text>')
         out.append(f'<rect x="{label_w}" y="{y + bar + 1}" width="{a * scale:.1f}" height="{bar}" fill="#1a73e8"/>')
@@ -64,8 +66,8 @@ def _verdict_table(verdicts: list[dict[str, Any]]) -> str:
         status = "PASS" if v["passed"] else "FAIL"
         color = "#137333" if v["passed"] else "#c5221f"
         offending = ", ".join(json.dumps(o, default=str) for o in v["offending"][:10])
-        rows.append(f'<tr><td>{html.escape(v["check"])}</td><td style="color:{color};font-weight:bold">{status}</td>'
-                    f'<td>{html.escape(v["summary"])}</td><td><code>{html.escape(offending)}</code></td></tr>')
+        rows.append(f'<tr><td>{xml_text(v["check"])}</td><td style="color:{color};font-weight:bold">{status}</td>'
+                    f'<td>{xml_text(v["summary"])}</td><td><code>{xml_text(offending)}</code></td></tr>')
     return ("<table><tr><th>check</th><th>result</th><th>summary</th><th>first offending items</th></tr>"
             f"{''.join(rows)}</table>")
 
@@ -81,12 +83,12 @@ def _lag_chart(verdicts: list[dict[str, Any]]) -> str:
 
 def _page(report: dict[str, Any], body: str) -> str:
     verdict = "PASSED" if report["passed"] else "FAILED"
-    context = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in report["context"].items())
+    context = "".join(f"<li>{xml_text(str(k))}: {xml_text(str(v))}</li>" for k, v in report["context"].items())
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{html.escape(report["title"])}</title>
+<html><head><meta charset="utf-8"><title>{xml_text(report["title"])}</title>
 <style>body{{font-family:sans-serif;max-width:980px;margin:2em auto}}td,th{{border-bottom:1px solid #ddd;
 padding:4px 8px;text-align:left;vertical-align:top}}table{{border-collapse:collapse}}</style></head>
-<body><h1>{html.escape(report["title"])}: {verdict}</h1><p>Generated {html.escape(report["generated_at"])}</p>
+<body><h1>{xml_text(report["title"])}: {verdict}</h1><p>Generated {xml_text(report["generated_at"])}</p>
 <ul>{context}</ul>
 {body}
 </body></html>
@@ -103,9 +105,9 @@ def render_html(report: dict[str, Any]) -> str:  # Any: JSON of several shapes (
 def render_wave_html(report: dict[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
     """The wave's verdict, then one section per group (failed groups first) with its table and lag chart."""
     overall = report["overall"]
-    parts = [f"<h2>Wave: {'PASSED' if overall['passed'] else 'FAILED'}</h2><p>{html.escape(overall['summary'])}</p>"]
+    parts = [f"<h2>Wave: {'PASSED' if overall['passed'] else 'FAILED'}</h2><p>{xml_text(overall['summary'])}</p>"]
     for g in sorted(report["groups"], key=lambda g: (g["passed"], g["group_id"])):
-        title = html.escape(g["group_id"]) + (f" ({html.escape(g['app'])})" if g.get("app") else "")
+        title = xml_text(g["group_id"]) + (f" ({xml_text(g['app'])})" if g.get("app") else "")
         chart = _lag_chart(g["verdicts"])
         parts.append(f"<h2>{title}: {'PASSED' if g['passed'] else 'FAILED'}</h2>" + _verdict_table(g["verdicts"])
                      + (f"<h3>Lag per partition</h3>{chart}" if chart else ""))

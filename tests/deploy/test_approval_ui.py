@@ -1,10 +1,12 @@
 """The four-eyes rule in the web UI: the triggering user is refused (her Approve and her Reject alike: Airflow's
 HITL accepts answers only from the assigned users), a second admin approves on the Required Actions page, and the
-change is applied."""
+change is applied. And a group id cannot forge the page the approver signs (issue 45): the issue's id shows as
+text, with no link and no bold from it."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from playwright.sync_api import expect
 
@@ -40,7 +42,7 @@ def test_self_approval_refused_second_admin_approves(deployment: Deployment, bro
     run_id = response.json()["dag_run_id"]
     detail = deployment.wait_approval(DAG_ID, run_id)
     assert [u["id"] for u in detail["assigned_users"]] == ["bob"]
-    assert "Not alice: they triggered this run (four-eyes rule)." in detail["body"]
+    assert "Not `alice`: they triggered this run (four-eyes rule)." in detail["body"]  # a user id: a code span
 
     with signed_in(browser, deployment, "alice") as page:  # the person who triggered the change
         open_required_action(page, deployment, run_id)
@@ -85,5 +87,55 @@ def test_self_approval_refused_second_admin_approves(deployment: Deployment, bro
     admin = KafkaAdmin(ClientSettings(deployment.bootstrap))
     try:
         assert admin.describe_group_config(GROUP).dynamic.get("consumer.heartbeat.interval.ms") == "1500"
+    finally:
+        admin.close()
+
+
+#: the issue's group id: on the code before the fix, a heading with a link to evil.example and a bold "APPROVED BY
+#: SECURITY" on the approval page
+FORGED = "orders-app](https://evil.example/approve) **APPROVED BY SECURITY** [x"
+
+
+def test_a_forged_group_id_is_text_on_the_approval_page(deployment: Deployment, browser, screenshots):
+    """A real group with the issue's id, a config change on it triggered by alice; bob opens its approval in
+    Chromium: the id shows whole as text (its brackets and asterisks too), the page links nowhere near
+    evil.example, no bold and no heading comes from the id; bob rejects and nothing changes."""
+    topic = "deploy-inert-orders"
+    create_topics(deployment.bootstrap, {topic: 1})
+    produce(deployment.bootstrap, topic, (f"v{i}" for i in range(3)))
+    consume(deployment.bootstrap, FORGED, [topic], 3, group_protocol="consumer")
+    deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
+    response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={
+        "logical_date": None,
+        "conf": {"group_id": FORGED, "key": "consumer.heartbeat.interval.ms", "value": "1500", "action": "set"}})
+    response.raise_for_status()
+    run_id = response.json()["dag_run_id"]
+    detail = deployment.wait_approval(DAG_ID, run_id)
+    assert f"`{FORGED}:consumer.heartbeat.interval.ms`" in detail["body"], detail["body"]
+
+    with signed_in(browser, deployment, "bob") as page:
+        page.goto(f"{deployment.base_url}/dags/{DAG_ID}/runs/{run_id}/tasks/approval/required_actions")
+        expect(page.get_by_role("button", name="Reject")).to_be_visible()
+        expect(page.get_by_text("Who may approve")).to_be_visible()
+        # the id as text: the plan's target cell holds it whole, brackets and asterisks included
+        expect(page.locator("code", has_text=f"{FORGED}:consumer.heartbeat.interval.ms")).to_have_count(1)
+        # the title is the plan's one heading, the id's "**" and "](" in it as characters
+        expect(page.get_by_role("heading").filter(has_text=f"Group {FORGED}: set")).to_have_count(1)
+        expect(page.get_by_role("heading", name=re.compile("APPROVED BY SECURITY"))).to_have_count(1)
+        # nothing links to evil.example, nothing is bold from the id
+        expect(page.locator("a[href*='evil.example']")).to_have_count(0)
+        expect(page.locator("strong, b").filter(has_text="APPROVED BY SECURITY")).to_have_count(0)
+        expect(page.get_by_role("link", name=re.compile("APPROVED|orders-app"))).to_have_count(0)
+        shot(page, screenshots, "forged_group_id_is_text")
+        page.get_by_role("button", name="Reject").click()
+        wait_for(lambda: not deployment.pending_approvals(DAG_ID, run_id), 60, "approval answered",
+                 alive=deployment.check)
+
+    run = deployment.wait_run(DAG_ID, run_id)
+    assert run["state"] == "success", deployment.failed_task_logs(DAG_ID, run_id)
+    assert deployment.xcom(DAG_ID, run_id, "report")["outcome"] == "rejected"
+    admin = KafkaAdmin(ClientSettings(deployment.bootstrap))
+    try:
+        assert admin.describe_group_config(FORGED).dynamic == {}, "a rejected change was applied"
     finally:
         admin.close()

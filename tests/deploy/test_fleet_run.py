@@ -109,7 +109,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
             detail = deployment.wait_approval(DAG_ID, run_id, timeout=300)
             assert detail["task_instance"]["task_id"] == f"wave_{wave}.approval", detail
             assert "Wave hash" in detail["body"]
-            assert f"| {list(APPS)[wave - 1]} |" in detail["body"], "the approver sees the application's controller"
+            assert f"| `{list(APPS)[wave - 1]}` |" in detail["body"], "the approver sees the application's controller"
             deployment.answer(detail, "bob", "Approve").raise_for_status()
 
             def migrating(w: int = wave) -> list[str] | None:

@@ -88,6 +88,9 @@ def test_the_providers_page_links_to_documentation_that_opens(deployment: Deploy
         assert docs.url == f"{deployment.base_url}/{DOCS}"
         docs.get_by_role("link", name="deploy.md").first.click()
         expect(docs.get_by_role("heading", name="Deploying the provider")).to_be_visible()
-    image = requests.get(f"{deployment.base_url}/kip848-docs/screenshots/trigger_form.png", timeout=30)
+    viewer = deployment.session("victor")  # the pages ask for Airflow's sign-in, as the reports pages do
+    image = viewer.get(f"{deployment.base_url}/kip848-docs/screenshots/trigger_form.png", timeout=30)
     assert image.status_code == 200 and image.headers["content-type"] == "image/png"
-    assert requests.get(f"{deployment.base_url}/kip848-docs/no-such-page.md", timeout=30).status_code == 404
+    assert viewer.get(f"{deployment.base_url}/kip848-docs/no-such-page.md", timeout=30).status_code == 404
+    for page in (DOCS, "kip848-docs/screenshots/trigger_form.png", "kip848-reports/"):
+        assert requests.get(f"{deployment.base_url}/{page}", timeout=30).status_code == 401, page

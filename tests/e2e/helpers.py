@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from confluent_kafka import Producer
+from markdown_it import MarkdownIt
 
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from kip848_harness import dagrun
@@ -25,6 +26,14 @@ def run_dag(module: str, conf: dict[str, Any], **kwargs):
 
 
 state = dagrun.run_state
+
+
+def shown(markdown: str) -> str:
+    """An approval body's text as the approver reads it rendered (escapes resolved, code spans as their text, one
+    line per paragraph, list item or cell): a plan's notes are inert text, so the provider's own backticks in a
+    note (``controller stop: `...` ``) are shown as they are."""
+    return "\n".join("".join(child.content for child in token.children or ())
+                     for token in MarkdownIt("commonmark").enable("table").parse(markdown) if token.type == "inline")
 
 
 def approve(detail: dict) -> str:

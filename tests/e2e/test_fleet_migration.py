@@ -163,7 +163,7 @@ def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(ai
     # one approval per wave that ran, each showing its own applications and hash
     assert [a["task_id"] for a in answers] == ["wave_1.approval", "wave_2.approval"], answers
     assert "a-canary" in answers[0]["body"] and "b-planted" not in answers[0]["body"]
-    assert f"| offline | {prefix}a-canary |" in answers[0]["body"], "the approver sees the application's controller"
+    assert f"| offline | `{prefix}a-canary` |" in answers[0]["body"], "the approver sees the application's controller"
     assert "b-planted" in answers[1]["body"] and "c-good" in answers[1]["body"]
     assert "d-later" not in answers[1]["body"]
     waves = {w["number"]: w for w in report["waves"]}

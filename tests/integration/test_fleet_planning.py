@@ -98,7 +98,7 @@ def test_a_fleet_plan_follows_the_real_verdicts_and_resumes(native, bootstrap, u
         assert plan_waves(select(native.inventory(group_ids=ids), ownership), canary=1, wave_size=2,
                           max_groups_per_wave=3, parallelism=2).plan_hash == plan.plan_hash  # lag etc. aside
         md = plan.render_markdown()
-        assert f"| coop | commerce | offline | - | `{coop}` | classic / Stable | 2 | offline_only |" in md
+        assert f"| `coop` | `commerce` | offline | - | `{coop}` | classic / Stable | 2 | offline_only |" in md
         assert f"`{stray}`" in md and "ledger" in md
 
         # the billing wave really runs: an Empty classic group converts when a consumer-protocol member joins

@@ -36,16 +36,18 @@ def api(airflow_db):
     from fastapi.testclient import TestClient
     from starlette.routing import Mount
 
+    from airflow_provider_kip848.plugins import docs
     from airflow_provider_kip848.plugins.reports import app as reports_app
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS", "False")
         app = create_app("core")
-        if not any(getattr(r, "path", None) == URL_PREFIX for r in app.routes):
-            # a venv whose editable install predates the plugin's entry point (its metadata is read at install
-            # time): mounted where the API server mounts plugin apps, before the UI's catch-all route; the deploy
-            # tier installs the wheel and finds it by its entry point
-            app.router.routes.insert(0, Mount(URL_PREFIX, app=reports_app))
+        for prefix, plugin_app in ((URL_PREFIX, reports_app), (docs.URL_PREFIX, docs.app)):
+            if not any(getattr(r, "path", None) == prefix for r in app.routes):
+                # a venv whose editable install predates the plugin's entry point (its metadata is read at install
+                # time): mounted where the API server mounts plugin apps, before the UI's catch-all route; the
+                # deploy tier installs the wheel and finds it by its entry point
+                app.router.routes.insert(0, Mount(prefix, app=plugin_app))
         manager = get_auth_manager()
         tokens = {role: manager.generate_jwt(SimpleAuthManagerUser(username=f"{role}-user", role=role))
                   for role in ("admin", "viewer")}
@@ -250,6 +252,39 @@ def test_unauthenticated_and_unauthorized_requests_are_refused(api, runs):
     assert _get(api, "/", role="nobody", dag_id=DAG_ID).status_code == 403
     nothing = _get(api, "/", role="nobody")
     assert nothing.status_code == 200 and "may read none of these DAGs" in nothing.text
+
+
+def test_the_documentation_asks_for_sign_in_as_the_reports_pages_do(api):
+    """The plugin's docs (plugins/docs.py) are answered as the reports pages are: 401 without a session (no token,
+    no cookie; 403 for a token Airflow did not sign), the page with one (the REST API's bearer token, or the UI's cookie); any
+    signed-in user may read them, and a page that is not there stays a 404 once signed in."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    client, tokens = api
+    pages = ("/kip848-docs/", "/kip848-docs/index.md", "/kip848-docs/deploy.md",
+             "/kip848-docs/screenshots/trigger_form.png", "/kip848-docs/no-such-page.md")
+    # no session: 401; a token that is not Airflow's: what Airflow answers (403), as the reports pages answer
+    for headers, code in (({}, 401), ({"Authorization": "Bearer not-a-token"}, 403)):
+        assert client.get(f"{URL_PREFIX}/", headers=headers).status_code == code
+        for path in pages:
+            refused = client.get(path, headers=headers, follow_redirects=False)
+            assert refused.status_code == code, (path, headers, refused.status_code)
+            assert "airflow-provider-kip848" not in refused.text and "<table>" not in refused.text
+    for role in ("viewer", "nobody"):
+        headers = {"Authorization": f"Bearer {tokens[role]}"}
+        index = client.get("/kip848-docs/index.md", headers=headers)
+        assert index.status_code == 200 and "<h1>airflow-provider-kip848</h1>" in index.text, role
+        image = client.get("/kip848-docs/screenshots/trigger_form.png", headers=headers)
+        assert image.status_code == 200 and image.headers["content-type"] == "image/png"
+        assert client.get("/kip848-docs/no-such-page.md", headers=headers).status_code == 404
+    redirect = client.get("/kip848-docs/", headers={"Authorization": f"Bearer {tokens['viewer']}"},
+                          follow_redirects=False)
+    assert redirect.status_code == 307 and redirect.headers["location"] == "/kip848-docs/index.md"
+    client.cookies.set(COOKIE_NAME_JWT_TOKEN, tokens["viewer"])  # the UI's session, as a browser sends it
+    try:
+        assert "<table>" in client.get("/kip848-docs/deploy.md").text
+    finally:
+        client.cookies.clear()
 
 
 def test_the_report_task_has_its_extra_link(api, runs):

@@ -173,8 +173,8 @@ def test_a_reused_approval_lists_its_approver_once():
 def test_the_approval_form_says_who_may_approve_and_why_someone_may_not():
     policy = ApprovalPolicy.from_values(["alice", "bob"], True, 60)
     text = policy.who_may_approve("alice")
-    assert "- Approvers: bob (anyone else is refused by Airflow)." in text
-    assert "- Not alice: they triggered this run (four-eyes rule)." in text
+    assert "- Approvers: `bob` (anyone else is refused by Airflow)." in text  # user ids are names: code spans
+    assert "- Not `alice`: they triggered this run (four-eyes rule)." in text
     assert "- The approval holds for 60.0 min; after that the change asks again." in text
     anyone = ApprovalPolicy.from_values([], False, None).who_may_approve("carol")
     assert "Any user Airflow allows" in anyone and "relaxed for this run" in anyone

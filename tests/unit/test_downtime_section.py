@@ -59,7 +59,7 @@ def test_the_section_gives_the_gap_settling_rebalances_and_states_from_the_recor
     assert section["settle_s"] == 3 and section["rebalances"] == 3 and section["types"] == ["classic", "consumer"]
     assert [s["state"] for s in section["states"]] == ["Empty", "Stable", "Reconciling", "Stable"]
     text = "\n".join(downtime_markdown(section, "downtime.svg"))
-    assert "6.500 s on t:0" in text and "Stable on consumer**: 3.000 s" in text
+    assert "6.500 s on `t:0`" in text and "Stable on consumer**: 3.000 s" in text  # a partition names a topic
     assert "![group timeline](downtime.svg)" in text and "classic -> consumer" in text
     assert ("**States**: classic Empty (none; 14:13:22.000) -> consumer Stable (1 consumer; 14:13:25.000) -> "
             "consumer Reconciling (2 consumer; 14:13:26.000) -> consumer Stable (2 consumer; 14:13:27.500)") in text
@@ -74,7 +74,7 @@ def test_an_output_gap_takes_precedence_and_both_are_kept():
     assert section["gap_source"] == "output records" and section["processing_gap"]["seconds"] == 5.9
     assert section["committed_gap"]["seconds"] == 6.5
     text = "\n".join(downtime_markdown(section))
-    assert "5.900 s on out:1" in text and "Longest commit stall: 6.500 s" in text and "| out:0 | 5.100 |" in text
+    assert "5.900 s on `out:1`" in text and "Longest commit stall: 6.500 s" in text and "| `out:0` | 5.100 |" in text
 
 
 def test_nothing_in_the_records_stays_unknown():

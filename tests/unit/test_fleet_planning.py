@@ -487,12 +487,13 @@ def test_the_plan_is_deterministic_and_its_hash_tied_to_the_content():
 def test_the_approver_sees_applications_groups_readiness_and_path():
     plan = plan_waves(select(fleet(), ownership()), canary=1)
     md = plan.waves[0].render_markdown()
-    assert "Wave 1 (canary wave)" in md and "| search | discovery | offline | - | `search-1` |" in md
-    assert "**search**: the ownership map asks for the offline path" in md
+    # names are code spans (kafka/inert.py)
+    assert "Wave 1 (canary wave)" in md and "| `search` | `discovery` | offline | - | `search-1` |" in md
+    assert "**`search`**: the ownership map asks for the offline path" in md
     full = plan.render_markdown()
-    assert "| payments | commerce | online | - | `pay-eu-1` | classic / Stable | 2 | ready_online |" in full
+    assert "| `payments` | `commerce` | online | - | `pay-eu-1` | classic / Stable | 2 | ready_online |" in full
     # the controller the ownership map names (a registry name) and its run arguments: what stops or rolls it
-    assert ("| orders | commerce | offline | orders-deployment {'namespace': 'shop', 'deployment': 'orders'} | "
+    assert ("| `orders` | `commerce` | offline | `orders-deployment` `{'namespace': 'shop', 'deployment': 'orders'}` | "
             "`orders-b` | classic / Stable | 2 | offline_only |") in full
     assert "orders-b is offline_only (custom_assignor: userData)" in full
     assert "reco" in full and "allows only the online path" in full

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 
 import pytest
+from markdown_it import MarkdownIt
 
 from airflow_provider_kip848.changecontrol import fleet_report
 from airflow_provider_kip848.changecontrol.fleet_report import (
@@ -105,8 +106,9 @@ def build(**overrides) -> dict:
 
 
 def table(markdown: str, header_start: str) -> list[list[str]]:
-    """The rows (cells) of the Markdown table whose header starts with ``header_start``; every row must have as
-    many cells as the header (an unescaped ``|`` in a cell would add one)."""
+    """The rows (cells, as a reader sees them rendered) of the Markdown table whose header starts with
+    ``header_start``; every row must have as many cells as the header (an unescaped ``|`` in a cell would add
+    one)."""
     lines = markdown.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
     rows = []
@@ -116,7 +118,20 @@ def table(markdown: str, header_start: str) -> list[list[str]]:
         rows.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
     assert all(len(r) == len(rows[0]) for r in rows), rows
     assert set(rows[1]) == {"---"}
-    return [rows[0], *rows[2:]]
+    shown: list[list[str]] = []
+    for token in MarkdownIt("commonmark").enable("table").parse("\n".join(lines[start:start + len(rows)])):
+        if token.type == "tr_open":
+            shown.append([])
+        elif token.type == "inline":
+            shown[-1].append("".join(c.content for c in token.children or ()))
+    assert [len(r) for r in shown] == [len(rows[0])] * (len(rows) - 1), shown
+    return shown
+
+
+def shown_text(markdown: str) -> str:
+    """The Markdown's text as a reader sees it rendered (escapes resolved, code spans as their text)."""
+    return "\n".join("".join(c.content for c in t.children or ()) for t in
+                     MarkdownIt("commonmark").enable("table").parse(markdown) if t.type == "inline")
 
 
 # -- the report's numbers ----------------------------------------------------------------------------------------
@@ -241,8 +256,9 @@ def test_markdown_summary_and_stop():
     assert summary["waves planned"] == "3" and summary["waves stopped by the error budget"] == "1"
     assert summary["applications failed"] == "1" and summary["applications rolled back"] == "1"
     assert summary["applications held back"] == "1" and summary["groups migrated"] == "3"
-    assert "**Stopped** by wave 2's error budget: wave 2: 1 of 2 application(s) failed (billing)" in md
-    assert "Longest processing gap: **billing**, 2 min 10 s" in md
+    assert "Stopped by wave 2's error budget: wave 2: 1 of 2 application(s) failed (billing)" in shown_text(md)
+    assert "Longest processing gap: billing, 2 min 10 s" in shown_text(md)
+    assert "Longest processing gap: **`billing`**, 2 min 10 s" in md  # the application is a name: a code span
 
 
 def test_markdown_groups_by_type_table():
@@ -264,7 +280,7 @@ def test_markdown_waves_table():
     assert (cell["wave"], cell["status"], cell["approved by"], cell["duration"], cell["ok"], cell["failed"],
             cell["error budget"]) == ("1 (canary)", "ran", "alice", "1 min 40 s", "1", "0", "proceed")
     cell = dict(zip(header, two, strict=True))
-    assert (cell["duration"], cell["ok"], cell["failed"], cell["error budget"]) == ("10 min 0 s", "1", "1", "**stop**")
+    assert (cell["duration"], cell["ok"], cell["failed"], cell["error budget"]) == ("10 min 0 s", "1", "1", "stop")
     cell = dict(zip(header, three, strict=True))
     assert (cell["status"], cell["duration"], cell["ok"], cell["failed"]) == ("stopped (by wave 2)", "-", "-", "-")
 
@@ -272,12 +288,12 @@ def test_markdown_waves_table():
 def test_markdown_escapes_pipes_in_cells():
     md = render_fleet_markdown(build())
     failed = table(md, "| failed group |")
-    assert failed[1] == ["`billing-2`", "billing", "members did not rejoin \\| timed out after 300 s"]
+    assert failed[1] == ["billing-2", "billing", "members did not rejoin | timed out after 300 s"]
     rollbacks = table(md, "| rolled back |")
     assert rollbacks[1][:5] == ["billing", "yes", "2 of 2", "3 min 0 s", "2 min 10 s"]
-    assert rollbacks[1][5] == "back on classic \\| offsets kept"
+    assert rollbacks[1][5] == "back on classic | offsets kept"
     held = table(md, "| application | team | why |")
-    assert held[1] == ["legacy", "core", "group legacy-1 is blocked \\| static members"]
+    assert held[1] == ["legacy", "core", "group legacy-1 is blocked | static members"]
 
 
 def test_markdown_applications_and_longest_gaps():
@@ -631,7 +647,7 @@ def test_each_touched_group_settling_is_listed_longest_first_unmeasured_and_unre
         ("billing-2", "migrate", None)]  # catalog (no downtime: not read) and billing-2's way back not listed
     assert rows[-1]["error"] == "CoordinatorUnavailable: x" and rows[2]["rebalances"] is None
     cells = table(render_fleet_markdown(report), "| group | application |")
-    assert cells[1] == ["`billing-1`", "billing", "2", "rollback", "11.000 s", "1", "classic → consumer",
+    assert cells[1] == ["billing-1", "billing", "2", "rollback", "11.000 s", "1", "classic → consumer",
                         "4.250 s on orders:1"]
     assert cells[3][4:] == ["?", "?", "classic → consumer", "?"]  # unknown stays unknown, never 0
     assert cells[4][4].startswith("not measured: CoordinatorUnavailable")

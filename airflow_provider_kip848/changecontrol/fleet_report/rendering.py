@@ -11,6 +11,7 @@ from typing import Any
 from airflow_provider_kip848.changecontrol.fleet_report.building import FILE_NAMES, MAX_GAP_BARS, ONLINE, RAN
 from airflow_provider_kip848.changecontrol.fleet_report.history import HistoryEntry
 from airflow_provider_kip848.changecontrol.plot import bar_chart_svg, line_chart_svg
+from airflow_provider_kip848.kafka.inert import md_name, md_text
 
 # -- charts ----------------------------------------------------------------------------------------------------
 
@@ -73,23 +74,24 @@ def _lock_md(lock: Mapping[str, Any] | None) -> list[str]:
     """The fleet lock refused: who holds it (the run did nothing)."""
     if not lock or not lock.get("refused"):
         return []
-    return [f"- change lock: **refused**: {_md(lock['refused'])}"]
+    return [f"- change lock: **refused**: {md_text(lock['refused'])}"]
 
 
 def render_fleet_markdown(  # Any: JSON of several shapes (XCom, reports)
         report: Mapping[str, Any], *, charts: Mapping[str, str] | None = None) -> str:
     """The report as a person reads it: the run, the summary, groups by type, the waves, the applications, the
     longest gaps, what was held back. ``charts``: key of :data:`FILE_NAMES` -> the chart's file name relative to
-    the Markdown (linked as images; a chart not named is not linked)."""
+    the Markdown (linked as images; a chart not named is not linked). Names (applications, teams, groups,
+    users, topics) are code spans, reasons and details inert text (:mod:`~airflow_provider_kip848.kafka.inert`)."""
     charts = charts or {}
-    lines = [f"# {report['title']}", "",
-             f"- DAG run: `{_md(report['dag_id'])}` / `{_md(report['run_id'])}`",
-             f"- outcome: **{_md(report['outcome'])}**",
+    lines = [f"# {md_text(report['title'])}", "",
+             f"- DAG run: {md_name(report['dag_id'])} / {md_name(report['run_id'])}",
+             f"- outcome: **{md_text(report['outcome'])}**",
              *_lock_md((report.get("locks") or {}).get("fleet")),
-             f"- plan: `{report.get('plan_hash') or '?'}`",
+             f"- plan: {md_name(report.get('plan_hash') or '?')}",
              f"- started: {_when(report['started_at'])}; ended: {_when(report['ended_at'])}; "
              f"duration: {_duration(report['duration_s'])}",
-             f"- generated: {report['generated_at']}"]
+             f"- generated: {md_text(report['generated_at'])}"]
     lines += _summary_md(report["summary"])
     lines += _types_md(report["types"], charts.get("types_chart"))
     lines += _waves_md(report["waves"])
@@ -98,7 +100,7 @@ def render_fleet_markdown(  # Any: JSON of several shapes (XCom, reports)
     lines += _settling_md(report.get("group_settling") or [])
     if report["held_back"]:
         lines += ["", "## Held back", "", "| application | team | why |", "|---|---|---|"]
-        lines += [f"| {_md(h['app'])} | {_md(h['team'] or '?')} | {_md(h['reason'] or '?')} |"
+        lines += [f"| {md_name(h['app'], cell=True)} | {_name(h['team'])} | {md_text(h['reason'] or '?', cell=True)} |"
                   for h in report["held_back"]]
     if charts.get("history_chart"):
         lines += ["", "## Over time", "", f"![groups by type at the end of each fleet run]({charts['history_chart']})"]
@@ -122,9 +124,9 @@ def _summary_md(s: Mapping[str, Any]) -> list[str]:
     lines += [f"| {label} | {'?' if value is None else value} |" for label, value in rows]
     stop = s["stopped_by"]
     if stop:
-        lines += ["", f"**Stopped** by wave {stop['wave']}'s error budget: {_md(stop['reason'])}"]
+        lines += ["", f"**Stopped** by wave {stop['wave']}'s error budget: {md_text(stop['reason'])}"]
     gap = s["longest_gap"]
-    lines += ["", "Longest processing gap: " + (f"**{_md(gap['app'])}**, {_duration(gap['gap_s'])}" if gap
+    lines += ["", "Longest processing gap: " + (f"**{md_name(gap['app'])}**, {_duration(gap['gap_s'])}" if gap
                                                 else "not measured (no application on the offline path)")]
     return lines
 
@@ -135,14 +137,15 @@ def _types_md(section: Mapping[str, Any], chart: str | None) -> list[str]:
     if not names:
         known = [p["point"] for p in points if p["types"] is not None]
         return ["", "## Groups by type", "", "No group of the plan was counted: " + (
-            "no inventory was taken." if not known else f"the inventories ({', '.join(known)}) found none.")]
-    lines = ["", "## Groups by type", "", "| point | " + " | ".join(_md(n) for n in names) + " | total |",
+            "no inventory was taken." if not known else f"the inventories ({md_text(', '.join(known))}) found none.")]
+    lines = ["", "## Groups by type", "", "| point | " + " | ".join(md_text(n, cell=True) for n in names)
+             + " | total |",
              "|---|" + "---|" * (len(names) + 1)]
     for p in points:
         types = p["types"]
         cells = ["?" if types is None else str(types.get(n, 0)) for n in names]
         total = "?" if types is None else str(sum(types.values()))
-        lines.append(f"| {p['point']} | " + " | ".join(cells) + f" | {total} |")
+        lines.append(f"| {md_text(p['point'], cell=True)} | " + " | ".join(cells) + f" | {total} |")
     if any(p["types"] is None for p in points):
         lines += ["", "`?`: the inventory was not taken at that point."]
     if chart:
@@ -163,8 +166,8 @@ def _waves_md(waves: Sequence[Mapping[str, Any]]) -> list[str]:
         status = w["status"].replace("_", " ") + (f" (by wave {w['stopped_by']})" if w["stopped_by"] else "")
         lines.append(f"| {number} | {status} | {len(w['apps'])} | "
                      f"{'?' if w['groups'] is None else w['groups']} | {digest} | "
-                     f"{_md(w['approved_by']) if w['approved_by'] else ('?' if ran else '-')} | "
-                     f"{_md(w['approved_at']) if w['approved_at'] else ('?' if ran else '-')} | "
+                     f"{md_name(w['approved_by'], cell=True) if w['approved_by'] else ('?' if ran else '-')} | "
+                     f"{md_text(w['approved_at'], cell=True) if w['approved_at'] else ('?' if ran else '-')} | "
                      f"{_when(w['started_at']) if ran else '-'} | {_duration(w['duration_s']) if ran else '-'} | "
                      f"{_count(w['applications_ok'], ran)} | {_count(w['applications_failed'], ran)} | {budget} |")
     for w in waves:
@@ -181,18 +184,19 @@ def _count(value: int | None, ran: bool) -> str:
 def _wave_detail_md(w: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     if w["verdict"]:
-        lines += [f"Error budget: {_md(w['verdict']['reason'])}"]
+        lines += [f"Error budget: {md_text(w['verdict']['reason'])}"]
     if w["apps_no_result"]:
-        lines += ["", "No result from: " + ", ".join(_md(a) for a in w["apps_no_result"])]
+        lines += ["", "No result from: " + ", ".join(md_name(a) for a in w["apps_no_result"])]
     if w["failed_groups"]:
         lines += ["", "| failed group | application | detail |", "|---|---|---|"]
-        lines += [f"| `{_md(g['group_id'])}` | {_md(g['app'] or '?')} | {_md(g['detail'])} |"
+        lines += [f"| {md_name(g['group_id'], cell=True)} | {_name(g['app'])} | {md_text(g['detail'], cell=True)} |"
                   for g in w["failed_groups"]]
     if w["rollbacks"]:
         lines += ["", "| rolled back | back on the source type | groups back | duration | processing gap | detail |",
                   "|---|---|---|---|---|---|"]
-        lines += [f"| {_md(r['app'])} | {'yes' if r['ok'] else '**no**'} | {r['groups_back']} of {r['groups']} | "
-                  f"{_duration(r['duration_s'])} | {_gap(r['gap_s'], r['path'])} | {_md(r['detail']) or '-'} |"
+        lines += [f"| {md_name(r['app'], cell=True)} | {'yes' if r['ok'] else '**no**'} | {r['groups_back']} of "
+                  f"{r['groups']} | {_duration(r['duration_s'])} | {_gap(r['gap_s'], r['path'])} | "
+                  f"{md_text(r['detail'], cell=True) or '-'} |"
                   for r in w["rollbacks"]]
     if not lines:
         return []
@@ -210,9 +214,10 @@ def _applications_md(apps: Sequence[Mapping[str, Any]]) -> list[str]:
         detail = "; ".join(d for d in (a["detail"], a["rollback_detail"] and f"way back: {a['rollback_detail']}")
                            if d)
         longest = _longest(a["longest_gap_s"], a["longest_gap_during"], a["path"])
-        lines.append(f"| {_md(a['app'])} | {_md(a['team'] or '?')} | {a['wave']} | {_md(a['path'] or '?')} | "
-                     f"{a['outcome'].replace('_', ' ')} | {groups} | {_duration(a['duration_s'])} | "
-                     f"{_gap(a['gap_s'], a['path'])} | {longest} | {_md(detail) or '-'} |")
+        lines.append(f"| {md_name(a['app'], cell=True)} | {_name(a['team'])} | {a['wave']} | "
+                     f"{md_text(a['path'] or '?', cell=True)} | {md_text(a['outcome'].replace('_', ' '), cell=True)} | "
+                     f"{groups} | {_duration(a['duration_s'])} | {_gap(a['gap_s'], a['path'])} | {longest} | "
+                     f"{md_text(detail, cell=True) or '-'} |")
     return lines
 
 
@@ -223,8 +228,9 @@ def _gaps_md(ranked: Sequence[Mapping[str, Any]], chart: str | None) -> list[str
              "The processing gap is measured on the offline path: from the moment the application is told to stop "
              "until every group has its members back on the new protocol.", "",
              "| # | application | team | wave | path | longest gap |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i} | {_md(g['app'])} | {_md(g['team'] or '?')} | {g['wave']} | {_md(g['path'] or '?')} | "
-              f"{_longest(g['longest_gap_s'], g['during'], g['path'])} |" for i, g in enumerate(ranked, 1)]
+    lines += [f"| {i} | {md_name(g['app'], cell=True)} | {_name(g['team'])} | {g['wave']} | "
+              f"{md_text(g['path'] or '?', cell=True)} | {_longest(g['longest_gap_s'], g['during'], g['path'])} |"
+              for i, g in enumerate(ranked, 1)]
     if chart:
         lines += ["", f"![longest processing gap per application]({chart})"]
     return lines
@@ -242,22 +248,24 @@ def _settling_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for g in rows:
         if g["error"]:
-            lines.append(f"| `{_md(g['group_id'])}` | {_md(g['app'])} | {g['wave']} | {g['during']} | "
-                         f"not measured: {_md(g['error'])} | ? | ? | ? |")
+            lines.append(f"| {md_name(g['group_id'], cell=True)} | {md_name(g['app'], cell=True)} | {g['wave']} | "
+                         f"{md_text(g['during'], cell=True)} | not measured: {md_text(g['error'], cell=True)} | "
+                         "? | ? | ? |")
             continue
         stall = "?" if g["commit_stall_s"] is None else (
-            f"{g['commit_stall_s']:.3f} s on {_md(g['commit_stall_partition'])}"
+            f"{g['commit_stall_s']:.3f} s on {md_name(g['commit_stall_partition'], cell=True)}"
             + (" (still open)" if g["commit_stall_open"] else ""))
         settle = "?" if g["settle_s"] is None else f"{g['settle_s']:.3f} s"
-        lines.append(f"| `{_md(g['group_id'])}` | {_md(g['app'])} | {g['wave']} | {g['during']} | {settle} | "
+        lines.append(f"| {md_name(g['group_id'], cell=True)} | {md_name(g['app'], cell=True)} | {g['wave']} | "
+                     f"{md_text(g['during'], cell=True)} | {settle} | "
                      f"{'?' if g['rebalances'] is None else g['rebalances']} | "
-                     f"{_md(' → '.join(g['types'])) or '?'} | {stall} |")
+                     f"{md_text(' → '.join(g['types']), cell=True) or '?'} | {stall} |")
     return lines
 
 
-def _md(text: Any) -> str:
-    """Text for a Markdown table cell: a ``|`` would end the cell, a newline the row."""
-    return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+def _name(name: str | None) -> str:
+    """A name in a table cell, ``?`` when unknown (a team the ownership map does not give)."""
+    return "?" if name is None or name == "" else md_name(name, cell=True)
 
 
 def _when(epoch: float | None) -> str:
