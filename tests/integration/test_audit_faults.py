@@ -12,8 +12,9 @@ retry runs (try 2). Whatever the point:
   ``outcome unknown``.
 
 The same for the fleet move's restore (its intent is on disk when the offsets are committed; the move taken up
-by a retry completes it), and for a member removal: a retry after the removal succeeds, while a typo'd
-``group.instance.id`` is refused with nothing removed.
+by a retry completes it), for the Empty wait's forced removal (its retry completes it), and for a member
+removal: a retry after the removal succeeds, while a typo'd ``group.instance.id`` is refused with nothing
+removed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
 from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
 from airflow_provider_kip848.operators.offsets import KafkaRestoreGroupOffsetsOperator
+from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
 from tests.conftest import REPO, set_kafka_connection, wait_until
 
@@ -89,6 +91,10 @@ context = {"ti": TI(spec["ti"])}
 if spec["what"] == "operator":
     module, name = spec["operator"].rsplit(".", 1)
     getattr(importlib.import_module(module), name)(task_id=spec["ti"]["task_id"], **spec["kwargs"]).execute(context)
+elif spec["what"] == "force_out":  # the Empty wait's (and the fleet move's) forced removal
+    from airflow_provider_kip848.hooks.members import force_out_members
+    force_out_members(context, spec["ti"]["task_id"], spec["conn"], spec["group_id"], None, 0, [],
+                      logging.getLogger("wait"))
 else:
     from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit
     unit = Unit.from_dict(spec["unit"])
@@ -302,6 +308,35 @@ def test_a_member_removal_killed_before_its_outcome_is_retried_and_succeeds(kafk
         assert result["removed"] == [] and result["not_found"] == ["static-0"] and result["failed"] == {}
         assert [(e["outcome"], e["outcome_try"]) for e in audit.changes(_records(tmp_path))] == [
             (audit.FOUND_IN_PLACE, 2)]
+
+
+def test_a_wait_killed_after_forcing_members_out_is_completed_by_its_retry(kafka, conn, unique, tmp_path):
+    """The Empty wait's ``remove_members_after`` (the offline DAGs' wait_empty, the fleet move's Empty stage): the
+    worker dies after LeaveGroup, before the outcome; the wait's retry completes the intent, then sees Empty."""
+    topic, group = unique("t"), unique("g")
+    create_topics(kafka.bootstrap_servers, {topic: 1})
+    produce(kafka.bootstrap_servers, topic, (f"v{i}" for i in range(5)))
+    members = [ConsumerProcess.start(kafka.bootstrap_servers, group, [topic], protocol="classic", client_id=f"c{i}",
+                                     session_timeout_ms=60000, log_file=str(tmp_path / f"c{i}.log")) for i in range(2)]
+    with _admin(kafka) as admin:
+        wait_until(lambda: len(admin.describe_group(group).members) == 2 and admin.group_offsets(group).committed,
+                   what="two classic members, offsets committed")
+        for m in members:
+            m.kill()  # crashed: their members stay for the 60 s session
+        first = TI("kip848_consumer_offline_migration", unique("run"), "wait_empty", try_number=1)
+        _killed({"die": "before_outcome", "what": "force_out", "ti": first.ident(), "approval_task": "approval",
+                 "conn": CONN, "group_id": group}, tmp_path)
+        assert admin.describe_group(group).members == ()
+        [intent] = _records(tmp_path)
+        assert len(intent["before"]["members"]) == 2 and intent["outcome"] == audit.UNKNOWN
+
+        retry = TI(first.dag_id, first.run_id, "wait_empty", try_number=2)
+        wait = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=group, deferrable=False,
+                                     poll_interval=0.5, remove_members_after=0, settle_seconds=0,
+                                     instances_gone=True, timeout_minutes=2)
+        assert wait.execute({"ti": retry})["removed_members"] == [], "nobody left to force out"
+    [entry] = audit.changes(_records(tmp_path))
+    assert (entry["outcome"], entry["outcome_try"], entry["after"]) == (audit.FOUND_IN_PLACE, 2, {"members": []})
 
 
 def _move(unit: dict, tmp_path, ti: TI) -> ApplicationMove:
