@@ -12,9 +12,10 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import optional_run_location
-from airflow_provider_kip848.changecontrol.audit import summary
+from airflow_provider_kip848.changecontrol.audit import FAILED, UNKNOWN, read_audit, summary
 from airflow_provider_kip848.changecontrol.downtime import downtime_chart, downtime_markdown
 from airflow_provider_kip848.changecontrol.monitoring import metrics_chart, metrics_section
+from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.inert import md_fence, md_name, md_text
 
 #: the downtime chart's file name next to report.md
@@ -126,14 +127,17 @@ def _change_control_lines(control: dict[str, Any]) -> list[str]:
     for reason in (control.get("recheck") or {}).get("reasons") or []:
         lines.append(f"- approval not reused: {md_text(reason)}")
     if control.get("audit"):
-        lines += ["", "| change | target | before | after | approved by | record |", "|---|---|---|---|---|---|"]
+        lines += ["", "| change | target | before | after | outcome | approved by | record |",
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {md_text(a['kind'], cell=True)} | {md_name(a['target'], cell=True)} | "
                   f"{md_name(json.dumps(a['before'], default=str), cell=True)} | "
-                  f"{md_name(json.dumps(a['after'], default=str), cell=True)} | "
+                  f"{md_name(json.dumps(a['after'], default=str), cell=True)} | {_outcome_cell(a)} | "
                   f"{', '.join(md_name(u, cell=True) for u in a['approved_by'] if u) or '-'} "
                   f"| {md_text(a['record_id'][:12], cell=True)} |" for a in control["audit"]]
     elif policy:
         lines.append("- audit: no change was applied by this run")
+    if control.get("audit_unread"):
+        lines.append(f"- audit trail not read: {md_text(control['audit_unread'])}")
     return lines
 
 
@@ -142,6 +146,14 @@ def _approvers(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(md_name(u) for u in value)
     return md_text(value)
+
+
+def _outcome_cell(row: dict[str, Any]) -> str:
+    """A change's outcome in the table; one no outcome record completed stands out (the change may or may not
+    have reached the cluster: its worker was killed and no retry completed the record)."""
+    outcome = str(row.get("outcome") or "applied")
+    shown = md_text(outcome, cell=True)  # a failure's outcome quotes the error, which may quote a name
+    return f"**{shown}**" if outcome == UNKNOWN or outcome.startswith(FAILED) else shown
 
 
 def build_report(  # Any: a task's Context (or the Airflow layers' dict of it)
@@ -160,20 +172,44 @@ def build_report(  # Any: a task's Context (or the Airflow layers' dict of it)
 
 def change_control(context: Mapping[str, Any], change_task_ids: tuple[str, ...] = (),
                    # Any: a task's Context (or the Airflow layers' dict of it)
-                   approval_task_ids: tuple[str, ...] = ("approval", "recheck_approval")) -> dict[str, Any]:
+                   approval_task_ids: tuple[str, ...] = ("approval", "recheck_approval"),
+                   audit_log: str | None = None) -> dict[str, Any]:
     """The run's change-control facts: the policy, the decisions, why an approval was not reused,
-    and the audit records the change tasks wrote."""
+    and the run's changes with their outcome: the records the run's tasks wrote at ``audit_log`` (the trail:
+    an intent a killed worker left alone is there, ``outcome unknown``), and those the change tasks pushed
+    (their XCom ``audit``: what a trail on another worker's disk holds)."""
     ti = context["ti"]
     policy = next((p for t in approval_task_ids if (p := ti.xcom_pull(task_ids=t, key="change_control"))), None)
-    records: list[dict[str, Any]] = []
+    pushed: list[dict[str, Any]] = []
     for task_id in change_task_ids:
-        records += ti.xcom_pull(task_ids=task_id, key="audit") or []
+        pushed += ti.xcom_pull(task_ids=task_id, key="audit") or []
+    records, unread = _run_records(context, audit_log)
+    known = {r.get("record_id") for r in records}
+    records += [r for r in pushed if r.get("record_id") not in known]
     decisions = {t: d for t in approval_task_ids if (d := ti.xcom_pull(task_ids=t, key="decision"))}
     return {"policy": policy, "decisions": {t: {k: d.get(k) for k in ("decision", "by", "at", "plan_hash", "reused",
                                                                        "refused")} for t, d in decisions.items()},
             "recheck": (ti.xcom_pull(task_ids="recheck_approval", key="recheck")
                         if "recheck_approval" in approval_task_ids else None),
-            "audit": summary(records), "audit_locations": sorted({r.get("written_to", "") for r in records})}
+            "audit": summary(records), "audit_unread": unread,
+            "audit_locations": sorted({r.get("written_to", "") for r in pushed}
+                                      | ({audit_log} if audit_log else set()))}
+
+
+def _run_records(context: Mapping[str, Any],  # Any: a task's Context; JSON records out
+                 audit_log: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """This run's records at ``audit_log`` (none without one), and why they could not be read (None: read)."""
+    dag_run = context.get("dag_run")
+    dag_id, run_id = getattr(dag_run, "dag_id", None), getattr(dag_run, "run_id", None)
+    if not audit_log or run_id is None:
+        return [], None
+    started = getattr(dag_run, "start_date", None)
+    since = started.astimezone(UTC).date().isoformat() if isinstance(started, datetime) else None
+    try:
+        found = read_audit(audit_log, since_day=since)
+    except Kip848Error as exc:
+        return [], str(exc)
+    return [r for r in found if (r.get("dag_id"), r.get("run_id")) == (dag_id, run_id)], None
 
 
 #: the side-branch tasks that sample the brokers' group metrics in the migration DAGs, in order

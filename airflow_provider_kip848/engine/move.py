@@ -41,14 +41,14 @@ from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.changecontrol import storage
-from airflow_provider_kip848.changecontrol.artifacts import artifact_root
-from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
+from airflow_provider_kip848.changecontrol.audit_trail import TaskAudit
 from airflow_provider_kip848.changecontrol.downtime import downtime_summary
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
 from airflow_provider_kip848.engine.offsets import (
+    RestoreResult,
     compare_with_snapshot,
     load_snapshot,
     restore_lost_offsets,
@@ -64,6 +64,7 @@ from airflow_provider_kip848.fleet.results import (
     StepRecord,
 )
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.audit import complete_earlier_tries, task_audit
 from airflow_provider_kip848.hooks.instances import instances_verdict, liveness_window, named_controller
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
@@ -260,7 +261,10 @@ class ApplicationMove:
 
     def begin(self) -> MoveState:
         """The move as recorded by an earlier task process of this run (taken up at its step), or a new one.
-        A recorded move that finished failed starts again (a person cleared the task to try again)."""
+        A recorded move that finished failed starts again (a person cleared the task to try again). On a retry,
+        the audit intents an earlier try left without an outcome are completed first."""
+        with self._admin() as hook:
+            complete_earlier_tries(self.context, self.task_id, hook, self.settings.audit_log, log=self.log)
         location = self.record_location()
         recorded = self.recorded()
         if recorded is not None and (recorded.app, recorded.kind, recorded.path) == (self.unit.app, self.kind,
@@ -643,13 +647,15 @@ class ApplicationMove:
         out = []
         with self._admin() as hook:
             for g in group_ids:
-                restored = restore_lost_offsets(hook, hook, g, self.snapshot_path(g), self.log)
-                if restored.restored:  # a change to the cluster: audited like any operator's
-                    record_changes(self.context, self.task_id,
-                                   [("offsets", g, restored.before, dict(restored.restored))], admin=hook,
-                                   location=audit_location(self.settings.audit_log, hook.extra("audit_log"),
-                                                           artifact_root(None, self.settings.kafka_conn_id)),
-                                   approval_task_ids=(f"{self.task_id.rpartition('.')[0]}.approval",), log=self.log)
+                # a change to the cluster: audited like any operator's, the intent before the commit
+                trail = task_audit(self.context, self.task_id, hook, self.settings.audit_log, log=self.log,
+                                   approval_task_ids=(f"{self.task_id.rpartition('.')[0]}.approval",))
+                with trail.guard():
+                    restored = restore_lost_offsets(hook, hook, g, self.snapshot_path(g), self.log,
+                                                    before_send=partial(_intend_restore, trail))
+                if restored.restored:  # read back by the commit itself (OffsetsNotConfirmed otherwise)
+                    trail.applied(restored.changes()[:1])
+                trail.push()
                 out.append(restored.describe())
         return "; ".join(out)
 
@@ -727,6 +733,10 @@ class ApplicationMove:
                 outcomes.append(GroupOutcome(g.group_id, ok, type_before=g.type, type_after=desc.type.value,
                                              state_after=desc.state.value, members_after=live, detail=detail))
         return tuple(outcomes)
+
+
+def _intend_restore(trail: TaskAudit, planned: RestoreResult) -> None:
+    trail.intend(planned.changes())
 
 
 __all__ = ["ApplicationMove", "Finished", "MoveSettings", "NotYet", "StepFailed", "Unit", "UnitGroup", "Waiting"]

@@ -11,11 +11,13 @@ progress, so running it again restores nothing.
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.artifacts import ARTIFACTS_ENV
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.api import take_snapshot
@@ -150,6 +152,8 @@ class RestoreResult:
     cross_cluster: bool = False
     #: topics restored although the group does not read them (``allow_unread_topics``)
     unread_topics: tuple[str, ...] = ()
+    #: the cluster restored onto (the connection's)
+    cluster_id: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {"group_id": self.group_id, "restored": dict(self.restored), "before": dict(self.before),
@@ -161,15 +165,29 @@ class RestoreResult:
         return f"{self.group_id}: " + (f"restored {len(self.restored)} partition(s)" if self.restored
                                        else "nothing lost")
 
+    def changes(self, after: dict[str, int | None] | None = None) -> list[Change]:
+        """The restore as audited: the offsets (before / ``after``, read back; as planned without it), and the
+        overrides it was made under (a snapshot of another cluster, topics the group does not read)."""
+        out: list[Change] = [("offsets", self.group_id, dict(self.before),
+                              dict(self.restored) if after is None else after)]
+        if self.cross_cluster:
+            out.append(("cross_cluster_restore", self.group_id, self.snapshot_cluster_id, self.cluster_id))
+        if self.unread_topics:
+            out.append(("restore_unread_topics", self.group_id, None, list(self.unread_topics)))
+        return out
+
 
 def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminHook, group_id: str,
                          snapshot_path: str, log: TaskLog, *, dry_run: bool = False,
-                         allow_other_cluster: bool = False, allow_unread_topics: bool = False) -> RestoreResult:
+                         allow_other_cluster: bool = False, allow_unread_topics: bool = False,
+                         before_send: Callable[[RestoreResult], None] | None = None) -> RestoreResult:
     """Put back the committed offsets of ``group_id`` that regressed or vanished since the snapshot at
     ``snapshot_path`` (only those: equal and advanced partitions are left alone, so a rerun restores
     nothing). A snapshot of another cluster is refused unless ``allow_other_cluster``; offsets on topics the
     group no longer reads (:func:`~.rules.offsets.unread_topics`: it has committed offsets, none of them there)
-    are refused unless ``allow_unread_topics``, before anything is written."""
+    are refused unless ``allow_unread_topics``, before anything is written. ``before_send(planned)``: called with
+    the restore as planned once the group and the offsets passed their checks, right before the offsets are
+    committed (the audit trail's intent)."""
     snapshot = load_snapshot(snapshot_path)
     _same_group(snapshot, group_id, snapshot_path)
     cluster_id = native_hook.describe_cluster().cluster_id
@@ -193,18 +211,20 @@ def restore_lost_offsets(hook: KafkaAdminBaseHook, native_hook: KafkaGroupAdminH
     if unread:
         log.warning("Restoring offsets of %s on topics it does not read now (allow_unread_topics=True): %s",
                     group_id, ", ".join(unread))
+    nothing = RestoreResult(group_id, left_alone=left, dry_run=dry_run, snapshot_cluster_id=snapshot.cluster_id,
+                            cross_cluster=cross, cluster_id=cluster_id)
     if not plan:
         log.info("Nothing to restore for %s: no partition lost progress (%s).", group_id, comparison.counts)
-        return RestoreResult(group_id, left_alone=left, dry_run=dry_run, snapshot_cluster_id=snapshot.cluster_id,
-                             cross_cluster=cross)
+        return nothing
     for tp, offset in sorted(plan.items()):
         log.info("Restore %s to %d", tp, offset)
-    hook.alter_group_offsets(group_id, plan, dry_run=dry_run)
     before = {str(tp): c.current for c in comparison.partitions
               if (tp := TopicPartition(c.topic, c.partition)) in plan}
-    return RestoreResult(group_id, restored={str(tp): o for tp, o in sorted(plan.items())}, before=before,
-                         left_alone=left, dry_run=dry_run, snapshot_cluster_id=snapshot.cluster_id,
-                         cross_cluster=cross, unread_topics=unread)
+    planned = replace(nothing, restored={str(tp): o for tp, o in sorted(plan.items())}, before=before,
+                      unread_topics=unread)
+    hook.alter_group_offsets(group_id, plan, dry_run=dry_run,
+                             before_send=None if before_send is None else lambda _: before_send(planned))
+    return planned
 
 
 __all__ = ["RestoreResult", "compare_with_snapshot", "current_offsets", "load_snapshot", "restore_lost_offsets",

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka.api import BeforeRemoval
 from airflow_provider_kip848.kafka.errors import AuthorizationFailed
 from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_rate, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
@@ -48,11 +49,15 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         return self.get_conn().broker_versions()
 
     def remove_members(self, group_id: str, *, member_ids: Iterable[str] = (), instance_ids: Iterable[str] = (),
-                       all_members: bool = False, missing_ok: bool = False,
-                       reason: str = "removed by airflow-provider-kip848") -> MemberRemoval:
-        """Force members out of a classic or consumer group with LeaveGroup (refused for streams groups)."""
+                       all_members: bool = False, missing_ok: bool = False, expected_gone: Iterable[str] = (),
+                       reason: str = "removed by airflow-provider-kip848",
+                       before_send: BeforeRemoval | None = None) -> MemberRemoval:
+        """Force members out of a classic or consumer group with LeaveGroup (refused for streams groups); an id
+        that is not a member is refused unless ``missing_ok`` or in ``expected_gone`` (``before_send``: the audit
+        trail's intent, right before LeaveGroup is sent)."""
         return self.get_conn().remove_members(group_id, member_ids=member_ids, instance_ids=instance_ids,
-                                              all_members=all_members, missing_ok=missing_ok, reason=reason)
+                                              all_members=all_members, missing_ok=missing_ok,
+                                              expected_gone=expected_gone, reason=reason, before_send=before_send)
 
     def inventory(self, group_ids: Iterable[str] | None = None, *, timeout_s: float | None = None,
                   declared_broker_version: str | None = None) -> GroupInventory:

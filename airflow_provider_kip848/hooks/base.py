@@ -11,7 +11,7 @@ backends: the brokers' own metrics, from the exporters the connection's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any, Self
 
@@ -41,6 +41,7 @@ from airflow_provider_kip848.kafka.model import (
     StreamsGroupDescription,
     TopicPartition,
 )
+from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 
@@ -140,10 +141,13 @@ class KafkaAdminBaseHook(BaseHook):
 
     def update_feature(self, feature: str, level: int | str | None = None, *, action: str = "upgrade",
                        dry_run: bool = False, unsafe: bool = False,
-                       override_dependent_groups: bool = False) -> FeatureUpdate:
-        """Upgrade, downgrade or disable one feature; a no-op when already at the level (see GroupAdmin)."""
+                       override_dependent_groups: bool = False,
+                       before_send: Callable[[FeatureUpdate], None] | None = None) -> FeatureUpdate:
+        """Upgrade, downgrade or disable one feature; a no-op when already at the level (see GroupAdmin;
+        ``before_send``: the audit trail's intent, right before the change is sent)."""
         return self.get_conn().update_feature(feature, level, action=action, dry_run=dry_run, unsafe=unsafe,
-                                              override_dependent_groups=override_dependent_groups)
+                                              override_dependent_groups=override_dependent_groups,
+                                              before_send=before_send)
 
     def group_coordinator_config(self, broker_id: int | None = None) -> GroupCoordinatorConfig:
         """The broker's ``group.*`` configs (protocols, migration policy, bounds)."""
@@ -156,12 +160,14 @@ class KafkaAdminBaseHook(BaseHook):
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
                            delete_configs: Iterable[str] = (), *, dry_run: bool = False,
                            allow_absent_group: bool = False,
-                           for_group_type: str | None = None) -> GroupConfigChange:
+                           for_group_type: str | None = None,
+                           before_send: Callable[[ConfigChangePlan], None] | None = None) -> GroupConfigChange:
         """Set and/or delete group-level configs, validated against the broker's bounds and the group's type
-        (``for_group_type``: the type it is becoming, or will have when it does not exist yet) first."""
+        (``for_group_type``: the type it is becoming, or will have when it does not exist yet) first
+        (``before_send``: the audit trail's intent, right before the change is sent)."""
         return self.get_conn().alter_group_config(group_id, set_configs, delete_configs, dry_run=dry_run,
                                                   allow_absent_group=allow_absent_group,
-                                                  for_group_type=for_group_type)
+                                                  for_group_type=for_group_type, before_send=before_send)
 
     def list_groups(self) -> list[GroupListing]:
         """Every group with its type and state, streams and share groups included."""
@@ -191,7 +197,9 @@ class KafkaAdminBaseHook(BaseHook):
         """Committed offsets of a group with each partition's log start and end."""
         return self.get_conn().group_offsets(group_id)
 
-    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
-                            dry_run: bool = False) -> GroupOffsets:
-        """Set committed offsets; only on an empty group, only inside the log."""
-        return self.get_conn().alter_group_offsets(group_id, offsets, dry_run=dry_run)
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *, dry_run: bool = False,
+                            before_send: Callable[[Mapping[TopicPartition, int]], None] | None = None,
+                            ) -> GroupOffsets:
+        """Set committed offsets; only on an empty group, only inside the log (``before_send``: the audit
+        trail's intent, right before they are committed)."""
+        return self.get_conn().alter_group_offsets(group_id, offsets, dry_run=dry_run, before_send=before_send)

@@ -17,18 +17,46 @@ coordinator alone cannot tell a dead member from a live one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.changecontrol.artifacts import artifact_root
-from airflow_provider_kip848.changecontrol.audit import audit_location, record_changes
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.controllers import ApplicationStatus, member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.kafka.model import ConsumerGroupMember, MemberProtocol, StreamsGroupDescription
+from airflow_provider_kip848.hooks.audit import task_audit
+from airflow_provider_kip848.kafka.model import (
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    MemberProtocol,
+    StreamsGroupDescription,
+)
 from airflow_provider_kip848.kafka.rules.conditions import TaskLog
+
+
+def removal_intent(group_id: str, targets: Sequence[ConsumerGroupMember], desc: ConsumerGroupDescription, *,
+                   key: str = "members") -> Change:
+    """The audit intent of a member removal: the members to remove (``key``: each by its ``group.instance.id``,
+    else its member id; ``member_ids``: their member ids), the members staying as planned."""
+    leaving = {m.member_id for m in targets}
+    return ("members", group_id, {key: [m.instance_id or m.member_id for m in targets],
+                                  "member_ids": sorted(leaving)},
+            {"members": [m.member_id for m in desc.members if m.member_id not in leaving]})
+
+
+def removed_before(intents: Iterable[Mapping[str, Any]],  # Any: audit records (JSON)
+                   group_id: str) -> list[str]:
+    """The ids (``group.instance.id`` and member ids) that earlier tries' intents removed from ``group_id``: a
+    retry finds them gone, as it should."""
+    out: set[str] = set()
+    for r in intents:
+        before = r.get("before")
+        if r.get("kind") == "members" and r.get("target") == group_id and isinstance(before, Mapping):
+            for key in ("members", "static_members", "member_ids"):
+                out.update(str(i) for i in before.get(key) or [])
+    return sorted(out)
 
 
 def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
@@ -45,15 +73,18 @@ def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_
             log.warning("Group %s is a %s", group_id, note)
             notes.append(note)
             return []
-        removal = hook.remove_members(group_id, all_members=True, missing_ok=True,
-                                      reason=f"airflow task {task_id}: remove_members_after expired")
-        if removal.removed:  # a change to the cluster: audited like any operator's
-            left = [m["member_id"] for m in hook.describe_group(group_id).to_dict()["members"]]
-            record_changes(context, task_id,
-                           [("members", group_id, {"members": list(removal.removed)}, {"members": left})],
-                           admin=hook, location=audit_location(audit_log, hook.extra("audit_log"),
-                                                               artifact_root(None, kafka_conn_id)),
-                           log=log)
+        trail = task_audit(context, task_id, hook, audit_log, log=log)
+        with trail.guard():  # a change to the cluster: audited like any operator's, the intent first
+            removal = hook.remove_members(group_id, all_members=True, missing_ok=True,
+                                          reason=f"airflow task {task_id}: remove_members_after expired",
+                                          before_send=lambda targets, d: trail.intend([removal_intent(group_id,
+                                                                                                      targets, d)]))
+            if removal.removed:
+                left = [m["member_id"] for m in hook.describe_group(group_id).to_dict()["members"]]
+                trail.applied([("members", group_id, {"members": list(removal.removed)}, {"members": left})])
+        if trail.open:
+            trail.settle()
+        trail.push()
     if removal.failed:
         raise AirflowFailException(f"Could not force {removal.failed} out of group {group_id}.")
     log.warning("Group %s still had members after %s s: removed %s", group_id, after_s,
@@ -91,16 +122,19 @@ def remove_static_members(context: Context, task_id: str, hook: KafkaGroupAdminH
     ids = sorted(set(instance_ids))
     if not ids:
         return []
-    removal = hook.remove_members(group_id, instance_ids=ids, missing_ok=True,
-                                  reason=f"airflow task {task_id}: {why}"[:200])
-    if removal.removed:
-        left = [m["member_id"] for m in hook.describe_group(group_id).to_dict()["members"]]
-        record_changes(context, task_id,
-                       [("members", group_id, {"static_members": list(removal.removed)}, {"members": left})],
-                       admin=hook, location=audit_location(audit_log, hook.extra("audit_log"),
-                                                           artifact_root(None, hook.kafka_conn_id)),
-                       log=log)
-        log.warning("Removed static member(s) %s of %s: %s", ", ".join(removal.removed), group_id, why)
+    trail = task_audit(context, task_id, hook, audit_log, log=log)
+    with trail.guard():  # the intent before the LeaveGroup, the outcome read back after it
+        removal = hook.remove_members(group_id, instance_ids=ids, missing_ok=True,
+                                      reason=f"airflow task {task_id}: {why}"[:200],
+                                      before_send=lambda targets, d: trail.intend(
+                                          [removal_intent(group_id, targets, d, key="static_members")]))
+        if removal.removed:
+            left = [m["member_id"] for m in hook.describe_group(group_id).to_dict()["members"]]
+            trail.applied([("members", group_id, {"static_members": list(removal.removed)}, {"members": left})])
+            log.warning("Removed static member(s) %s of %s: %s", ", ".join(removal.removed), group_id, why)
+    if trail.open:
+        trail.settle()
+    trail.push()
     if removal.failed:
         raise AirflowFailException(f"Could not remove static member(s) {removal.failed} of {group_id}: its "
                                    "successor would be fenced (UNRELEASED_INSTANCE_ID) until its session expires.")

@@ -18,12 +18,11 @@ judges of :mod:`.rules` (preflight facts, offsets snapshots, wait conditions).
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Self, TypeVar
+from typing import Self
 
 from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.arguments import (
@@ -39,6 +38,7 @@ from airflow_provider_kip848.kafka.model import (
     ClusterFeatures,
     ClusterInfo,
     ConsumerGroupDescription,
+    ConsumerGroupMember,
     FeatureUpdate,
     GroupConfig,
     GroupConfigChange,
@@ -53,6 +53,7 @@ from airflow_provider_kip848.kafka.model import (
     StreamsGroupDescription,
     TopicPartition,
 )
+from airflow_provider_kip848.kafka.readback import read_back
 from airflow_provider_kip848.kafka.rules.conditions import ConditionResult, GroupCondition, judge
 from airflow_provider_kip848.kafka.rules.features import (
     FEATURE_GROUP_TYPES,
@@ -78,27 +79,10 @@ from airflow_provider_kip848.kafka.rules.offsets import (
 from airflow_provider_kip848.kafka.rules.preflight import PreflightFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
-T = TypeVar("T")
 #: ``(operation, resource type, resource name)`` of one ACL a request needs.
 Permission = tuple[str, str, str | None]
-
-
-def read_back(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, interval_s: float = 0.1) -> T:
-    """Read until ``done(value)`` or ``timeout_s``; return the last value read either way.
-
-    In KRaft a feature level or a group config is a metadata record: the
-    controller accepts it, and each broker applies it when the record reaches
-    it. A describe sent right after the change can still see the old value
-    (seen on a busy machine: an audit record would say "nothing changed"). The
-    caller decides what a mismatch at the deadline means.
-    """
-    deadline = time.monotonic() + timeout_s
-    value = read()
-    while not done(value) and time.monotonic() < deadline:
-        time.sleep(interval_s)
-        interval_s = min(interval_s * 2, 1.0)
-        value = read()
-    return value
+#: a member removal's ``before_send(members, description)``: right before LeaveGroup is sent (the audit intent)
+BeforeRemoval = Callable[[tuple[ConsumerGroupMember, ...], ConsumerGroupDescription], None]
 
 
 class GroupAdmin(ABC):
@@ -133,7 +117,8 @@ class GroupAdmin(ABC):
 
     def update_feature(self, feature: str, level: int | str | None = None, *, action: str = "upgrade",
                        dry_run: bool = False, unsafe: bool = False,
-                       override_dependent_groups: bool = False) -> FeatureUpdate:
+                       override_dependent_groups: bool = False,
+                       before_send: Callable[[FeatureUpdate], None] | None = None) -> FeatureUpdate:
         """Upgrade, downgrade or disable one feature; a no-op (nothing sent) when already at the level.
 
         ``dry_run`` asks the controller to validate the change (``--dry-run``)
@@ -141,6 +126,7 @@ class GroupAdmin(ABC):
         Lowering ``group.version``, ``streams.version`` or ``share.version``
         while groups of that type exist raises :class:`FeatureInUse` naming
         them, unless ``override_dependent_groups`` (an intended outage).
+        ``before_send(plan)``: right before a real change is sent (the audit intent).
         """
         dry_run = require_bool(dry_run, "dry_run")
         unsafe = require_bool(unsafe, "unsafe")
@@ -154,6 +140,8 @@ class GroupAdmin(ABC):
             refusal = refuse_dependents(plan, self.dependent_groups(gtype))
             if refusal is not None and not override:
                 raise refusal
+        if before_send is not None and not dry_run:
+            before_send(plan)
         with self.requires(f"{'validate' if dry_run else 'apply'} {action} of {feature}", ("ALTER", "CLUSTER", None)):
             self._send_feature_update(plan, dry_run=dry_run, unsafe=unsafe)
         if dry_run:
@@ -202,7 +190,8 @@ class GroupAdmin(ABC):
     def alter_group_config(self, group_id: str, set_configs: Mapping[str, object] | None = None,
                            delete_configs: Iterable[str] = (), *, dry_run: bool = False,
                            allow_absent_group: bool = False,
-                           for_group_type: GroupType | str | None = None) -> GroupConfigChange:
+                           for_group_type: GroupType | str | None = None,
+                           before_send: Callable[[ConfigChangePlan], None] | None = None) -> GroupConfigChange:
         """Set and/or delete group-level configs, validated against the broker's bounds first.
 
         Idempotent: values already in place and deletes of absent overrides
@@ -234,6 +223,8 @@ class GroupAdmin(ABC):
                        for_group_type=target.value if target is not None else None)
         if plan.noop:
             return plan.unchanged(dry_run=dry_run)
+        if before_send is not None and not dry_run:
+            before_send(plan)
         with self.requires(f"{'validate a change of' if dry_run else 'change'} the configs of group {group_id!r}",
                            ("ALTER_CONFIGS", "GROUP", group_id)):
             self._send_group_config_change(plan, dry_run=dry_run)
@@ -301,10 +292,11 @@ class GroupAdmin(ABC):
         ``committed=None``, as ``kafka-consumer-groups --describe`` lists them.
         """
 
-    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
-                            dry_run: bool = False) -> GroupOffsets:
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *, dry_run: bool = False,
+                            before_send: Callable[[Mapping[TopicPartition, int]], None] | None = None) -> GroupOffsets:
         """Set committed offsets (to restore a snapshot); only on an empty group, only inside the log.
 
+        ``before_send(offsets)``: once they passed their checks, right before a real commit (the audit intent).
         Returns the offsets read back after the change (or the current ones for a dry run);
         :class:`~airflow_provider_kip848.kafka.errors.OffsetsNotConfirmed` (retriable) when the read-back does not
         show every written offset.
@@ -322,6 +314,8 @@ class GroupAdmin(ABC):
         require_inside_log(wanted, self._log_bounds(wanted, current))
         if dry_run or not wanted:
             return current
+        if before_send is not None:
+            before_send(wanted)
         topics = ", ".join(sorted({tp.topic for tp in wanted}))
         with self.requires(f"commit offsets for group {group_id!r}", ("READ", "GROUP", group_id),
                            ("READ", "TOPIC", topics)):
@@ -359,9 +353,11 @@ class ClusterAdmin(GroupAdmin):
 
     @abstractmethod
     def remove_members(self, group_id: str, *, member_ids: Iterable[str] = (), instance_ids: Iterable[str] = (),
-                       all_members: bool = False, missing_ok: bool = False,
-                       reason: str = "removed by airflow-provider-kip848") -> MemberRemoval:
-        """Force members out of a classic or consumer group with LeaveGroup."""
+                       all_members: bool = False, missing_ok: bool = False, expected_gone: Iterable[str] = (),
+                       reason: str = "removed by airflow-provider-kip848",
+                       before_send: BeforeRemoval | None = None) -> MemberRemoval:
+        """Force members out of a classic or consumer group with LeaveGroup; an id that is not a member is refused
+        (``MemberNotFound``) unless ``missing_ok`` or in ``expected_gone`` (removed by an earlier try)."""
 
     @abstractmethod
     def inventory(self, group_ids: Iterable[str] | None = None, *, timeout_s: float | None = None,

@@ -179,6 +179,14 @@ class GroupNotFound(Kip848Error):
     remedy = "Check the group id (kafka-groups --list shows every group with its type)."
 
 
+class MemberNotFound(GroupNotFound):
+    """A member id or ``group.instance.id`` the run names is not a member of the group, and no earlier try of the
+    task removed it: a mistyped id, which a retry would repeat (nothing was removed)."""
+
+    remedy = ("Check the ids against the group's members (kafka-consumer-groups --describe --members --verbose "
+              "shows member ids and group.instance.ids), or pass all_members=True.")
+
+
 class WrongGroupType(Kip848Error):
     """The group exists but is of another type than the action needs (e.g. a streams group for LeaveGroup)."""
 

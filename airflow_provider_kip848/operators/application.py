@@ -46,6 +46,7 @@ from airflow_provider_kip848.controllers.named import STOP_CONFIRM_SECONDS
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.audit import complete_earlier_tries
 from airflow_provider_kip848.hooks.instances import named_controller, task_error
 from airflow_provider_kip848.kafka.arguments import is_template, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -319,6 +320,8 @@ class KafkaApplicationRollOperator(_ApplicationOperator):
                                           task_id=self.task_id, audit_log=self.audit_log, log=self.log)
             else:
                 with KafkaGroupAdminHook(conn) as hook:
+                    # a killed try's static-member removals: completed before this try rolls anything
+                    complete_earlier_tries(context, self.task_id, hook, self.audit_log, log=self.log)
                     result = roll_application(named, hook, groups, str(self.group_protocol), limits,
                                               context=context, task_id=self.task_id, audit_log=self.audit_log,
                                               log=self.log)

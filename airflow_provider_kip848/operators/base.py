@@ -8,10 +8,12 @@ apply, which is safe because every operator reads the cluster state before it
 changes anything.
 
 Every change an operator applies is written to the audit trail
-(:mod:`airflow_provider_kip848.changecontrol.audit`): one JSON line per change
-with who triggered, who approved (the ``decision`` XComs of
-``approval_task_ids``), the plan they saw, and the before/after values read
-back from the cluster.
+(:mod:`airflow_provider_kip848.changecontrol.audit`) as a pair: the intent,
+written before the change is sent (who triggered, who approved: the
+``decision`` XComs of ``approval_task_ids``, the plan they saw, the change as
+planned), then its outcome (the before/after values read back from the
+cluster, or the error). A retry first completes the intents a killed try left
+without an outcome (``found in place`` or ``not applied``), then plans.
 
 ``backend`` chooses between the native backend and Kafka's CLI tools for the
 actions both implement. An operator whose action only the native backend has
@@ -33,9 +35,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.changecontrol.artifacts import artifact_root
-from airflow_provider_kip848.changecontrol.audit import Change, audit_location, record_changes
+from airflow_provider_kip848.changecontrol.audit_trail import Change, TaskAudit
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.audit import is_retry, task_audit
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.hooks.cli import KafkaCliHook
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
@@ -88,6 +90,8 @@ class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
     ui_color = "#e8f0fe"
     #: the backends this operator's action exists in (``backend`` must be one of them)
     supported_backends: ClassVar[tuple[str, ...]] = BACKENDS
+    #: the operator changes the cluster: a retry completes the audit intents a killed try left (see ``execute``)
+    changes_cluster: ClassVar[bool] = False
 
     def __init__(self, *, kafka_conn_id: str = DEFAULT_CONN_ID, backend: str = "native",
                  audit_log: str | None = None,
@@ -105,6 +109,8 @@ class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
         self.backend = backend
         self.audit_log = audit_log
         self.approval_task_ids = tuple(approval_task_ids)
+        #: this try's audit trail (:meth:`audit_trail`)
+        self._trail: TaskAudit | None = None
 
     @cached_property
     def hook(self) -> KafkaAdminBaseHook:
@@ -116,15 +122,21 @@ class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
         return self.hook if isinstance(self.hook, KafkaGroupAdminHook) else KafkaGroupAdminHook(self.kafka_conn_id)
 
     def execute(self, context: Context) -> ResultT:
+        self._trail = None
         try:
+            if self.changes_cluster and is_retry(context):  # before anything is planned: the last try's intents
+                self.audit_trail(context).complete_earlier()
             result = self.run(context)
             self._audit(context, result)
             return result
-        except Kip848Error as exc:
-            if exc.retriable:
-                raise
-            raise AirflowFailException(str(exc)) from exc
+        except Exception as exc:
+            self._audit_failure(exc)
+            if isinstance(exc, Kip848Error) and not exc.retriable:
+                raise AirflowFailException(str(exc)) from exc
+            raise
         finally:
+            if self._trail is not None:
+                self._trail.push()
             for name in ("hook", "native_hook"):
                 if name in self.__dict__:
                     self.__dict__.pop(name).close()
@@ -134,15 +146,38 @@ class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
 
     # -- audit ---------------------------------------------------------------
 
+    def audit_trail(self, context: Context) -> TaskAudit:
+        """This try's audit trail (made at its first use: an operator that changes nothing never reads it)."""
+        if self._trail is None:
+            self._trail = task_audit(context, self.task_id, self.native_hook, self.audit_log,
+                                     approval_task_ids=self.approval_task_ids, log=self.log)
+        return self._trail
+
+    def intend(self, context: Context, changes: list[Change]) -> None:
+        """Record ``changes`` as intended, before they are sent: what ``run`` passes to the core's ``before_send``."""
+        self.audit_trail(context).intend(changes)
+
     def audit_changes(self, context: Context, result: ResultT) -> list[Change]:
         """``(kind, target, before, after)`` of each change ``run`` applied (read back); none by default."""
         return []
 
     def _audit(self, context: Context, result: ResultT) -> None:
+        """The outcomes of this try's changes (read back); an intent no change answered is completed from the
+        cluster (``found in place`` / ``not applied``)."""
         changes = self.audit_changes(context, result)
-        if changes:
-            hook = self.native_hook
-            record_changes(context, self.task_id, changes, admin=hook,
-                           location=audit_location(self.audit_log, hook.extra("audit_log"),
-                                                   artifact_root(None, self.kafka_conn_id)),
-                           approval_task_ids=self.approval_task_ids, log=self.log)
+        trail = self._trail
+        if changes or (trail is not None and trail.open):
+            trail = self.audit_trail(context)
+            trail.applied(changes)
+            if trail.open:
+                trail.settle()
+
+    def _audit_failure(self, exc: Exception) -> None:
+        """The task failed with intents of this try open: their outcome (the error, what the cluster shows)."""
+        trail = self._trail
+        if trail is None or not trail.open:
+            return
+        try:
+            trail.failed(exc)
+        except Kip848Error as unwritable:  # the task fails with its own error; the intent stays (outcome unknown)
+            self.log.warning("Audit: the failed outcome could not be recorded: %s", unwritable)

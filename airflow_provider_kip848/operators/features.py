@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, require_choice
 from airflow_provider_kip848.kafka.rules.features import (
     ACTIONS,
@@ -41,6 +41,7 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator[dict[str, object]]):
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "feature", "level", "action", "dry_run_flag")
+    changes_cluster = True
 
     def __init__(self, *, feature: str, level: int | str | None = None, action: str = "upgrade",
                  dry_run: bool = False, unsafe: bool = False, override_dependent_groups: bool = False,
@@ -88,8 +89,13 @@ class KafkaFeatureOperator(KafkaAdminBaseOperator[dict[str, object]]):
         if dry_run:
             self.log.info("dry_run: stopping before the change.")
             return {**validation.to_dict(), "validation": validation.message, "dependent_groups": dependents}
-        result = self.hook.update_feature(self.feature, self.level, action=self.action, unsafe=self.unsafe,
-                                          override_dependent_groups=override)
+        # the override, and whom it affects, is part of the intent
+        notes: list[Change] = [("feature_override_dependent_groups", self.feature, None, dependents)] if dependents \
+            else []
+        result = self.hook.update_feature(
+            self.feature, self.level, action=self.action, unsafe=self.unsafe, override_dependent_groups=override,
+            before_send=lambda plan: self.intend(context, [("feature", self.feature, plan.from_level, plan.to_level),
+                                                           *notes]))
         self.log.info("Changed: %s (was %s).", result.message, result.from_level)
         return {**result.to_dict(), "validation": validation.message, "dependent_groups": dependents}
 

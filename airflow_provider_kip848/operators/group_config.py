@@ -7,10 +7,18 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag
-from airflow_provider_kip848.kafka.rules.group_configs import parse_group_type
+from airflow_provider_kip848.kafka.rules.group_configs import ConfigChangePlan, parse_group_type
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
+
+
+def planned_changes(plan: ConfigChangePlan) -> list[Change]:
+    """The audit intent of a planned config change: one per key set or deleted, before as the cluster showed it."""
+    return ([("group_config", f"{plan.group_id}:{key}", plan.before.dynamic.get(key), value)
+             for key, value in sorted(plan.to_set.items())]
+            + [("group_config", f"{plan.group_id}:{key}", plan.before.dynamic.get(key), None)
+               for key in sorted(plan.to_delete)])
 
 
 class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
@@ -37,6 +45,7 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "set_configs", "delete_configs",
                        "dry_run_flag", "allow_absent_group", "for_group_type")
+    changes_cluster = True
 
     def __init__(self, *, group_id: str, set_configs: Mapping[str, object] | None = None,
                  delete_configs: list[str] | None = None, dry_run: bool = False, allow_absent_group: bool = False,
@@ -59,7 +68,8 @@ class KafkaGroupConfigOperator(KafkaAdminBaseOperator[dict[str, object]]):
                                               dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                               allow_absent_group=parse_flag(self.allow_absent_group,
                                                                             "allow_absent_group"),
-                                              for_group_type=self.for_group_type)
+                                              for_group_type=self.for_group_type,
+                                              before_send=lambda plan: self.intend(context, planned_changes(plan)))
         if change.for_group_type and change.for_group_type != change.group_type:
             self.log.info("Group %s (%s now): configs set for the %s group it is becoming (for_group_type).",
                           self.group_id, change.group_type or "not existing yet", change.for_group_type)

@@ -6,11 +6,11 @@ from typing import Any
 
 from airflow.sdk import Context
 
-from airflow_provider_kip848.changecontrol.audit import Change
-from airflow_provider_kip848.kafka.api import read_back
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.kafka.arguments import parse_flag, require_choice
 from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound, KafkaToolError, WrongGroupType
 from airflow_provider_kip848.kafka.model import GroupType
+from airflow_provider_kip848.kafka.readback import read_back
 from airflow_provider_kip848.operators.base import (
     KafkaAdminBaseOperator,
     check_choice_arg,
@@ -37,6 +37,7 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator[dict[str, object]]):
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "dry_run_flag")
     supported_backends = ("native",)
+    changes_cluster = True
 
     def __init__(self, *, group_id: str, group_type: str = "streams", dry_run: bool = False,
                  **kwargs: Any) -> None:  # Any: passed to BaseOperator
@@ -68,6 +69,8 @@ class KafkaDeleteGroupOperator(KafkaAdminBaseOperator[dict[str, object]]):
         result["state"] = desc.state.value
         if dry_run:
             return {**result, "message": f"Group {self.group_id!r} ({desc.state}) can be deleted (dry run)."}
+        self.intend(context, [("group", self.group_id, {"type": self.group_type, "state": desc.state.value,
+                                                         "members": 0}, {"listed": False})])
         hook.delete_group(self.group_id)
         if read_back(lambda: self._listed(), lambda listed: not listed, hook.get_conn().request_timeout_s):
             raise KafkaToolError(f"Group {self.group_id!r} is still listed after its delete was accepted.")

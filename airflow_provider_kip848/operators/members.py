@@ -7,10 +7,10 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.controllers import ControllerError
 from airflow_provider_kip848.hooks.instances import named_controller, task_error
-from airflow_provider_kip848.hooks.members import departed_static_members
+from airflow_provider_kip848.hooks.members import departed_static_members, removal_intent, removed_before
 from airflow_provider_kip848.kafka.arguments import id_list, is_template, parse_flag
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.operators.base import KafkaAdminBaseOperator, check_flag_arg, check_group_id_arg
@@ -22,7 +22,10 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]])
 
     Static members are removed by ``group.instance.id``, dynamic ones by member
     id. Streams groups are refused (the broker rejects LeaveGroup for them).
-    Members already gone are not an error on a rerun.
+    A named id that is not a member is refused (``MemberNotFound``, naming it and
+    the members' ids that look like it; nothing is removed), unless an earlier try
+    of this task removed it (its audit intent names it): a retry after the removal
+    succeeds, a typo'd ``group.instance.id`` is never taken for a member already gone.
 
     With ``departed_of`` (a controller's name from the deployment's registry, templated), the members removed
     are the static members on the consumer protocol whose instance that controller confirms is not running
@@ -44,6 +47,7 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]])
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "member_ids", "instance_ids",
                        "all_members", "departed_of", "controller_args")
     supported_backends = ("native",)
+    changes_cluster = True
 
     def __init__(self, *, group_id: str, member_ids: list[str] | None = None, instance_ids: list[str] | None = None,
                  all_members: bool | str = False, departed_of: str | None = None,
@@ -123,15 +127,19 @@ class KafkaRemoveGroupMembersOperator(KafkaAdminBaseOperator[dict[str, object]])
                         "selection": "nobody", "checked": checked}
             selection = "named: " + ", ".join([*member_ids, *instance_ids])
         self.log.info("Removing from %s: %s", self.group_id, selection)
-        result = self.native_hook.remove_members(self.group_id, member_ids=member_ids, instance_ids=instance_ids,
-                                                 all_members=way == "all", missing_ok=True,
-                                                 reason=f"airflow task {self.task_id}")
+        # named ids: one missing is a typo unless an earlier try of this task removed it (a retry)
+        gone = removed_before(self.audit_trail(context).earlier, self.group_id) if way == "ids" else ()
+        result = self.native_hook.remove_members(
+            self.group_id, member_ids=member_ids, instance_ids=instance_ids, all_members=way == "all",
+            missing_ok=way != "ids", expected_gone=gone, reason=f"airflow task {self.task_id}",
+            before_send=lambda targets, desc: self.intend(context, [removal_intent(self.group_id, targets, desc)]))
         if result.removed:
             self.log.info("Removed from %s: %s", self.group_id, ", ".join(result.removed))
         else:
             self.log.info("Nobody to remove from %s; left unchanged.", self.group_id)
         if result.not_found:
-            self.log.info("Already gone: %s", ", ".join(result.not_found))
+            self.log.info("Already gone: %s", ", ".join(result.not_found)
+                          + (" (removed by an earlier try of this task)" if way == "ids" else ""))
         if result.failed:
             raise AirflowException(f"Could not remove {result.failed} from {self.group_id}; rerun to retry.")
         return {**result.to_dict(), "selection": selection}

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.changecontrol.audit import Change
+from airflow_provider_kip848.changecontrol.audit_trail import Change
 from airflow_provider_kip848.engine.offsets import (
     compare_with_snapshot,
     current_offsets,
@@ -112,6 +112,7 @@ class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "snapshot_path", "dry_run_flag")
+    changes_cluster = True
 
     def __init__(self, *, group_id: str, snapshot_path: str, dry_run: bool = False,  # Any: passed to BaseOperator
                  allow_other_cluster: bool = False, allow_unread_topics: bool = False, **kwargs: Any) -> None:
@@ -126,18 +127,14 @@ class KafkaRestoreGroupOffsetsOperator(KafkaAdminBaseOperator[dict[str, object]]
         return restore_lost_offsets(self.hook, self.native_hook, self.group_id, self.snapshot_path, self.log,
                                     dry_run=parse_flag(self.dry_run_flag, "dry_run"),
                                     allow_other_cluster=self.allow_other_cluster,
-                                    allow_unread_topics=self.allow_unread_topics).to_dict()
+                                    allow_unread_topics=self.allow_unread_topics,
+                                    before_send=lambda planned: self.intend(context, planned.changes())).to_dict()
 
     def audit_changes(self, context: Context, result: dict[str, object]) -> list[Change]:
         restored = result.get("restored")
-        if not restored or result.get("dry_run") or not isinstance(restored, dict | list):
+        if not restored or result.get("dry_run") or not isinstance(restored, dict):
             return []
         now = current_offsets(self.hook, self.group_id).committed
-        after = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in restored}
-        changes: list[Change] = [("offsets", self.group_id, result["before"], after)]
-        if result.get("cross_cluster"):  # the deliberate override is part of the record
-            changes.append(("cross_cluster_restore", self.group_id, result["snapshot_cluster_id"],
-                            self.native_hook.describe_cluster().cluster_id))
-        if result.get("unread_topics"):  # so is this one: offsets on topics the group did not read
-            changes.append(("restore_unread_topics", self.group_id, None, result["unread_topics"]))
-        return changes
+        after: dict[str, int | None] = {str(tp): now.get(tp) for tp in sorted(now) if str(tp) in restored}
+        # the offsets read back; the overrides it was made under (cross-cluster, unread topics) as the intent said
+        return [("offsets", self.group_id, result["before"], after)]

@@ -12,6 +12,7 @@ lines and the logic lives here once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_kip848.changecontrol import report as run_reports
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.audit import trail_location
 from airflow_provider_kip848.operators.downtime import measured_downtime
 from airflow_provider_kip848.operators.lock import release_change_lock
 from airflow_provider_kip848.operators.report_link import with_report_link
@@ -104,6 +106,18 @@ def group_after(params: Mapping[str, Any], group_param: str, *,
     return {"type": now["type"], "state": now["state"], "members": listed}
 
 
+def audit_trail_of(params: Mapping[str, Any]) -> str | None:  # Any: the run's params (JSON)
+    """Where the run's change tasks wrote their audit records (the deployment's location for the run's
+    connection): the report reads the run's changes there, an intent without an outcome included."""
+    try:
+        with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
+            return trail_location(hook, params.get("audit_log"))
+    except Exception as exc:  # noqa: BLE001 - the report must still be written: it falls back to the XComs
+        logging.getLogger("airflow.task").warning("The run's audit trail cannot be located (%s); the report "
+                                                  "quotes the change tasks' records only.", exc)
+        return None
+
+
 @dataclass(frozen=True)
 class RunReport:
     """What a DAG's report holds.
@@ -167,8 +181,11 @@ class RunReport:
         results = {name: pull(ti, spec) for name, spec in self.results.items()}
         if self.extra is not None:
             results.update(self.extra(params, context))
-        control = (run_reports.change_control(context, self.change_tasks) if self.approval_task_ids is None else
-                   run_reports.change_control(context, self.change_tasks, approval_task_ids=self.approval_task_ids))
+        trail = audit_trail_of(params)
+        control = (run_reports.change_control(context, self.change_tasks, audit_log=trail)
+                   if self.approval_task_ids is None else
+                   run_reports.change_control(context, self.change_tasks, approval_task_ids=self.approval_task_ids,
+                                              audit_log=trail))
         result = run_reports.build_report(
             title=self.title(params), outcome=outcome, context=context, failed_tasks=run_reports.failed_tasks(context),
             plan=plan, approvals={"approval": decision}, before=before, after=after, results=results,
@@ -188,5 +205,5 @@ def report_task(spec: RunReport, *, task_id: str = "report") -> XComArg:
     return with_report_link(report())
 
 
-__all__ = ["PREFLIGHT", "OutcomeRule", "Pull", "RunReport", "change_rule", "downtime_rule", "group_after",
-           "output_written", "pull", "report_task", "rollout_rule"]
+__all__ = ["PREFLIGHT", "OutcomeRule", "Pull", "RunReport", "audit_trail_of", "change_rule", "downtime_rule",
+           "group_after", "output_written", "pull", "report_task", "rollout_rule"]

@@ -22,6 +22,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.audit import complete_earlier_tries, is_retry
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
@@ -204,6 +205,9 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     def execute(self, context: Context) -> GroupWaitResult:
         started = time.time()
         self._apply_templated()
+        if self.remove_members_after is not None and is_retry(context):  # a killed try's forced removal
+            with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+                complete_earlier_tries(context, self.task_id, hook, self.audit_log, log=self.log)
         if not self.deferrable:
             try:
                 result: GroupWaitResult = super().execute(context)

@@ -77,7 +77,10 @@ def test_self_approval_refused_second_admin_approves(deployment: Deployment, bro
     # the audit record in the deployment's artifact location, written by whichever worker applied it
     records = [json.loads(line) for line in (deployment.artifacts / "audit.jsonl").read_text().splitlines()]
     mine = [r for r in records if r["run_id"] == run_id]
-    assert [r["target"] for r in mine] == [f"{GROUP}:consumer.heartbeat.interval.ms"], records
+    # a pair: the intent written before the change, then its outcome read back after it
+    assert [(r["phase"], r["target"]) for r in mine] == [
+        (phase, f"{GROUP}:consumer.heartbeat.interval.ms") for phase in ("intent", "outcome")], records
+    assert mine[1]["outcome"] == "applied" and mine[1]["after"] == "1500" and mine[1]["change_id"] == mine[0]["change_id"]
     assert mine[0]["triggered_by"] == "alice" and mine[0]["after"] == "1500"
     assert mine[0]["change_control"]["approval_max_age_minutes"] == 60  # the age that was enforced
     assert mine[0]["change_control"]["four_eyes"] == "enforced"

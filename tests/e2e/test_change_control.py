@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kip848.changecontrol.audit import read_audit
+from airflow_provider_kip848.changecontrol.audit import APPLIED, INTENT, OUTCOME, changes, read_audit
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from tests.e2e.helpers import run_dag, state
@@ -109,9 +109,11 @@ def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, uni
         assert report["change_control"]["decisions"]["approval"]["by"] == "bob"
         dynamic = admin.describe_group_config(group).dynamic
         assert dynamic == {KEY: "2"}
-        [record] = read_audit(audit_log)
-        assert (record["kind"], record["target"], record["before"], record["after"]) == (
-            "group_config", f"{group}:{KEY}", None, dynamic[KEY])
+        # the pair: the intent (before the change, as planned), then its outcome (read back)
+        assert [r["phase"] for r in read_audit(audit_log)] == [INTENT, OUTCOME]
+        [record] = changes(read_audit(audit_log))
+        assert (record["kind"], record["target"], record["before"], record["after"], record["outcome"]) == (
+            "group_config", f"{group}:{KEY}", None, dynamic[KEY], APPLIED)
         assert record["triggered_by"] == "alice" and record["task_id"] == "apply"
         assert [(a["task_id"], a["decision"], a["by"]) for a in record["approvals"]] == [
             ("approval", "Approve", "bob"), ("recheck_approval", "Approve", "bob")]
@@ -128,7 +130,7 @@ def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, uni
         assert "Self-approval refused: alice triggered this run" in report["change_control"]["decisions"][
             "approval"]["refused"]
         assert admin.describe_group_config(group).dynamic == {KEY: "2"}, "nothing was applied"
-        assert len(read_audit(audit_log)) == 1, "no audit record: no change"
+        assert len(changes(read_audit(audit_log))) == 1, "no audit record: no change"
 
         # 3. four eyes relaxed (a development cluster): the self-approval applies, and the report says so
         run, answers, report = change(users, {"approval": [("alice", "Approve")]},
@@ -137,7 +139,7 @@ def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, uni
         assert report["change_control"]["policy"]["four_eyes"] == "relaxed"
         assert "relaxed for this run" in next((tmp_path / "r3").rglob("report.md")).read_text()
         assert admin.describe_group_config(group).dynamic == {KEY: "1"}
-        records = read_audit(audit_log)
+        records = changes(read_audit(audit_log))
         assert len(records) == 2 and records[1]["change_control"]["four_eyes"] == "relaxed"
         assert (records[1]["before"], records[1]["after"]) == ("2", "1")
 
@@ -183,7 +185,7 @@ def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, boot
         recheck = [a for a in answers if a["task_id"] == "recheck_approval"]
         assert len(recheck) == 1 and "more than the allowed" in recheck[0]["body"]
         assert admin.describe_group_config(group).dynamic == {KEY: "1"}
-        [record] = read_audit(audit_log)
+        [record] = changes(read_audit(audit_log))
         assert [(a["task_id"], a["by"], a["reused"]) for a in record["approvals"]] == [
             ("approval", "bob", None), ("recheck_approval", "bob", None)]
         assert (record["before"], record["after"]) == ("2", "1")

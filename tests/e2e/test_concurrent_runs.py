@@ -115,6 +115,6 @@ def test_lock_is_exclusive_under_contention(kafka, unique):
 
 
 def _audit(tmp_path):
-    from airflow_provider_kip848.changecontrol.audit import read_audit
+    from airflow_provider_kip848.changecontrol.audit import changes, read_audit
 
-    return read_audit(str(tmp_path / "audit.jsonl"))
+    return changes(read_audit(str(tmp_path / "audit.jsonl")))

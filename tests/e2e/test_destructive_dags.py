@@ -5,7 +5,7 @@ refusal (a live streams group: nothing asked, nothing changed) and then the appr
 
 from __future__ import annotations
 
-from airflow_provider_kip848.changecontrol.audit import read_audit
+from airflow_provider_kip848.changecontrol.audit import APPLIED, changes, read_audit
 from airflow_provider_kip848.engine.offsets import load_snapshot
 from airflow_provider_kip848.kafka.errors import GroupNotFound
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
@@ -74,8 +74,9 @@ def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_
         assert f"| dependent_groups | WARN | 1 empty streams group(s) stay: '{app_id}' (empty) |" in body, body
         assert admin.describe_features().level("streams.version") == 0
         assert report["after"] == {"feature": "streams.version", "finalized_level": 0}
-        records = {r["kind"]: r for r in read_audit(str(audit))}
-        assert (records["feature"]["before"], records["feature"]["after"]) == (1, 0)
+        records = {r["kind"]: r for r in changes(read_audit(str(audit)))}
+        assert (records["feature"]["before"], records["feature"]["after"], records["feature"]["outcome"]) == (
+            1, 0, APPLIED)
         assert records["feature_override_dependent_groups"]["after"] == {app_id: 0}
         assert records["feature"]["approvals"] and records["feature"]["plan_hash"] == report["plan"]["hash"]
 
@@ -136,8 +137,8 @@ def test_deleting_a_live_streams_group_is_refused_and_an_empty_one_is_deleted_af
         assert app_id not in admin.group_ids()  # the delete task read it back gone before it ended
         assert report["after"]["listed"] is False
         assert set(report["after"]["internal_topics_left"]) == internal  # group deletion leaves them
-        [record] = [r for r in read_audit(str(tmp_path / "audit.jsonl")) if r["kind"] == "group"]
-        assert record["target"] == app_id and record["after"] == {"listed": False}
+        [record] = [r for r in changes(read_audit(str(tmp_path / "audit.jsonl"))) if r["kind"] == "group"]
+        assert record["target"] == app_id and record["after"] == {"listed": False} and record["outcome"] == APPLIED
         assert record["before"] == {"type": "streams", "state": "Empty", "members": 0}
 
         run, answers, report = run_dag("kip1071_delete_streams_group",

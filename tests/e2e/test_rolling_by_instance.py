@@ -127,7 +127,9 @@ def test_a_crashed_static_member_is_removed_and_the_upgrade_and_the_way_back_com
             (f"{group}-0", "consumer"), (f"{group}-1", "consumer")]
         audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
         removal = [a for a in audit if a["kind"] == "members" and a["task_id"] == "remove_departed_static_members"]
-        assert removal and removal[0]["before"] == {"members": [crashed]}, audit
+        # the intent (before the removal) and its outcome (read back after it)
+        assert [a["phase"] for a in removal] == ["intent", "outcome"] and removal[1]["outcome"] == "applied", audit
+        assert removal[0]["before"]["members"] == removal[1]["before"]["members"] == [crashed], audit
 
         # the online way back, after the run: the same DAG rolled to classic
         run, answers, report = run_dag(DAG, conf(group, tmp_path, name, target_protocol="classic",

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from airflow_provider_kip848.changecontrol.audit import read_audit
+from airflow_provider_kip848.changecontrol.audit import APPLIED, changes, read_audit
 from airflow_provider_kip848.kafka.model import GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -158,8 +158,9 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         gap = check_downtime_against_output(downtime, ours, tmp_path / "report")
         assert gap.seconds > 1, gap  # the kill, the Empty wait and the restart: seconds, not the feeder's 50 ms
 
-        # the audit trail: one line per change, before/after as the broker reports them
-        records = read_audit(killed["audit_log"])
+        # the audit trail: a pair per change (the intent, then the outcome read back from the broker)
+        records = changes(read_audit(killed["audit_log"]))
+        assert {r["outcome"] for r in records} == {APPLIED}
         delay = f"{app_id}:streams.initial.rebalance.delay.ms"
         configs = {r["target"]: r for r in records if r["kind"] == "group_config" and r["target"] != delay}
         assert set(configs) == {f"{app_id}:{key}" for key in dynamic}

@@ -9,7 +9,8 @@ What must hold:
   ``retries`` apply, unlike bad input), changes nothing half-way, and its rerun after the restart
   succeeds; committed offsets are the same as in the snapshot taken before;
 * a task killed right after its change reached the broker (the worker died before reporting
-  success) is retried: the retry finds the change in place, applies nothing and says so.
+  success) is retried: the retry finds the change in place, applies nothing and says so, and
+  completes the change's audit intent (``found in place``) instead of writing nothing.
 
 The figures (how long the broker was down, how many polls failed, how soon after the broker was back
 the wait saw it) are printed and attached to the test report as properties.
@@ -28,6 +29,7 @@ import time
 import pytest
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
+from airflow_provider_kip848.changecontrol import audit
 from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import take_snapshot
 from airflow_provider_kip848.kafka.model import TopicPartition
@@ -354,9 +356,8 @@ def _killed_attempt(operator_cls, target: str, tmp_path, **kwargs) -> subprocess
     return proc
 
 
-def _audit_records(tmp_path) -> int:
-    path = tmp_path / "audit.jsonl"
-    return len(path.read_text().splitlines()) if path.exists() else 0
+def _audit_records(tmp_path) -> list[dict]:
+    return audit.read_audit(str(tmp_path / "audit.jsonl"))
 
 
 def _feature_case(broker, unique, tmp_path):
@@ -426,10 +427,13 @@ def test_task_killed_after_its_change_is_retried_without_applying_anything_twice
         _killed_attempt(operator_cls, target, tmp_path, **kwargs)
         after_kill = state(admin)
         assert after_kill == wanted, "the killed attempt's change reached the broker"
-        audits = _audit_records(tmp_path)
+        [intent] = _audit_records(tmp_path)  # written before the change; the worker died before its outcome
+        assert intent["phase"] == audit.INTENT and intent["outcome"] == audit.UNKNOWN
         retry = operator_cls(task_id="attempt", **kwargs).execute(context)  # Airflow's retry of the task
         assert nothing_to_do(retry), f"the retry reports nothing to do: {retry}"
         assert state(admin) == wanted, "and applies nothing"
-        assert _audit_records(tmp_path) == audits, "no change recorded twice"
+        records = _audit_records(tmp_path)
+        assert [r["phase"] for r in records] == [audit.INTENT, audit.OUTCOME], "no change recorded twice"
+        assert records[1]["outcome"] == audit.FOUND_IN_PLACE and records[0]["completed_by"] == records[1]["record_id"]
         if operator_cls is KafkaFeatureOperator:
             admin.update_feature("streams.version", 1)  # leave the module's broker as it started

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound, WrongGroupType
+from airflow_provider_kip848.kafka.errors import GroupNotEmpty, GroupNotFound, MemberNotFound, WrongGroupType
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol, StreamsTask
 from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from kip848_harness.clients import ConsumerProcess, consume, create_topics, produce
@@ -113,10 +113,14 @@ def test_remove_chosen_member_only(native, bootstrap, unique, tmp_path):
         assert removal.removed == ("inst-0",)
         desc = wait_until(lambda: _stable(native, group, 1), what="one member left")
         assert [m.instance_id for m in desc.members] == ["inst-1"]
-        with pytest.raises(GroupNotFound, match="Not members of group .*: ghost"):
+        with pytest.raises(MemberNotFound, match="Not a member of group .*: 'ghost'"):
             native.remove_members(group, member_ids=["ghost"])
+        with pytest.raises(MemberNotFound, match="'inst-I' \\(similar ids: 'inst-1'\\)"):  # a typo'd instance id
+            native.remove_members(group, instance_ids=["inst-I"])
         assert len(native.describe_consumer_group(group).members) == 1
         assert native.remove_members(group, member_ids=["ghost"], missing_ok=True).not_found == ("ghost",)
+        # removed by an earlier try of the caller (its audit intent says so): gone, as it should be
+        assert native.remove_members(group, instance_ids=["inst-0"], expected_gone=["inst-0"]).not_found == ("inst-0",)
     finally:
         for m in members:
             m.stop()

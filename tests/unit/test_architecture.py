@@ -61,6 +61,7 @@ LAYERS = {
 #: inside the core: module (or sub-package) -> layer
 KAFKA_LAYERS = {
     "errors": 0, "arguments": 0, "cache": 0, "files": 0, "documents": 0, "patterns": 0, "inert": 0,
+    "readback": 0,
     "settings": 1, "model": 1, "metrics": 1,
     "rules": 2, "translate": 2, "inventory": 2, "group_records": 1,
     "api": 3,

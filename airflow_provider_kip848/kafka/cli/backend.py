@@ -18,7 +18,7 @@ bounds and stops), and no tool removes group members (use the native backend).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from airflow_provider_kip848.kafka import errors
@@ -208,8 +208,9 @@ class KafkaCli(GroupAdmin):
                 bounds[tp] = (starts[tp], latest.get(tp))
         return bounds
 
-    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
-                            dry_run: bool = False) -> GroupOffsets:
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *, dry_run: bool = False,
+                            before_send: Callable[[Mapping[TopicPartition, int]], None] | None = None,
+                            ) -> GroupOffsets:
         """As :meth:`GroupAdmin.alter_group_offsets`, but a streams group is refused first, dry run included, on its
         listed type (see :func:`~airflow_provider_kip848.kafka.rules.offsets.refuse_offsets_change_by_tools`)."""
         require_group_id(group_id)
@@ -218,7 +219,7 @@ class KafkaCli(GroupAdmin):
         except errors.GroupNotFound:
             group_type = None
         refuse_offsets_change_by_tools(group_id, group_type)
-        return super().alter_group_offsets(group_id, offsets, dry_run=dry_run)
+        return super().alter_group_offsets(group_id, offsets, dry_run=dry_run, before_send=before_send)
 
     def _send_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int],
                       desc: GroupDescription | None) -> None:

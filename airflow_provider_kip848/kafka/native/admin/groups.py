@@ -13,7 +13,15 @@ from kafka.admin import MemberToRemove
 from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
 
 from airflow_provider_kip848.kafka import errors
-from airflow_provider_kip848.kafka.arguments import id_list, require_bool, require_group_id
+from airflow_provider_kip848.kafka.api import BeforeRemoval
+from airflow_provider_kip848.kafka.arguments import (
+    describe_similar,
+    id_list,
+    require_bool,
+    require_group_id,
+    show_id,
+    similar_group_ids,
+)
 from airflow_provider_kip848.kafka.model import (
     ConsumerGroupDescription,
     GroupDescription,
@@ -313,7 +321,9 @@ class NativeGroups(NativeBase):
         instance_ids: Iterable[str] = (),
         all_members: bool = False,
         missing_ok: bool = False,
+        expected_gone: Iterable[str] = (),
         reason: str = "removed by airflow-provider-kip848",
+        before_send: BeforeRemoval | None = None,
     ) -> MemberRemoval:
         """Force members out of a classic or consumer group with LeaveGroup.
 
@@ -321,14 +331,20 @@ class NativeGroups(NativeBase):
         migration without waiting a whole session timeout. Static members are
         removed by ``group.instance.id`` (which also releases the instance id),
         dynamic ones by member id. Streams groups reject LeaveGroup, so they
-        are refused here with the reason. Unknown ids raise before anything is
-        removed unless ``missing_ok``; with it, a member that left on its own
-        between the describe and the removal (the coordinator answers
-        UNKNOWN_MEMBER_ID) is reported ``not_found``, not ``failed``.
+        are refused here with the reason. An id that is not a member raises
+        :class:`MemberNotFound` (naming it and the similar ids of the group's
+        members) before anything is removed, unless it is in ``expected_gone``
+        (the caller removed it before: a retry) or ``missing_ok``; with
+        ``missing_ok``, a member that left on its own between the describe and
+        the removal (the coordinator answers UNKNOWN_MEMBER_ID) is reported
+        ``not_found``, not ``failed``. ``before_send(targets, description)``:
+        called with the members about to be removed, right before LeaveGroup is
+        sent (the audit trail's intent).
         """
         require_group_id(group_id)
         member_ids = id_list("member_ids", member_ids)
         instance_ids = id_list("instance_ids", instance_ids)
+        gone_before = set(id_list("expected_gone", expected_gone))
         all_members = require_bool(all_members, "all_members")
         missing_ok = require_bool(missing_ok, "missing_ok")
         if not all_members and not member_ids and not instance_ids:  # never "every member" by omission
@@ -350,16 +366,14 @@ class NativeGroups(NativeBase):
                                                                if i in by_instance}
         missing = sorted({i for i in member_ids if i not in by_member}
                          | {i for i in instance_ids if i not in by_instance})
-        if missing and not missing_ok:
-            current = ", ".join(f"{m.member_id} ({m.instance_id})" if m.instance_id else m.member_id
-                                for m in desc.members) or "none"
-            raise errors.GroupNotFound(
-                f"Not members of group {group_id!r}: {', '.join(missing)}. Current members: {current}.",
-                remedy="Describe the group again and pass ids of current members (or all_members=True).",
-            )
+        unexpected = [i for i in missing if i not in gone_before]
+        if unexpected and not missing_ok:
+            raise unknown_members(group_id, unexpected, desc)
         targets = list(desc.members) if all_members else [by_member[i] for i in sorted(wanted)]
         if not targets:
             return MemberRemoval(group_id, desc.type, removed=(), failed={}, not_found=tuple(missing))
+        if before_send is not None:
+            before_send(tuple(targets), desc)
         requests = [
             MemberToRemove(group_instance_id=m.instance_id, reason=reason) if m.instance_id
             else MemberToRemove(member_id=m.member_id, reason=reason)
@@ -381,3 +395,16 @@ class NativeGroups(NativeBase):
             failed.update({ident: "UnknownMemberIdError" for ident in gone})
         return MemberRemoval(group_id, desc.type, removed=tuple(sorted(removed)), failed=failed,
                              not_found=tuple(missing))
+
+
+def unknown_members(group_id: str, missing: list[str], desc: ConsumerGroupDescription) -> errors.MemberNotFound:
+    """The refusal of ids that are not members of ``group_id``: each named, with the ids of the group's members
+    that look like it (a typo'd ``group.instance.id``), never the whole member list."""
+    known = [m.member_id for m in desc.members] + [m.instance_id for m in desc.members if m.instance_id]
+    parts = []
+    for given in missing:
+        near = similar_group_ids(given, known)
+        parts.append(show_id(given) + (f" ({describe_similar(given, near)})" if near else ""))
+    return errors.MemberNotFound(
+        f"Not a member of group {group_id!r} ({len(desc.members)} member(s) now): {'; '.join(parts)}. No earlier "
+        "try of this task removed it, so it is not taken for already gone; nothing was removed.")
