@@ -145,7 +145,7 @@ def test_the_report_reads_the_runs_trail_and_shows_an_intent_alone_as_outcome_un
                                                                     change_control=control))
     assert "| change | target | before | after | outcome | approved by | record |" in markdown
     [unknown] = [line for line in markdown.splitlines() if "`g:k2`" in line]
-    assert "| **outcome unknown** |" in unknown and "| bob |" in unknown
+    assert "| **outcome unknown** |" in unknown and "| `bob` |" in unknown
     (tmp_path / "dir.jsonl").mkdir()  # a trail that cannot be read: said in the report, never "no change"
     unread = run_reports.change_control(context, (), audit_log=str(tmp_path / "dir.jsonl"))
     assert unread["audit"] == [] and "dir.jsonl" in unread["audit_unread"]
