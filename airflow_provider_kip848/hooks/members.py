@@ -52,7 +52,7 @@ def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_
             record_changes(context, task_id,
                            [("members", group_id, {"members": list(removal.removed)}, {"members": left})],
                            admin=hook, location=audit_location(audit_log, hook.extra("audit_log"),
-                                                               artifact_root(None, kafka_conn_id)),
+                                                               artifact_root(kafka_conn_id)),
                            log=log)
     if removal.failed:
         raise AirflowFailException(f"Could not force {removal.failed} out of group {group_id}.")
@@ -98,7 +98,7 @@ def remove_static_members(context: Context, task_id: str, hook: KafkaGroupAdminH
         record_changes(context, task_id,
                        [("members", group_id, {"static_members": list(removal.removed)}, {"members": left})],
                        admin=hook, location=audit_location(audit_log, hook.extra("audit_log"),
-                                                           artifact_root(None, hook.kafka_conn_id)),
+                                                           artifact_root(hook.kafka_conn_id)),
                        log=log)
         log.warning("Removed static member(s) %s of %s: %s", ", ".join(removal.removed), group_id, why)
     if removal.failed:

@@ -144,5 +144,5 @@ class KafkaAdminBaseOperator(BaseOperator, Generic[ResultT]):
             hook = self.native_hook
             record_changes(context, self.task_id, changes, admin=hook,
                            location=audit_location(self.audit_log, hook.extra("audit_log"),
-                                                   artifact_root(None, self.kafka_conn_id)),
+                                                   artifact_root(self.kafka_conn_id)),
                            approval_task_ids=self.approval_task_ids, log=self.log)
