@@ -151,3 +151,18 @@ def test_an_ownership_file_is_a_name_in_the_deployments_folder(tmp_path, monkeyp
         with pytest.raises(error, match=what) as refused:
             ownership_file_location(name)
         assert "hunter2" not in str(refused.value) and str(folder) not in str(refused.value)
+
+
+def test_a_run_names_a_kafka_admin_connection_never_another_type(monkeypatch):
+    """``kafka_conn_id`` is a run's choice: a connection of another type (an SSH host, a database) is refused before
+    anything connects to its host or reads its extras, and its host is not shown."""
+    from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+    from airflow_provider_kip848.kafka.errors import ConnectionNotFound
+
+    monkeypatch.setenv("AIRFLOW_CONN_APP_HOST_SSH", json.dumps({"conn_type": "ssh", "host": "app-01.internal",
+                                                                "port": 22, "login": "deploy"}))
+    with pytest.raises(ConnectionNotFound, match="'app_host_ssh' is of type 'ssh', not kafka_admin") as refused:
+        _ = KafkaGroupAdminHook("app_host_ssh").connection
+    assert "app-01.internal" not in str(refused.value) and not refused.value.retriable
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_OK", json.dumps({"conn_type": "kafka_admin", "host": "b:9092"}))
+    assert KafkaGroupAdminHook("kafka_ok").connection.host == "b:9092"
