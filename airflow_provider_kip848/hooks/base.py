@@ -61,8 +61,8 @@ class KafkaAdminBaseHook(BaseHook):
         """The Airflow connection; a missing one is :class:`ConnectionNotFound` (not retried: a typo stays one).
 
         A run names the connection (``kafka_conn_id``): only a ``kafka_admin`` one is taken. Another type (an SSH
-        host, a database, ``aws_default``) is refused before anything connects to its host or reads its extras
-        (its artifact location among them), and its host is not shown."""
+        host, a database, ``aws_default``) is refused before anything connects to its host or takes its extras as
+        the cluster's settings, and its host is not shown."""
         try:
             conn = self.get_connection(self.kafka_conn_id)
         except AirflowNotFoundException as exc:

@@ -114,7 +114,7 @@ def test_deleting_a_live_streams_group_is_refused_and_an_empty_one_is_deleted_af
             assert report["results"]["preflight"]["failures"] == ["group_empty"]
             desc = admin.describe_group(app_id)
             assert desc.type is GroupType.STREAMS and len(desc.members) == 1
-            assert not list(run_files.root.rglob("*.json")), "no snapshot before the checks pass"
+            assert not list(run_files.root.glob("*/*/snapshots/*.json")), "no snapshot before the checks pass"
         finally:
             _stop(app, admin, app_id)
         offsets = admin.group_offsets(app_id).committed
