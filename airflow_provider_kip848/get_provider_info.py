@@ -85,6 +85,17 @@ def get_provider_info() -> dict:
                         "example": "/etc/airflow/kip848-controllers.yaml",
                         "default": None,
                     },
+                    "ownership_dir": {
+                        "description": "The folder of the fleet's ownership map files, on every worker. A fleet "
+                                       "run's ownership_file names a map here by its file name alone (never a "
+                                       "path: a name with a separator, '..', a leading dot, or a link leading "
+                                       "out of the folder is refused before anything is read). Unset: maps come "
+                                       "from Airflow Variables only. See docs/fleet.md.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/etc/airflow/kip848-ownership",
+                        "default": None,
+                    },
                     "default_deferrable": {
                         "description": "The mode of the provider's waits (KafkaGroup*Sensor) when a DAG does not "
                                        "choose one (deferrable=None, the default): True waits in the triggerer "

@@ -472,9 +472,7 @@ def single_conf(home: Path) -> dict[str, Any]:
     no Spark validation (after the gap, and the fleet's runs validate in the wave's job)."""
     return {"group_id": f"{SOLO}-g0", "target_protocol": "consumer", "app_controller": SOLO, "expected_instances": 1,
             "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 5,
-            "start_timeout_minutes": 5, "poll_seconds": 0.5, "validate_with_spark": False, **open_window(),
-            "snapshot_dir": str(home / "snapshots-single"), "report_dir": str(home / "report"),
-            "audit_log": str(home / "audit.jsonl")}
+            "start_timeout_minutes": 5, "poll_seconds": 0.5, "validate_with_spark": False, **open_window()}
 
 
 def single_gap(single: dict[str, Any]) -> float | None:
@@ -729,9 +727,7 @@ def planned_waves(apps: int, groups_per_app: int) -> int:
 def run_conf(home: Path) -> dict[str, Any]:
     return {"prefixes": ["fleet-app-"], "canary": 2, "wave_size": 10, "max_groups_per_wave": 20,
             "max_failed_apps": 0, "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 5,
-            "start_timeout_minutes": 5, "poll_seconds": 0.5, **open_window(),
-            "snapshot_dir": str(home / "snapshots"),
-            "report_dir": str(home / "report"), "audit_log": str(home / "audit.jsonl")}
+            "start_timeout_minutes": 5, "poll_seconds": 0.5, **open_window()}
 
 
 def main() -> None:
@@ -878,7 +874,7 @@ def main() -> None:
             else:
                 single_error = f"exit {child.returncode} (see {home / 'single.log'})"
         approver.stop()
-        reports = sorted((home / "report").glob(f"{DAG_ID}/*/report/report.json"))
+        reports = sorted((home / "artifacts").glob(f"{DAG_ID}/*/report/report.json"))
         if reports:  # the report task writes it before it fails a stopped run (no XCom then)
             result["outcome"] = json.loads(reports[-1].read_text()).get("outcome")
         measured = {"args": vars(args), "result": result, "answered": approver.answered,

@@ -445,9 +445,13 @@ class Bench:
     def window(self) -> dict:
         return open_window()
 
-    def run_dag(self, module: str, conf: dict, before_answer=None):
+    def run_dag(self, module: str, conf: dict, work: Path, before_answer=None):
+        """Run ``module`` with ``conf``; its snapshots, report and audit records under ``work`` (the deployment's
+        artifact location and audit log for this run: a run's conf names no path)."""
         from kip848_harness.dagrun import run_dag, run_state
 
+        os.environ["KIP848_ARTIFACTS_URL"] = str(work / "artifacts")
+        os.environ["KIP848_AUDIT_LOG"] = str(work / "audit.jsonl")
         t0 = time.time()
         run, answers, report = run_dag(module, conf, dags_folder=REPO / "dags", decide=lambda d: "Approve",
                                        before_answer=before_answer)
@@ -541,10 +545,9 @@ class Bench:
                 # the broker defaults (production tuning: 45000 and 5000 are also the minimums)
                 "standby_replicas": 0, "session_timeout_ms": 45000, "heartbeat_interval_ms": 5000,
                 "output_topic": WORDCOUNT_OUTPUT_TOPIC, "validate_with_spark": False, "reader": "python",
-                "snapshot_dir": str(work / "snapshots"), "report_dir": str(work / "report"),
-                "audit_log": str(work / "audit.jsonl"), **self.window()}
+                **self.window()}
         try:
-            report, took = self.run_dag("kip1071_streams_offline_migration", conf)
+            report, took = self.run_dag("kip1071_streams_offline_migration", conf, work)
         finally:
             self.ticker.pause()
             pauser.join(5)
@@ -611,7 +614,7 @@ class Bench:
                    what="every partition consumed", timeout=60, interval=0.25)
         t_steady = time.time()
         roll: dict[str, object] = {"back": []}
-        snapshots = work / "snapshots"
+        snapshots = work / "artifacts"  # this run's own (work is fresh): its before.json is the one awaited
 
         def go() -> None:
             try:
@@ -638,10 +641,9 @@ class Bench:
         conf = {"group_id": group, "output_topic": "", "id_source": "key", "allowed_duplicates": 1000,
                 "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
                 "poll_seconds": 0.5, "rollout_timeout_minutes": 4, "rollback_timeout_minutes": 2,
-                "validate_with_spark": False, "reader": "python", "snapshot_dir": str(snapshots),
-                "report_dir": str(work / "report")}
+                "validate_with_spark": False, "reader": "python"}
         try:
-            report, took = self.run_dag("kip848_consumer_rolling_upgrade", conf,
+            report, took = self.run_dag("kip848_consumer_rolling_upgrade", conf, work,
                                         before_answer=lambda detail: roller.start())
         finally:
             roller.join(300)

@@ -8,14 +8,13 @@ provider's hook, and renders one plain-text report. It changes nothing.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from airflow_provider_kip848.changecontrol.runpaths import NAME_FORM_PATTERN
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.kafka.files import atomic_write_text
 from airflow_provider_kip848.kafka.model import feature_level_name
+from airflow_provider_kip848.operators.report import write_report_file
 from airflow_provider_kip848.operators.run_conf import check_run_conf
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 
@@ -37,11 +36,14 @@ DAG_ID = "kafka_cluster_inventory"
             title="Kafka connection",
             description="A connection of type kafka_admin.",
         ),
-        "report_path": Param(
+        "report_file": Param(
             None,
             type=["null", "string"],
-            title="Write the report to this file too",
-            description="Optional local path; empty keeps the report in the task log and XCom only.",
+            pattern=NAME_FORM_PATTERN,
+            title="Write the report to this file of the run's report folder too",
+            description="A file name alone (inventory.txt), never a path: it is written in this run's own report "
+                        "folder of the deployment's artifact location (docs/deploy.md). Empty keeps the report in "
+                        "the task log and XCom only.",
         ),
     },
     doc_md=__doc__,
@@ -64,11 +66,11 @@ def kafka_cluster_inventory():
         return [g.to_dict() for g in KafkaGroupAdminHook(params["kafka_conn_id"]).list_groups()]
 
     @task
-    def report(cluster: dict, features: dict, groups: list[dict], params: dict | None = None) -> str:
+    def report(cluster: dict, features: dict, groups: list[dict], params: dict | None = None, **context) -> str:
         text = render_inventory(cluster, features, groups)
         print(text)
-        if params.get("report_path"):
-            atomic_write_text(Path(params["report_path"]), text + "\n")
+        if params.get("report_file"):  # a name in the run's own folder, checked; never a path the run chooses
+            write_report_file(context, params["report_file"], text + "\n", param="report_file")
         return text
 
     report(describe_cluster(), describe_features(), list_groups())

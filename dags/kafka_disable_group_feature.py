@@ -65,9 +65,6 @@ ACTION = "{{ 'disable' if params.level == 0 else 'downgrade' }}"
                        description="Below the finalized level; at it: nothing to do. Raising a feature is "
                                    "kafka_enable_streams_protocol."),
         "dry_run": Param(False, type="boolean", title="Dry run (dependants, validation and plan only)"),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
         **change_control_params(),
     },
     render_template_as_native_obj=True,
@@ -110,8 +107,7 @@ def kafka_disable_group_feature():
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
 
     apply = KafkaFeatureOperator(task_id="apply_change", kafka_conn_id=CONN, feature="{{ params.feature }}",
-                                 level="{{ params.level }}", action=ACTION, allow_empty_dependent_groups=True,
-                                 audit_log="{{ params.audit_log }}")
+                                 level="{{ params.level }}", action=ACTION, allow_empty_dependent_groups=True)
 
     @task
     def verify(params: dict | None = None) -> dict:

@@ -56,9 +56,6 @@ DAG_ID = "kafka_enable_streams_protocol"
                                          description="Needed on 4.2 brokers: 4.2.0 and 4.2.1 look the same on "
                                                      "the wire."),
         "dry_run": Param(False, type="boolean", title="Dry run (validate and plan only)"),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
         **change_control_params(),
     },
     render_template_as_native_obj=True,
@@ -113,7 +110,6 @@ def kafka_enable_streams_protocol():
         kafka_conn_id="{{ params.kafka_conn_id }}",
         feature="{{ params.feature }}",
         level="{{ params.level }}",
-        audit_log="{{ params.audit_log }}",
     )
 
     @task

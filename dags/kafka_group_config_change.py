@@ -74,9 +74,6 @@ DELETE = "{{ [params.key] if params.action == 'delete' else [] }}"
                                             "on a consumer group, any on a classic group) is refused: it would "
                                             "never apply. Name the type the group is becoming, or will have when "
                                             "it does not exist yet (allow_absent_group); the approval shows it."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
         **change_control_params(),
     },
 )
@@ -107,7 +104,7 @@ def kafka_group_config_change():
 
     apply = KafkaGroupConfigOperator(
         task_id="apply", kafka_conn_id="{{ params.kafka_conn_id }}", group_id="{{ params.group_id }}",
-        set_configs=SET, delete_configs=DELETE, audit_log="{{ params.audit_log }}",
+        set_configs=SET, delete_configs=DELETE,
         allow_absent_group="{{ params.allow_absent_group }}", for_group_type="{{ params.for_group_type }}",
     )
 

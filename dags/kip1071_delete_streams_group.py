@@ -38,7 +38,6 @@ from airflow_provider_kip848.operators.approval import (
 from airflow_provider_kip848.operators.groups import KafkaDeleteGroupOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.offsets import KafkaSnapshotGroupOffsetsOperator
-from airflow_provider_kip848.operators.params import artifact_params
 from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
 from airflow_provider_kip848.operators.report import PREFLIGHT, RunReport, change_rule, report_task
 from airflow_provider_kip848.operators.schedule import deployment_schedule
@@ -46,7 +45,7 @@ from airflow_provider_kip848.operators.schedule import deployment_schedule
 DAG_ID = "kip1071_delete_streams_group"
 CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.group_id }}"
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; the delete deletes them): "
                  "{{ kip848_md_name(ti.xcom_pull(task_ids='snapshot_offsets')['path']) }}, "
                  "{{ ti.xcom_pull(task_ids='snapshot_offsets')['committed_partitions'] }} committed partition(s), "
@@ -67,7 +66,6 @@ SNAPSHOT_LINE = ("**Committed offsets snapshot** (taken before this approval; th
         "group_id": Param("", type="string", minLength=1, pattern=GROUP_ID_PATTERN,
                           title="Streams group (the application.id)"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
-        **artifact_params(),
         **change_control_params(),
     },
 )
@@ -102,7 +100,7 @@ def kip1071_delete_streams_group():
     )
     recheck = KafkaApprovalRecheckOperator(task_id="recheck_approval", replan=replan, **RECHECK_ARGS)
     delete = KafkaDeleteGroupOperator(task_id="delete_group", kafka_conn_id=CONN, group_id=GROUP,
-                                      group_type="streams", audit_log="{{ params.audit_log }}")
+                                      group_type="streams")
 
     @task
     def verify(params: dict | None = None, **context) -> dict:

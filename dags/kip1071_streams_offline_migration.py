@@ -94,7 +94,6 @@ from airflow_provider_kip848.operators.offsets import (
     KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
-    artifact_params,
     downtime_params,
     lag_params,
     lag_wait_args,
@@ -139,12 +138,11 @@ GROUP = "{{ params.application_id }}"
 SEEN = group_seen_by("snapshot_before")
 #: this run's own folder under the deployment's artifact location (every worker reaches it; see
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 #: the group configs this run sets: the application's settings carried over (see carry_over_settings)
 GROUP_CONFIGS = "{{ ti.xcom_pull(task_ids='carry_over_settings')['set'] }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
-AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
@@ -223,7 +221,6 @@ EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances']
                               description="Empty: no output capture."),
         **window_params(),
         **validation_params(),
-        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
@@ -261,7 +258,7 @@ def kip1071_streams_offline_migration():
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
                                                 for_group_type="streams")
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, for_group_type="streams", audit_log=AUDIT)
+                                             set_configs=GROUP_CONFIGS, for_group_type="streams")
     snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -291,13 +288,12 @@ def kip1071_streams_offline_migration():
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
-                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
+                                       settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
-                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}",
-                                          audit_log=AUDIT)
+                                          snapshot_path="{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}")
 
     # one last look before the downtime ends: still Empty (an instance of the old application still running
     # would be refused as a streams member), and the source topics exist (else the group sits in NOT_READY)
@@ -325,7 +321,7 @@ def kip1071_streams_offline_migration():
         return bool(carried.get("restart_delay")) and task_states(context).get("set_group_configs") == "success"
 
     restore_delay = KafkaGroupConfigOperator(
-        task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP, audit_log=AUDIT,
+        task_id="restore_rebalance_delay", kafka_conn_id=CONN, group_id=GROUP,
         for_group_type="streams",  # put back on the streams group, or on the classic one after the way back
         set_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_set'] }}",
         delete_configs="{{ ti.xcom_pull(task_ids='carry_over_settings')['restart_delay']['restore_delete'] }}")
@@ -362,7 +358,7 @@ def kip1071_streams_offline_migration():
     fallback_wait_empty = KafkaGroupEmptySensor(
         task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, instances_gone=instances_gone("fallback_stop"),
+        instances_gone=instances_gone("fallback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
 

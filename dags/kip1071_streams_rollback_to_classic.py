@@ -77,7 +77,6 @@ from airflow_provider_kip848.operators.offsets import (
     KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
-    artifact_params,
     downtime_params,
     lag_params,
     lag_wait_args,
@@ -101,12 +100,11 @@ CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.application_id }}"
 #: the snapshot before the stop described the group: gone after that, it was deleted (empty)
 SEEN = group_seen_by("snapshot_before")
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 AFTER = "{{ ti.xcom_pull(task_ids='snapshot_after')['path'] }}"
 POLL = "{{ params.poll_seconds }}"
-AUDIT = "{{ params.audit_log }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
@@ -152,7 +150,6 @@ INSTANCES = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['instances'] }}"
         **lag_params(),
         **window_params(),
         **validation_params(),
-        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
@@ -198,12 +195,12 @@ def kip1071_streams_rollback_to_classic():
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
-                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
+                                       settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
-                                          snapshot_path=BEFORE, audit_log=AUDIT)
+                                          snapshot_path=BEFORE)
     start = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                           group_protocol="classic", source_topics="{{ params.source_topics }}",
                                           expected_instances=INSTANCES, **ACTION)
@@ -239,7 +236,7 @@ def kip1071_streams_rollback_to_classic():
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
+        instances_gone=instances_gone("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,

@@ -89,7 +89,6 @@ from airflow_provider_kip848.operators.offsets import (
     KafkaSnapshotGroupOffsetsOperator,
 )
 from airflow_provider_kip848.operators.params import (
-    artifact_params,
     carried_consumer_params,
     downtime_params,
     lag_params,
@@ -124,10 +123,9 @@ SEEN = group_seen_by("snapshot_before")
 TARGET = "{{ params.target_protocol }}"
 SOURCE = "{{ 'classic' if params.target_protocol == 'consumer' else 'consumer' }}"
 MODE = "{{ 'classic_to_consumer_offline' if params.target_protocol == 'consumer' else 'consumer_to_classic_offline' }}"
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 EXPECTED = "{{ ti.xcom_pull(task_ids='make_plan')['facts']['expected_instances'] }}"
 POLL = "{{ params.poll_seconds }}"
-AUDIT = "{{ params.audit_log }}"
 BEFORE = "{{ ti.xcom_pull(task_ids='snapshot_before')['path'] }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 #: the group configs this run sets: the application's session timeout and heartbeat interval carried over (to consumer)
@@ -186,7 +184,6 @@ ACTION = {**CONTROLLER, "approved_fingerprint": approved_fingerprint()}
                                     title="Duplicates allowed in the output (at-least-once redelivery)"),
         **window_params(),
         **validation_params(),
-        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         **change_control_params(),
     },
@@ -216,8 +213,7 @@ def kip848_consumer_offline_migration():
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
                                                 for_group_type=FOR_GROUP_TYPE)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE,
-                                             audit_log=AUDIT)
+                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE)
     snapshot_before = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_before", kafka_conn_id=CONN, group_id=GROUP,
                                                    path=f"{SNAPSHOTS}/before.json")
 
@@ -247,12 +243,12 @@ def kip848_consumer_offline_migration():
     stop = KafkaApplicationStopOperator(task_id="stop_application", **ACTION)
     wait_empty = KafkaGroupEmptySensor(task_id="wait_empty", kafka_conn_id=CONN, group_id=GROUP,
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
-                                       settle_seconds="{{ params.empty_settle_seconds }}", audit_log=AUDIT,
+                                       settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
-                                          snapshot_path=BEFORE, audit_log=AUDIT)
+                                          snapshot_path=BEFORE)
 
     started = KafkaApplicationStartOperator(task_id="start_application", kafka_conn_id=CONN, group_id=GROUP,
                                             group_protocol=TARGET, expected_instances=EXPECTED, **ACTION)
@@ -283,7 +279,7 @@ def kip848_consumer_offline_migration():
     rollback_wait_empty = KafkaGroupEmptySensor(
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
-        audit_log=AUDIT, instances_gone=instances_gone("rollback_stop"),
+        instances_gone=instances_gone("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
 

@@ -84,7 +84,6 @@ from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOpe
 from airflow_provider_kip848.operators.metrics import KafkaGroupMetricsOperator
 from airflow_provider_kip848.operators.offsets import KafkaSnapshotGroupOffsetsOperator
 from airflow_provider_kip848.operators.params import (
-    artifact_params,
     carried_consumer_params,
     controller_params,
     lag_params,
@@ -113,7 +112,7 @@ CONN = "{{ params.kafka_conn_id }}"
 GROUP = "{{ params.group_id }}"
 #: this run's own folder under the deployment's artifact location (every worker reaches it; see
 #: changecontrol.artifacts): a snapshot written by one worker is compared by another
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 CONTROLLER = {"controller": "{{ params.app_controller }}", "controller_args": "{{ params.app_controller_args }}"}
 #: the actions (stop, start, roll) also carry the controller's fingerprint the approval showed: a registry entry
 #: edited since is refused
@@ -199,12 +198,11 @@ def _title(params: dict) -> str:
         "poll_seconds": Param(5, type="number", minimum=0.2, maximum=MAX_POLL_SECONDS,
                               title="Poll interval of the waits"),
         **validation_params(),
-        **artifact_params(),
         "fail_on_rollback": Param(True, type="boolean", title="Mark the run failed when the rollout was rolled back"),
         "dry_run": Param(False, type="boolean", title="Dry run (checks and plan only)"),
         # the one cluster change of this DAG is the carried group configs (audited; the deployment rolls the
         # consumers), right after the approval and the snapshot: no recheck
-        **{k: v for k, v in change_control_params().items() if k in ("approvers", "four_eyes", "audit_log")},
+        **{k: v for k, v in change_control_params().items() if k in ("approvers", "four_eyes")},
     },
 )
 def kip848_consumer_rolling_upgrade():
@@ -233,8 +231,7 @@ def kip848_consumer_rolling_upgrade():
                                                 group_id=GROUP, set_configs=GROUP_CONFIGS, dry_run=True,
                                                 for_group_type=FOR_GROUP_TYPE)
     group_configs = KafkaGroupConfigOperator(task_id="set_group_configs", kafka_conn_id=CONN, group_id=GROUP,
-                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE,
-                                             audit_log="{{ params.audit_log }}")
+                                             set_configs=GROUP_CONFIGS, for_group_type=FOR_GROUP_TYPE)
 
     @task
     def make_plan(lint_result: dict, preflight_report: dict, carried: dict, configs: dict,
@@ -323,10 +320,9 @@ def kip848_consumer_rolling_upgrade():
     # a crashed static member holds its group.instance.id until its session expires: its successor would be fenced
     departed = KafkaRemoveGroupMembersOperator(task_id="remove_departed_static_members", kafka_conn_id=CONN,
                                           group_id=GROUP, departed_of="{{ params.app_controller }}",
-                                          controller_args="{{ params.app_controller_args }}",
-                                          audit_log="{{ params.audit_log }}")
+                                          controller_args="{{ params.app_controller_args }}")
     roll = KafkaApplicationRollOperator(task_id="roll_application", group_protocol=TARGET, required=False,
-                                        kafka_conn_id=CONN, group_ids=GROUP, audit_log="{{ params.audit_log }}",
+                                        kafka_conn_id=CONN, group_ids=GROUP,
                                         first_instance_timeout_minutes="{{ params.first_instance_timeout_minutes }}",
                                         instance_timeout_minutes="{{ params.rollout_timeout_minutes }}",
                                         poll_interval="{{ params.poll_seconds }}", **ACTION)
@@ -385,7 +381,7 @@ def kip848_consumer_rolling_upgrade():
                                             RollLimits(first_instance_s=deadline, instance_s=deadline,
                                                        poll_s=float(params["poll_seconds"])),
                                             context=context, task_id="rollback_on_timeout",
-                                            audit_log=params["audit_log"], log=logging.getLogger("airflow.task"))
+                                            audit_log=None, log=logging.getLogger("airflow.task"))
         except ControllerError as exc:
             raise task_error(exc) from exc
         except InstanceRollFailed as exc:

@@ -60,6 +60,7 @@ from airflow.sdk import Param, TaskGroup, dag, task, task_group
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_provider_kip848.changecontrol.artifacts import MACROS
+from airflow_provider_kip848.changecontrol.runpaths import NAME_FORM_PATTERN
 from airflow_provider_kip848.fleet.names import (
     APPROVAL,
     FLEET_DAG_ID,
@@ -85,7 +86,7 @@ from airflow_provider_kip848.operators.approval import KafkaChangeApprovalOperat
 from airflow_provider_kip848.operators.fleet import KafkaApplicationMigrationOperator
 from airflow_provider_kip848.operators.fleet_tasks import MAX_WAVES, MIGRATION, PARALLELISM
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
-from airflow_provider_kip848.operators.params import artifact_params, lag_params, lag_wait_args, window_params
+from airflow_provider_kip848.operators.params import lag_params, lag_wait_args, window_params
 from airflow_provider_kip848.operators.report_link import with_report_link
 from airflow_provider_kip848.operators.schedule import deployment_schedule
 from airflow_provider_kip848.operators.wave_validation import MODES as VALIDATION_MODES
@@ -99,9 +100,9 @@ VALIDATION_MODE = os.environ.get("KIP848_FLEET_VALIDATION_MODE", "local")
 #: recorded step (a failed move fails for good: AirflowFailException is never retried)
 MOVE_RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=2)}
 CONN = "{{ params.kafka_conn_id }}"
-SNAPSHOTS = "{{ kip848_run_location(params.snapshot_dir, params.kafka_conn_id, dag, run_id, 'snapshots') }}"
+SNAPSHOTS = "{{ kip848_run_location(params.kafka_conn_id, dag, run_id, 'snapshots') }}"
 STEP_ARGS = {
-    "kafka_conn_id": CONN, "snapshot_dir": SNAPSHOTS, "audit_log": "{{ params.audit_log }}",
+    "kafka_conn_id": CONN, "snapshot_dir": SNAPSHOTS,
     "poll_interval": "{{ params.poll_seconds }}", "remove_members_after": "{{ params.remove_members_after }}",
     "empty_settle_seconds": "{{ params.empty_settle_seconds }}",
     "empty_timeout_minutes": "{{ params.empty_timeout_minutes }}",
@@ -127,8 +128,11 @@ STEP_ARGS = {
                                     title="Ownership map: Airflow Variable",
                                     description="The Variable holding the ownership map (YAML or JSON, see "
                                                 "docs/fleet.md). Used when no file is given."),
-        "ownership_file": Param(None, type=["null", "string"], title="Ownership map: file",
-                                description="A path every worker reads; takes precedence over the Variable."),
+        "ownership_file": Param(None, type=["null", "string"], pattern=NAME_FORM_PATTERN,
+                                title="Ownership map: a file of the deployment's ownership folder",
+                                description="The file's name alone (fleet.yaml), never a path: the folder is the "
+                                            "deployment's ([kip848] ownership_dir). Takes precedence over the "
+                                            "Variable."),
         "apps": Param([], type="array", items={"type": "string", "minLength": 1}, title="Only these applications"),
         "teams": Param([], type="array", items={"type": "string", "minLength": 1}, title="Only these teams"),
         "prefixes": Param([], type="array", items={"type": "string", "minLength": 1},
@@ -175,12 +179,7 @@ STEP_ARGS = {
                                              "on the standalone cluster (the task waits deferred). docs/validation.md"),
         "spark_conn_id": Param("spark_default", type="string", title="Wave validation: Spark connection",
                                description="client and cluster modes (master, deploy mode, rest-port)."),
-        "validation_dir": Param(os.environ.get("KIP848_VALIDATION_DIR") or None, type=["null", "string"],
-                                title="Wave validation: job and report directory",
-                                description="A local path (in cluster mode one the Spark workers share). Empty: "
-                                            "the run's report location when local, else a temporary directory."),
         **window_params(),
-        **artifact_params(),
         "dry_run": Param(False, type="boolean", title="Dry run (inventory and plan only)"),
         **change_control_params(),
     },

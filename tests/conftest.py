@@ -454,6 +454,36 @@ def unique(request: pytest.FixtureRequest) -> Callable[[str], str]:
     return name
 
 
+class RunFiles:
+    """Where a test's runs write their files: the deployment's locations, the test's own (a run names none)."""
+
+    def __init__(self, base: Path) -> None:
+        #: ``$KIP848_ARTIFACTS_URL``: each run's snapshots and report under ``<root>/<dag_id>/<run_id>/<kind>``
+        self.root = base / "artifacts"
+        #: ``$KIP848_AUDIT_LOG``: the audit records of every run of the test
+        self.audit = base / "audit.jsonl"
+
+    def folder(self, dag_id: str, run_id: str, kind: str = "report") -> Path:
+        """The run's own folder of ``kind`` (``report``, ``snapshots``, ``plan`` ...), as the DAGs compute it."""
+        from airflow_provider_kip848.changecontrol.runpaths import run_location
+
+        return Path(run_location(str(self.root), dag_id, run_id, kind))
+
+    def report_md(self, dag_id: str, run_id: str) -> str:
+        """The run's written ``report.md``."""
+        return (self.folder(dag_id, run_id) / "report.md").read_text()
+
+
+@pytest.fixture
+def run_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunFiles:
+    """The deployment's artifact location and audit log for this test's runs, in its ``tmp_path`` (the environment
+    a worker of a real deployment has; issue 45.1: a run's conf never names them)."""
+    files = RunFiles(tmp_path)
+    monkeypatch.setenv("KIP848_ARTIFACTS_URL", str(files.root))
+    monkeypatch.setenv("KIP848_AUDIT_LOG", str(files.audit))
+    return files
+
+
 @pytest.fixture(scope="session")
 def controllers():
     """The session's controller registry file (``[kip848] controllers``): ``controllers.add(name, kind, target)``

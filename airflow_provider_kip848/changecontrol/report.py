@@ -351,11 +351,11 @@ def change_outcome(  # Any: a task's Context (or the Airflow layers' dict of it)
     return "changed" if applied and applied.get("applied") else "nothing_applied"
 
 
-def finish(context: Mapping[str, Any], report_dir: str | None, report: dict[str, Any], *,
+def finish(context: Mapping[str, Any], report: dict[str, Any], *,
            lock: dict[str, Any] | None = None,  # Any: a task's Context (or the Airflow layers' dict of it)
            fail_outcomes: tuple[str, ...] = ("failed", "refused", "locked")) -> dict[str, Any]:
-    """Write the report (under the run's own folder of ``report_dir`` or the configured artifact location,
-    see :mod:`.artifacts`; nowhere when neither is set), log it, and fail the task for failing outcomes.
+    """Write the report (under the run's own folder of the configured artifact location, see :mod:`.artifacts`;
+    nowhere when none is configured), log it, and fail the task for failing outcomes.
 
     ``lock`` is what releasing the run's change lock said (``operators.lock.release_change_lock``).
     A run refused because another run holds the lock did nothing: it ends ``locked`` and FAILED in every
@@ -368,8 +368,7 @@ def finish(context: Mapping[str, Any], report_dir: str | None, report: dict[str,
             fail_outcomes = (*fail_outcomes, LOCKED)
     dag, run_id = context.get("dag"), context.get("run_id")
     conn_id = (context.get("params") or {}).get("kafka_conn_id")
-    location = optional_run_location(report_dir, conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"),
-                                     "report")
+    location = optional_run_location(conn_id, getattr(dag, "dag_id", "dag"), str(run_id or "run"), "report")
     if location:
         report["files"] = write_report(location, report)
     logging.getLogger("airflow.task").info("%s", render_markdown(report))

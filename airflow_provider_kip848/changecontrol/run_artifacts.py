@@ -3,9 +3,10 @@
 The report task of each DAG writes ``report.md``, ``report.json`` and its charts (``*.svg``) under the run's
 own folder, ``<root>/<dag_id>/<run_id>/report`` (:mod:`.runpaths`), and returns where it wrote them
 (``{"files": {"markdown": ..., ...}}`` in its XCom). The reports page (``plugins/reports.py``) reads them
-back here. What the run itself recorded comes first: the root can be a DAG Param, a connection's extra or
-the deployment's environment *as the worker saw them*, which the API server may not see alike; the folder
-is computed (:func:`report_folder`) only for a run whose report task recorded none.
+back here. What the run itself recorded comes first: the root can be a connection's extra or the deployment's
+environment *as the worker saw them*, which the API server may not see alike; the folder is computed
+(:func:`report_folder`) only for a run whose report task recorded none, from the location the API server knows,
+never from the run's conf (a run names no path).
 
 A file is served by its name only (:func:`artifact_location`): one plain file name in that run's report
 folder, never a path, so a request cannot reach another run's folder or anything else the API server can
@@ -50,7 +51,7 @@ MEDIA_TYPES = {".md": "text/markdown; charset=utf-8", ".json": "application/json
                ".html": "text/html; charset=utf-8", ".jsonl": "text/plain; charset=utf-8",
                ".txt": "text/plain; charset=utf-8"}
 #: where a report folder's location came from
-RECORDED, COMPUTED = "recorded by the report task", "computed from the run's report_dir or the artifact location"
+RECORDED, COMPUTED = "recorded by the report task", "computed from the artifact location"
 
 
 def report_page_path(dag_id: str, run_id: str) -> str:
@@ -77,13 +78,13 @@ def recorded_folder(report_xcom: object) -> str | None:
     return posixpath.dirname(markdown.rstrip("/")) or None
 
 
-def report_folder(dag_id: str, run_id: str, *, report_xcom: object = None, report_dir: object = None,
+def report_folder(dag_id: str, run_id: str, *, report_xcom: object = None,
                   root: object = None) -> ReportFolder | None:
-    """The run's report folder: what its report task recorded, else ``<report_dir or root>/<dag>/<run>/report``
-    (``report_dir``: the run's own Param; ``root``: the artifact location the reader knows), else None."""
+    """The run's report folder: what its report task recorded, else ``<root>/<dag>/<run>/report`` (``root``: the
+    artifact location the reader knows, never one from the run's conf), else None."""
     if (recorded := recorded_folder(report_xcom)) is not None:
         return ReportFolder(recorded, RECORDED)
-    base = given(report_dir) or given(root)
+    base = given(root)
     if base is None:
         return None
     return ReportFolder(run_location(base, dag_id, run_id, "report"), COMPUTED)

@@ -50,6 +50,17 @@ def storage_path(location: str) -> Path | ObjectStoragePath:
                                         "ObjectStorage URL.") from None
 
 
+def inside(folder: str, name: str) -> str | None:
+    """The location of the plain file ``name`` in ``folder`` (``<folder>/<name>``), or None when, resolved, it
+    leads out of the folder (a symbolic link there pointing elsewhere: never followed out). Object stores have no
+    links: there the name alone decides (``runpaths.plain_name`` checks it first)."""
+    location = f"{folder.rstrip('/')}/{name}"
+    path, base = storage_path(location), storage_path(folder)
+    if isinstance(path, Path) and isinstance(base, Path) and not path.resolve().is_relative_to(base.resolve()):
+        return None
+    return location
+
+
 def _io(location: str, what: str, call: Callable[[], T]) -> T:
     try:
         return call()

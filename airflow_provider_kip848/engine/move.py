@@ -43,6 +43,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.audit_trail import TaskAudit
 from airflow_provider_kip848.changecontrol.downtime import downtime_summary
+from airflow_provider_kip848.changecontrol.runpaths import path_segment
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
@@ -157,6 +158,18 @@ class Unit:
         return int(self.expected_instances or group.live_members or 1)
 
 
+def application_folder(snapshot_dir: str, app: str) -> str:
+    """``<snapshot_dir>/<app>``: the application's folder of the run's snapshots. The application's name (the
+    ownership map's) is one path segment (``runpaths.path_segment``): no name leads out of the run's folder."""
+    return f"{str(snapshot_dir).rstrip('/')}/{path_segment(app)}"
+
+
+def group_snapshot_location(snapshot_dir: str, app: str, group_id: str, suffix: str = ".json") -> str:
+    """``<snapshot_dir>/<app>/<group><suffix>``: a group's snapshot before its move (``.validated.json``: the
+    wave validation's, after it). A group id (anyone who may create a group chooses it) is one path segment."""
+    return f"{application_folder(snapshot_dir, app)}/{path_segment(group_id)}{suffix}"
+
+
 @dataclass(frozen=True)
 class MoveSettings:
     """The run's settings of every move (the fleet DAG's Params)."""
@@ -248,10 +261,10 @@ class ApplicationMove:
         return self.settings.target_protocol if self.kind == MIGRATE else self.settings.source_protocol
 
     def _base(self) -> str:
-        return f"{str(self.settings.snapshot_dir).rstrip('/')}/{self.unit.app}"
+        return application_folder(self.settings.snapshot_dir, self.unit.app)
 
     def snapshot_path(self, group_id: str) -> str:
-        return f"{self._base()}/{group_id}.json"
+        return group_snapshot_location(self.settings.snapshot_dir, self.unit.app, group_id)
 
     def record_location(self) -> str:
         """Where the move's state is recorded after every step (next to the application's snapshots)."""

@@ -53,7 +53,7 @@ def load_snapshot(location: str) -> OffsetSnapshot:
             raise SnapshotInvalid(
                 f"No snapshot at {location} on worker {socket.gethostname()}.",
                 remedy=f"If another worker took it, this worker cannot see that worker's disk: point "
-                       f"${ARTIFACTS_ENV} (or the connection extra artifacts_url, or the DAG's snapshot_dir) at an "
+                       f"${ARTIFACTS_ENV} (or the connection extra artifacts_url) at an "
                        "ObjectStorage URL or a volume every worker mounts, or take a new snapshot.")
         raise SnapshotInvalid(f"No snapshot at {location}.")
     return OffsetSnapshot.from_json(storage.read_text(location), source=location)

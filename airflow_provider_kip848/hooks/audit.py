@@ -25,7 +25,7 @@ APPROVALS = ("approval", "recheck_approval")
 def trail_location(hook: KafkaGroupAdminHook, audit_log: str | None) -> str:
     """Where the audit records of changes through ``hook``'s connection go."""
     return audit_location(None if audit_log in (None, "", "None") else audit_log, hook.extra("audit_log"),
-                          artifact_root(None, hook.kafka_conn_id))
+                          artifact_root(hook.kafka_conn_id))
 
 
 def task_audit(context: Mapping[str, Any], task_id: str, hook: KafkaGroupAdminHook,  # Any: a task's Context

@@ -59,11 +59,19 @@ class KafkaAdminBaseHook(BaseHook):
 
     @cached_property
     def connection(self) -> Connection:
-        """The Airflow connection; a missing one is :class:`ConnectionNotFound` (not retried: a typo stays one)."""
+        """The Airflow connection; a missing one is :class:`ConnectionNotFound` (not retried: a typo stays one).
+
+        A run names the connection (``kafka_conn_id``): only a ``kafka_admin`` one is taken. Another type (an SSH
+        host, a database, ``aws_default``) is refused before anything connects to its host or takes its extras as
+        the cluster's settings, and its host is not shown."""
         try:
-            return self.get_connection(self.kafka_conn_id)
+            conn = self.get_connection(self.kafka_conn_id)
         except AirflowNotFoundException as exc:
             raise ConnectionNotFound(f"There is no Airflow connection {self.kafka_conn_id!r}.") from exc
+        if conn.conn_type != CONN_TYPE:
+            raise ConnectionNotFound(f"The Airflow connection {self.kafka_conn_id!r} is of type {conn.conn_type!r}, "
+                                     f"not {CONN_TYPE}: it is not a Kafka cluster's connection.")
+        return conn
 
     @cached_property
     def settings(self) -> ClientSettings:

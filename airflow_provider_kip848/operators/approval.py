@@ -260,7 +260,9 @@ class KafkaApprovalRecheckOperator(KafkaChangeApprovalOperator):
 
 
 def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Param]:
-    """The Params every change DAG shares: who may approve, four eyes, approval expiry, audit location."""
+    """The Params every change DAG shares: who may approve, four eyes, approval expiry. Not the audit log: where
+    the records go is the deployment's (the connection's extra ``audit_log``, ``$KIP848_AUDIT_LOG``, the artifact
+    location; ``changecontrol.audit.audit_location``), never a run's."""
     return {
         "approvers": Param([], type="array", items={"type": "string", "pattern": USER_ID_PATTERN},
                            title="Approvers (Airflow user ids)",
@@ -271,9 +273,6 @@ def change_control_params(*, max_age_minutes: float = 60) -> dict[str, Param]:
                                        "development clusters; the report says so."),
         "approval_max_age_minutes": Param(max_age_minutes, type="number", minimum=0, maximum=MAX_APPROVAL_AGE_MINUTES,
                                           title="Approval expires after (minutes, 0: never)"),
-        "audit_log": Param(None, type=["null", "string"], title="Audit log (path or URL)",
-                           description="Empty: the connection's extra audit_log, else $KIP848_AUDIT_LOG, else "
-                                       "<artifact location>/audit, else $AIRFLOW_HOME/kip848/audit.jsonl."),
     }
 
 

@@ -64,9 +64,11 @@ class KafkaApplicationMigrationOperator(BaseOperator):
     :param application: the unit to move (templated; in the fleet DAG, one element of the wave's mapped
         list): ``{app, team, wave, path ("online"/"offline"), app_controller, app_controller_args,
         expected_instances, groups: [{group_id, type, state, live_members}]}``.
-    :param snapshot_dir: this run's snapshot location; the group's snapshot is
-        ``<snapshot_dir>/<app>/<group>.json`` (the rollback compares with the one the migration took), the
-        move's record ``<snapshot_dir>/<app>/move-<kind>.json``.
+    :param snapshot_dir: this run's snapshot location, as the DAG's code gives it (the fleet DAG: the run's folder
+        of the deployment's artifact location, never a Param); the group's snapshot is
+        ``<snapshot_dir>/<app>/<group>.json`` (the rollback compares with the one the migration took), the move's record
+        ``<snapshot_dir>/<app>/move-<kind>.json``; the application and the group id each one path segment
+        (``runpaths.path_segment``: ``/``, ``%`` and a leading ``.`` percent-encoded).
     :param poll_interval, remove_members_after, empty_settle_seconds, empty_timeout_minutes,
         start_timeout_minutes, max_lag, lag_margin_fraction, lag_margin_records, lag_window_seconds: as in the
         single-group DAGs (templated; the lag wait's baseline is the move's own snapshot before the change).

@@ -32,10 +32,11 @@ from airflow_provider_kip848.changecontrol import storage
 from airflow_provider_kip848.changecontrol.approvals import is_approving
 from airflow_provider_kip848.changecontrol.artifacts import artifact_root, optional_run_location
 from airflow_provider_kip848.changecontrol.report import LOCKED, task_states
+from airflow_provider_kip848.changecontrol.runpaths import given
 from airflow_provider_kip848.changecontrol.window import window_note
 from airflow_provider_kip848.controllers import ControllerRefused
 from airflow_provider_kip848.controllers.registry import ControllerRegistry
-from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit
+from airflow_provider_kip848.engine.move import ApplicationMove, MoveSettings, Unit, group_snapshot_location
 from airflow_provider_kip848.engine.state import touched
 from airflow_provider_kip848.fleet import (
     ErrorBudget,
@@ -82,6 +83,9 @@ MIGRATION = "classic_to_consumer"
 MAX_WAVES = int(os.environ.get("KIP848_FLEET_MAX_WAVES", "6"))
 #: applications of one wave whose worker-side steps run at once (deferred waits hold no slot)
 PARALLELISM = int(os.environ.get("KIP848_FLEET_PARALLELISM", "8"))
+#: the deployment's folder for the wave validation's job and report (in cluster mode one the Spark workers share);
+#: unset: the run's validation folder of the artifact location when it is a local path, else a temporary folder
+VALIDATION_DIR_ENV = "KIP848_VALIDATION_DIR"
 
 
 def _ownership(params: dict) -> Any:
@@ -197,8 +201,7 @@ def make_plan(params: dict, context: Context) -> dict:
     out = {"plan": wave_plan.to_dict(), "plan_hash": wave_plan.plan_hash, "markdown": markdown,
            "types_before": _types(inventory, owned), "owned_groups": owned, "slots": MAX_WAVES,
            "nothing_to_do": not wave_plan.waves, "started_at": time.time()}
-    location = optional_run_location(params["report_dir"], params["kafka_conn_id"], FLEET_DAG_ID, context["run_id"],
-                                     "plan")
+    location = optional_run_location(params["kafka_conn_id"], FLEET_DAG_ID, context["run_id"], "plan")
     if location:
         storage.write_text(f"{location}/plan.json", _json(out))
         storage.write_text(f"{location}/plan.md", markdown + "\n")
@@ -343,15 +346,14 @@ def to_validate_step(number: int, snapshot_dir: str, params: dict, context: Cont
     with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
         for result in moved:
             for g in result.groups:
-                before = f"{base}/{result.app}/{g.group_id}.json"
-                after = f"{base}/{result.app}/{g.group_id}.validated.json"
+                before = group_snapshot_location(base, result.app, g.group_id)
+                after = group_snapshot_location(base, result.app, g.group_id, ".validated.json")
                 storage.write_text(after, take_snapshot(hook.get_conn(), g.group_id).to_json())
                 groups.append({"group_id": g.group_id, "app": result.app,
                                "offsets_preserved": {"before": before, "after": after, "allow_advanced": True}})
-    output = params.get("validation_dir")
+    output = given(os.environ.get(VALIDATION_DIR_ENV))  # the deployment's (in cluster mode, shared with Spark)
     if not output:
-        location = optional_run_location(params["report_dir"], params["kafka_conn_id"], FLEET_DAG_ID,
-                                         context["run_id"], "validation")
+        location = optional_run_location(params["kafka_conn_id"], FLEET_DAG_ID, context["run_id"], "validation")
         output = location if location and "://" not in location else f"{tempfile.gettempdir()}/kip848-validation"
     output = f"{str(output).rstrip('/')}/wave_{number}"
     log.info("Validating %d group(s) of %d application(s) in one Spark application (%s mode), reports under %s",
@@ -484,14 +486,13 @@ def report_step(params: dict, context: Context) -> dict:
         types_after=types_after, run_id=context["run_id"], dag_id=FLEET_DAG_ID, outcome=outcome,
         started_at=(planned or {}).get("started_at"), ended_at=time.time())
     report["locks"] = {"fleet": fleet_lock, "groups": released}
-    root = artifact_root(params["report_dir"], params["kafka_conn_id"])
+    root = artifact_root(params["kafka_conn_id"])
     history = None
     if root and not params["dry_run"] and planned:  # the fleet over time: one line per run that planned
         where = f"{root.rstrip('/')}/{FLEET_DAG_ID}/history.jsonl"
         fleet_reports.append_history(where, report)
         history = fleet_reports.load_history(where)
-    location = optional_run_location(params["report_dir"], params["kafka_conn_id"], FLEET_DAG_ID, context["run_id"],
-                                     "report")
+    location = optional_run_location(params["kafka_conn_id"], FLEET_DAG_ID, context["run_id"], "report")
     if location:
         report["files"] = fleet_reports.write_fleet_report(location, report, history=history)
     log.info("%s", fleet_reports.render_fleet_markdown(report))

@@ -3,7 +3,11 @@
 Each function returns Params to splice into a DAG's ``params`` (``**window_params()``).
 The operators read them through templates (``{{ params.window_days }}`` ...):
 ``KafkaMaintenanceWindowGuardOperator`` the window, the application operators and the
-Empty sensor the downtime block, the snapshot/validation/report tasks the rest.
+Empty sensor the downtime block, the validation task the rest.
+
+No Param names a path or URL: where a run's snapshots, reports and audit records go is the
+deployment's (``changecontrol.artifacts``, ``changecontrol.audit``); a run that still sends
+``snapshot_dir`` or ``report_dir`` is refused by its first task (``operators.run_conf``).
 """
 
 from __future__ import annotations
@@ -96,18 +100,6 @@ def carried_consumer_params() -> dict[str, Param]:
         "heartbeat_interval_ms": Param(None, type=["null", "integer"], minimum=1, maximum=MAX_INT32,
                                        title="consumer.heartbeat.interval.ms",
                                        description="Empty: carry over, as above (heartbeat.interval.ms)."),
-    }
-
-
-def artifact_params() -> dict[str, Param]:
-    """Where a run writes its snapshots and its report (``changecontrol.artifacts``)."""
-    return {
-        "snapshot_dir": Param(None, type=["null", "string"], title="Offsets snapshots (path or URL)",
-                              description="Empty: the connection's extra artifacts_url, else $KIP848_ARTIFACTS_URL "
-                                          "(a location every worker reaches). Each run writes its own folder."),
-        "report_dir": Param(None, type=["null", "string"], title="Reports (path or URL)",
-                            description="Empty: the deployment's artifact location, if any. Each run writes "
-                                        "<dir>/<dag>/<run>/report."),
     }
 
 

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.sdk import XComArg, task
+from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from airflow_provider_kip848.changecontrol import report as run_reports
+from airflow_provider_kip848.changecontrol.artifacts import write_run_file
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.audit import trail_location
+from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.operators.downtime import measured_downtime
 from airflow_provider_kip848.operators.lock import release_change_lock
 from airflow_provider_kip848.operators.report_link import with_report_link
@@ -190,8 +193,21 @@ class RunReport:
             title=self.title(params), outcome=outcome, context=context, failed_tasks=run_reports.failed_tasks(context),
             plan=plan, approvals={"approval": decision}, before=before, after=after, results=results,
             change_control=control, **sections)
-        return run_reports.finish(context, params["report_dir"], result, lock=release_change_lock(context),
+        return run_reports.finish(context, result, lock=release_change_lock(context),
                                   fail_outcomes=self.fail_outcomes(params))
+
+
+def write_report_file(context: Mapping[str, Any], name: object, text: str, *,  # Any: a @task's keyword context
+                      param: str) -> str:
+    """Write ``text`` as the file ``name`` (the run's Param ``param``: a file name alone) of the run's own report
+    folder (``changecontrol.artifacts.write_run_file``); a name that is not one, or no configured location, fails
+    the task without a retry and writes nothing."""
+    dag, conn_id = context.get("dag"), (context.get("params") or {}).get("kafka_conn_id")
+    try:
+        return write_run_file(conn_id, getattr(dag, "dag_id", "dag"), str(context.get("run_id") or "run"), "report",
+                              name, text, param=param)
+    except Kip848Error as exc:
+        raise AirflowFailException(str(exc)) from exc
 
 
 def report_task(spec: RunReport, *, task_id: str = "report") -> XComArg:

@@ -16,7 +16,7 @@ An Airflow 3 plugin (:class:`ReportsPlugin`) that the API server mounts at ``/ki
   run recorded, served sandboxed (a generated HTML file: no script, nothing loaded from elsewhere).
 
 The run's folder is what its report task recorded (its XCom ``files``), else the one the DAGs compute
-(``<report_dir or $KIP848_ARTIFACTS_URL>/<dag_id>/<run_id>/report``, :mod:`~.run_artifacts`).
+(``<$KIP848_ARTIFACTS_URL>/<dag_id>/<run_id>/report``, :mod:`~.run_artifacts`).
 
 Authentication and permission: :mod:`.auth` (401 without a valid token; 403 unless the user may read the
 DAG's runs, task instances and XComs). Served files carry a Content-Security-Policy with ``sandbox``: an SVG
@@ -174,8 +174,8 @@ def report_status(run: RunFacts) -> tuple[str, str]:
     state = run.report_state
     if state in ("success", "failed") and isinstance(run.report_xcom, Mapping):
         # the provider's report tasks leave out "files" only when no location was configured (report.finish)
-        return "no_file", ("the report task ran but wrote no file: no artifact location was configured (report_dir, "
-                           f"the connection's artifacts_url or ${ARTIFACTS_ENV}); the report is in its log and XCom")
+        return "no_file", ("the report task ran but wrote no file: no artifact location was configured (the "
+                           f"connection's artifacts_url or ${ARTIFACTS_ENV}); the report is in its log and XCom")
     if state in ("success", "failed") and run.report_xcom is not None:
         return "no_file", "the report task recorded no report folder; what it reported is in its log and XCom"
     if state == "failed":
@@ -195,9 +195,9 @@ def artifact_root() -> str | None:
 
 
 def run_folder(run: RunFacts) -> ReportFolder | None:
-    """The run's report folder: recorded by its report task, else computed from its conf and the deployment."""
-    return report_folder(run.dag_id, run.run_id, report_xcom=run.report_xcom, report_dir=run.conf.get("report_dir"),
-                         root=artifact_root())
+    """The run's report folder: recorded by its report task, else computed from the deployment's location (never
+    from the run's conf: a run names no path)."""
+    return report_folder(run.dag_id, run.run_id, report_xcom=run.report_xcom, root=artifact_root())
 
 
 # -- Markdown (pure) ----------------------------------------------------------------------------

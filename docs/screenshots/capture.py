@@ -55,7 +55,9 @@ def main() -> int:
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"), "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
            "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
-           "AIRFLOW_CONN_KAFKA_ADMIN_DEFAULT": json.dumps({"conn_type": "kafka_admin", "host": kafka.bootstrap_servers})}
+           "AIRFLOW_CONN_KAFKA_ADMIN_DEFAULT": json.dumps({"conn_type": "kafka_admin", "host": kafka.bootstrap_servers}),
+           # the deployment's artifact location: the runs' snapshots and reports (a run names no path)
+           "KIP848_ARTIFACTS_URL": str(work / "artifacts")}
     os.environ.update(env)
     # the deployment's controller registry ([kip848] controllers), imported only now: it imports Airflow, whose
     # configuration must see the scratch AIRFLOW_HOME; prepare() registers the applications it starts there
@@ -115,7 +117,6 @@ def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
                              description="the demo's WordCountDemo on this machine")
     produce(bs, WORDCOUNT_INPUT_TOPIC, ["kafka streams groups"])
     time.sleep(15)
-    snapshots = str(work / "snapshots")
     return [
         ("kafka_enable_streams_protocol", {"feature": "streams.version", "level": 1},
          "enable_streams_protocol_approval.png"),
@@ -124,12 +125,12 @@ def prepare(kafka, work: Path, registry) -> list[tuple[str, dict, str]]:
         ("kip848_consumer_rolling_upgrade", {"group_id": "orders-app", "output_topic": "orders-processed",
                                              "client_properties": {"group.protocol": "consumer",
                                                                    "group.remote.assignor": "range"},
-                                             "snapshot_dir": snapshots, "poll_seconds": 1},
+                                             "poll_seconds": 1},
          "rolling_upgrade_approval.png"),
         ("kip1071_streams_offline_migration", {"application_id": "wordcount", "standby_replicas": 1,
                                                "app_controller": wordcount,
                                                **open_window(),
-                                               "snapshot_dir": snapshots, "poll_seconds": 1},
+                                               "poll_seconds": 1},
          "streams_offline_migration_approval.png"),
     ]
 

@@ -65,8 +65,8 @@ def run_dag(module: str, conf: dict[str, Any], *, dags_folder: str | Path,
     if responder and responder.errors:
         raise responder.errors[0]
     report = None
-    # The harness's connections carry no artifacts_url: the Param or the deployment's variable.
-    root = given(conf.get("report_dir")) or given(os.environ.get(ARTIFACTS_ENV))
+    # The harness's connections carry no artifacts_url: the deployment's variable (a run never names a location).
+    root = given(os.environ.get(ARTIFACTS_ENV))
     if root and "://" not in root:
         path = Path(run_location(root, dag.dag_id, run.run_id, "report")) / "report.json"
         if path.is_file():

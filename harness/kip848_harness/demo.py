@@ -13,8 +13,10 @@
 4. The cluster inventory after, and every process it started is stopped.
 
 Approvals are answered automatically through Airflow's REST API (as a person
-in the "Required Actions" page would). Exit code 0 only if both migrations
-succeeded.
+in the "Required Actions" page would). The runs' snapshots, reports and audit
+log go to the demo's artifact location, ``<cache>/demo/artifacts``
+(``$KIP848_ARTIFACTS_URL``, as a deployment sets it: a run names no path).
+Exit code 0 only if both migrations succeeded.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -57,8 +60,9 @@ def _say(text: str) -> None:
     print(f"==> {text}", flush=True)
 
 
-def _configure_airflow(home: Path, dags_folder: Path, bootstrap: str) -> None:
-    """Environment for an in-process Airflow (set before Airflow is first imported)."""
+def _configure_airflow(home: Path, dags_folder: Path, bootstrap: str, artifacts: Path) -> None:
+    """Environment for an in-process Airflow (set before Airflow is first imported), with the deployment's artifact
+    location (``$KIP848_ARTIFACTS_URL``: each run's snapshots, report and the audit log under it; a run names none)."""
     home.mkdir(parents=True, exist_ok=True)
     os.environ.update({
         "AIRFLOW_HOME": str(home),
@@ -67,6 +71,7 @@ def _configure_airflow(home: Path, dags_folder: Path, bootstrap: str) -> None:
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps({"conn_type": "kafka_admin", "host": bootstrap}),
+        ARTIFACTS_ENV: str(artifacts),
     })
     # the deployment's controller registry ([kip848] controllers): the demo registers its applications there
     RegistryFile(home / "controllers.json").activate()
@@ -145,8 +150,7 @@ def kip848_part(kafka, dags: Path, work: Path) -> bool:
             "kip848_consumer_rolling_upgrade",
             {"group_id": group, "output_topic": output, "id_source": "key", "allowed_duplicates": 1000,
              "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"}, "client": "librdkafka",
-             "poll_seconds": 1, "rollout_timeout_minutes": 5, "reader": "python",
-             "snapshot_dir": str(work / "snapshots"), "report_dir": str(work / "kip848-report")},
+             "poll_seconds": 1, "rollout_timeout_minutes": 5, "reader": "python"},
             dags_folder=dags, decide=lambda d: "Approve", before_answer=rollout,
         )
     finally:
@@ -158,7 +162,7 @@ def kip848_part(kafka, dags: Path, work: Path) -> bool:
     return run_state(run) == "success" and report and report["outcome"] == "migrated"
 
 
-def kip1071_part(kafka, dags: Path, work: Path) -> bool:
+def kip1071_part(kafka, dags: Path) -> bool:
     bootstrap = kafka.bootstrap_servers
     app_id = "wordcount"
     create_topics(bootstrap, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
@@ -187,8 +191,7 @@ def kip1071_part(kafka, dags: Path, work: Path) -> bool:
             {"application_id": app_id, "app_controller": app_id, "app_controller_args": {"stop_mode": "kill"},
              "remove_members_after": 3, "poll_seconds": 1, "standby_replicas": 0, "session_timeout_ms": 6000,
              "heartbeat_interval_ms": 500, "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python",
-             **open_window(),
-             "snapshot_dir": str(work / "snapshots"), "report_dir": str(work / "kip1071-report")},
+             **open_window()},
             dags_folder=dags, decide=lambda d: "Approve",
         )
         ok = run_state(run) == "success" and report and report["outcome"] == "migrated"
@@ -233,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         _say(kafka.start(fresh=True).summary())
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        _configure_airflow(cache / "airflow-demo", dags, kafka.bootstrap_servers)
+        _configure_airflow(cache / "airflow-demo", dags, kafka.bootstrap_servers, work / "artifacts")
         ok848 = kip848_part(kafka, dags, work)
-        ok1071 = kip1071_part(kafka, dags, work)
+        ok1071 = kip1071_part(kafka, dags)
         inventory(kafka)
         _say("both migrations succeeded" if ok848 and ok1071 else "a migration did not succeed: see the reports")
         return 0 if ok848 and ok1071 else 1

@@ -70,7 +70,7 @@ TIER_ONLY = {
 
 
 def airflow_cfg(*, api: str, db: str, redis: str, fernet_key: str, secret_key: str, jwt_secret: str,
-                passwords_file: str, controllers: str) -> dict[str, dict[str, str]]:
+                passwords_file: str, controllers: str, ownership_dir: str) -> dict[str, dict[str, str]]:
     """The airflow.cfg of every component, as docs/deploy.md lists it (tests/unit/test_deploy_doc.py compares the
     two), and the tier's own settings (TIER_ONLY). ``db``, ``redis``: host:port."""
     database = f"airflow@{db}/airflow"
@@ -92,7 +92,8 @@ def airflow_cfg(*, api: str, db: str, redis: str, fernet_key: str, secret_key: s
                    "worker_concurrency": "4"},
         # the deployment's application controller registry: the test session's file, so the applications a test
         # registers are the ones the deployment's workers can name
-        "kip848": {"controllers": controllers, STREAMS_SCHEDULE[0]: STREAMS_SCHEDULE[1]},
+        # (and the folder of the fleet's ownership map files: a run names a map by its file name only)
+        "kip848": {"controllers": controllers, "ownership_dir": ownership_dir, STREAMS_SCHEDULE[0]: STREAMS_SCHEDULE[1]},
         "logging": {"worker_log_server_port": str(free_port()), "trigger_log_server_port": str(free_port())},
         "dag_processor": {"refresh_interval": "5", "min_file_process_interval": "3600", "parsing_processes": "1"},
         "scheduler": {"scheduler_heartbeat_sec": "2"},
@@ -193,6 +194,11 @@ class Deployment:
         self.timings["install"] = time.monotonic() - started
 
     @property
+    def ownership_dir(self) -> Path:
+        """``[kip848] ownership_dir``: the fleet's ownership map files, on every worker (one machine here)."""
+        return self.root / "ownership"
+
+    @property
     def venv(self) -> Path:
         return self.venv_dir or self.root / "venv"
 
@@ -233,7 +239,9 @@ class Deployment:
         self.settings = airflow_cfg(
             api=self.base_url, db=f"127.0.0.1:{self.pg_port}", redis=f"127.0.0.1:{self.redis_port}",
             fernet_key=_fernet_key(), secret_key=secrets.token_hex(16), jwt_secret=secrets.token_hex(32),
-            passwords_file=str(pw_file), controllers=os.environ["AIRFLOW__KIP848__CONTROLLERS"])
+            passwords_file=str(pw_file), controllers=os.environ["AIRFLOW__KIP848__CONTROLLERS"],
+            ownership_dir=str(self.ownership_dir))
+        self.ownership_dir.mkdir(parents=True, exist_ok=True)
         self.common_env = {
             "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",

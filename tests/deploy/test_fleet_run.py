@@ -66,8 +66,8 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         groups.append(group)
         rules.append({"prefix": f"{app}-", "app": app, "team": "commerce", "app_controller": app,
                       "expected_instances": 1, **({"migration": path} if path else {})})
-    ownership = tmp_path / "ownership.yaml"
-    ownership.write_text(yaml.safe_dump({"version": 1, "rules": rules}))
+    # the map is a file of the deployment's ownership folder ([kip848] ownership_dir): the run names it by its name
+    (deployment.ownership_dir / "ownership.yaml").write_text(yaml.safe_dump({"version": 1, "rules": rules}))
     feeder: Feeder | None = None
     try:
         def caught_up() -> bool:
@@ -83,7 +83,7 @@ def test_fleet_run_in_the_deployment(deployment: Deployment, browser, screenshot
         feeder.start()
         deployment.api("alice", "PATCH", f"/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
         response = deployment.api("alice", "POST", f"/dags/{DAG_ID}/dagRuns", json={"logical_date": None, "conf": {
-            "ownership_file": str(ownership), "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
+            "ownership_file": "ownership.yaml", "prefixes": ["deploy-billing-", "deploy-catalog-"], "canary": 1,
             "wave_size": 1, "remove_members_after": 2, "empty_settle_seconds": 2, "poll_seconds": 1,
             "start_timeout_minutes": 3, **open_window()}})
         response.raise_for_status()

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 from markdown_it import MarkdownIt
 
+from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, run_location
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from kip848_harness import dagrun
 from kip848_harness.clients import Record, read_topic
@@ -142,8 +145,16 @@ def epoch(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def check_downtime_against_output(downtime: dict, records: list[Record], report_dir, *, offline: bool = True) -> Gap:
-    """The report's downtime section read back and held against the output topic read by the test: the same
+def report_folder(dag_id: str, run) -> Path:
+    """The run's own report folder under the deployment's artifact location (``$KIP848_ARTIFACTS_URL``: the test's
+    ``run_files`` or the session's), as the DAGs compute it: a run never names it."""
+    return Path(run_location(os.environ[ARTIFACTS_ENV], dag_id, run.run_id, "report"))
+
+
+def check_downtime_against_output(downtime: dict, records: list[Record], report_dir: Path, *,
+                                  offline: bool = True) -> Gap:
+    """The report's downtime section read back and held against the output topic read by the test (``report_dir``:
+    the run's own report folder, :func:`report_folder`): the same
     longest gap (partition, length and ends, to the millisecond); for an offline move, spanning it (it starts
     before the old group was left empty and ends after the new group formed); the settle time, the final state
     and the timeline chart."""

@@ -89,19 +89,19 @@ def change(tokens, script, conf, *, before_answer=None, triggered_by="alice"):
     return run_dag(DAG, conf, responder=approvers, triggered_by=triggered_by)
 
 
-def base_conf(group: str, tmp_path, name: str, **extra) -> dict[str, Any]:
-    return {"group_id": group, "key": KEY, "value": "2", "action": "set", "report_dir": str(tmp_path / name),
-            "audit_log": str(tmp_path / "audit.jsonl"), "allow_absent_group": True, **extra}
+def base_conf(group: str, **extra) -> dict[str, Any]:
+    """The run's conf (its report and audit records go where the deployment says: the ``run_files`` fixture)."""
+    return {"group_id": group, "key": KEY, "value": "2", "action": "set", "allow_absent_group": True, **extra}
 
 
-def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, unique, tmp_path, users):
+def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, unique, tmp_path, users, run_files):
     group = unique("four-eyes")
-    audit_log = str(tmp_path / "audit.jsonl")
+    audit_log = str(run_files.audit)
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
         # 1. approvers alice and bob; alice triggered: carol (not assigned) and alice (four eyes) get 403
         run, answers, report = change(users, {"approval": [("carol", "Approve"), ("alice", "Approve"),
                                                             ("bob", "Approve")]},
-                                      base_conf(group, tmp_path, "r1", approvers=["alice", "bob"]))
+                                      base_conf(group, approvers=["alice", "bob"]))
         assert [(a["user"], a["status"]) for a in answers] == [("carol", 403), ("alice", 403), ("bob", 200)]
         assert state(run) == "success" and report["outcome"] == "changed", report
         assert report["triggered_by"] == "alice"
@@ -124,7 +124,7 @@ def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, uni
 
         # 2. nobody named: Airflow lets anyone answer, the provider refuses alice approving her own change
         run, answers, report = change(users, {"approval": [("alice", "Approve")]},
-                                      base_conf(group, tmp_path, "r2", value="1"))
+                                      base_conf(group, value="1"))
         assert [(a["user"], a["status"]) for a in answers] == [("alice", 200)]
         assert state(run) == "failed" and report["outcome"] == "refused"
         assert "Self-approval refused: alice triggered this run" in report["change_control"]["decisions"][
@@ -134,24 +134,25 @@ def test_assigned_approvers_and_four_eyes(airflow_db, kafka_conn, bootstrap, uni
 
         # 3. four eyes relaxed (a development cluster): the self-approval applies, and the report says so
         run, answers, report = change(users, {"approval": [("alice", "Approve")]},
-                                      base_conf(group, tmp_path, "r3", value="1", four_eyes=False))
+                                      base_conf(group, value="1", four_eyes=False))
         assert state(run) == "success" and report["outcome"] == "changed"
         assert report["change_control"]["policy"]["four_eyes"] == "relaxed"
-        assert "relaxed for this run" in next((tmp_path / "r3").rglob("report.md")).read_text()
+        assert "relaxed for this run" in run_files.report_md(DAG, run.run_id)
         assert admin.describe_group_config(group).dynamic == {KEY: "1"}
         records = changes(read_audit(audit_log))
         assert len(records) == 2 and records[1]["change_control"]["four_eyes"] == "relaxed"
         assert (records[1]["before"], records[1]["after"]) == ("2", "1")
 
         # 4. the only approver named is the triggering user: nobody could approve, the task fails at once
-        run, answers, report = change(users, {}, base_conf(group, tmp_path, "r4", value="0", approvers=["alice"]))
+        run, answers, report = change(users, {}, base_conf(group, value="0", approvers=["alice"]))
         assert state(run) == "failed" and report["failed_tasks"] == ["approval"] and answers == []
         assert admin.describe_group_config(group).dynamic == {KEY: "1"}
 
 
-def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, bootstrap, unique, tmp_path, users):
+def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, bootstrap, unique, tmp_path, users,
+                                                   run_files):
     group = unique("replan")
-    audit_log = str(tmp_path / "audit.jsonl")
+    audit_log = str(run_files.audit)
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
         def someone_sets(value):
             def hand_change(detail):
@@ -161,7 +162,7 @@ def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, boot
 
         # someone sets another value while the approval is pending: a new approval shows the diff; bob rejects
         run, answers, report = change(users, {"approval": [("bob", "Approve")], "recheck_approval": [("bob", "Reject")]},
-                                      base_conf(group, tmp_path, "r1", approvers=["bob"]), before_answer=someone_sets("0"))
+                                      base_conf(group, approvers=["bob"]), before_answer=someone_sets("0"))
         assert state(run) == "success" and report["outcome"] == "rejected_after_recheck", report
         recheck = [a for a in answers if a["task_id"] == "recheck_approval"]
         assert len(recheck) == 1 and recheck[0]["subject"].startswith("Re-approval needed")
@@ -171,7 +172,7 @@ def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, boot
 
         # someone applies the very change by hand: nothing is left to apply, nothing is applied twice
         run, answers, report = change(users, {"approval": [("bob", "Approve")]},
-                                      base_conf(group, tmp_path, "r2", approvers=["bob"]), before_answer=someone_sets("2"))
+                                      base_conf(group, approvers=["bob"]), before_answer=someone_sets("2"))
         assert state(run) == "success" and report["outcome"] == "nothing_applied", report
         assert [a["task_id"] for a in answers] == ["approval"]
         assert report["change_control"]["recheck"]["reasons"]
@@ -179,7 +180,7 @@ def test_cluster_changed_between_approval_and_apply(airflow_db, kafka_conn, boot
 
         # an approval older than approval_max_age_minutes is not reused: asked again, then applied
         run, answers, report = change(users, {"approval": [("bob", "Approve")], "recheck_approval": [("bob", "Approve")]},
-                                      base_conf(group, tmp_path, "r3", value="1", approvers=["bob"],
+                                      base_conf(group, value="1", approvers=["bob"],
                                                 approval_max_age_minutes=0.0005))
         assert state(run) == "success" and report["outcome"] == "changed", report
         recheck = [a for a in answers if a["task_id"] == "recheck_approval"]

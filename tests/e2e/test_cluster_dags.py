@@ -26,6 +26,7 @@ from tests.e2e.helpers import (
     approve,
     check_downtime_against_output,
     read_since,
+    report_folder,
     run_dag,
     state,
 )
@@ -186,7 +187,7 @@ def test_offline_consumer_migration_with_the_coordinator_killed_while_emptying(a
         assert downtime["source"] == "group records" and downtime["types"] == ["classic", "consumer"], downtime
         assert downtime["rebalances"] >= 2 and downtime["first_member_left"] is not None
         gap = check_downtime_against_output(downtime, read_since(cluster.bootstrap_servers, output, out_before, ends),
-                                            tmp_path / "report")
+                                            report_folder("kip848_consumer_offline_migration", run))
         assert gap.seconds > 1, gap
     finally:
         feeder.stopping.set()

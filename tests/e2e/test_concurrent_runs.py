@@ -26,19 +26,21 @@ from tests.e2e.helpers import approve, run_dag, state
 KEY = "consumer.session.timeout.ms"
 
 RUN_B = """
-import json, sys
+import json, os, sys
 from tests.e2e.helpers import run_dag, state
+os.environ["KIP848_ARTIFACTS_URL"] = sys.argv[2]  # the test's location (tests/conftest.py sets the session's)
 run, answers, report = run_dag("kafka_group_config_change", json.loads(sys.argv[1]))
 print("RESULT " + json.dumps({"state": state(run), "run_id": run.run_id, "report": report}, default=str))
 """
 
 
-def conf(group, tmp_path, name, value):
-    return {"group_id": group, "key": KEY, "value": value, "action": "set", "report_dir": str(tmp_path / name),
-            "audit_log": str(tmp_path / "audit.jsonl"), "allow_absent_group": True}
+def conf(group, value):
+    """A run's conf; its report and audit records go to the test's own locations (``run_files``: the environment
+    the second worker process inherits too)."""
+    return {"group_id": group, "key": KEY, "value": value, "action": "set", "allow_absent_group": True}
 
 
-def test_second_run_on_the_same_group_is_refused_and_says_why(airflow_db, kafka_conn, bootstrap, unique, tmp_path):
+def test_second_run_on_the_same_group_is_refused_and_says_why(airflow_db, kafka_conn, bootstrap, unique, run_files):
     group = unique("locked")
     lock = ChangeLock(KafkaAdmin(ClientSettings(bootstrap)), f"group:{group}")
     second: dict = {}
@@ -48,14 +50,14 @@ def test_second_run_on_the_same_group_is_refused_and_says_why(airflow_db, kafka_
             return
         holder = lock.holder()
         second["holder_while_a_waits"] = holder.to_dict() if holder else None
-        proc = subprocess.run([sys.executable, "-c", RUN_B, json.dumps(conf(group, tmp_path, "b", "50000"))],
+        proc = subprocess.run([sys.executable, "-c", RUN_B, json.dumps(conf(group, "50000")), str(run_files.root)],
                               cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                               timeout=240)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
         second["result"] = json.loads(lines[-1][7:]) if lines else {"stderr": "\n".join(ln for ln in proc.stderr.splitlines() if "Error" in ln)[-4000:]}
 
     with KafkaAdmin(ClientSettings(bootstrap)) as admin:
-        run_a, answers, report_a = run_dag("kafka_group_config_change", conf(group, tmp_path, "a", "48000"),
+        run_a, answers, report_a = run_dag("kafka_group_config_change", conf(group, "48000"),
                                            decide=approve, before_answer=start_run_b_while_a_waits)
         assert second["holder_while_a_waits"]["run_id"] == run_a.run_id, "A held the lock while it waited"
         b = second["result"]
@@ -65,18 +67,18 @@ def test_second_run_on_the_same_group_is_refused_and_says_why(airflow_db, kafka_
         refused = report_b["lock"]["refused"]
         assert f"group:{group} is locked by DAG kafka_group_config_change run {run_a.run_id}" in refused
         assert "Wait for that run to finish" in refused and lock.topic in refused
-        assert "change lock: **refused**" in next((tmp_path / "b").rglob("report.md")).read_text()
+        assert "change lock: **refused**" in run_files.report_md("kafka_group_config_change", b["run_id"])
 
         assert state(run_a) == "success" and report_a["outcome"] == "changed", report_a
         assert report_a["lock"]["held"] and report_a["lock"]["released"] is True
         assert lock.holder() is None, "A released the lock when it finished"
         assert admin.describe_group_config(group).dynamic == {KEY: "48000"}, "only A's change was applied"
-        assert [r["run_id"] for r in _audit(tmp_path)] == [run_a.run_id]
+        assert [r["run_id"] for r in _audit(run_files.audit)] == [run_a.run_id]
 
         # a worker died before the report: A's lock is left behind; A has ended, so the next run takes it over
         lock.acquire(LockHolder(owner=f"kafka_group_config_change/{run_a.run_id}",
                                 dag_id="kafka_group_config_change", run_id=run_a.run_id))
-        run_c, _, report_c = run_dag("kafka_group_config_change", conf(group, tmp_path, "c", "50000"), decide=approve)
+        run_c, _, report_c = run_dag("kafka_group_config_change", conf(group, "50000"), decide=approve)
         assert state(run_c) == "success" and report_c["outcome"] == "changed", report_c
         assert report_c["lock"]["took_over_from"]["run_id"] == run_a.run_id
         assert lock.holder() is None
@@ -114,7 +116,7 @@ def test_lock_is_exclusive_under_contention(kafka, unique):
         assert lock.release(winners[0]) and lock.holder() is None
 
 
-def _audit(tmp_path):
+def _audit(path):
     from airflow_provider_kip848.changecontrol.audit import changes, read_audit
 
-    return changes(read_audit(str(tmp_path / "audit.jsonl")))
+    return changes(read_audit(str(path)))

@@ -8,11 +8,8 @@ restarted application does not come in, it goes back to classic by the same road
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from airflow_provider_kip848.changecontrol.artifacts import run_location
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -28,6 +25,7 @@ from tests.e2e.helpers import (
     approve,
     check_downtime_against_output,
     read_since,
+    report_folder,
     run_dag,
     shown,
     state,
@@ -51,9 +49,7 @@ def conf(tmp_path, group, output, controller, **extra) -> dict:
             "app_controller": controller, "remove_members_after": 2, "empty_settle_seconds": 2,
             "empty_timeout_minutes": 2, "start_timeout_minutes": 1.5, "poll_seconds": 0.5,
             "output_topic": output, "id_source": "key", "allowed_duplicates": 1000, "reader": "python",
-            **open_window(),
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+            **open_window(), **extra}
 
 
 def running_classic(bootstrap, unique, tmp_path, admin, controllers, *, with_user_data=False, supervisor=None,
@@ -183,13 +179,12 @@ def test_cooperative_sticky_group_moves_offline_to_consumer(airflow_db, kafka_co
         assert not [p for p in downtime["partitions"] if p["open"]], downtime
         ends = {tp.partition: hi for tp, (_, hi) in admin.topic_offsets([output]).items()}
         gap = check_downtime_against_output(downtime, read_since(bootstrap, output, out_before, ends),
-                                            tmp_path / "report")
+                                            report_folder(DAG, run))
         assert gap.seconds > 1, gap  # the stop, the Empty wait and the restart: seconds, not the feeder's 50 ms
         # the lint read the real brokers' assignors: cooperative-sticky -> uniform, their default
         assert not [f for f in report["results"]["lint"]["findings"] if f["severity"] == "error"]
 
-        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, report_dir=str(tmp_path / "again")),
-                                       decide=approve)
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args), decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
         controller.remove()
@@ -209,14 +204,12 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
         properties={"consumer": {"no.such.property": "10000"}, "classic": CLASSIC_SESSION})
     try:
         # first a dry run on a connection without metrics_url (the session broker's): the DAG runs, the samples say
-        # why they are empty, nothing is asked, nothing changes (its own report and snapshot folders)
-        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True,
-                                                 report_dir=str(tmp_path / "dry"),
-                                                 snapshot_dir=str(tmp_path / "dry-snapshots")), decide=approve)
+        # why they are empty, nothing is asked, nothing changes (its run's own report and snapshot folders)
+        run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, dry_run=True), decide=approve)
         assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
         assert [(s["label"], s["note"]) for s in report["metrics"]["samples"]] == [
             ("before", "no metrics_url on the connection")]  # the change's own points were not reached
-        folder = Path(run_location(str(tmp_path / "dry"), DAG, run.run_id, "report"))
+        folder = report_folder(DAG, run)
         assert (folder / "report.md").is_file() and not (folder / "metrics.svg").exists()
 
         run, answers, report = run_dag(DAG, conf(tmp_path, group, output, args, start_timeout_minutes=0.5,
@@ -277,7 +270,7 @@ def test_with_a_producer_running_throughout_the_report_shows_the_brokers_group_m
             assert sample["taken_at"] and set(sample["groups_by_protocol"]) >= {"classic", "consumer"}, sample
         # the restarted instances joined a consumer-protocol group: the brokers counted its rebalances
         assert metrics["rebalances_during_change"]["consumer"] >= 1, metrics
-        folder = Path(run_location(str(tmp_path / "report"), DAG, run.run_id, "report"))
+        folder = report_folder(DAG, run)
         chart = (folder / "metrics.svg").read_text()
         assert chart.startswith("<svg") and "consumer groups" in chart
         assert "![group metrics over the change](metrics.svg)" in (folder / "report.md").read_text()

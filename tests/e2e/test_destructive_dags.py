@@ -41,18 +41,18 @@ def _stop(app, admin: KafkaAdmin, app_id: str) -> None:
 
 
 def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_an_empty_one(
-        airflow_db, fresh_kafka, monkeypatch, tmp_path):
+        airflow_db, fresh_kafka, monkeypatch, run_files):
     broker = fresh_kafka()
     conn = set_kafka_connection(monkeypatch, "kafka_disable", broker.bootstrap_servers)
     app_id = "wc-disable"
-    audit = tmp_path / "audit.jsonl"
-    conf = {"kafka_conn_id": conn, "feature": "streams.version", "level": 0, "audit_log": str(audit)}
+    audit = run_files.audit
+    conf = {"kafka_conn_id": conn, "feature": "streams.version", "level": 0}
     with KafkaAdmin(ClientSettings(broker.bootstrap_servers)) as admin:
         app = _live_streams_app(broker, admin, app_id)
         try:
             # refused: the live streams group's member would fail at its next heartbeat; nobody is asked
             run, answers, report = run_dag("kafka_disable_group_feature",
-                                           {**conf, "report_dir": str(tmp_path / "live")}, decide=approve)
+                                           conf, decide=approve)
             assert state(run) == "failed" and answers == [] and report["outcome"] == "failed", report
             assert report["failed_tasks"] == ["preflight"]
             assert report["results"]["preflight"]["failures"] == ["dependent_groups"]
@@ -65,7 +65,7 @@ def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_
 
         # the group is empty now: listed as staying, the broker's verdict in the plan, approved, applied
         run, answers, report = run_dag("kafka_disable_group_feature",
-                                       {**conf, "report_dir": str(tmp_path / "empty")}, decide=approve)
+                                       conf, decide=approve)
         assert state(run) == "success" and report["outcome"] == "changed", report
         assert [a["option"] for a in answers] == ["Approve"]
         body = answers[0]["body"]
@@ -82,7 +82,7 @@ def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_
 
         # a rerun: nothing to do, nobody asked
         run, answers, report = run_dag("kafka_disable_group_feature",
-                                       {**conf, "report_dir": str(tmp_path / "again")}, decide=approve)
+                                       conf, decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == [], report
 
         # what the plan says of the empty group: raising the feature again brings it back, offsets and all
@@ -93,8 +93,7 @@ def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_
         # group.version: its dependants are consumer-protocol groups, and the controller validates its disable
         # with streams.version finalized and a streams group present (a dry run: nothing changes)
         run, answers, report = run_dag("kafka_disable_group_feature",
-                                       {**conf, "feature": "group.version", "dry_run": True,
-                                        "report_dir": str(tmp_path / "group")}, decide=approve)
+                                       {**conf, "feature": "group.version", "dry_run": True}, decide=approve)
         assert state(run) == "success" and report["outcome"] == "dry_run" and answers == [], report
         markdown = report["plan"]["markdown"]
         assert "| feature | `group.version` | 1 | 0 | broker (validate only): group.version can be disabled. |" \
@@ -103,21 +102,20 @@ def test_disabling_streams_version_is_refused_under_a_live_group_and_lands_over_
 
 
 def test_deleting_a_live_streams_group_is_refused_and_an_empty_one_is_deleted_after_its_snapshot(
-        airflow_db, kafka, kafka_conn, unique, tmp_path):
+        airflow_db, kafka, kafka_conn, unique, run_files):
     app_id = unique("wc-delete")
-    conf = {"kafka_conn_id": kafka_conn, "group_id": app_id, "snapshot_dir": str(tmp_path / "artifacts"),
-            "audit_log": str(tmp_path / "audit.jsonl")}
+    conf = {"kafka_conn_id": kafka_conn, "group_id": app_id}
     with KafkaAdmin(ClientSettings(kafka.bootstrap_servers)) as admin:
         app = _live_streams_app(kafka, admin, app_id)
         try:
             run, answers, report = run_dag("kip1071_delete_streams_group",
-                                           {**conf, "report_dir": str(tmp_path / "live")}, decide=approve)
+                                           conf, decide=approve)
             assert state(run) == "failed" and answers == [] and report["outcome"] == "failed", report
             assert report["failed_tasks"] == ["preflight"]
             assert report["results"]["preflight"]["failures"] == ["group_empty"]
             desc = admin.describe_group(app_id)
             assert desc.type is GroupType.STREAMS and len(desc.members) == 1
-            assert not list((tmp_path / "artifacts").rglob("*.json")), "no snapshot before the checks pass"
+            assert not list(run_files.root.glob("*/*/snapshots/*.json")), "no snapshot before the checks pass"
         finally:
             _stop(app, admin, app_id)
         offsets = admin.group_offsets(app_id).committed
@@ -125,22 +123,22 @@ def test_deleting_a_live_streams_group_is_refused_and_an_empty_one_is_deleted_af
                     f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition"}
 
         run, answers, report = run_dag("kip1071_delete_streams_group",
-                                       {**conf, "report_dir": str(tmp_path / "empty")}, decide=approve)
+                                       conf, decide=approve)
         assert state(run) == "success" and report["outcome"] == "changed", report
         assert [a["option"] for a in answers] == ["Approve"]
         body = answers[0]["body"]
         assert all(f"`{t}`" in shown(body) for t in internal) and "NOT deleted with the group" in body, body
-        [snapshot_path] = (tmp_path / "artifacts").rglob("offsets-before-delete.json")
+        [snapshot_path] = run_files.root.rglob("offsets-before-delete.json")
         assert f"`{snapshot_path}`" in body, body
         assert load_snapshot(str(snapshot_path)).committed == offsets and offsets
 
         assert app_id not in admin.group_ids()  # the delete task read it back gone before it ended
         assert report["after"]["listed"] is False
         assert set(report["after"]["internal_topics_left"]) == internal  # group deletion leaves them
-        [record] = [r for r in changes(read_audit(str(tmp_path / "audit.jsonl"))) if r["kind"] == "group"]
+        [record] = [r for r in changes(read_audit(str(run_files.audit))) if r["kind"] == "group"]
         assert record["target"] == app_id and record["after"] == {"listed": False} and record["outcome"] == APPLIED
         assert record["before"] == {"type": "streams", "state": "Empty", "members": 0}
 
         run, answers, report = run_dag("kip1071_delete_streams_group",
-                                       {**conf, "report_dir": str(tmp_path / "again")}, decide=approve)
+                                       conf, decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == [], report

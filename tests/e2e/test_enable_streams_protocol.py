@@ -16,19 +16,19 @@ def test_enable_streams_protocol_paths(airflow_db, fresh_kafka, monkeypatch, tmp
     base = {"kafka_conn_id": conn, "feature": "streams.version", "level": 1}
     try:
         run, answers, report = run_dag("kafka_enable_streams_protocol",
-                                       {**base, "dry_run": True, "report_dir": str(tmp_path / "dry")}, decide=approve)
+                                       {**base, "dry_run": True}, decide=approve)
         assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
         assert admin.describe_features().level("streams.version") == 0
         assert "| feature | `streams.version` | 0 | 1 |" in report["plan"]["markdown"]
 
         run, answers, report = run_dag("kafka_enable_streams_protocol",
-                                       {**base, "report_dir": str(tmp_path / "reject")}, decide=reject)
+                                       base, decide=reject)
         assert state(run) == "success" and report["outcome"] == "rejected"
         assert [a["option"] for a in answers] == ["Reject"] and answers[0]["status"] == 200
         assert admin.describe_features().level("streams.version") == 0
 
         run, answers, report = run_dag("kafka_enable_streams_protocol",
-                                       {**base, "report_dir": str(tmp_path / "apply")}, decide=approve)
+                                       base, decide=approve)
         assert state(run) == "success" and report["outcome"] == "changed"
         assert admin.describe_features().level("streams.version") == 1
         assert "streams.version=1" in answers[0]["subject"] and "| feature | `streams.version` | 0 | 1 |" in answers[0]["body"]
@@ -36,7 +36,7 @@ def test_enable_streams_protocol_paths(airflow_db, fresh_kafka, monkeypatch, tmp
         assert report["after"] == {"feature": "streams.version", "finalized_level": 1}
 
         run, answers, report = run_dag("kafka_enable_streams_protocol",
-                                       {**base, "report_dir": str(tmp_path / "again")}, decide=approve)
+                                       base, decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
         assert "already" in report["plan"]["markdown"] or report["plan"]["nothing_to_do"]
     finally:
@@ -54,15 +54,14 @@ def test_the_brokers_protocol_list_is_checked_and_the_lock_names_the_feature(air
     try:
         admin.update_feature("streams.version", 0, action="downgrade")
         run, answers, report = run_dag("kafka_enable_streams_protocol",
-                                       {"kafka_conn_id": conn, "feature": "streams.version", "level": 1,
-                                        "report_dir": str(tmp_path / "streams")}, decide=approve)
+                                       {"kafka_conn_id": conn, "feature": "streams.version", "level": 1}, decide=approve)
         assert state(run) == "failed" and answers == [] and report["outcome"] == "failed", report
         assert report["failed_tasks"] == ["preflight"]
         assert admin.describe_features().level("streams.version") == 0
 
         run, answers, report = run_dag("kafka_enable_streams_protocol",
                                        {"kafka_conn_id": conn, "feature": "group.version", "level": 1,
-                                        "dry_run": False, "report_dir": str(tmp_path / "group")}, decide=approve)
+                                        "dry_run": False}, decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do", report
         assert report["lock"]["resource"] == "feature:group.version", report["lock"]
     finally:

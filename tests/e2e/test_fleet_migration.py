@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV
 from airflow_provider_kip848.kafka.model import GroupType, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import is_live
@@ -59,9 +60,7 @@ def ownership(prefix: str, args: dict[str, dict], *, planted: bool = True) -> st
 def conf(tmp_path: Path, prefix: str, **extra) -> dict:
     return {"prefixes": [prefix], "canary": 1, "wave_size": 2, "max_groups_per_wave": 3, "max_failed_apps": 0,
             "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
-            "start_timeout_minutes": 0.5, "poll_seconds": 0.5, **open_window(),
-            "snapshot_dir": str(tmp_path / "snapshots"),
-            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+            "start_timeout_minutes": 0.5, "poll_seconds": 0.5, **open_window(), **extra}
 
 
 def groups_of(prefix: str, app: str) -> list[str]:
@@ -132,11 +131,17 @@ def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(ai
     prefix, args, admin = fleet
     before = {g: admin.group_offsets(g).committed for app in FLEET for g in groups_of(prefix, app)}
 
-    # the refusals: the ownership map from a file, b-planted misconfigured; reports kept apart (their history is
-    # checked on its own, and the real runs' history below holds the real runs only)
-    planted = tmp_path / "ownership-planted.yaml"
-    planted.write_text(ownership(prefix, args))
-    refused = conf(tmp_path, prefix, ownership_file=str(planted), report_dir=str(tmp_path / "refused"))
+    # the refusals: the ownership map from a file of the deployment's ownership folder ([kip848] ownership_dir),
+    # named by its name, b-planted misconfigured; reports kept apart (the deployment's artifact location for these
+    # runs is another folder: their history is checked on its own, and the real runs' history below holds the real
+    # runs only)
+    maps = tmp_path / "ownership"
+    maps.mkdir()
+    monkeypatch.setenv("AIRFLOW__KIP848__OWNERSHIP_DIR", str(maps))
+    monkeypatch.setenv(ARTIFACTS_ENV, str(tmp_path / "refused"))
+    monkeypatch.setenv("KIP848_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    (maps / "ownership-planted.yaml").write_text(ownership(prefix, args))
+    refused = conf(tmp_path, prefix, ownership_file="ownership-planted.yaml")
     run, answers, report = run_dag(DAG, {**refused, "dry_run": True}, decide=approve)
     assert state(run) == "success", report
     assert report["outcome"] == "dry_run" and answers == []
@@ -156,6 +161,7 @@ def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(ai
 
     # the ownership map from an Airflow Variable (the default source), b-planted misconfigured
     monkeypatch.setenv("AIRFLOW_VAR_KIP848_OWNERSHIP_MAP", ownership(prefix, args))
+    monkeypatch.setenv(ARTIFACTS_ENV, str(tmp_path / "report"))
     run, answers, report = run_dag(DAG, conf(tmp_path, prefix), decide=approve)
 
     assert state(run) == "failed", report  # a stopped fleet is a red run
@@ -222,10 +228,9 @@ def test_fleet_dry_run_rejection_canary_waves_budget_stop_rollback_and_resume(ai
     assert [g["group_id"] for g in validated["wave_1"]["groups"]] == groups_of(prefix, "a-canary")
     assert [g["group_id"] for g in validated["wave_2"]["groups"]] == groups_of(prefix, "c-good")
 
-    # the team fixes b-planted; the resumed run (ownership map from a file this time) finishes the fleet
-    fixed = tmp_path / "ownership.yaml"
-    fixed.write_text(ownership(prefix, args, planted=False))
-    run2, answers2, report2 = run_dag(DAG, conf(tmp_path, prefix, ownership_file=str(fixed)), decide=approve)
+    # the team fixes b-planted; the resumed run (ownership map from a file of the folder this time) finishes the fleet
+    (maps / "ownership.yaml").write_text(ownership(prefix, args, planted=False))
+    run2, answers2, report2 = run_dag(DAG, conf(tmp_path, prefix, ownership_file="ownership.yaml"), decide=approve)
 
     assert state(run2) == "success", report2
     assert report2["outcome"] == "completed", report2

@@ -201,8 +201,7 @@ def test_a_rollout_that_cannot_complete_is_rolled_back_to_classic(airflow_db, ka
             "group_id": group, "output_topic": output, "id_source": "key", "allowed_duplicates": 1000,
             "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
             "poll_seconds": 0.5, "rollout_timeout_minutes": 1, "rollback_timeout_minutes": 2, "reader": "python",
-            "validate_with_spark": False, "app_controller": name,
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report")}, decide=approve)
+            "validate_with_spark": False, "app_controller": name}, decide=approve)
         out, err = capfd.readouterr()
         assert "ProgressDeadlineExceeded" in out + err and "last exit code 3" in out + err
         assert state(run) == "failed" and report["outcome"] == "timed_out_rolled_back", report
@@ -254,8 +253,7 @@ def test_a_streams_deployment_moves_offline_to_streams(airflow_db, kafka, kafka_
             "application_id": app_id, "app_controller": app_id, "remove_members_after": 2, "poll_seconds": 0.5,
             "empty_timeout_minutes": 3, "stable_timeout_minutes": 3, "standby_replicas": 0,
             "session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "output_topic": WORDCOUNT_OUTPUT_TOPIC,
-            "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl"), **open_window()}, decide=approve)
+            "reader": "python", **open_window()}, decide=approve)
         assert state(run) == "success", report
         assert report["outcome"] == "migrated", report
         body = answers[0]["body"]
@@ -321,9 +319,7 @@ def test_a_fleet_wave_of_a_deployment_and_a_statefulset(airflow_db, kafka_conn, 
         run, answers, report = run_dag("kip848_fleet_migration", {
             "prefixes": [prefix], "canary": 0, "wave_size": 2, "max_groups_per_wave": 3, "max_failed_apps": 0,
             "remove_members_after": 2, "empty_settle_seconds": 2, "empty_timeout_minutes": 2,
-            "start_timeout_minutes": 1.5, "poll_seconds": 0.5, **open_window(),
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl")}, decide=approve)
+            "start_timeout_minutes": 1.5, "poll_seconds": 0.5, **open_window()}, decide=approve)
         assert state(run) == "success", report
         assert report["outcome"] == "completed", report
         assert [a["task_id"] for a in answers] == ["wave_1.approval"], answers

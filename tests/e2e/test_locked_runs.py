@@ -74,14 +74,13 @@ def cluster(admin: KafkaAdmin, group: str) -> dict:
 
 @pytest.mark.parametrize("dag_id", list(DAGS))
 def test_a_run_that_cannot_take_the_lock_ends_locked_and_failed_naming_the_holder(
-        dag_id, airflow_db, kafka_conn, bootstrap, held_group, noop_controller, tmp_path, capfd):
+        dag_id, airflow_db, kafka_conn, bootstrap, held_group, noop_controller, run_files, capfd):
     resource, extra = DAGS[dag_id]
     params = set(load_dag(dag_id).params)
     group_param = "application_id" if "application_id" in params else "group_id"
     conf = {**{k: v for k, v in open_window().items() if k in params},
             **({group_param: held_group} if group_param in params else {}),
-            **{k: noop_controller if v == "CONTROLLER" else v for k, v in extra.items()},
-            "report_dir": str(tmp_path / "reports"), "dry_run": False}
+            **{k: noop_controller if v == "CONTROLLER" else v for k, v in extra.items()}, "dry_run": False}
     conf = {k: v for k, v in conf.items() if k in params}
     other = LockHolder(owner="kip848_consumer_offline_migration/manual__elsewhere",
                        dag_id="kip848_consumer_offline_migration", run_id="manual__elsewhere", task_id="lock",
@@ -106,7 +105,7 @@ def test_a_run_that_cannot_take_the_lock_ends_locked_and_failed_naming_the_holde
             lock_section = report["lock"] if "lock" in report else report["locks"]["fleet"]
             assert named in lock_section["refused"] and named in lock_section["held_by"], lock_section
             assert "Wait for that run to finish" in lock_section["refused"]
-            markdown = next((tmp_path / "reports").rglob("report.md")).read_text()
+            markdown = run_files.report_md(dag_id, run.run_id)
             assert "change lock: **refused**" in markdown and named in markdown
             assert f"Change lock on {resource(held_group)} refused: held by {named}" in out + err, "the task log"
             window = (report.get("results") or {}).get("window")

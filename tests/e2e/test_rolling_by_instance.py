@@ -22,8 +22,7 @@ DAG = "kip848_consumer_rolling_upgrade"
 def conf(group, tmp_path, controller, **extra):
     return {"group_id": group, "app_controller": controller, "client": "librdkafka", "poll_seconds": 0.5,
             "rollout_timeout_minutes": 3, "rollback_timeout_minutes": 3, "reader": "python",
-            "validate_with_spark": False, "snapshot_dir": str(tmp_path / "snapshots"),
-            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **extra}
+            "validate_with_spark": False, **extra}
 
 
 def application(supervisor, bootstrap, unique, tmp_path, *, instances, **kwargs):
@@ -87,7 +86,7 @@ def test_a_group_that_does_not_convert_stops_the_rollout_at_the_first_instance(
 
 
 def test_a_crashed_static_member_is_removed_and_the_upgrade_and_the_way_back_complete(
-        airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers, supervisor):
+        airflow_db, kafka_conn, bootstrap, unique, tmp_path, controllers, supervisor, run_files):
     """Two static instances, half-way through an earlier rollout: instance 0 already runs the consumer protocol
     and was then killed (SIGKILL: no leave), so its member holds its group.instance.id until its session expires
     (60 s here) and a successor on the consumer protocol would be fenced (UNRELEASED_INSTANCE_ID). The upgrade
@@ -125,15 +124,14 @@ def test_a_crashed_static_member_is_removed_and_the_upgrade_and_the_way_back_com
         assert upgraded.type is GroupType.CONSUMER
         assert sorted((m.instance_id, m.protocol.value) for m in upgraded.members) == [
             (f"{group}-0", "consumer"), (f"{group}-1", "consumer")]
-        audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+        audit = [json.loads(line) for line in run_files.audit.read_text().splitlines()]
         removal = [a for a in audit if a["kind"] == "members" and a["task_id"] == "remove_departed_static_members"]
         # the intent (before the removal) and its outcome (read back after it)
         assert [a["phase"] for a in removal] == ["intent", "outcome"] and removal[1]["outcome"] == "applied", audit
         assert removal[0]["before"]["members"] == removal[1]["before"]["members"] == [crashed], audit
 
         # the online way back, after the run: the same DAG rolled to classic
-        run, answers, report = run_dag(DAG, conf(group, tmp_path, name, target_protocol="classic",
-                                                 report_dir=str(tmp_path / "back")), decide=approve)
+        run, answers, report = run_dag(DAG, conf(group, tmp_path, name, target_protocol="classic"), decide=approve)
         assert state(run) == "success" and report["outcome"] == "migrated", report
         assert "online way back to classic" in answers[0]["body"]
         back = report["results"]["rolled"]

@@ -59,11 +59,11 @@ def conf(group, output, tmp_path, **extra):
     return {"group_id": group, "output_topic": output, "id_source": "key", "allowed_duplicates": 1000,
             "client_properties": {"group.protocol": "consumer", "enable.auto.commit": "false"},
             "poll_seconds": 0.5, "rollout_timeout_minutes": 3, "rollback_timeout_minutes": 2, "reader": "python",
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"), **extra}
+            **extra}
 
 
 def test_rolling_upgrade_rejected_then_approved_then_nothing_to_do(airflow_db, kafka_conn, bootstrap, unique,
-                                                                   tmp_path):
+                                                                   tmp_path, run_files):
     """One application, three runs: a rejected rollout keeps the group classic; an approved one, rolled by the team
     with input flowing, migrates it; a third finds nothing to do. (The rejection ran on an application of its own
     before: the set-up is paid once now.)"""
@@ -84,8 +84,9 @@ def test_rolling_upgrade_rejected_then_approved_then_nothing_to_do(airflow_db, k
     def roll(detail):  # runs when the approval is answered: the team starts the rollout, input flowing
         def go():
             try:
-                wait_until(lambda: list((tmp_path / "snapshots").rglob("before.json")), timeout=120,
-                           what="the DAG's snapshot before the rollout")
+                run_id = detail["task_instance"]["dag_run_id"]  # the approved run's own snapshot
+                before = run_files.folder("kip848_consumer_rolling_upgrade", run_id, "snapshots") / "before.json"
+                wait_until(before.is_file, timeout=120, what="the DAG's snapshot before the rollout")
                 out_before.update({tp.partition: hi for tp, (_, hi) in watcher.topic_offsets([output]).items()})
                 feeder.start()
                 for i in range(len(app.members)):
@@ -100,9 +101,7 @@ def test_rolling_upgrade_rejected_then_approved_then_nothing_to_do(airflow_db, k
     try:
         # first the rollout is rejected: the group stays classic (the run's own snapshot and report folders; the roll
         # below waits for the approved run's snapshot)
-        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
-                                       conf(group, output, tmp_path, snapshot_dir=str(tmp_path / "rejected"),
-                                            report_dir=str(tmp_path / "rejected")), decide=reject)
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path), decide=reject)
         assert state(run) == "success" and report["outcome"] == "rejected_rolled_back"
         assert admin.describe_group(group).type is GroupType.CLASSIC
         assert report["results"]["rollback"]["summary"] == "type classic"
@@ -134,15 +133,14 @@ def test_rolling_upgrade_rejected_then_approved_then_nothing_to_do(airflow_db, k
         downtime = report["downtime"]
         assert downtime["types"] == ["classic", "consumer"] and downtime["rebalances"] >= len(app.members)
         ends = {tp.partition: hi for tp, (_, hi) in admin.topic_offsets([output]).items()}
-        check_downtime_against_output(downtime, read_since(bootstrap, output, out_before, ends), tmp_path / "report",
-                                      offline=False)
+        check_downtime_against_output(downtime, read_since(bootstrap, output, out_before, ends),
+                                      run_files.folder("kip848_consumer_rolling_upgrade", run.run_id), offline=False)
         # the members by protocol through the rollout: classic ones in the consumer group, then none
         mixed = [s["members"] for s in downtime["states"] if s["type"] == "consumer" and "classic" in s["members"]]
         assert mixed and downtime["states"][-1]["members"] == {"consumer": len(app.members)}
         assert downtime["partitions"], "the commit stalls of the rollout, per partition"
 
-        run, answers, report = run_dag("kip848_consumer_rolling_upgrade",
-                                       conf(group, output, tmp_path, report_dir=str(tmp_path / "again")), decide=approve)
+        run, answers, report = run_dag("kip848_consumer_rolling_upgrade", conf(group, output, tmp_path), decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
         app.stop()

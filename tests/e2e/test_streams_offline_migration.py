@@ -72,13 +72,11 @@ def conf(kafka, app_id, tmp_path, **extra):
     return {"application_id": app_id, "app_controller": app_id,
             "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
             "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
-            "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", "snapshot_dir": str(tmp_path / "snapshots"),
-            "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl"), **open_window(),
-            **extra}
+            "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", **open_window(), **extra}
 
 
 def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers, supervisor, sshd,
-                                      monkeypatch):
+                                      monkeypatch, run_files):
     """WordCountDemo runs under a real supervisord on an application host reached over SSH (a real sshd): the
     deployment's ``command`` controller stops, starts and inspects it through Airflow's SSH connection."""
     app_id, word = unique("wc-offline"), f"w{time.time_ns()}"
@@ -155,11 +153,12 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         downtime = report["downtime"]
         assert downtime["types"] == ["classic", "streams"] and downtime["rebalances"] >= 1
         assert downtime["output_timestamps"] == {"LogAppendTime": len(ours)}
-        gap = check_downtime_against_output(downtime, ours, tmp_path / "report")
+        gap = check_downtime_against_output(downtime, ours,
+                                            run_files.folder("kip1071_streams_offline_migration", run.run_id))
         assert gap.seconds > 1, gap  # the kill, the Empty wait and the restart: seconds, not the feeder's 50 ms
 
         # the audit trail: a pair per change (the intent, then the outcome read back from the broker)
-        records = changes(read_audit(killed["audit_log"]))
+        records = changes(read_audit(str(run_files.audit)))
         assert {r["outcome"] for r in records} == {APPLIED}
         delay = f"{app_id}:streams.initial.rebalance.delay.ms"
         configs = {r["target"]: r for r in records if r["kind"] == "group_config" and r["target"] != delay}
@@ -187,8 +186,7 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         assert count_of(kafka.bootstrap_servers, word, 3) == 3, "the streams app continued from the commits: 2 -> 3"
 
-        run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       conf(kafka, app_id, tmp_path, report_dir=str(tmp_path / "again")),
+        run, answers, report = run_dag("kip1071_streams_offline_migration", conf(kafka, app_id, tmp_path),
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
@@ -247,7 +245,7 @@ def test_an_application_with_standbys_keeps_them(airflow_db, kafka, kafka_conn, 
                                        conf(kafka, app_id, tmp_path, **closed_window()), decide=approve)
         assert state(run) == "failed" and report["failed_tasks"] == ["window_guard"] and answers == []
         run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       conf(kafka, app_id, tmp_path, dry_run=True, report_dir=str(tmp_path / "dry")),
+                                       conf(kafka, app_id, tmp_path, dry_run=True),
                                        decide=approve)
         assert state(run) == "success" and report["outcome"] == "dry_run" and answers == []
         assert "Dry run" in report["plan"]["markdown"] and "stopped" in report["plan"]["markdown"]

@@ -49,9 +49,8 @@ def streams_wordcount(kafka, admin, app_id, word, controllers, *, supervisor=Non
 def conf(kafka, app_id, tmp_path, **extra):
     return {"application_id": app_id, "app_controller": app_id,
             "remove_members_after": 2, "empty_settle_seconds": 3, "poll_seconds": 0.5, "empty_timeout_minutes": 3,
-            "start_timeout_minutes": 3, "reader": "python", "source_topics": WORDCOUNT_INPUT_TOPIC,
-            "snapshot_dir": str(tmp_path / "snapshots"), "report_dir": str(tmp_path / "report"),
-            "audit_log": str(tmp_path / "audit.jsonl"), **open_window(), **extra}
+            "start_timeout_minutes": 3, "reader": "python", "source_topics": WORDCOUNT_INPUT_TOPIC, **open_window(),
+            **extra}
 
 
 def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers,
@@ -87,8 +86,7 @@ def test_a_streams_application_goes_back_to_classic(airflow_db, kafka, kafka_con
         produce(kafka.bootstrap_servers, WORDCOUNT_INPUT_TOPIC, [f"{word} c"])
         assert count_of(kafka.bootstrap_servers, word, 3) == 3, "the classic app continued from the commits: 2 -> 3"
 
-        run, answers, report = run_dag(DAG, conf(kafka, app_id, tmp_path, report_dir=str(tmp_path / "again")),
-                                       decide=approve)
+        run, answers, report = run_dag(DAG, conf(kafka, app_id, tmp_path), decide=approve)
         assert state(run) == "success" and report["outcome"] == "nothing_to_do" and answers == []
     finally:
         controller.remove()

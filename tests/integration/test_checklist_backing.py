@@ -523,8 +523,7 @@ def test_streams_group_configs_are_held_to_the_brokers_bounds_and_set_by_the_dag
 
     run, answers, report = run_dag("kafka_group_config_change", {
         "group_id": group, "key": "streams.initial.rebalance.delay.ms", "value": "1500", "action": "set",
-        "allow_absent_group": True, "report_dir": str(tmp_path / "report"), "audit_log": str(tmp_path / "audit.jsonl")},
-        decide=lambda detail: "Approve")
+        "allow_absent_group": True}, decide=lambda detail: "Approve")
     assert dagrun.run_state(run) == "success" and report["outcome"] == "changed", report
     assert [a["option"] for a in answers] == ["Approve"]
     assert native.describe_group_config(group).dynamic == {"streams.initial.rebalance.delay.ms": "1500"}
@@ -544,16 +543,14 @@ def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_
     # lint says the deployed config was not checked; the runs never reach a stop or a start
     controller = controllers.add(app_id, "command", {"commands": {"stop": "true", "start": "true"}})
     base = {"application_id": app_id, "app_controller": controller, "client_version": "4.3.1", "poll_seconds": 0.5,
-            "reader": "python",
-            **open_window(),
-            "snapshot_dir": str(tmp_path / "snapshots"), "audit_log": str(tmp_path / "audit.jsonl")}
+            "reader": "python", **open_window()}
     try:
         wait_until(lambda: stable_members(native, app_id, 1) and native.group_offsets(app_id).total_lag == 0
                    and not native.group_offsets(app_id).uncommitted_with_records, timeout=90,
                    what="the classic application caught up")
         run, answers, report = run_dag("kip1071_streams_offline_migration",
-                                       {**base, "application_properties": IGNORED_BY_STREAMS,
-                                        "report_dir": str(tmp_path / "warned")}, decide=lambda detail: "Reject")
+                                       {**base, "application_properties": IGNORED_BY_STREAMS},
+                                       decide=lambda detail: "Reject")
         assert dagrun.run_state(run) == "success" and report["outcome"] == "rejected", report
         severities = {f["key"]: f["severity"] for f in report["results"]["lint"]["findings"]}
         assert {key: severities.get(key) for key in IGNORED_BY_STREAMS} == dict.fromkeys(IGNORED_BY_STREAMS, "warn")
@@ -565,8 +562,8 @@ def test_the_streams_dags_lint_shows_ignored_settings_in_the_approval_and_stops_
 
         run, answers, report = run_dag("kip1071_streams_offline_migration",
                                        {**base, "application_properties": {**IGNORED_BY_STREAMS,
-                                                                           "task.assignor.class": "com.acme.Tasks"},
-                                        "report_dir": str(tmp_path / "stopped")}, decide=lambda detail: "Approve")
+                                                                           "task.assignor.class": "com.acme.Tasks"}},
+                                       decide=lambda detail: "Approve")
         assert dagrun.run_state(run) == "failed" and answers == [], report
         assert "lint_client_config" in report["failed_tasks"], report
         # nothing changed: no group config, the application still runs in its classic group

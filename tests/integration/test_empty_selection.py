@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -125,8 +126,19 @@ def _map(path: Path, rules: list[dict]) -> str:
     return str(path)
 
 
+@pytest.fixture
+def ownership_dir(tmp_path, monkeypatch) -> Path:
+    """The deployment's ownership folder ([kip848] ownership_dir) and artifact location, both the test's own."""
+    folder = tmp_path / "ownership"
+    folder.mkdir()
+    monkeypatch.setenv("AIRFLOW__KIP848__OWNERSHIP_DIR", str(folder))
+    monkeypatch.setenv("KIP848_ARTIFACTS_URL", str(tmp_path / "reports"))
+    return folder
+
+
 def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_map(native, bootstrap, kafka_conn, controllers,
-                                                                                 unique, tmp_path, fleet_defaults):
+                                                                                 unique, tmp_path, fleet_defaults,
+                                                                                 ownership_dir):
     p = unique("selfleet") + "-"
     topic = p + "topic"
     create_topics(bootstrap, {topic: 1})
@@ -137,13 +149,13 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
     good = [{"prefix": f"{p}orders-", "app": "orders", "team": "commerce"},
             {"prefix": f"{p}pay-", "app": "payments", "team": "finance"},
             {"prefix": f"{p}shared-", "app": "shared", "team": "platform"}]
-    good_map = _map(tmp_path / "good.json", good)
+    good_map = Path(_map(ownership_dir / "good.json", good)).name
     before = _fingerprint(native, groups)
     ctx = {"run_id": "manual__selection", "ti": RecordingTI()}
 
     def plan(**overrides) -> dict:
         params = {**fleet_defaults, "kafka_conn_id": kafka_conn, "ownership_variable": None,
-                  "ownership_file": good_map, "report_dir": str(tmp_path / "reports"), **overrides}
+                  "ownership_file": good_map, **overrides}
         return fleet_tasks.make_plan(params, ctx)
 
     def refused(error: type[kafka_errors.Kip848Error], what: str, **overrides) -> str:
@@ -172,19 +184,21 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
     assert [a["app"] for a in some["plan"]["held_back"]] == ["payments"]  # no controller: held, never moved
 
     # class 6: a group two applications claim fails the plan, naming both rules, whatever the run selects
-    claimed = _map(tmp_path / "claimed.json", [*good, {"regex": f"{p}(shared|legacy)-.*", "app": "legacy",
+    claimed = _map(ownership_dir / "claimed.json", [*good, {"regex": f"{p}(shared|legacy)-.*", "app": "legacy",
                                                        "team": "platform"}])
     for selection in ({"prefixes": [f"{p}orders-"]}, {"all_applications": True}):
         message = refused(OwnershipNotApprovable, f"group '{p}shared-1' is claimed by 2 applications: rules[2] "
-                                                  "(shared), rules[3] (legacy)", ownership_file=claimed, **selection)
+                                                  "(shared), rules[3] (legacy)", ownership_file=Path(claimed).name,
+                          **selection)
         assert "Fix the ownership map" in message
 
     # an application whose rules match no group: in the written plan, which fails (no plan is approvable)
-    ghost = _map(tmp_path / "ghost.json", [*good, {"prefix": f"{p}ghost-", "app": "ghost", "team": "platform"}])
-    reports = tmp_path / "ghost-reports"
+    ghost = _map(ownership_dir / "ghost.json", [*good, {"prefix": f"{p}ghost-", "app": "ghost", "team": "platform"}])
+    reports = tmp_path / "reports"
+    shutil.rmtree(reports)  # the plans above, of the same run id: the one below is written afresh
     message = refused(OwnershipNotApprovable, f"application 'ghost' (team 'platform') matches no group of the "
                                               f"inventory with rules[3] (prefix '{p}ghost-')",
-                      ownership_file=ghost, prefixes=[f"{p}orders-"], report_dir=str(reports))
+                      ownership_file=Path(ghost).name, prefixes=[f"{p}orders-"])
     written = sorted(reports.rglob("plan.md"))
     assert len(written) == 1, written
     shown = written[0].read_text()
@@ -194,3 +208,65 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
     assert "ghost" in message
 
     assert _fingerprint(native, groups) == before, "planning changed the cluster or took a lock"
+
+
+def test_the_fleet_plan_reads_a_map_only_by_its_name_in_the_deployments_folder(native, bootstrap, kafka_conn, controllers,
+                                                                             unique, tmp_path, fleet_defaults,
+                                                                             ownership_dir):
+    """Issue 45.1: ``ownership_file`` names a map of the deployment's ownership folder ([kip848] ownership_dir),
+    never a path. A path up and out, an absolute path, and a link in the folder pointing at a file outside it are
+    refused before that file is read: the message shows none of its lines or keys, and names no path of the
+    deployment. Nothing is planned or written, the cluster is as before; the map named by its name plans."""
+    p = unique("pathfleet") + "-"
+    topic = p + "topic"
+    create_topics(bootstrap, {topic: 1})
+    produce(bootstrap, topic, ["v"])
+    group = f"{p}orders-1"
+    assert consume(bootstrap, group, [topic], 1, group_protocol="classic")
+    rules = [{"prefix": f"{p}orders-", "app": "orders", "team": "commerce"}]
+    # files a worker can read outside the folder: a YAML of credentials, a client.properties (its key names and
+    # values must never reach a message), and a map that would plan if it were read
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secrets = outside / "credentials.yaml"
+    secrets.write_text("sasl_password_key: hunter2-secret-value\nrules_of_the_vault: [admin]\n")
+    properties = outside / "client.properties"
+    properties.write_text("sasl.jaas.config=PlainLoginModule required password=\"hunter2\";\n")
+    _map(outside / "elsewhere.json", rules)
+    (ownership_dir / "link.yaml").symlink_to(secrets)
+    (ownership_dir / "link.json").symlink_to(outside / "elsewhere.json")
+    before = _fingerprint(native, [group])
+    reports = tmp_path / "reports"
+    ctx = {"run_id": "manual__paths", "ti": RecordingTI()}
+    depth = "../" * len(ownership_dir.parts)
+
+    def refused(name: str, what: str) -> str:
+        params = {**fleet_defaults, "kafka_conn_id": kafka_conn, "ownership_variable": None, "ownership_file": name,
+                  "prefixes": [f"{p}orders-"]}
+        with pytest.raises(AirflowFailException) as failed:
+            fleet_tasks.make_plan(params, ctx)
+        message = str(failed.value)
+        cause = failed.value.__cause__
+        assert isinstance(cause, kafka_errors.InvalidArgument) and not cause.retriable, repr(cause)
+        assert what in message, message
+        for leaked in ("hunter2", "sasl", "vault", "root:", str(ownership_dir)):  # no line, key or deployment path
+            assert leaked not in message, (leaked, message)
+        return message
+
+    for name in (f"{depth}etc/passwd", "/etc/passwd", str(secrets), str(properties), f"../outside/{secrets.name}",
+                 "s3://aws_default@bucket/map.yaml", ".hidden.yaml"):
+        refused(name, "is not a plain file name")
+    refused("link.yaml", "'link.yaml' leads out of the deployment's ownership folder ([kip848] ownership_dir)")
+    # even a link to a valid map: read only what is in the folder itself
+    refused("link.json", "'link.json' leads out of the deployment's ownership folder")
+    refused("absent.yaml", "There is no ownership map 'absent.yaml' in the deployment's ownership folder")
+    assert not reports.exists(), "nothing was planned or written"
+    assert _fingerprint(native, [group]) == before, "refusing the map changed the cluster or took a lock"
+
+    # the control: the same map, in the folder, named by its name, plans
+    _map(ownership_dir / "fleet.json", rules)
+    params = {**fleet_defaults, "kafka_conn_id": kafka_conn, "ownership_variable": None, "ownership_file": "fleet.json",
+              "prefixes": [f"{p}orders-"]}
+    planned = fleet_tasks.make_plan(params, ctx)
+    assert [a["app"] for a in planned["plan"]["held_back"]] == ["orders"]  # no controller: held, never moved
+    assert len(list(reports.rglob("plan.md"))) == 1

@@ -218,7 +218,7 @@ def test_an_artifacts_location_that_names_no_place_is_refused_before_anything_is
     monkeypatch.chdir(tmp_path)
     conn = set_kafka_connection(monkeypatch, "kafka_bad_artifacts", scene["bootstrap"], artifacts_url=root)
     with pytest.raises(kafka_errors.ArtifactUnwritable) as refused:
-        require_run_location(None, conn, "some_dag", "manual__1", "snapshots")
+        require_run_location(conn, "some_dag", "manual__1", "snapshots")
     assert fragment in str(refused.value) and not refused.value.retriable
     assert list(tmp_path.iterdir()) == []  # nothing written where the worker happens to run
 

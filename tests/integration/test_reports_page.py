@@ -3,12 +3,14 @@
 Runs of a stand-in DAG (a ``validate`` and a ``report`` task, as the provider's DAGs have) are written to the
 test session's Airflow DB with the XComs their tasks record, and their report folders to disk as the report
 task writes them: a report with a chart and a validation page, a run still running, a recorded folder that
-cannot be read, a folder computed from the run's ``report_dir``. The pages render them, serve their files by
+cannot be read, a folder computed from the deployment's artifact location (never from the run's conf: a
+``report_dir`` it still carries is not read). The pages render them, serve their files by
 plain name only, and refuse requests without a token (401) and users who may not read the DAG (403).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -18,7 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from airflow_provider_kip848.changecontrol.run_artifacts import report_page_path
-from airflow_provider_kip848.changecontrol.runpaths import run_location
+from airflow_provider_kip848.changecontrol.runpaths import ARTIFACTS_ENV, run_location
 from airflow_provider_kip848.operators.report_link import ReportLink, with_report_link
 from airflow_provider_kip848.plugins.reports import FILE_CSP, URL_PREFIX, ReportsPlugin
 
@@ -139,7 +141,8 @@ def _report_folder(folder: Path, markdown: str) -> dict:
 @pytest.fixture(scope="module")
 def runs(stand_in, tmp_path_factory):
     """Four runs, oldest first: A with its report, chart and validation page; B running, before its report;
-    C whose recorded report.md cannot be read; D with no XCom, its folder computed from its report_dir."""
+    C whose recorded report.md cannot be read; D with no XCom, its folder computed from the deployment's artifact
+    location ($KIP848_ARTIFACTS_URL, the session's), while its conf names another folder (not read)."""
     tmp = tmp_path_factory.mktemp("reports")
     uid = uuid.uuid4().hex[:8]
     now = datetime.now(UTC).replace(microsecond=0)
@@ -160,9 +163,11 @@ def runs(stand_in, tmp_path_factory):
     (c / "report.md").mkdir(parents=True)  # recorded, but not a file: unreadable
     _make_run(stand_in, ids["C"], now - timedelta(hours=1), "success", {"report": "success"},
               {"report": {"outcome": "changed", "files": {"markdown": str(c / "report.md")}}})
-    report_dir = tmp / "own-report-dir"
-    _report_folder(Path(run_location(str(report_dir), DAG_ID, ids["D"], "report")), "# Computed\n\nfrom report_dir\n")
-    _make_run(stand_in, ids["D"], now, "failed", {"report": "failed"}, {}, conf={"report_dir": str(report_dir)})
+    _report_folder(Path(run_location(os.environ[ARTIFACTS_ENV], DAG_ID, ids["D"], "report")),
+                   "# Computed\n\nfrom the artifact location\n")
+    decoy = tmp / "named-by-the-run"  # a run's conf names no folder (issue 45.1): this one is never read
+    _report_folder(Path(run_location(str(decoy), DAG_ID, ids["D"], "report")), "# Decoy\n\nfrom the run's conf\n")
+    _make_run(stand_in, ids["D"], now, "failed", {"report": "failed"}, {}, conf={"report_dir": str(decoy)})
     return ids
 
 
@@ -235,8 +240,8 @@ def test_runs_without_a_report_or_with_an_unreadable_one_say_so(api, runs):
     unreadable = _get(api, _page(runs["C"]))
     assert unreadable.status_code == 502 and 'id="error"' in unreadable.text and "Report unreadable" in unreadable.text
     computed = _get(api, _page(runs["D"]))
-    assert computed.status_code == 200 and "<h1>Computed</h1>" in computed.text
-    assert "computed from the run" in computed.text and "refreshing every" not in computed.text
+    assert computed.status_code == 200 and "<h1>Computed</h1>" in computed.text and "Decoy" not in computed.text
+    assert "computed from the artifact location" in computed.text and "refreshing every" not in computed.text
     unknown = _get(api, f"/{DAG_ID}/no-such-run")
     assert unknown.status_code == 404 and "has no run" in unknown.text
 

@@ -135,7 +135,19 @@ CASES = [
     ("delete-group-id-blank-around", "kip1071_delete_streams_group", {"group_id": " app "}, "does not match"),
     # kafka_cluster_inventory
     ("conn-id-as-number", "kafka_cluster_inventory", {"kafka_conn_id": 5}, "is not of type 'string'"),
-    ("report-path-number", "kafka_cluster_inventory", {"report_path": 5}, "5 is not of type 'null', 'string'"),
+    ("report-file-number", "kafka_cluster_inventory", {"report_file": 5}, "5 is not of type 'null', 'string'"),
+    # a run chooses at most a file NAME inside a location the deployment configures, never a path (issue 45.1)
+    ("report-file-as-path", "kafka_cluster_inventory", {"report_file": "/home/airflow/.ssh/authorized_keys"},
+     "does not match"),
+    ("report-file-up", "kafka_cluster_inventory", {"report_file": "../../../dags/x.py"}, "does not match"),
+    ("report-file-dots", "kafka_cluster_inventory", {"report_file": ".."}, "does not match"),
+    ("report-file-hidden", "kafka_cluster_inventory", {"report_file": ".bashrc"}, "does not match"),
+    ("report-file-backslash", "kafka_cluster_inventory", {"report_file": "a\\b.txt"}, "does not match"),
+    ("ownership-file-up", "kip848_fleet_migration", {"ownership_file": "../../../../etc/passwd"}, "does not match"),
+    ("ownership-file-absolute", "kip848_fleet_migration", {"ownership_file": "/etc/kafka/client.properties"},
+     "does not match"),
+    ("ownership-file-url", "kip848_fleet_migration", {"ownership_file": "s3://aws_default@bucket/map.yaml"},
+     "does not match"),
 ]
 
 
@@ -237,3 +249,45 @@ def test_every_report_task_links_to_its_report_page(dagbag):
     # only the report task: the link names the run's report, not the task it sits on
     fleet = dagbag.dags["kip848_fleet_migration"]
     assert [t.task_id for t in fleet.tasks if t.operator_extra_links] == ["report"]
+
+
+#: the Params that named a path or URL before issue 45.1 (a run still sending one is refused by the first task)
+REMOVED_PATH_PARAMS = ("report_dir", "snapshot_dir", "audit_log", "validation_dir", "report_path")
+
+
+def test_no_param_names_a_path(dagbag):
+    """No DAG declares a Param that names a path or URL: the removed ones are gone from every form, and a Param
+    that chooses a file (``*_file``) takes a plain name only (the form's pattern of ``runpaths``)."""
+    from airflow_provider_kip848.changecontrol.runpaths import NAME_FORM_PATTERN
+    from airflow_provider_kip848.operators.run_conf import REMOVED_PARAMS
+
+    assert set(REMOVED_PATH_PARAMS) == set(REMOVED_PARAMS)
+    file_params = []
+    for dag_id, dag in dagbag.dags.items():
+        assert not set(dag.params.keys()) & set(REMOVED_PATH_PARAMS), dag_id
+        for key in dag.params.keys():
+            if key.endswith(("_file", "_path", "_dir", "_url", "_log")):
+                assert dag.params.get_param(key).schema.get("pattern") == NAME_FORM_PATTERN, (dag_id, key)
+                file_params.append((dag_id, key))
+    assert sorted(file_params) == [("kafka_cluster_inventory", "report_file"),
+                                   ("kip848_fleet_migration", "ownership_file")]
+
+
+def test_no_dag_fills_a_path_argument_from_a_param(dagbag):
+    """Operator arguments that take a path or URL (``path``, ``snapshot_path``, ``output_dir``, ``audit_log`` ...)
+    are written in the DAG's code: their templates read no Param, except the connection's name handed to the
+    ``kip848_run_location`` macro (the connection's configured location, never one the run names)."""
+    import re
+
+    allowed = "kip848_run_location(params.kafka_conn_id,"
+    checked = 0
+    for dag_id, dag in dagbag.dags.items():
+        for task in dag.tasks:
+            for field in getattr(task, "template_fields", ()):
+                if not re.search(r"path|dir|_log$|url|file|location", field):
+                    continue
+                raw = getattr(task, field, None)
+                text = str(raw) if raw is not None else ""
+                checked += 1
+                assert "params" not in text.replace(allowed, ""), (dag_id, task.task_id, field, text)
+    assert checked >= 20, checked

@@ -31,7 +31,7 @@ from tests.deploy.deployment import (
 DOC = (REPO / "docs" / "deploy.md").read_text()
 #: keys whose value in the page is the deployment's own (hosts, secrets, paths): compared by their form only
 OWN_VALUES = {("core", "fernet_key"), ("core", "simple_auth_manager_passwords_file"), ("api", "secret_key"),
-              ("api_auth", "jwt_secret"), ("kip848", "controllers")}
+              ("api_auth", "jwt_secret"), ("kip848", "controllers"), ("kip848", "ownership_dir")}
 #: keys whose value is a URL: the page's and the tier's share their scheme and their path
 URLS = {("core", "execution_api_server_url"), ("api", "base_url"), ("database", "sql_alchemy_conn"),
         ("celery", "broker_url"), ("celery", "result_backend")}
@@ -46,7 +46,8 @@ def doc_cfg() -> dict[tuple[str, str], str]:
 
 def tier_cfg() -> dict[tuple[str, str], str]:
     cfg = airflow_cfg(api="http://127.0.0.1:8080", db="127.0.0.1:5432", redis="127.0.0.1:6379", fernet_key="f",
-                      secret_key="s", jwt_secret="j", passwords_file="/p.json", controllers="/c.yaml")
+                      secret_key="s", jwt_secret="j", passwords_file="/p.json", controllers="/c.yaml",
+                      ownership_dir="/o")
     return {(s, k): v for s, options in cfg.items() for k, v in options.items()}
 
 

@@ -27,16 +27,15 @@ def test_the_provider_dag_ids_are_the_dag_files():
 def test_the_folder_is_what_the_run_recorded_first():
     recorded = {"outcome": "migrated", "files": {"markdown": "/shared/a/d/r/report/report.md",
                                                  "json": "/shared/a/d/r/report/report.json"}}
-    assert ra.report_folder("d", RUN, report_xcom=recorded, report_dir="/elsewhere", root="/root") == \
+    assert ra.report_folder("d", RUN, report_xcom=recorded, root="/root") == \
         ra.ReportFolder("/shared/a/d/r/report", ra.RECORDED)
-    # none recorded: the run's own report_dir, then the deployment's location, as the DAGs compute it
-    assert ra.report_folder("d", RUN, report_xcom={"outcome": "dry_run"}, report_dir="/mine", root="/root") == \
-        ra.ReportFolder("/mine/d/manual__2026-11-28T00_20_00_00_00/report", ra.COMPUTED)
-    assert ra.report_folder("d", RUN, report_dir=None, root="/root/").location == \
-        "/root/d/manual__2026-11-28T00_20_00_00_00/report"
-    assert ra.report_folder("d", RUN, report_dir="None", root="s3://aws@bucket/k").location == \
+    # none recorded: the deployment's location, as the DAGs compute it (never a folder from the run's conf)
+    assert ra.report_folder("d", RUN, report_xcom={"outcome": "dry_run"}, root="/root") == \
+        ra.ReportFolder("/root/d/manual__2026-11-28T00_20_00_00_00/report", ra.COMPUTED)
+    assert ra.report_folder("d", RUN, root="/root/").location == "/root/d/manual__2026-11-28T00_20_00_00_00/report"
+    assert ra.report_folder("d", RUN, root="s3://aws@bucket/k").location == \
         "s3://aws@bucket/k/d/manual__2026-11-28T00_20_00_00_00/report"
-    assert ra.report_folder("d", RUN, report_xcom=None, report_dir=None, root=None) is None
+    assert ra.report_folder("d", RUN, report_xcom=None, root=None) is None
     assert ra.recorded_folder({"files": {"markdown": ""}}) is None and ra.recorded_folder("text") is None
 
 
