@@ -96,6 +96,16 @@ def get_provider_info() -> dict:
                         "example": "/etc/airflow/kip848-ownership",
                         "default": None,
                     },
+                    "ownership_variable_prefix": {
+                        "description": "The prefix of every Airflow Variable that holds a fleet ownership map. A "
+                                       "fleet run's ownership_variable (and the fleet view's) must start with it; "
+                                       "any other Variable is refused before it is read, so a run cannot make the "
+                                       "plan read another Variable and show parts of it. See docs/fleet.md.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "kip848_",
+                        "default": "kip848_",
+                    },
                     "default_deferrable": {
                         "description": "The mode of the provider's waits (KafkaGroup*Sensor) when a DAG does not "
                                        "choose one (deferrable=None, the default): True waits in the triggerer "

@@ -14,10 +14,16 @@ path: a run that could name a path could make the worker read any file it can (`
 ``client.properties``) and show parts of it in the errors. The name is one plain file name
 (``runpaths.plain_name``), and a link in the folder pointing out of it is refused before anything is read.
 Messages name the file as the run gave it, never the folder's path.
+
+A Variable is chosen by a name that starts with the deployment's prefix for ownership maps (``[kip848]
+ownership_variable_prefix``, default ``kip848_``), checked before anything is read: a run that could name any
+Variable could make the plan read another team's Variable (a credential, a connection string) and show its key
+names or a parser's excerpt of it in the plan's errors.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from airflow.sdk import Variable
@@ -29,6 +35,10 @@ from airflow_provider_kip848.kafka.errors import InvalidArgument
 
 #: the Variable the fleet migration DAG and the fleet view read the map from by default
 DEFAULT_OWNERSHIP_VARIABLE = "kip848_ownership_map"
+#: the prefix every Variable holding an ownership map has (``ownership_variable`` names one of them)
+VARIABLE_PREFIX_OPTION, DEFAULT_VARIABLE_PREFIX = "ownership_variable_prefix", "kip848_"
+#: what a Variable's name may hold (Airflow's own keys are free text: a name with blanks or quotes is refused)
+_VARIABLE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 #: the deployment's folder of ownership map files (``ownership_file`` names one of them)
 OWNERSHIP_DIR_SECTION, OWNERSHIP_DIR_OPTION = "kip848", "ownership_dir"
 #: how the folder is named in messages (its path never is)
@@ -67,11 +77,28 @@ def ownership_file_location(name: object) -> Path:
     return path
 
 
+def ownership_variable_name(name: object) -> str:
+    """``name`` when it may name an ownership map's Variable: a plain name starting with the deployment's prefix
+    (``[kip848] ownership_variable_prefix``, default ``kip848_``). Checked before the Variable is read.
+
+    :raises InvalidArgument: any other name (the Variable is not read, and nothing of it is shown).
+    """
+    prefix = given(conf.get(OWNERSHIP_DIR_SECTION, VARIABLE_PREFIX_OPTION, fallback=None)) or DEFAULT_VARIABLE_PREFIX
+    if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name) or not name.startswith(prefix):
+        raise InvalidArgument(
+            f"ownership_variable {name!r} is not the name of an ownership map's Variable: those start with "
+            f"{prefix!r} ([{OWNERSHIP_DIR_SECTION}] {VARIABLE_PREFIX_OPTION}); it was not read.",
+            remedy=f"Name the Variable that holds the ownership map (e.g. {DEFAULT_OWNERSHIP_VARIABLE}), or ask the "
+                   "deployment's administrator to keep the map in a Variable with that prefix.")
+    return name
+
+
 def read_ownership_map(*, variable: str | None, file: str | None = None) -> OwnershipMap:
     """The ownership map in the file named ``file`` of the deployment's ownership folder (when given: it takes
     precedence) or in the Airflow Variable ``variable``.
 
-    :raises InvalidArgument: ``file`` is not a plain file name, or leads out of the folder.
+    :raises InvalidArgument: ``file`` is not a plain file name, or leads out of the folder; ``variable`` is not an
+        ownership map's name (:func:`ownership_variable_name`).
     :raises OwnershipMapMissing: neither is named, the Variable does not exist, or no such file is in the folder.
     :raises ~airflow_provider_kip848.fleet.ownership.OwnershipError: the map does not parse (every problem).
     """
@@ -85,7 +112,7 @@ def read_ownership_map(*, variable: str | None, file: str | None = None) -> Owne
         return OwnershipMap.from_text(text, source=source, json_only=path.suffix.lower() == ".json")
     if not variable:
         raise OwnershipMapMissing("Name the ownership map: ownership_file or ownership_variable.")
-    text = Variable.get(variable, default=None)
+    text = Variable.get(ownership_variable_name(variable), default=None)
     if text is None:
         raise OwnershipMapMissing(f"There is no Airflow Variable {variable!r} holding the ownership map: create it "
                                   "(YAML or JSON, docs/fleet.md) or give ownership_file.")
@@ -93,4 +120,4 @@ def read_ownership_map(*, variable: str | None, file: str | None = None) -> Owne
 
 
 __all__ = ["DEFAULT_OWNERSHIP_VARIABLE", "OWNERSHIP_DIR_OPTION", "OWNERSHIP_DIR_SECTION", "OwnershipMapMissing",
-           "ownership_file_location", "read_ownership_map"]
+           "ownership_file_location", "ownership_variable_name", "read_ownership_map"]

@@ -212,11 +212,12 @@ def test_the_fleet_plan_refuses_empty_or_unmatched_selections_and_an_ambiguous_m
 
 def test_the_fleet_plan_reads_a_map_only_by_its_name_in_the_deployments_folder(native, bootstrap, kafka_conn, controllers,
                                                                              unique, tmp_path, fleet_defaults,
-                                                                             ownership_dir):
+                                                                             ownership_dir, monkeypatch):
     """Issue 45.1: ``ownership_file`` names a map of the deployment's ownership folder ([kip848] ownership_dir),
     never a path. A path up and out, an absolute path, and a link in the folder pointing at a file outside it are
     refused before that file is read: the message shows none of its lines or keys, and names no path of the
-    deployment. Nothing is planned or written, the cluster is as before; the map named by its name plans."""
+    deployment. A Variable without the ownership maps' prefix is refused before it is read. Nothing is planned or
+    written, the cluster is as before; the map named by its name plans."""
     p = unique("pathfleet") + "-"
     topic = p + "topic"
     create_topics(bootstrap, {topic: 1})
@@ -260,6 +261,18 @@ def test_the_fleet_plan_reads_a_map_only_by_its_name_in_the_deployments_folder(n
     # even a link to a valid map: read only what is in the folder itself
     refused("link.json", "'link.json' leads out of the deployment's ownership folder")
     refused("absent.yaml", "There is no ownership map 'absent.yaml' in the deployment's ownership folder")
+    # a Variable is named like a file: only one with the ownership maps' prefix, checked before it is read. A
+    # Variable of the deployment holding a credential, named by the run, must not reach the plan's errors
+    monkeypatch.setenv("AIRFLOW_VAR_TEAM_DB_CREDENTIALS", "sasl_password_key: hunter2-secret-value\n")
+    for name in ("team_db_credentials", "kip848_ownership_map/../team_db_credentials", "kip848 map"):
+        params = {**fleet_defaults, "kafka_conn_id": kafka_conn, "ownership_variable": name, "ownership_file": None,
+                  "prefixes": [f"{p}orders-"]}
+        with pytest.raises(AirflowFailException) as failed:
+            fleet_tasks.make_plan(params, ctx)
+        message = str(failed.value)
+        assert "is not the name of an ownership map's Variable: those start with 'kip848_'" in message, message
+        assert isinstance(failed.value.__cause__, kafka_errors.InvalidArgument), repr(failed.value.__cause__)
+        assert "hunter2" not in message and "sasl" not in message, message
     assert not reports.exists(), "nothing was planned or written"
     assert _fingerprint(native, [group]) == before, "refusing the map changed the cluster or took a lock"
 
