@@ -144,7 +144,7 @@ class ControllerRegistry:
         """Parse a registry (YAML or JSON) strictly. A problem of the file as a whole refuses it (every problem at
         once, naming no entry); an entry's problems are kept with it (:meth:`resolve` refuses that entry)."""
         try:
-            raw = load_strict(text) if text.strip() else {}
+            raw = load_strict(text, finite=False) if text.strip() else {}  # a NaN blocks only its entry
         except (ValueError, yaml.YAMLError) as exc:  # a name given twice is refused, never silently replaced
             raise ControllerRegistryInvalid(f"{REGISTRY} is not valid YAML/JSON: {_syntax_error(exc)}") from None
         if raw is None:

@@ -89,7 +89,7 @@ def _json_depth(text: str, source: str) -> None:
             depth -= 1
 
 
-def _load_json(text: str, source: str) -> Any:  # Any: a document of any shape; callers check it
+def _load_json(text: str, source: str, finite: bool) -> Any:  # Any: a document of any shape; callers check it
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:  # Any: JSON values
         out: dict[str, Any] = {}  # Any: JSON values
         for key, value in items:
@@ -99,11 +99,13 @@ def _load_json(text: str, source: str) -> Any:  # Any: a document of any shape; 
         return out
 
     def constant(name: str) -> float:
+        if not finite:
+            return float(name)
         raise _refuse(source, f"it holds the number {name}: numbers must be finite")
 
     def number(text: str) -> float:
         value = float(text)
-        if not math.isfinite(value):
+        if finite and not math.isfinite(value):
             raise _refuse(source, f"it holds the number {text[:40]}, beyond what a float holds: numbers must be "
                                   "finite")
         return value
@@ -157,9 +159,10 @@ class _StrictLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no t
     """PyYAML's safe loader, refusing a key repeated in one mapping (PyYAML keeps the last silently) and a number
     that is not finite; merge keys as YAML's merge specification says."""
 
-    def __init__(self, stream: str, source: str) -> None:
+    def __init__(self, stream: str, source: str, finite: bool = True) -> None:
         super().__init__(stream)
         self.source = source
+        self.finite = finite
         self.checked: set[int] = set()
 
 
@@ -200,7 +203,7 @@ def _construct_mapping(loader: _StrictLoader, node: MappingNode) -> dict[Any, An
 
 def _construct_float(loader: _StrictLoader, node: yaml.ScalarNode) -> float:
     value: float = loader.construct_yaml_float(node)
-    if not math.isfinite(value):
+    if loader.finite and not math.isfinite(value):
         mark = node.start_mark
         raise _refuse(loader.source, f"it holds the number {str(node.value)[:40]} (line {mark.line + 1}, column "
                                      f"{mark.column + 1}): numbers must be finite")
@@ -211,28 +214,32 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
-def _load_yaml(text: str, source: str) -> Any:  # Any: a document of any shape; callers check it
+def _load_yaml(text: str, source: str, finite: bool) -> Any:  # Any: a document of any shape; callers check it
     _yaml_bounds(text, source)
-    loader = _StrictLoader(text, source)  # a SafeLoader subclass: no arbitrary objects
+    loader = _StrictLoader(text, source, finite)  # a SafeLoader subclass: no arbitrary objects
     try:
         return loader.get_single_data()
     finally:
         loader.dispose()
 
 
-def load_strict(text: str, *, json_only: bool = False,
-                source: str = "the document") -> Any:  # Any: a document of any shape; callers check it
+def load_strict(text: str, *, json_only: bool = False, source: str = "the document",
+                finite: bool = True) -> Any:  # Any: a document of any shape; callers check it
     """JSON or YAML text (a deployment's file, an Airflow Variable) parsed safely, strictly and within bounds.
 
     Text starting with ``{`` or ``[`` (or any text with ``json_only``) is JSON, anything else YAML. Refused
     with :class:`DocumentRefused` (a ``ValueError``) naming ``source`` and the limit: more than
     :data:`MAX_DOCUMENT_BYTES`, nesting deeper than :data:`MAX_DEPTH`, aliases repeating more than
     :data:`MAX_ALIAS_NODES` nodes or standing inside their own anchor, a number that is not finite. A key
-    repeated in one mapping raises ValueError (JSON) or ``yaml.YAMLError`` (YAML), as a syntax error does."""
+    repeated in one mapping raises ValueError (JSON) or ``yaml.YAMLError`` (YAML), as a syntax error does.
+
+    ``finite=False`` leaves non-finite numbers to the caller, for a document whose parts are judged one by one
+    (the controller registry: a NaN blocks the one entry that holds it, named, not every entry of the
+    deployment)."""
     _check_size(text, source)
     if json_only or text.lstrip().startswith(("{", "[")):
-        return _load_json(text, source)
-    return _load_yaml(text, source)
+        return _load_json(text, source, finite)
+    return _load_yaml(text, source, finite)
 
 
 def check_value(value: object, source: str) -> None:
