@@ -24,7 +24,7 @@ TOPIC = "deploy-fleet-orders"
 CLASSIC = "deploy-fleet-billing-app"
 CONSUMER = "deploy-fleet-payments-app"
 #: the ownership map of this test's groups, in its own Variable (the fleet DAG's default one stays untouched)
-OWNERS_VARIABLE = "deploy_fleet_owners"
+OWNERS_VARIABLE = "kip848_deploy_fleet_owners"
 OWNERS = {"rules": [{"prefix": "deploy-fleet-billing-", "app": "billing", "team": "finance"},
                     {"prefix": "deploy-fleet-payments-", "app": "payments", "team": "payments-team"}]}
 
