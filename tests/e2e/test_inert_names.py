@@ -11,8 +11,6 @@ test_approval_ui.py.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -25,7 +23,7 @@ KEY = "streams.num.standby.replicas"
 
 
 def test_the_forged_group_id_is_text_in_the_approval_and_the_report(airflow_db, kafka_conn, bootstrap, unique,
-                                                                     tmp_path):
+                                                                     run_files):
     topic = unique("inert-cfg")
     create_topics(bootstrap, {topic: 1})
     produce(bootstrap, topic, ["1"])
@@ -37,13 +35,12 @@ def test_the_forged_group_id_is_text_in_the_approval_and_the_report(airflow_db, 
             wait_until(lambda g=group: (lambda d: d.type is GroupType.CLASSIC and d.state is GroupState.EMPTY)(
                 admin.describe_group(g)), timeout=60, what=f"{group!r} Empty")
         for group, user in ((hostile, f"<b>{FORGED}</b>"), (plain, "plain-user")):
-            conf = {"group_id": group, "key": KEY, "value": "2", "action": "set", "for_group_type": "streams",
-                    "report_dir": str(tmp_path / ("hostile" if group == hostile else "plain"))}
+            conf = {"group_id": group, "key": KEY, "value": "2", "action": "set", "for_group_type": "streams"}
             run, answers, report = run_dag("kafka_group_config_change", conf, decide=approve, triggered_by=user)
             assert state(run) == "success" and report["outcome"] == "changed", report
             assert admin.describe_group_config(group).dynamic == {KEY: "2"}
-            [written] = Path(conf["report_dir"]).rglob("report.md")
-            shown[group] = {"approval": answers[0]["body"], "report": written.read_text(encoding="utf-8")}
+            shown[group] = {"approval": answers[0]["body"],
+                            "report": run_files.report_md("kafka_group_config_change", run.run_id)}
     assert f"Not `<b>{FORGED}</b>`: they triggered this run" in shown[hostile]["approval"]
     assert_inert(shown[hostile], shown[plain], hostile)
     assert_inert(shown[hostile], shown[plain], f"<b>{FORGED}</b>")
