@@ -195,8 +195,8 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
 
     def _lost_message(self, found: str) -> str:
         return (f"Group {self.group_id} is not migrated and will not be: an instance started for it has died "
-                f"(stopped, exited or restarted since), as the platform says: {found}. A crashed member stays listed until "
-                "its session times out; its partitions are not consumed.")
+                f"(stopped, exited or restarted since), as the platform says: {found}. A crashed member stays listed "
+                "until its session times out; its partitions are not consumed.")
 
     def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None

@@ -161,7 +161,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         #: the platform watched through the wait (None: nothing to watch), and when the worker last looked
         self._watch: PlatformWatch | None = None
         self._watched_at = 0.0
-        self._looks = {"looks": 0, "failed": 0}
+        self._looks: dict[str, float] = {"looks": 0, "failed": 0, "look_s": 0.0}
         self._polled_at = 0.0
         self._started: float | None = None
         self._polls = 0
@@ -236,6 +236,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             raise task_error(exc) from exc
         finally:
             named.close()
+            self._looks["look_s"] = round(self._looks["look_s"] + time.time() - self._watched_at, 2)
         self._looks["looks"] += 1
         if found is not None:
             raise AirflowFailException(self._lost_message(found))
@@ -246,8 +247,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             return
         counted = platform if isinstance(platform, dict) else {**self._looks, "where": "worker"}
         note = (f"the platform was watched through the wait from the {counted.get('where', 'worker')}: "
-                f"{self._watch.describe()}; {counted.get('looks', 0)} look(s), {counted.get('failed', 0)} failed "
-                "or late")
+                f"{self._watch.describe()}; {counted.get('looks', 0):g} look(s) taking {counted.get('look_s', 0):g} s "
+                f"in all, {counted.get('failed', 0):g} failed or late")
         notes[:] = [n for n in notes if not n.startswith("the platform was watched")] + [note]
 
     def _build_condition(self) -> GroupCondition:

@@ -56,6 +56,7 @@ class PlatformProbe:
         self.watch, self.log = watch, log
         before = counted if isinstance(counted, dict) else {}  # the looks of the wait's earlier deferrals
         self.looks, self.failed = int(before.get("looks") or 0), int(before.get("failed") or 0)
+        self.spent = float(before.get("look_s") or 0.0)  # seconds the looks took (their cost, for the result)
         self.task: asyncio.Task[Finding] | None = None
         self._pending: asyncio.Future[str | None] | None = None
 
@@ -69,7 +70,8 @@ class PlatformProbe:
             self.task.cancel()
 
     def stats(self) -> dict[str, object]:
-        return {"looks": self.looks, "failed": self.failed, "every_s": self.watch.every_s, "where": "triggerer"}
+        return {"looks": self.looks, "failed": self.failed, "look_s": round(self.spent, 2),
+                "every_s": self.watch.every_s, "where": "triggerer"}
 
     async def _run(self) -> Finding:
         loop = asyncio.get_running_loop()
@@ -89,6 +91,7 @@ class PlatformProbe:
             self._close(named)
 
     async def _look(self, loop: asyncio.AbstractEventLoop, named: NamedController) -> Finding | None:
+        began = loop.time()
         pending = self._pending = loop.run_in_executor(_LOOKS, self.watch.look, named)
         done, _ = await asyncio.wait({pending}, timeout=self.watch.timeout_s)
         if not done:
@@ -96,6 +99,7 @@ class PlatformProbe:
             self.log.warning("The platform (%s) has not answered a look within %g s; waiting for it (its command's "
                              "own timeout ends it) before the next.", self.watch.describe(), self.watch.timeout_s)
             await asyncio.wait({pending})
+        self.spent += loop.time() - began
         exc = pending.exception()
         if exc is None:
             self.looks += 1
