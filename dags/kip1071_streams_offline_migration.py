@@ -375,7 +375,8 @@ def kip1071_streams_offline_migration():
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
-                                   timeout_minutes="{{ params.stable_timeout_minutes }}")
+                                   timeout_minutes="{{ params.stable_timeout_minutes }}",
+                                   baseline=start_baseline("start_application"), **CONTROLLER)
     snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 

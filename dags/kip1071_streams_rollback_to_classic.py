@@ -211,7 +211,8 @@ def kip1071_streams_rollback_to_classic():
     # caught up at the lag before the stop (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    baseline_snapshot=BEFORE, **lag_wait_args(), poll_interval=POLL,
-                                   timeout_minutes="{{ params.start_timeout_minutes }}")
+                                   timeout_minutes="{{ params.start_timeout_minutes }}",
+                                   baseline=start_baseline("start_application"), **CONTROLLER)
     compare = KafkaCompareGroupOffsetsOperator(task_id="compare_offsets", kafka_conn_id=CONN, group_id=GROUP,
                                           snapshot_path=BEFORE)
     snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,

@@ -336,7 +336,8 @@ def kip848_consumer_rolling_upgrade():
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(),
                                    poll_interval="{{ params.poll_seconds }}",
-                                   timeout_minutes="{{ params.rollout_timeout_minutes }}")
+                                   timeout_minutes="{{ params.rollout_timeout_minutes }}",
+                                   baseline=start_baseline("roll_application"), **CONTROLLER)
     snapshot_after = KafkaSnapshotGroupOffsetsOperator(task_id="snapshot_after", kafka_conn_id=CONN, group_id=GROUP,
                                                   path=f"{SNAPSHOTS}/after.json")
 

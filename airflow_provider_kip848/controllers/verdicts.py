@@ -12,6 +12,9 @@ on the platform's word:
 * :func:`lost_instances`: the baseline's instances that died since (gone, not
   running, restarted): a fact at any moment of a wait, not only once the
   coordinator's side holds.
+* :func:`appeared_instances`: the instances running now that did not run at
+  the baseline (or run as another process): what an Empty wait fails on, at
+  any moment of it, once the application was stopped.
 * :func:`member_instance`: which instance a group member is, by
   ``group.instance.id``, ``client.id`` or host, so a member that comes back can
   be named by its instance.
@@ -31,6 +34,11 @@ def restarted(before: Instance, now: Instance) -> str | None:
         return f"restarted {now.restarts - before.restarts} time(s) since the start"
     if before.incarnation and now.incarnation and before.incarnation != now.incarnation:
         return f"was replaced since the start (incarnation {before.incarnation} -> {now.incarnation})"
+    if before.incarnation and not now.incarnation and now.ready is False:
+        # the process of the start is no longer shown and the instance is not up: a process manager shows no pid
+        # for a process starting again (supervisord's STARTING, BACKOFF), so a crash loop never shows a new pid
+        return (f"is no longer the process of the start (incarnation {before.incarnation}; now "
+                f"{now.state or 'not ready'})")
     return None
 
 
@@ -74,6 +82,23 @@ def lost_instances(status: ApplicationStatus, baseline: ApplicationStatus | None
     return lost
 
 
+def appeared_instances(status: ApplicationStatus, baseline: ApplicationStatus) -> list[str]:
+    """The instances running now that were not running at ``baseline`` (a status taken once the application was
+    stopped, or at the start of an Empty wait), or that run as another process than then (restarted): such an
+    instance joins the group at its next poll or heartbeat. Both statuses must be known."""
+    if not status.known or not baseline.known:
+        raise ValueError("an unknown status cannot be judged")
+    before = {i.name: i for i in baseline.running}
+    found = []
+    for now in status.running:
+        was = before.get(now.name)
+        if was is None:
+            found.append(f"{now.describe()} is running")
+        elif now.incarnation and (why := restarted(was, now)) is not None:  # another process (not one stopping)
+            found.append(f"{now.describe()} {why}")
+    return found
+
+
 def member_instance(member: dict, instances: Iterable[Instance]) -> Instance | None:
     """The instance a group member (``{client_id, host, instance_id}`` as the sensors record it) is, when the
     platform's identities say so: ``group.instance.id`` first, then ``client.id``, then a unique host."""
@@ -92,4 +117,4 @@ def member_instance(member: dict, instances: Iterable[Instance]) -> Instance | N
     return None
 
 
-__all__ = ["instance_problems", "lost_instances", "member_instance", "restarted"]
+__all__ = ["appeared_instances", "instance_problems", "lost_instances", "member_instance", "restarted"]

@@ -315,6 +315,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "remove_members_after": (0.0, MAX_SECONDS), "settle_seconds": (0.0, MAX_SECONDS),
     "empty_settle_seconds": (0.0, MAX_SECONDS), "liveness_seconds": (0.0, MAX_SECONDS),
     "confirm_seconds": (0.0, MAX_SECONDS), "lag_window_seconds": (1.0, MAX_SECONDS),
+    # a look at the platform during a wait is a command or an API read: at most one a second
+    "platform_check_seconds": (1.0, MAX_POLL_SECONDS), "platform_look_timeout": (1.0, MAX_POLL_SECONDS),
     "timeout_minutes": _WAIT_MINUTES, "coordinator_unavailable_minutes": _WAIT_MINUTES,
     "first_instance_timeout_minutes": _WAIT_MINUTES, "instance_timeout_minutes": _WAIT_MINUTES,
     "expected_members": (1, MAX_MEMBERS), "expected_instances": (1, MAX_MEMBERS),

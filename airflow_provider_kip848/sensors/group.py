@@ -6,7 +6,6 @@ result type, so a DAG imports every group sensor from one place).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,10 +19,10 @@ from airflow_provider_kip848.hooks.instances import (
     gone_confirmation,
     instances_verdict,
     liveness_window,
-    lost_instances_message,
     named_controller,
     task_error,
 )
+from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.model import GroupState
@@ -93,6 +92,10 @@ class _ControllerAware:
         except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
             raise AirflowFailException(str(exc)) from exc
 
+    def _baseline(self) -> dict[str, object] | None:
+        baseline = getattr(self, "baseline", None)
+        return baseline if isinstance(baseline, dict) else None
+
     def _ask(self, question: Callable[[NamedController | None], T]) -> T:
         """``question`` asked of the named controller (None when the wait names none), which is closed after; a
         controller's failure fails the task with its retriable flag."""
@@ -117,6 +120,10 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
     every expected instance running and ready, none restarted since ``baseline`` (the status the start task
     recorded). An instance that crashed, restarted or crash-loops fails the wait, named. A controller that
     cannot tell leaves the verdict to the broker, and the result says so.
+
+    With a controller and a baseline the platform is also watched through the whole wait (every
+    ``platform_check_seconds``; deferred, from the triggerer): an instance of the baseline stopped, exited,
+    restarted or starting again fails the wait at once, named with its state, whatever the coordinator lists.
 
     :param expected_members: the number of instances the application runs (templated). A member that
         left (a static member that shut down keeps member epoch -2 until its session expires) is not
@@ -143,7 +150,6 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         self.expected_members, self.expected_instances = expected_members, expected_instances
         self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
         self.liveness, self.liveness_seconds = liveness, liveness_seconds
-        self._instances_checked = 0.0
         if not is_template(liveness):
             parse_flag(liveness, "liveness")
         first = 1 if is_template(expected_members) else int(
@@ -184,20 +190,13 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
             return len(started.running)
         return self._expected
 
-    def _on_unmet(self, context: Context) -> None:
-        """Poking: an instance that ran at the baseline and died since fails the wait at once, whatever the
-        coordinator still lists (its member may expire first, and the wait would only time out). Asked at most
-        every :data:`INSTANCE_CHECK_SECONDS`; a deferred wait asks once the broker side holds."""
-        baseline = self.baseline if isinstance(self.baseline, dict) else None
-        now = time.time()
-        if self.controller is None or baseline is None or now - self._instances_checked < INSTANCE_CHECK_SECONDS:
-            return
-        self._instances_checked = now
-        lost = self._ask(lambda named: lost_instances_message(named, baseline))
-        if lost is not None:
-            raise AirflowFailException(f"Group {self.group_id} is not migrated and will not be: an instance started "
-                                       f"for it has died, as the platform says: {lost}. A crashed member stays "
-                                       "listed until its session times out; its partitions are not consumed.")
+    def _platform_watch(self) -> PlatformWatch | None:
+        return PlatformWatch.of(self.controller, self.controller_args, self._baseline(), "lost")
+
+    def _lost_message(self, found: str) -> str:
+        return (f"Group {self.group_id} is not migrated and will not be: an instance started for it has died "
+                f"(stopped, exited or restarted since), as the platform says: {found}. A crashed member stays listed "
+                "until its session times out; its partitions are not consumed.")
 
     def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         baseline = self.baseline if isinstance(self.baseline, dict) else None
@@ -214,7 +213,7 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         return None
 
 
-class KafkaGroupLagSensor(KafkaGroupConditionSensor):
+class KafkaGroupLagSensor(_ControllerAware, KafkaGroupConditionSensor):
     """Wait until the group has caught up (:mod:`~airflow_provider_kip848.kafka.rules.lag`), and say by which rule.
 
     On a live application the lag is never 0 (records keep arriving between two commits), so "caught up" is:
@@ -237,15 +236,23 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
     :param lag_margin_fraction, lag_margin_records: the margin over a lag before (templated).
     :param lag_window_seconds: the not-growing rule's window (templated).
     :param max_partition_lag: no partition above it, under every rule (None: no cap).
+    :param controller, controller_args, baseline: the application's controller and its status right after the
+        start (templated, as the Migrated wait's): the platform is then watched through the wait, and an
+        instance of the start stopped, exited, restarted or starting again fails it at once, named (a lag drained
+        by the instances left says nothing of the one lost). None: the lag alone.
     """
 
     template_fields = (*KafkaGroupConditionSensor.template_fields, "max_lag", "baseline_snapshot",
-                       "lag_margin_fraction", "lag_margin_records", "lag_window_seconds")
+                       "lag_margin_fraction", "lag_margin_records", "lag_window_seconds", "controller",
+                       "controller_args", "baseline")
 
     def __init__(self, *, max_lag: int | str | None = None, max_partition_lag: int | None = None,
                  baseline_snapshot: str | None = None, lag_margin_fraction: float | str = MARGIN_FRACTION,
                  lag_margin_records: int | str = MARGIN_RECORDS, lag_window_seconds: float | str = WINDOW_SECONDS,
+                 controller: str | None = None, controller_args: dict[str, object] | str | None = None,
+                 baseline: dict[str, object] | str | None = None,
                  **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
+        self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
         self.max_lag = max_lag
         if max_partition_lag is not None:
             max_partition_lag = int(parse_number(max_partition_lag, "max_partition_lag", integer=True) or 0)
@@ -284,6 +291,14 @@ class KafkaGroupLagSensor(KafkaGroupConditionSensor):
         self.log.info("Group %s: caught up means %s", self.group_id, condition.describe())
         return condition
 
+    def _platform_watch(self) -> PlatformWatch | None:
+        return PlatformWatch.of(self.controller, self.controller_args, self._baseline(), "lost")
+
+    def _lost_message(self, found: str) -> str:
+        return (f"Group {self.group_id}: waiting for its lag to drain is over: an instance started for it has "
+                f"stopped, exited or restarted since, as the platform says: {found}. The partitions it held move to "
+                "the instances left (or wait for its return): the application is not whole.")
+
 
 def _absent(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "None"))
@@ -310,7 +325,9 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
     no instance exists: the stop task's ``instances_gone``, and, with a controller, its status at that moment.
     Without that confirmation no member is forced out: they leave when their session times out, and the result
     says so. With a controller, an Empty group whose platform still shows an instance running fails the wait
-    (that instance would rejoin), naming it.
+    (that instance would rejoin), naming it. With a controller the platform is also watched through the whole
+    wait (every ``platform_check_seconds``; deferred, from the triggerer): an instance that runs again (started,
+    restarted by its process manager, crash-looping) fails the wait at once, named, before its member rejoins.
 
     :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
     :param instances_gone: the application's controller confirmed that no instance is left (its stop
@@ -360,6 +377,20 @@ class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
 
     def _platform_status(self) -> ApplicationStatus | None:
         return self._ask(gone_confirmation)
+
+    def _platform_watch(self) -> PlatformWatch | None:
+        """The platform's status when the wait begins is the baseline: an instance running later that was not
+        then (or runs as another process) fails the wait."""
+        if self.controller in (None, "", "None"):
+            return None
+        status = self._platform_status()
+        return PlatformWatch.of(self.controller, self.controller_args,
+                                status.to_dict() if status is not None else None, "appeared")
+
+    def _lost_message(self, found: str) -> str:
+        return (f"Group {self.group_id} is not empty for long: an instance of the application runs again, as the "
+                f"platform says: {found}. Such an instance joins the group at its next poll or heartbeat. Stop it "
+                "(and whatever restarts it), then rerun.")
 
     def _remove_members(self, context: Context, notes: list[str]) -> list[dict[str, object]]:
         """Force out the members left behind, only on the platform's confirmation that no instance exists."""

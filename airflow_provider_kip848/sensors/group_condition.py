@@ -9,11 +9,20 @@ must stay empty over a settle window; a member that comes back after the
 wait forced members out fails the wait, naming it; a coordinator that stays
 unavailable (a partition that never loads) fails the wait after
 ``coordinator_unavailable_minutes`` instead of polling until the timeout.
+
+A wait that knows its application's instances (a controller and a baseline:
+the Migrated, lag and Empty waits) also watches the platform through the whole
+wait, every ``platform_check_seconds``, in both modes: poking, the worker looks
+between pokes; deferred, the trigger looks from the triggerer
+(:mod:`airflow_provider_kip848.triggers.platform`). What the look finds (an
+instance of the start lost; for Empty, one running again) fails the wait at
+once, named, with the same message in both modes.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal, NoReturn, TypedDict
 
@@ -21,10 +30,13 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from airflow_provider_kip848.controllers import ControllerError
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.audit import complete_earlier_tries, is_retry
 from airflow_provider_kip848.hooks.connection import DEFAULT_CONN_ID
+from airflow_provider_kip848.hooks.instances import task_error
 from airflow_provider_kip848.hooks.members import force_out_members
+from airflow_provider_kip848.hooks.platform_watch import PLATFORM_CHECK_SECONDS, PlatformWatch
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number, require_group_id
 from airflow_provider_kip848.kafka.errors import Kip848Error
@@ -52,9 +64,9 @@ class GroupWaitResult(TypedDict):
     notes: list[str]
 
 
-#: How often a poking Migrated wait asks the platform for instances that died while the broker side does not hold
-#: yet (a controller's status may be an API call: not every poke).
-INSTANCE_CHECK_SECONDS = 5.0
+#: How often a wait asks the platform while it waits, by default (``platform_check_seconds``; a controller's
+#: status may be a command or an API call: not every poll). The name it had when only a poking Migrated wait asked.
+INSTANCE_CHECK_SECONDS = PLATFORM_CHECK_SECONDS
 
 #: How long a coordinator may stay unavailable before a wait gives up on it (default).
 COORDINATOR_UNAVAILABLE_MINUTES = 5.0
@@ -92,14 +104,19 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     :param timeout_minutes: templated alternative to ``timeout`` (seconds), e.g. from a DAG Param.
     :param coordinator_unavailable_minutes: fail the wait when the group's coordinator has answered
         nothing but "not available / loading" for this long (a partition that never loads).
+    :param platform_check_seconds: how often a wait that watches its application's instances (the Migrated,
+        lag and Empty waits given a controller and a baseline) asks the platform while it waits (1 to 3,600 s;
+        templated). Poking, the pokes come at least this often (the broker is still read every
+        ``poll_interval``); deferred, the trigger asks from the triggerer.
 
-    ``poll_interval``, ``remove_members_after``, ``timeout_minutes`` and
-    ``coordinator_unavailable_minutes`` are templated, so a DAG can take them from its Params.
+    ``poll_interval``, ``remove_members_after``, ``timeout_minutes``, ``coordinator_unavailable_minutes`` and
+    ``platform_check_seconds`` are templated, so a DAG can take them from its Params.
     :returns: ``{group_id, condition, summary, detail, polls, mode, members_removed, notes}``
     """
 
     template_fields: tuple[str, ...] = ("group_id", "kafka_conn_id", "poll_interval", "remove_members_after",
-                                        "timeout_minutes", "coordinator_unavailable_minutes", "audit_log")
+                                        "timeout_minutes", "coordinator_unavailable_minutes", "audit_log",
+                                        "platform_check_seconds")
     ui_color = "#e6f4ea"
 
     def __init__(
@@ -114,6 +131,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         timeout_minutes: float | str | None = None,
         coordinator_unavailable_minutes: float | str = COORDINATOR_UNAVAILABLE_MINUTES,
         audit_log: str | None = None,
+        platform_check_seconds: float | str = PLATFORM_CHECK_SECONDS,
         **kwargs: Any,  # Any: BaseSensorOperator's own arguments (task_id, timeout, ...), passed through
     ) -> None:
         # what can be checked when the DAG is parsed is checked now (templates: when rendered), each number within
@@ -124,7 +142,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         for value, name, optional in ((poll_interval, "poll_interval", False),
                                       (remove_members_after, "remove_members_after", True),
                                       (timeout_minutes, "timeout_minutes", True),
-                                      (coordinator_unavailable_minutes, "coordinator_unavailable_minutes", False)):
+                                      (coordinator_unavailable_minutes, "coordinator_unavailable_minutes", False),
+                                      (platform_check_seconds, "platform_check_seconds", False)):
             if not is_template(value):
                 parse_number(value, name, optional=optional)
         kwargs.setdefault("poke_interval", poll_interval if isinstance(poll_interval, (int, float)) else 5.0)
@@ -138,6 +157,12 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self.timeout_minutes = timeout_minutes
         self.coordinator_unavailable_minutes = coordinator_unavailable_minutes
         self.audit_log = audit_log
+        self.platform_check_seconds = platform_check_seconds
+        #: the platform watched through the wait (None: nothing to watch), and when the worker last looked
+        self._watch: PlatformWatch | None = None
+        self._watched_at = 0.0
+        self._looks: dict[str, float] = {"looks": 0, "failed": 0, "look_s": 0.0}
+        self._polled_at = 0.0
         self._started: float | None = None
         self._polls = 0
         self._removal_done = False
@@ -160,12 +185,71 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 self.timeout = timeout_minutes * 60
             self.coordinator_unavailable_minutes = parse_number(self.coordinator_unavailable_minutes,
                                                                 "coordinator_unavailable_minutes") or 0.0
+            self.platform_check_seconds = parse_number(self.platform_check_seconds,
+                                                       "platform_check_seconds") or PLATFORM_CHECK_SECONDS
         except Kip848Error as exc:  # bad input: fail now, a retry would repeat it
             raise AirflowFailException(str(exc)) from exc
         if carried is not None:
             self.condition = GroupCondition.from_dict(carried)
         else:
             self.condition = self._condition_riding_out_failures()
+
+    def _platform_watch(self) -> PlatformWatch | None:
+        """What the wait watches on the platform while it waits (None: nothing; the sensors that know their
+        application's instances say what), built once when the wait begins, in the worker."""
+        return None
+
+    def _lost_message(self, found: str) -> str:
+        """The failure when a look at the platform finds ``found`` (the instances and their state), the same in
+        both modes."""
+        return (f"Group {self.group_id}: waiting for {self.condition.describe()} is over: the platform shows an "
+                f"instance of the application lost during the wait: {found}.")
+
+    def _begin_watch(self, carried: object = None) -> None:
+        """The wait's platform watch: the one carried through the triggerer, else built now. Poking, the pokes
+        come at least every ``platform_check_seconds`` (the broker is still read every ``poll_interval``)."""
+        try:
+            self._watch = (PlatformWatch.from_dict(carried) if carried is not None else self._platform_watch())
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if self._watch is not None:
+            self._watch = replace(self._watch, every_s=float(self.platform_check_seconds))
+            self.poke_interval = min(float(self.poll_interval), self._watch.every_s)
+            self.log.info("Group %s: the platform is watched through the wait: %s", self.group_id,
+                          self._watch.describe())
+
+    def _look(self) -> None:
+        """One look at the platform from the worker (poking, or a deferred wait resumed to poke): what it finds
+        fails the wait, named."""
+        watch = self._watch
+        if watch is None:
+            return
+        self._watched_at = time.time()
+        try:
+            named = watch.resolve()
+        except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
+            raise AirflowFailException(str(exc)) from exc
+        try:
+            found = watch.look(named)
+        except ControllerError as exc:
+            self._looks["failed"] += 1
+            raise task_error(exc) from exc
+        finally:
+            named.close()
+            self._looks["look_s"] = round(self._looks["look_s"] + time.time() - self._watched_at, 2)
+        self._looks["looks"] += 1
+        if found is not None:
+            raise AirflowFailException(self._lost_message(found))
+
+    def _watch_note(self, notes: list[str], platform: object = None) -> None:
+        """The result's note on the watch: where the platform was asked, how often and how many times."""
+        if self._watch is None:
+            return
+        counted = platform if isinstance(platform, dict) else {**self._looks, "where": "worker"}
+        note = (f"the platform was watched through the wait from the {counted.get('where', 'worker')}: "
+                f"{self._watch.describe()}; {counted.get('looks', 0):g} look(s) taking {counted.get('look_s', 0):g} s "
+                f"in all, {counted.get('failed', 0):g} failed or late")
+        notes[:] = [n for n in notes if not n.startswith("the platform was watched")] + [note]
 
     def _build_condition(self) -> GroupCondition:
         """The condition once templates are rendered (sensors with templated thresholds rebuild it; some read the
@@ -205,6 +289,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
     def execute(self, context: Context) -> GroupWaitResult:
         started = time.time()
         self._apply_templated()
+        self._begin_watch()
         if self.remove_members_after is not None and is_retry(context):  # a killed try's forced removal
             with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
                 complete_earlier_tries(context, self.task_id, hook, self.audit_log, log=self.log)
@@ -235,7 +320,9 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 polls_before=polls,
                 unavailable_limit_s=self._unavailable_limit_s,
                 carry=GroupWaitCarry(started=started, wait=wait.to_dict(), notes=notes,
-                                     condition=self.condition.to_dict()),
+                                     condition=self.condition.to_dict(),
+                                     watch=self._watch.to_dict() if self._watch is not None else None),
+                platform_watch=self._watch.to_dict() if self._watch is not None else None,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=float(self.timeout)) if self.timeout else None,
@@ -248,9 +335,18 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                                        "event.")
         carry = event["carry"]
         self._apply_templated(carried=carry.get("condition"))
+        self._begin_watch(carried=carry.get("watch"))
         started = carry.get("started")
         wait = WaitState.from_dict(carry.get("wait"))
         notes = list(carry.get("notes") or [])
+        self._watch_note(notes, carry.get("platform"))
+        if event["status"] == "instance_lost":
+            raise AirflowFailException(self._lost_message(str(event["found"])))
+        if event["status"] == "platform_unwatched":  # the triggerer cannot ask the platform: this worker does
+            self.log.warning("Group %s: %s; the rest of the wait pokes in this worker, which asks the platform "
+                             "every %g s.", self.group_id, event["found"], float(self.platform_check_seconds))
+            notes.append(f"{event['found']}: the rest of the wait poked in a worker, watching the platform there")
+            return self._poke_rest(context, started or time.time(), wait, notes, event["polls"])
         if event["status"] == "met":
             self.log.info("Group %s: %s after %s poll(s).", self.group_id, event["summary"], event["polls"])
             again = self._on_met(context, event["detail"], wait, notes)
@@ -275,9 +371,30 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
 
     # -- poking --------------------------------------------------------------
 
+    def _poke_rest(self, context: Context, started: float, wait: WaitState, notes: list[str],
+                   polls: int) -> GroupWaitResult:
+        """The rest of a deferred wait, poking in this worker (until its own deadline)."""
+        self._started, self._wait, self._notes, self._polls = started, wait, notes, polls
+        if self.timeout:
+            self.timeout = max(1.0, float(self.timeout) - (time.time() - started))
+        self.deferrable = False
+        try:
+            result: GroupWaitResult = BaseSensorOperator.execute(self, context)
+            return result
+        except AirflowSensorTimeout as exc:
+            raise AirflowSensorTimeout(
+                f"Group {self.group_id} did not reach {self.condition.describe()} within its timeout "
+                f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
+
     def poke(self, context: Context) -> PokeReturnValue:
         if self._started is None:
             self._started = time.time()
+        now = time.time()
+        if self._watch is not None and now - self._watched_at >= self._watch.every_s:
+            self._look()  # between the broker's polls too: the platform's word fails the wait at once
+        if self._watch is not None and self._polled_at and now - self._polled_at < float(self.poll_interval) - 0.05:
+            return PokeReturnValue(is_done=False)  # the broker is read every poll_interval only
+        self._polled_at = now
         self._polls += 1
         with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
             try:
@@ -331,6 +448,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                 wait: WaitState, notes: list[str], *, met_at: float | None = None) -> GroupWaitResult:
         """What the wait saw when it held; ``met_at``: when (epoch s; the trigger's moment when deferred, before
         the task was resumed: the end of a processing gap, not of the task)."""
+        if mode == "poke":
+            self._watch_note(notes)
         return GroupWaitResult(group_id=self.group_id, condition=self.condition.to_dict(), summary=summary,
                                detail=detail, polls=polls, mode=mode,
                                met_at=met_at if isinstance(met_at, (int, float)) else time.time(),

@@ -101,6 +101,9 @@ class _Supervised:
     #: how long a process must stay up to count as started (supervisorctl start and restart wait for it): long
     #: enough that a consumer refused by its group coordinator (it exits at its first heartbeat) is not RUNNING
     startsecs: int = 2
+    #: starts that fail (exit before ``startsecs``) before a process is FATAL; a test sets it high to make an
+    #: instance crash-loop for as long as it looks (a platform that restarts forever: systemd, Kubernetes)
+    startretries: int = 3
 
     def __init__(self, supervisor: LocalSupervisor, name: str, workdir: Path) -> None:
         LocalSupervisor._check_name(name)
@@ -175,7 +178,7 @@ class _Supervised:
         self.supervisor.add_program(self.name, str(self.launcher_path), numprocs=self.instances,
                                     autostart=False, autorestart=self.autorestart, stopsignal="TERM",
                                     startsecs=self.startsecs, stopwaitsecs=self.stopwaitsecs,
-                                    directory=str(self.workdir))
+                                    directory=str(self.workdir), startretries=self.startretries)
 
     def _roll_script(self) -> str:
         ctl = self.supervisor.ctl

@@ -241,7 +241,8 @@ class LocalSupervisor:
 
     def add_program(self, name: str, command: str, *, numprocs: int = 1, environment: dict[str, str] | None = None,
                     autostart: bool = False, autorestart: bool = False, startsecs: int = 1,
-                    stopwaitsecs: int = 30, stopsignal: str = "TERM", directory: str | None = None) -> None:
+                    stopwaitsecs: int = 30, stopsignal: str = "TERM", directory: str | None = None,
+                    startretries: int = 3) -> None:
         """Define (or redefine) program group ``name`` and load it: ``reread`` + ``update``. With ``autostart``
         False nothing starts; a redefinition stops the group's running processes (supervisord's own rule)."""
         self._check_name(name)
@@ -257,6 +258,7 @@ class LocalSupervisor:
             f"autostart={str(autostart).lower()}",
             f"autorestart={str(autorestart).lower()}",
             f"startsecs={startsecs}",
+            f"startretries={int(startretries)}",  # a start that fails this often more is FATAL (3: supervisord's)
             f"stopwaitsecs={stopwaitsecs}",
             f"stopsignal={stopsignal.upper()}",
             # a shell wrapper's children go with it
