@@ -241,12 +241,17 @@ class LocalSupervisor:
 
     def add_program(self, name: str, command: str, *, numprocs: int = 1, environment: dict[str, str] | None = None,
                     autostart: bool = False, autorestart: bool = False, startsecs: int = 1,
-                    stopwaitsecs: int = 30, stopsignal: str = "TERM", directory: str | None = None) -> None:
+                    stopwaitsecs: int = 30, stopsignal: str = "TERM", directory: str | None = None,
+                    startretries: int = 3) -> None:
         """Define (or redefine) program group ``name`` and load it: ``reread`` + ``update``. With ``autostart``
-        False nothing starts; a redefinition stops the group's running processes (supervisord's own rule)."""
+        False nothing starts; a redefinition stops the group's running processes (supervisord's own rule).
+        ``startretries``: how many failed starts (exits within ``startsecs``) a process is retried, in BACKOFF,
+        before it is FATAL (supervisord's default, 3)."""
         self._check_name(name)
         if numprocs < 1:
             raise ValueError("numprocs must be at least 1")
+        if startretries < 0:
+            raise ValueError("startretries must be 0 or more")
         if stopsignal.upper() not in _SIGNALS:
             raise ValueError(f"stopsignal must be one of {sorted(_SIGNALS)}, not {stopsignal!r}")
         lines = [
@@ -257,6 +262,7 @@ class LocalSupervisor:
             f"autostart={str(autostart).lower()}",
             f"autorestart={str(autorestart).lower()}",
             f"startsecs={startsecs}",
+            f"startretries={startretries}",
             f"stopwaitsecs={stopwaitsecs}",
             f"stopsignal={stopsignal.upper()}",
             # a shell wrapper's children go with it
