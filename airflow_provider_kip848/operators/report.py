@@ -159,7 +159,7 @@ class RunReport:
         default=lambda params: ("failed", "refused", "locked"))
     metrics: bool = True
     validation_task: str | None = "validate"
-    split: Pull | None = None
+    split: tuple[str, str] | None = None  # (task id, XCom key): the key only, never the task's return value
 
     def build(self, params: dict[str, Any], context: dict[str, Any],
               ) -> dict[str, Any]:  # Any: the @task's params and context in, the report (JSON) out
@@ -185,7 +185,7 @@ class RunReport:
                                                      validation_task=self.validation_task)
         if self.metrics:
             sections["metrics"] = run_reports.group_metrics(context)
-        if self.split is not None and (split := pull(ti, self.split)):
+        if self.split is not None and (split := ti.xcom_pull(task_ids=self.split[0], key=self.split[1])):
             sections["split"] = split
         results = {name: pull(ti, spec) for name, spec in self.results.items()}
         if self.extra is not None:
