@@ -359,7 +359,8 @@ def kip848_consumer_rolling_upgrade():
 
         from airflow_provider_kip848.changecontrol.report import task_states
         from airflow_provider_kip848.controllers import ControllerError
-        from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
+        from airflow_provider_kip848.engine.instance_roll import RollLimits
+        from airflow_provider_kip848.engine.way_back import WayBackFailed, roll_back
         from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
         from airflow_provider_kip848.hooks.instances import task_error
         from airflow_provider_kip848.operators.application import controller_is_named, resolve
@@ -378,15 +379,20 @@ def kip848_consumer_rolling_upgrade():
                 approved = (context["ti"].xcom_pull(task_ids="controller") or {}).get("controller") or {}
                 controller.require_fingerprint(approved.get("fingerprint"))
                 with KafkaGroupAdminHook(params["kafka_conn_id"]) as hook:
-                    return roll_application(controller, hook, [params["group_id"]], back,
-                                            RollLimits(first_instance_s=deadline, instance_s=deadline,
-                                                       poll_s=float(params["poll_seconds"])),
-                                            context=context, task_id="rollback_on_timeout",
-                                            audit_log=None, log=logging.getLogger("airflow.task"))
+                    # every instance tried whatever its state; where it left them is the report's "split"
+                    result = roll_back(controller, hook, [params["group_id"]], back,
+                                       RollLimits(first_instance_s=deadline, instance_s=deadline,
+                                                  poll_s=float(params["poll_seconds"])),
+                                       context=context, task_id="rollback_on_timeout",
+                                       audit_log=None, log=logging.getLogger("airflow.task"))
         except ControllerError as exc:
             raise task_error(exc) from exc
-        except InstanceRollFailed as exc:
+        except WayBackFailed as exc:
+            context["ti"].xcom_push(key="split", value=exc.split)
+            context["ti"].xcom_push(key="rolled", value=exc.rolled)
             raise AirflowFailException(f"The way back to {back} stopped: {exc.what}") from exc
+        context["ti"].xcom_push(key="split", value=result["split"])
+        return result
 
     wait_back = KafkaGroupTypeSensor(task_id="wait_previous_protocol", kafka_conn_id=CONN, group_id=GROUP,
                                         group_type=SOURCE,
@@ -403,10 +409,14 @@ def kip848_consumer_rolling_upgrade():
         target=lambda p: p["target_protocol"],
         results={"preflight": PREFLIGHT, "controller": "controller", "lint": "lint_client_config",
                  "group_settings": "carry_over_settings", "group_configs": "set_group_configs",
-                 "rolled": "roll_application", "migration": "wait_migrated", "rolled_back": "rollback_on_timeout",
+                 "rolled": "roll_application", "migration": "wait_migrated",
+                 "rolled_back": ("rollback_on_timeout", "rolled"),
                  "departed": "remove_departed_static_members",
                  "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_previous_protocol"},
         approval_task_ids=("approval",),
+        # where the way back left the group: its members by protocol (the coordinator), its instances (the
+        # platform), those not back; the report says "mixed" when it is
+        split=("rollback_on_timeout", "split"),
         fail_outcomes=lambda p: ("failed", "refused", "timed_out_rolled_back") if p["fail_on_rollback"]
         else ("failed", "refused"),
     )

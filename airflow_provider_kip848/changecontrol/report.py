@@ -55,6 +55,9 @@ def render_markdown(  # Any: JSON of several shapes (XCom, reports)
     for section in ("before", "after"):
         if report.get(section):
             lines += ["", f"## {section.title()}", "", *_json_block(report[section])]
+    if report.get("split"):
+        lines += ["", "## After the way back (the coordinator's members, the platform's instances)", "",
+                  *_json_block(report["split"])]
     lines += _metrics_lines(report.get("metrics"), chart)
     lines += _change_control_lines(report.get("change_control") or {})
     if report.get("plan"):
@@ -101,6 +104,10 @@ def _summary_lines(report: dict[str, Any]) -> list[str]:
         if approval:
             lines.append(f"- approval {md_name(name)}: {md_text(approval['decision'])} by {md_name(approval['by'])} "
                          f"at {md_text(approval['at'])}")
+    split = report.get("split") or {}
+    if split.get("summary"):  # where a way back left the group (engine/way_back.py)
+        bold = "" if split.get("back") else "**"
+        lines.append(f"- after the way back: {bold}{md_text(split['summary'])}{bold}")
     lock = report.get("lock") or {}
     if lock.get("refused"):
         lines.append(f"- change lock: **refused**: {md_text(lock['refused'])}")

@@ -8,7 +8,8 @@ restarted. When the application's controller can stop and start one instance
 (:meth:`~airflow_provider_kip848.controllers.ApplicationController.can_roll_instances`),
 the rolling upgrade and the fleet's online path roll through this module instead:
 
-1. **Stop** instance *i*; the platform confirms it is not running.
+1. **Stop** instance *i*; the platform confirms it is not running. The platform is read afresh first, and
+   that look is also the check of the instances rolled before (step 6): nothing is touched after one died.
 2. **Its static member left.** A member on the consumer protocol that shut down
    gracefully leaves with member epoch -2 and releases its ``group.instance.id``;
    one that was killed (or crashed) stays at its epoch until its session expires,
@@ -18,19 +19,35 @@ the rolling upgrade and the fleet's online path roll through this module instead
    replaced by the broker when its successor joins, on either protocol (measured
    on Kafka 4.3: the group converts and the newcomer takes the id), so it is left
    alone.
-3. **Start** instance *i* with the new protocol.
+3. **Start** instance *i* with the new protocol, and keep its **incarnation from its own start**: the
+   platform is read right after the start command until it shows the instance with an incarnation (a pid, a
+   container), and that first one is the instance's, with its restart count, for the rest of the roll. A
+   later look never replaces it: a process the platform restarted at once after a crash (supervisord's
+   ``autorestart``, a kubelet) reads STARTING without a pid, then RUNNING under a new one, and only the start's
+   own incarnation tells it from the process the roll started.
 4. **It came in.** Every group gets a new member (a member id not in the group
    before the start) on the new protocol at a live epoch. For the first
    instance this is the **gate**: bounded by its own (short) deadline, and
    failed at once when the instance's own new member joins on the old protocol
    or the platform shows the instance not running. Nothing else is restarted
    until it holds.
-5. **The rolled stay up.** Every later look at the platform, and a last one
-   after the last instance, also checks the instances rolled before: one gone,
-   stopped or replaced since its new member joined stops the roll, named. Its
-   member may stay listed until its session expires, so only the platform can
-   say (a librdkafka consumer that took a fatal ``GROUP_ID_NOT_FOUND`` from a
-   coordinator failing over, seen in a 3-node test, exits this way).
+5. **It stays up** for ``settle_s`` after its member joined (by default one consumer heartbeat interval,
+   5 s: a consumer that dies at its first heartbeats shows within it) before the next instance is touched.
+6. **The rolled stay up.** Every look at the platform, from the start of an instance to the last one after
+   the last instance, checks the instance against its start and the instances rolled before: one gone,
+   stopped, replaced (another incarnation), restarted (its restart count grew) or seen starting again
+   (STARTING / BACKOFF, not ready, after it ran) stops the roll at once, named with both incarnations (the
+   new one read for a few seconds when the platform does not show it yet), before any further instance is
+   restarted. Its member may stay listed until its session expires, so only the platform can say (a
+   librdkafka consumer that took a fatal ``GROUP_ID_NOT_FOUND`` from a coordinator failing over, seen in a
+   3-node test, exits this way).
+
+**The way back** (``way_back=True``: the rolling upgrade's rollback to the protocol the application came
+from) goes through every instance whatever state it is in (stopped, exited, fatal, crash-looping, starting):
+an instance that was not up before the way back (not running, or running but not ready) and does not come
+back is named and the way back goes on with the others; only one that was up and did not come back stops it
+(a restart never takes down more than one instance that ran). It ends naming every instance not back and why
+(:class:`InstanceRollFailed`), and :mod:`.way_back` says where the members and instances ended.
 
 Which member is which instance comes from the platform's identities
 (:func:`~airflow_provider_kip848.controllers.verdicts.member_instance`: the
@@ -49,7 +66,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
-from airflow_provider_kip848.controllers.verdicts import lost_instances, member_instance
+from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
@@ -60,25 +77,42 @@ from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 LEFT_STATIC_EPOCH = -2
 #: after the platform confirms an instance gone: how long its leave may take to show on the coordinator
 LEAVE_GRACE_S = 5.0
+#: how long an instance must stay as its start left it once its member joined, before the next one is touched:
+#: a consumer that dies at its first heartbeats shows within one heartbeat interval (the consumer protocol's
+#: default group.consumer.heartbeat.interval.ms is 5 s)
+SETTLE_S = 5.0
+#: once an instance is seen starting again without a new incarnation yet: how long the platform is read for it,
+#: to name both (nothing is restarted meanwhile)
+NAME_INCARNATION_S = 10.0
 
 
 class InstanceRollFailed(Exception):
-    """The roll stopped: ``what`` names the instance and why; ``rolled`` lists the instances done before."""
+    """The roll stopped: ``what`` names the instance and why; ``rolled`` lists the instances done before;
+    ``not_back`` (a way back) each instance that did not come back and why."""
 
     def __init__(  # Any: JSON of several shapes (XCom, reports)
-            self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False) -> None:
+            self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False,
+            not_back: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__(what)
         self.what, self.rolled, self.retriable = what, list(rolled), retriable
+        self.not_back = list(not_back)
+
+
+class RolledInstanceLost(InstanceRollFailed):
+    """An instance rolled earlier in this roll is no longer the process its start created: the roll (a way back
+    too) stops at once."""
 
 
 @dataclass(frozen=True)
 class RollLimits:
-    """Deadlines of the roll: ``first_instance_s`` is the gate's; ``instance_s`` each later instance's."""
+    """Deadlines of the roll: ``first_instance_s`` is the gate's; ``instance_s`` each later instance's;
+    ``settle_s`` how long each instance must stay as its start left it once its member joined."""
 
     first_instance_s: float
     instance_s: float
     poll_s: float = 1.0
     leave_grace_s: float = LEAVE_GRACE_S
+    settle_s: float = SETTLE_S
 
 
 def _live(member: ConsumerGroupMember) -> bool:
@@ -111,46 +145,114 @@ def unmatched_static_members(members: Sequence[ConsumerGroupMember], instances: 
     return [m.instance_id for m in members if m.instance_id and member_instance(m.to_dict(), instances) is None]
 
 
+def is_up(instance: Instance | None) -> bool:
+    """Running and not said to be unready: RUNNING, not STARTING or BACKOFF (a way back may take it down only to
+    bring it back: one that was up and does not come back stops the way back)."""
+    return instance is not None and instance.running and instance.ready is not False
+
+
+def follow_origin(origin: dict[str, Any], now: Instance | None) -> None:  # Any: JSON (the roll's record)
+    """Complete ``origin`` (the instance's facts from its start) from a look that found nothing changed: the first
+    incarnation and restart count the platform shows, and whether it was seen up (ready) since."""
+    if now is None or since_start(origin, now) is not None:
+        return
+    if origin.get("incarnation") is None and now.incarnation:
+        origin["incarnation"] = now.incarnation
+    if origin.get("restarts") is None and now.restarts is not None:
+        origin["restarts"] = now.restarts
+    if now.ready is True:
+        origin["ran"] = True
+
+
+def since_start(origin: Mapping[str, Any], now: Instance | None) -> str | None:  # Any: JSON (the roll's record)
+    """How ``now`` is no longer the process its start created (None: as far as the platform tells, it still is):
+    gone, not running, another incarnation, more restarts, or starting again after it ran."""
+    if now is None:
+        return "is no longer listed by the platform"
+    first = origin.get("incarnation")
+    if not now.running:
+        return f"is not running ({now.describe()}; its start's incarnation {first or 'not shown'})"
+    if first and now.incarnation and now.incarnation != first:
+        return f"was replaced since its start (incarnation {first} -> {now.incarnation}; {now.state or 'running'})"
+    counted = origin.get("restarts")
+    if counted is not None and now.restarts is not None and now.restarts > counted:
+        return (f"restarted {now.restarts - counted} time(s) since its start (incarnation {first or 'not shown'} "
+                f"-> {now.incarnation or 'not shown yet'}; {now.state or 'running'})")
+    if origin.get("ran") and now.ready is False:
+        return (f"is starting again ({now.state or 'not ready'}) after it ran (incarnation {first or 'not shown'} "
+                f"-> {now.incarnation or 'not shown yet'})")
+    return None
+
+
 class InstanceRoll:
-    """One application rolled to ``protocol`` instance by instance over its ``group_ids`` (see the module)."""
+    """One application rolled to ``protocol`` instance by instance over its ``group_ids`` (see the module);
+    ``way_back``: the rollback to the protocol it came from (every instance tried, see the module)."""
 
     def __init__(self, controller: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str],
                  protocol: str, limits: RollLimits, *, remove_static: Callable[[str, list[str]], list[str]],
-                 log: TaskLog) -> None:
+                 log: TaskLog, way_back: bool = False) -> None:
         self.controller, self.hook, self.group_ids = controller, hook, list(group_ids)
-        self.protocol, self.limits, self.log = protocol, limits, log
+        self.protocol, self.limits, self.log, self.way_back = protocol, limits, log, way_back
         #: removes members by ``group.instance.id`` (group, ids) -> removed ids; audited by the caller
         self.remove_static = remove_static
         self.rolled: list[dict[str, Any]] = []
+        #: a way back's instances that did not come back: {instance, before, why}
+        self.not_back: list[dict[str, Any]] = []
 
     def _fail(self, what: str, *, retriable: bool = False) -> InstanceRollFailed:
-        return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable)
+        return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable, not_back=self.not_back)
 
-    def _instances(self) -> list[Instance]:
-        """The platform's instances now; fails when one rolled earlier in this roll has died since its new member
-        joined (:meth:`_check_rolled`): every look at the platform during the roll is also that check."""
+    def _status(self) -> ApplicationStatus:
         status = self.controller.status()
         if not status.known:
             raise self._fail(f"the platform cannot tell which instances exist ({status.reason}): nothing is "
                              "restarted on a guess", retriable=True)
+        return status
+
+    def _instances(self) -> list[Instance]:
+        """The platform's instances now; fails when one rolled earlier in this roll is no longer the process its
+        start created (:meth:`_check_rolled`): every look at the platform during the roll is also that check."""
+        status = self._status()
         self._check_rolled(status)
         return sorted(status.instances, key=lambda i: i.name)
 
+    def _named_both(self, name: str, origin: Mapping[str, Any], why: str) -> str:
+        """``why`` again once the platform shows the new incarnation of an instance seen starting again (read for
+        up to :data:`NAME_INCARNATION_S`; nothing else is done meanwhile), so both are named."""
+        if "not shown yet" not in why:
+            return why
+        deadline = time.monotonic() + NAME_INCARNATION_S
+        while time.monotonic() < deadline:
+            time.sleep(self.limits.poll_s)
+            try:
+                status = self.controller.status()
+            except ControllerError:
+                break
+            now = next((i for i in status.instances if i.name == name), None) if status.known else None
+            if now is not None and now.incarnation and now.incarnation != origin.get("incarnation"):
+                return why.replace("not shown yet", f"{now.incarnation}, {now.state or 'running'} now")
+            if now is None or not now.running:
+                return since_start(origin, now) or why
+        return why
+
     def _check_rolled(self, status: ApplicationStatus) -> None:
-        """An instance rolled earlier that is gone, stopped or restarted since its new member joined (the
-        platform's fact, as the migrated wait judges it) stops the roll at once, naming it: its member may stay
+        """An instance rolled earlier that is no longer the process its start created (gone, stopped, replaced,
+        restarted, starting again) stops the roll at once, naming it with both incarnations: its member may stay
         listed until its session expires, so the coordinator would not say; restarting more instances on the
         new protocol while one that runs it has just died would spread what killed it. Not retriable: the
         instance's own log says why it died (a client's fatal error, say), and a person decides."""
-        joined = tuple(Instance.from_dict(r["at_join"]) for r in self.rolled if r.get("at_join"))
-        if not joined:
-            return
-        lost = lost_instances(status, ApplicationStatus(known=True, instances=joined))
+        listed = {i.name: i for i in status.instances}
+        lost = []
+        for record in self.rolled:
+            why = since_start(record["origin"], listed.get(record["instance"]))
+            if why is not None:
+                lost.append(f"{record['instance']} {self._named_both(record['instance'], record['origin'], why)}")
         if lost:
-            raise self._fail(
+            raise RolledInstanceLost(
                 "an instance rolled earlier has died since its new member joined on "
-                f"group.protocol={self.protocol}, as the platform says: {'; '.join(lost)}. The roll stops here; "
-                "read that instance's log for why it exited before restarting anything else")
+                f"group.protocol={self.protocol}, as the platform says: {'; '.join(lost)}. The roll stops here, "
+                "before any further instance is restarted; read that instance's log for why it exited before "
+                "restarting anything else", rolled=self.rolled, not_back=self.not_back)
 
     def _describe_all(self, what: str) -> dict[str, list[ConsumerGroupMember]]:
         deadline = time.monotonic() + max(self.limits.instance_s, self.limits.poll_s)
@@ -176,20 +278,54 @@ class InstanceRoll:
                 "replacement joins cannot be checked (nothing was stopped). Give the controller the instances' "
                 "identities (a command controller's member_identity; docs/controllers.md)")
         started = time.monotonic()
-        for index, instance in enumerate(instances):
-            self.rolled.append(self._roll_one(instance, first=index == 0))
-        self._instances()  # the last look: every rolled instance still runs as it joined (else this fails)
+        for index, name in enumerate(i.name for i in instances):
+            # the platform afresh (and the rolled checked) right before this instance is touched
+            instance = next((i for i in self._instances() if i.name == name), None)
+            if instance is None:
+                raise self._fail(f"instance {name} is no longer listed by the platform: the roll stops here")
+            if not self.way_back:
+                self.rolled.append(self._roll_one(instance, first=index == 0))
+                continue
+            try:
+                self.rolled.append(self._roll_one(instance, first=False))
+            except RolledInstanceLost:
+                raise
+            except (InstanceRollFailed, ControllerError) as exc:
+                why = exc.what if isinstance(exc, InstanceRollFailed) else str(exc)
+                self.not_back.append({"instance": name, "before": instance.to_dict(), "why": why})
+                if is_up(instance):  # it ran before the way back: taking down the next one could lose both
+                    raise self._fail(self._not_back_message(instances, stopped_at=name)) from exc
+                self.log.warning("The way back could not bring %s back (it was %s before): %s; going on with the "
+                                 "others", name, instance.describe(), why)
+        self._instances()  # the last look: every rolled instance still runs as it started (else this fails)
+        if self.not_back:
+            raise self._fail(self._not_back_message(instances, stopped_at=None))
         return {"mode": "by_instance", "group_protocol": self.protocol, "controller": self.controller.name,
-                "instances": self.rolled, "gate": self.rolled[0]["joined"] if self.rolled else None,
+                "instances": self.rolled, "gate": self.rolled[0]["joined"] if self.rolled and not self.way_back
+                else None, "way_back": self.way_back,
                 "seconds": round(time.monotonic() - started, 3),
                 "removed_static": [i for r in self.rolled for i in r["removed_static"]]}
+
+    def _not_back_message(self, instances: Sequence[Instance], *, stopped_at: str | None) -> str:
+        done = {r["instance"] for r in self.rolled} | {n["instance"] for n in self.not_back}
+        left = [i.name for i in instances if i.name not in done]
+        failed = "; ".join(f"{n['instance']} (was {Instance.from_dict(n['before']).describe()}): {n['why']}"
+                           for n in self.not_back)
+        if stopped_at is not None:
+            return (f"the way back to group.protocol={self.protocol} stopped at {stopped_at}, which ran before "
+                    f"and did not come back (restarting the next one could take it down too): {failed}"
+                    + (f"; not reached, still as they were: {', '.join(left)}" if left else ""))
+        return (f"the way back to group.protocol={self.protocol} went through every instance; "
+                f"{len(self.not_back)} did not come back on it: {failed}"
+                + (f"; back: {', '.join(r['instance'] for r in self.rolled)}" if self.rolled else ""))
 
     def _roll_one(self, instance: Instance, *, first: bool) -> dict[str, Any]:
         name = instance.name
         record: dict[str, Any] = {"instance": name, "first": first, "removed_static": [],
                                   "before": instance.to_dict()}
         self.log.info("Rolling instance %s to group.protocol=%s%s", name, self.protocol,
-                      " (the first: nothing else restarts until it is in)" if first else "")
+                      " (the first: nothing else restarts until it is in)" if first else
+                      f" (it is {instance.describe()})" if self.way_back else "")
         if instance.running:
             try:
                 record["stopped"] = self.controller.stop_instance(name)
@@ -205,10 +341,16 @@ class InstanceRoll:
         except ControllerError as exc:
             raise self._fail(f"instance {name} could not be started on {self.protocol}: {exc}",
                              retriable=exc.retriable) from exc
-        record["joined"] = self._wait_joined(instance, known_ids, first=first)
-        # the instance as the platform showed it when its member joined: a later look that finds it gone,
-        # stopped or replaced fails the roll (_check_rolled)
+        # the instance's own incarnation: the platform's view right after the start command, completed by the
+        # first later look that shows one (follow_origin); never replaced by a later look
+        now = record["started"].get("now")
+        record["origin"] = origin = {"incarnation": None, "restarts": None, "ran": False}
+        if now:
+            follow_origin(origin, Instance.from_dict(now))
+        record["joined"] = self._wait_joined(instance, record, known_ids, first=first)
+        # the instance as the platform showed it when its member joined (its incarnation is the start's: checked)
         record["at_join"] = record["joined"].pop("instance")
+        record["settled"] = self._settle(instance, record)
         return record
 
     def _ensure_left(self, instance: Instance, record: dict[str, Any]) -> dict[str, str]:
@@ -251,21 +393,36 @@ class InstanceRoll:
                 outcome[group_id] = "dynamic member: expires with its session"
         return outcome
 
-    def _wait_joined(self, instance: Instance, known_ids: Mapping[str, set[str]], *, first: bool) -> dict[str, Any]:
+    def _look(self, instance: Instance, record: dict[str, Any], what: str, *, first: bool) -> tuple[
+            Instance, list[Instance]]:
+        """The platform now (the rolled checked), and this instance checked against its own start: gone, not
+        running, replaced, restarted or starting again stops the roll here, named with both incarnations."""
+        instances = self._instances()
+        now = next((i for i in instances if i.name == instance.name), None)
+        origin = record["origin"]
+        why = since_start(origin, now)
+        if why is not None:
+            why = self._named_both(instance.name, origin, why)
+            joined = "joined" in record and "at_join" in record
+            raise self._fail(
+                f"{what}: instance {instance.name} {why}, "
+                + ("after its new member joined" if joined else "after its start")
+                + f" on group.protocol={self.protocol}, as the platform says. The rollout stops here"
+                + (", the other instances were not restarted" if first else ", before any further instance is "
+                   "restarted") + "; read that instance's log for why it exited")
+        assert now is not None  # since_start names a missing instance
+        follow_origin(origin, now)
+        return now, instances
+
+    def _wait_joined(self, instance: Instance, record: dict[str, Any], known_ids: Mapping[str, set[str]], *,
+                     first: bool) -> dict[str, Any]:
         """Until every group has a new member on the new protocol (see the module): its member id and the time."""
         limit = self.limits.first_instance_s if first else self.limits.instance_s
         what = "the first-instance gate" if first else f"instance {instance.name}"
         started = time.monotonic()
         joined: dict[str, str] = {}
         while True:
-            instances = self._instances()
-            now = next((i for i in instances if i.name == instance.name), None)
-            if now is None or not now.running:
-                raise self._fail(f"{what}: instance {instance.name} is not running after its start on "
-                                 f"{self.protocol} ({now.describe() if now else 'no longer listed'}): the rollout "
-                                 "stops here, the other instances were not restarted" if first else
-                                 f"{what} is not running after its start on {self.protocol} "
-                                 f"({now.describe() if now else 'no longer listed'})")
+            now, instances = self._look(instance, record, what, first=first)
             members = {g: _members(self.hook, g, self.log) for g in self.group_ids}
             wrong: list[str] = []
             for group_id, ms in members.items():
@@ -294,15 +451,29 @@ class InstanceRoll:
                                  + (", the other instances were not restarted" if first else ""))
             time.sleep(self.limits.poll_s)
 
+    def _settle(self, instance: Instance, record: dict[str, Any]) -> dict[str, Any]:
+        """The instance stays the process its start created for ``settle_s`` once its member joined (looked at every
+        ``poll_s``), before the next instance is touched: how long it was watched and its incarnation."""
+        started = time.monotonic()
+        what = f"the {self.limits.settle_s:g} s it must stay up once its member joined"
+        while True:
+            now, _ = self._look(instance, record, what, first=bool(record["first"]))
+            if time.monotonic() - started >= self.limits.settle_s:
+                return {"seconds": round(time.monotonic() - started, 3), "incarnation": now.incarnation,
+                        "state": now.state}
+            time.sleep(min(self.limits.poll_s, self.limits.settle_s))
+
 
 def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, group_ids: Sequence[str],
                      protocol: str, limits: RollLimits, *,
                      context: Context,
-                     task_id: str, audit_log: str | None, log: TaskLog) -> dict[str, Any]:  # Any: JSON record
+                     task_id: str, audit_log: str | None, log: TaskLog,
+                     way_back: bool = False) -> dict[str, Any]:  # Any: JSON record
     """Roll the application to ``protocol``: instance by instance (:class:`InstanceRoll`: the gate, the static
-    members' leave, removals audited as ``task_id``'s) when the controller can and the groups are given (a
-    ``hook`` to their cluster), else through the platform's rolling restart. The result has the platform's
-    status after the roll (a migrated wait's baseline) and ``mode`` (``by_instance`` or ``platform``). Raises
+    members' leave, removals audited as ``task_id``'s; ``way_back``: every instance tried, whatever its state)
+    when the controller can and the groups are given (a ``hook`` to their cluster), else through the platform's
+    rolling restart. The result has the platform's status after the roll (a migrated wait's baseline) and
+    ``mode`` (``by_instance`` or ``platform``). Raises
     :class:`~airflow_provider_kip848.controllers.ControllerError` or :class:`InstanceRollFailed`."""
     if hook is None or not group_ids or not named.can_roll_instances():
         result = named.roll(protocol)
@@ -314,11 +485,13 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
                                      why="its instance is gone (the platform confirms it); its successor would be "
                                          "fenced")
 
-    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log).run()
+    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
+                          way_back=way_back).run()
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
             "status": named.status().to_dict()}
 
 
-__all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "InstanceRoll", "InstanceRollFailed", "RollLimits",
-           "roll_application", "unmatched_static_members"]
+__all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "NAME_INCARNATION_S", "SETTLE_S", "InstanceRoll",
+           "InstanceRollFailed", "RollLimits", "RolledInstanceLost", "follow_origin", "is_up", "roll_application",
+           "since_start", "unmatched_static_members"]

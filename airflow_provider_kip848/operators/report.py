@@ -139,6 +139,9 @@ class RunReport:
     :param fail_outcomes: outcomes that fail the task, from the params.
     :param metrics: include the brokers' group metrics.
     :param validation_task: the task whose result may hold the output records' timing (downtime).
+    :param split: where a way back left the group (:func:`~airflow_provider_kip848.engine.way_back.split_of`,
+        pushed by the way back's task): the report says whether the group is mixed, and which instances and
+        members are not back.
     """
 
     title: Callable[[dict[str, Any]], str]  # Any: the run's params, JSON of each DAG's own Params
@@ -156,6 +159,7 @@ class RunReport:
         default=lambda params: ("failed", "refused", "locked"))
     metrics: bool = True
     validation_task: str | None = "validate"
+    split: tuple[str, str] | None = None  # (task id, XCom key): the key only, never the task's return value
 
     def build(self, params: dict[str, Any], context: dict[str, Any],
               ) -> dict[str, Any]:  # Any: the @task's params and context in, the report (JSON) out
@@ -181,6 +185,8 @@ class RunReport:
                                                      validation_task=self.validation_task)
         if self.metrics:
             sections["metrics"] = run_reports.group_metrics(context)
+        if self.split is not None and (split := ti.xcom_pull(task_ids=self.split[0], key=self.split[1])):
+            sections["split"] = split
         results = {name: pull(ti, spec) for name, spec in self.results.items()}
         if self.extra is not None:
             results.update(self.extra(params, context))

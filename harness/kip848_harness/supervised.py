@@ -90,6 +90,70 @@ def _write_executable(path: Path, text: str) -> None:
     staged.replace(path)
 
 
+def roll_script(*, ctl: str, roll_path: str, protocol_path: str, processes: Sequence[str],
+                protocols: Sequence[str], wait_seconds: int) -> str:
+    """The rolling restart's script: docs/controllers.md's ``roll.sh`` (supervisord recipe) with these values
+    (``ctl``: the supervisorctl command line; tests/unit/test_recipes.py holds the two texts together). Each
+    process is stopped if it may run and started on ``$1`` whatever its state (RUNNING, STARTING, BACKOFF,
+    STOPPED, EXITED, FATAL; ``supervisorctl restart`` reads a stopped one as an ERROR), then awaited RUNNING.
+    One that was RUNNING and does not come back ends the roll (exit 1); one that was not is named at the end
+    (exit 1) after the others were rolled: a way back brings back every process it can."""
+    names = " ".join(_q(p) for p in processes)
+    choices = " | ".join(protocols)
+    return f"""#!/bin/sh
+# {roll_path} <protocol>: restart each process on <protocol>, one at a time, whatever state it is in
+# (RUNNING, STARTING, BACKOFF, STOPPED, EXITED, FATAL), each RUNNING again before the next. A process that was
+# RUNNING and does not come back ends the roll (exit 1: a roll never takes down two that ran); one that was not
+# RUNNING and does not come back is named at the end (exit 1), after the others were rolled.
+set -u
+protocol="${{1:-}}"
+case "$protocol" in
+  {choices}) ;;
+  *) echo "roll: unknown protocol '$protocol' (one of: {choices})" >&2; exit 2 ;;
+esac
+printf '%s' "$protocol" > {_q(protocol_path)} || exit 1
+state_of() {{ {ctl} status "$1" 2>&1 | awk '{{print $2; exit}}'; }}
+not_back=""
+for proc in {names}; do
+  was=$(state_of "$proc")
+  echo "roll: $proc is $was"
+  case "$was" in
+    RUNNING | STARTING | BACKOFF | STOPPING) {ctl} stop "$proc" ;;  # "ERROR (not running)": it just ended
+    STOPPED | EXITED | FATAL) ;;
+    *) echo "roll: $proc: unknown state: $({ctl} status "$proc" 2>&1)" >&2; exit 1 ;;
+  esac
+  case "$(state_of "$proc")" in
+    STOPPED | EXITED | FATAL) ;;
+    *) echo "roll: $proc does not stop: $({ctl} status "$proc" 2>&1)" >&2; exit 1 ;;
+  esac
+  {ctl} start "$proc"  # "ERROR (spawn error)": it did not stay up; the wait below says how it ends
+  why=""
+  deadline=$(( $(date +%s) + {wait_seconds} ))
+  while :; do
+    line=$({ctl} status "$proc" 2>&1)
+    state=$(printf '%s\\n' "$line" | awk '{{print $2; exit}}')
+    case "$state" in
+      RUNNING) break ;;
+      STARTING | BACKOFF) ;;
+      *) why="$state after its start: $line"; break ;;
+    esac
+    if [ "$(date +%s)" -ge "$deadline" ]; then why="not RUNNING {wait_seconds} s after its start: $line"; break; fi
+    sleep 0.2
+  done
+  if [ -z "$why" ]; then printf '%s\\n' "$line"; continue; fi
+  if [ "$was" = RUNNING ]; then
+    echo "roll: $proc was RUNNING and is $why: the roll stops here, the processes after it were not restarted" >&2
+    exit 1
+  fi
+  echo "roll: $proc was $was and is $why: going on with the others" >&2
+  not_back="$not_back $proc ($was before: $why);"
+done
+if [ -n "$not_back" ]; then
+  echo "roll: not RUNNING on $protocol:$not_back" >&2; exit 1
+fi
+"""
+
+
 class _Supervised:
     """What both applications share: a program group of ``instances`` processes under ``supervisor``, its work
     directory, its launcher and roll scripts, and the command controller target."""
@@ -104,6 +168,9 @@ class _Supervised:
     #: starts that fail (exit before ``startsecs``) before a process is FATAL; a test sets it high to make an
     #: instance crash-loop for as long as it looks (a platform that restarts forever: systemd, Kubernetes)
     startretries: int = 3
+    #: the launcher exits at once (status 3) when ``<workdir>/crash.<protocol>.<n>`` exists: a deployment fault
+    #: planted by a test on one instance and one protocol (a crash loop, FATAL), never in the page's recipe
+    crash_markers: bool = False
 
     def __init__(self, supervisor: LocalSupervisor, name: str, workdir: Path) -> None:
         LocalSupervisor._check_name(name)
@@ -173,7 +240,9 @@ class _Supervised:
             f"cd {_q(self.workdir)}\n"
             f"protocol=$(cat {_q(self.protocol_path)})\n"
             f"{number}  # the process number, from supervisord's name for this process\n"
-            f"{self._exec_line()}\n"))
+            + (f'[ ! -e {_q(self.workdir)}/crash."$protocol"."$n" ] || {{ echo "planted crash on $protocol" >&2; '
+               "exit 3; }\n" if self.crash_markers else "")
+            + f"{self._exec_line()}\n"))
         _write_executable(self.roll_path, self._roll_script())
         self.supervisor.add_program(self.name, str(self.launcher_path), numprocs=self.instances,
                                     autostart=False, autorestart=self.autorestart, stopsignal="TERM",
@@ -181,44 +250,9 @@ class _Supervised:
                                     directory=str(self.workdir), startretries=self.startretries)
 
     def _roll_script(self) -> str:
-        ctl = self.supervisor.ctl
-        protocols = " | ".join(self.protocols)
-        return (
-            "#!/bin/sh\n"
-            f"# {self.name}: rolling restart with the protocol given as $1, one process at a time: each is\n"
-            "# RUNNING again before the next one is restarted; the first failure ends the roll (exit 1).\n"
-            "# (written by kip848_harness.supervised)\n"
-            "set -u\n"
-            'protocol="${1:-}"\n'
-            'case "$protocol" in\n'
-            f"  {protocols}) ;;\n"
-            f'  *) echo "roll: unknown protocol \'$protocol\' (one of: {protocols})" >&2; exit 2 ;;\n'
-            "esac\n"
-            f"printf '%s' \"$protocol\" > {_q(self.protocol_path)} || exit 1\n"
-            f"for proc in {' '.join(_q(p) for p in self.process_names)}; do\n"
-            f"  out=$({ctl} restart \"$proc\" 2>&1); code=$?\n"
-            "  printf '%s\\n' \"$out\"\n"
-            '  case "$out" in *ERROR*) [ "$code" -ne 0 ] || code=1 ;; esac\n'
-            '  if [ "$code" -ne 0 ]; then\n'
-            '    echo "roll: restarting $proc failed (exit $code): $out" >&2; exit 1\n'
-            "  fi\n"
-            f"  deadline=$(( $(date +%s) + {ROLL_RUNNING_WAIT_SECONDS} ))\n"
-            "  while :; do\n"
-            f"    line=$({ctl} status \"$proc\" 2>&1)\n"
-            "    state=$(printf '%s\\n' \"$line\" | awk '{print $2; exit}')\n"
-            '    case "$state" in\n'
-            "      RUNNING) break ;;\n"
-            "      STARTING | BACKOFF) ;;\n"
-            '      *) echo "roll: $proc is $state after its restart: $line" >&2; exit 1 ;;\n'
-            "    esac\n"
-            '    if [ "$(date +%s)" -ge "$deadline" ]; then\n'
-            f'      echo "roll: $proc is not RUNNING {ROLL_RUNNING_WAIT_SECONDS} s after its restart: $line" >&2\n'
-            "      exit 1\n"
-            "    fi\n"
-            "    sleep 0.2\n"
-            "  done\n"
-            "  printf '%s\\n' \"$line\"\n"
-            "done\n")
+        return roll_script(ctl=self.supervisor.ctl, roll_path=str(self.roll_path),
+                           protocol_path=str(self.protocol_path), processes=self.process_names,
+                           protocols=self.protocols, wait_seconds=ROLL_RUNNING_WAIT_SECONDS)
 
     # -- the controller's target ----------------------------------------------------------------------
 
@@ -287,6 +321,25 @@ class _Supervised:
     def pids(self) -> dict[str, int]:
         """Process name (``name_0`` ...) -> pid of the RUNNING processes."""
         return self.supervisor.pids(self.name)
+
+    def crash_on(self, process_num: int, protocol: str, crash: bool = True) -> None:
+        """Plant (or lift) a crash of process ``process_num`` whenever it starts on ``protocol`` (the app must be
+        installed with ``crash_markers``): its launcher exits at once, so supervisord retries it (BACKOFF), then
+        gives up (FATAL)."""
+        if not self.crash_markers:
+            raise ValueError("crash markers are off: set crash_markers = True before install()")
+        marker = self.workdir / f"crash.{self._check_protocol(protocol)}.{int(process_num)}"
+        if crash:
+            marker.write_text("planted by a test\n")
+        else:
+            marker.unlink(missing_ok=True)
+
+    def state(self, process: str) -> str:
+        """supervisord's state of ``process`` (``name_0`` or ``name:name_0``): RUNNING, STARTING, BACKOFF ..."""
+        full = process if ":" in process else f"{self.name}:{process}"
+        out = self.supervisor.run_ctl("status", full)
+        fields = (out.stdout or out.stderr).split()
+        return fields[1] if len(fields) > 1 else "UNKNOWN"
 
     def log_path(self, process_num: int = 0) -> Path:
         """Where process ``process_num`` writes its output."""
@@ -437,4 +490,4 @@ class SupervisedWordCount(_Supervised):
         return "java", self.kafka.version
 
 
-__all__ = ["CONSUMER_APP_MODULE", "SupervisedConsumerApp", "SupervisedWordCount", "properties_text"]
+__all__ = ["CONSUMER_APP_MODULE", "SupervisedConsumerApp", "SupervisedWordCount", "properties_text", "roll_script"]

@@ -244,10 +244,14 @@ class LocalSupervisor:
                     stopwaitsecs: int = 30, stopsignal: str = "TERM", directory: str | None = None,
                     startretries: int = 3) -> None:
         """Define (or redefine) program group ``name`` and load it: ``reread`` + ``update``. With ``autostart``
-        False nothing starts; a redefinition stops the group's running processes (supervisord's own rule)."""
+        False nothing starts; a redefinition stops the group's running processes (supervisord's own rule).
+        ``startretries``: how many failed starts (exits within ``startsecs``) a process is retried, in BACKOFF,
+        before it is FATAL (supervisord's default, 3)."""
         self._check_name(name)
         if numprocs < 1:
             raise ValueError("numprocs must be at least 1")
+        if startretries < 0:
+            raise ValueError("startretries must be 0 or more")
         if stopsignal.upper() not in _SIGNALS:
             raise ValueError(f"stopsignal must be one of {sorted(_SIGNALS)}, not {stopsignal!r}")
         lines = [

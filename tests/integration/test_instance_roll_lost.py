@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import time
 
 import pytest
 
@@ -77,4 +78,64 @@ def test_an_instance_that_dies_after_its_roll_stops_the_roll_named_by_the_platfo
         assert not stopped.value.retriable
     finally:
         log.removeHandler(crash)
+        app.remove()
+
+
+
+class _CrashAtJoin(KafkaGroupAdminHook):
+    """The roll's own admin hook (real describes), which SIGKILLs instance 0's process the first time a describe
+    lists its new member on the consumer protocol, before returning that describe to the roll: the crash lands
+    between the join and the roll's first sight of it, and supervisord's autorestart brings the instance back at
+    once (STARTING without a pid, then RUNNING under a new one). Only the incarnation from the instance's own start
+    tells the crash apart; the killed member stays listed until its session expires."""
+
+    def __init__(self, app: SupervisedConsumerApp, first: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.app, self.first = app, first
+        self.killed: int | None = None
+
+    def describe_group(self, group_id, *args, **kwargs):
+        desc = super().describe_group(group_id, *args, **kwargs)
+        if self.killed is None and any(m.client_id == "app-0" and m.protocol.value == "consumer"
+                                       for m in desc.members):
+            self.killed = self.app.pids()[self.first]
+            os.kill(self.killed, signal.SIGKILL)
+            wait_until(lambda: self.app.pids().get(self.first) != self.killed, timeout=30,
+                       what="supervisord sees the crash")
+        return desc
+
+
+def test_a_crash_right_after_the_join_stops_the_roll_naming_both_incarnations(kafka, monkeypatch, unique, tmp_path,
+                                                                              controllers, supervisor):
+    """Issue 46, item 3: instance 0 SIGKILLed as its new member joins, restarted at once by supervisord
+    (autorestart): the roll must stop before instance 1 is restarted, naming instance 0 with the incarnation its
+    start created (before, the roll went on to restart instance 1, and the crash was never named)."""
+    set_kafka_connection(monkeypatch, CONN, kafka.bootstrap_servers)
+    app, group = application(supervisor, kafka.bootstrap_servers, unique, tmp_path, instances=2, autorestart=True)
+    app.install("classic")
+    name = controllers.add(group, "command", app.target(by_instance=True))
+    first, second = f"{group}_0", f"{group}_1"
+    log = logging.getLogger(f"roll-crash-at-join.{group}")
+    hook = _CrashAtJoin(app, first, kafka_conn_id=CONN)
+    try:
+        app.start("classic")
+        with KafkaAdmin(ClientSettings(kafka.bootstrap_servers)) as admin:
+            wait_until(lambda: (d := admin.describe_group(group)).state == "Stable" and len(d.members) == 2,
+                       timeout=90, what="2 classic instances")
+        untouched = app.pids()[second]
+        started = time.monotonic()
+        with pytest.raises(InstanceRollFailed) as stopped:
+            roll_application(resolve_controller(name), hook, [group], "consumer",
+                             RollLimits(first_instance_s=120, instance_s=120, poll_s=0.5),
+                             context={"ti": RecordingTI()}, task_id="roll_application",
+                             audit_log=str(tmp_path / "audit.jsonl"), log=log)
+        assert hook.killed is not None, "instance 0 was killed as its new member joined"
+        what = stopped.value.what
+        print(f"killed pid {hook.killed}; the roll stopped {time.monotonic() - started:.1f} s after it began: {what}")
+        # instance 1 never touched: the same process, still on classic
+        assert app.pids().get(second) == untouched, "instance 1 was restarted after instance 0 crashed"
+        assert f"{group}:{first}" in what and f"incarnation {hook.killed} -> " in what, what
+        assert "after its new member joined" in what and "the other instances were not restarted" in what, what
+        assert not stopped.value.retriable
+    finally:
         app.remove()

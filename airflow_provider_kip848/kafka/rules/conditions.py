@@ -466,10 +466,51 @@ def _absent_or_gone(condition: GroupCondition, result: ConditionResult, state: W
     raise absent_group_error(str(result.detail.get("group_id") or "?"), list(result.detail.get("similar") or []))
 
 
+def who_holds_up(  # Any: JSON of several shapes (XCom, reports)
+        members: list[dict[str, Any]], assignment_epoch: int | None) -> tuple[str, list[dict[str, Any]]]:
+    """Which members not reconciled hold the others up, by KIP-848's reconciliation (the coordinator's
+    ``CurrentAssignmentBuilder``): a member that must give partitions up stays at its member epoch, *behind* the
+    group's assignment epoch (``UNREVOKED_PARTITIONS``), until its heartbeat no longer reports them owned; a member
+    whose target holds a partition another member has not released moves to the assignment epoch but does not get
+    that partition (``UNRELEASED_PARTITIONS``): it *waits*. The describe gives neither state nor the partitions
+    pending revocation (its assignment is what the member keeps), so the member behind the epoch is the one to look
+    at, and a waiting member's missing partitions are those the member(s) behind still hold. Returns the words and
+    the members behind (first) then the waiting ones."""
+    unreconciled = [m for m in members if m.get("live") and m.get("reconciled") is False]
+    behind = [m for m in unreconciled if assignment_epoch is not None and m.get("member_epoch") is not None
+              and m["member_epoch"] < assignment_epoch]
+    waiting = [m for m in unreconciled if m not in behind]
+    owners = {p: m for m in members for p in (m.get("owned") or [])}
+    names = ", ".join(_name(m) for m in behind)
+    pending_by = (f"the member behind, {names}" if len(behind) == 1 else f"one of the members behind ({names})"
+                  if behind else "no member listed (one that left holds them until its session expires)")
+    parts = []
+    if behind:
+        parts.append(f"look at {describe_reconciling(behind, assignment_epoch)}: behind the group's assignment epoch, "
+                     "it has not acknowledged giving up the partitions its new target gives to others (a rebalance "
+                     "callback that does not return, a poll loop that stopped)")
+    for m in waiting:
+        holders: dict[str, list[str]] = {}
+        for p in sorted(set(m.get("target") or []) - set(m.get("owned") or [])):
+            holder = owners.get(p)
+            who = pending_by if holder is None or holder is m else \
+                f"the member behind, {_name(holder)}" if holder in behind else _name(holder)
+            holders.setdefault(who, []).append(p)
+        waits = "; ".join(f"waits for {', '.join(ps)}, held by {who}" for who, ps in holders.items())
+        parts.append(f"{describe_reconciling([m], assignment_epoch)}{' ' + waits if waits else ''}")
+    return "; ".join(parts), behind + waiting
+
+
+def _name(member: dict[str, Any]) -> str:  # Any: JSON of several shapes (XCom, reports)
+    return str(member.get("client_id") or member["member_id"])
+
+
 def follow_reconciliation(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> None:
     """Fail a migrated wait whose member stays behind its group's assignment at one member epoch for
-    ``condition.reconcile_s`` (:class:`MemberNotReconciled`, naming it with both epochs). A member that
-    reconciles, leaves, or moves to another epoch (progress through several assignments) starts afresh."""
+    ``condition.reconcile_s`` (:class:`MemberNotReconciled`): the message names the member behind the assignment
+    epoch as the one to look at, with both epochs, and the others as waiting for the partitions it holds
+    (:func:`who_holds_up`). A member that reconciles, leaves, or moves to another epoch (progress through
+    several assignments) starts afresh."""
     behind = {m["member_id"]: m for m in result.detail.get("members") or []
               if m.get("live") and m.get("reconciled") is False}
     for gone in set(state.reconciling) - set(behind):
@@ -482,11 +523,11 @@ def follow_reconciliation(condition: GroupCondition, result: ConditionResult, st
         if now - float(seen["since"]) >= condition.reconcile_s:
             stuck.append(m)
     if stuck:
+        words, ordered = who_holds_up(list(result.detail.get("members") or []), result.detail.get("assignment_epoch"))
         error = MemberNotReconciled(
-            f"Not reconciled for {condition.reconcile_s:g} s or more at the same member epoch: "
-            f"{describe_reconciling(stuck, result.detail.get('assignment_epoch'))}; the group is "
+            f"Not reconciled for {condition.reconcile_s:g} s or more at the same member epoch: {words}; the group is "
             f"{result.detail.get('state')} at group epoch {result.detail.get('group_epoch')}")
-        error.members = stuck  # type: ignore[attr-defined]  # who: the caller may name their instances
+        error.members = ordered  # type: ignore[attr-defined]  # who (behind first): the caller may name instances
         raise error
 
 
