@@ -23,6 +23,7 @@ from typing import Any
 from airflow.sdk import Connection
 
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number
+from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
 from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
 from airflow_provider_kip848.kafka.settings import MAX_REQUEST_TIMEOUT_MS, MIN_REQUEST_TIMEOUT_MS, ClientSettings
@@ -87,7 +88,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "kafka_version": {
         "label": "Kafka version for the CLI tools",
-        "schema": {"type": ["string", "null"], "default": "4.3.1"},
+        "schema": {"type": ["string", "null"], "default": DEFAULT_KAFKA_VERSION},
     },
     "cli_timeout": {
         "label": "CLI tool timeout (s)",

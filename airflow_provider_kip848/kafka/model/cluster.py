@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 #: ``metadata.version`` feature levels and the names ``kafka-features`` prints for them
-#: (Kafka's ``MetadataVersion`` enum, read from the 4.3.1 jars; 31 is 4.4's, not yet production in 4.3).
+#: (Kafka's ``MetadataVersion`` enum, read from the 4.4.0 jars: a 4.4.0 broker supports up to 33; 34 is 4.5's,
+#: not yet production in 4.4, as 31 was 4.4's in 4.3).
 METADATA_VERSION_NAMES: dict[int, str] = {
     7: "3.3-IV3",
     8: "3.4-IV0",
@@ -32,6 +33,9 @@ METADATA_VERSION_NAMES: dict[int, str] = {
     29: "4.2-IV1",
     30: "4.3-IV0",
     31: "4.4-IV0",
+    32: "4.4-IV1",
+    33: "4.4-IV2",
+    34: "4.5-IV0",
 }
 
 
