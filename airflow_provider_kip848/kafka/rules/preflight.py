@@ -26,10 +26,12 @@ from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES
 from airflow_provider_kip848.kafka.rules.preflight_cluster_checks import (
     check_broker_version,
     check_brokers_agree,
+    check_client_apis,
     check_feature_disable,
     check_feature_downgrade,
     check_feature_enable,
     check_feature_finalized,
+    check_features_agree,
     check_protocol_enabled,
 )
 from airflow_provider_kip848.kafka.rules.preflight_group_checks import (
@@ -98,6 +100,7 @@ def run_preflight(
         checks.append(check_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
                                       declared_broker_version, streams=feature == "streams.version"))
         checks.append(check_feature_enable(facts, feature, level))
+        checks += _present(check_features_agree(facts, feature, level))
         if feature in FEATURE_PROTOCOL and level >= 1:
             # a finalized feature alone does not serve the protocol: the brokers must list it too
             checks.append(check_protocol_enabled(facts, FEATURE_PROTOCOL[feature]))
@@ -135,6 +138,8 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
                                   streams=mode == "classic_to_streams"))
     checks.append(check_protocol_enabled(facts, target))
     checks.append(check_brokers_agree(facts))
+    checks += _present(check_features_agree(facts))
+    checks += _present(check_client_apis(facts, target))
     if target in ASSIGNMENT_INTERVAL:
         checks.append(check_assignment_epochs(facts, target))
     if target == "consumer":
@@ -166,6 +171,11 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
     if facts.group_configs is not None or facts.group_configs_error is not None:
         checks.append(check_inherited_group_configs(facts, group_id))
     return checks
+
+
+def _present(check: Check | None) -> list[Check]:
+    """A check that judges only facts that were read (None: not read, e.g. recorded facts without them)."""
+    return [] if check is None else [check]
 
 
 __all__ = ["FAIL", "MODES", "PASS", "WARN", "Check", "PreflightFacts", "PreflightReport", "run_preflight"]
