@@ -44,12 +44,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from airflow.sdk import Context
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
 from airflow_provider_kip848.controllers.verdicts import lost_instances, member_instance
+from airflow_provider_kip848.engine.upgrade_window import UpgradeWindowShut, await_upgrade_window
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
@@ -116,12 +118,14 @@ class InstanceRoll:
 
     def __init__(self, controller: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str],
                  protocol: str, limits: RollLimits, *, remove_static: Callable[[str, list[str]], list[str]],
-                 log: TaskLog) -> None:
+                 log: TaskLog, before_first_start: Callable[[], dict[str, object]] | None = None) -> None:
         self.controller, self.hook, self.group_ids = controller, hook, list(group_ids)
         self.protocol, self.limits, self.log = protocol, limits, log
         #: removes members by ``group.instance.id`` (group, ids) -> removed ids; audited by the caller
         self.remove_static = remove_static
         self.rolled: list[dict[str, Any]] = []
+        #: the bug windows' guard (engine/upgrade_window.py), run after the first instance stopped, before it starts
+        self.before_first_start = before_first_start
 
     def _fail(self, what: str, *, retriable: bool = False) -> InstanceRollFailed:
         return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable)
@@ -200,6 +204,11 @@ class InstanceRoll:
         record["left"] = self._ensure_left(instance, record)
         before = self._describe_all(f"before instance {name} starts")
         known_ids = {g: {m.member_id for m in ms} for g, ms in before.items()}
+        if first and self.before_first_start is not None:
+            try:
+                record["upgrade_window"] = self.before_first_start()
+            except UpgradeWindowShut as exc:
+                raise self._fail(f"instance {name} was not started: {exc.what}", retriable=exc.retriable) from exc
         try:
             record["started"] = self.controller.start_instance(name, self.protocol)
         except ControllerError as exc:
@@ -304,8 +313,19 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
     ``hook`` to their cluster), else through the platform's rolling restart. The result has the platform's
     status after the roll (a migrated wait's baseline) and ``mode`` (``by_instance`` or ``platform``). Raises
     :class:`~airflow_provider_kip848.controllers.ControllerError` or :class:`InstanceRollFailed`."""
+    # the bug windows (engine/upgrade_window.py), before the first member switches classic -> consumer
+    guard: Callable[[], dict[str, object]] | None = (
+        partial(await_upgrade_window, hook, group_ids, timeout_s=limits.instance_s, poll_s=limits.poll_s, log=log)
+        if hook is not None and group_ids and protocol == "consumer" else None)
     if hook is None or not group_ids or not named.can_roll_instances():
+        try:
+            window = guard() if guard is not None else None
+        except UpgradeWindowShut as exc:
+            raise InstanceRollFailed(f"the platform's roll was not begun: {exc.what}", rolled=[],
+                                     retriable=exc.retriable) from exc
         result = named.roll(protocol)
+        if window is not None:
+            result["upgrade_window"] = window
         result["mode"] = "platform"
         return result
 
@@ -314,7 +334,8 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
                                      why="its instance is gone (the platform confirms it); its successor would be "
                                          "fenced")
 
-    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log).run()
+    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
+                          before_first_start=guard).run()
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
             "status": named.status().to_dict()}

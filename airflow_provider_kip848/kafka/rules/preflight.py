@@ -7,7 +7,9 @@ when the migration policy forbids it, when the group is larger than
 ``group.consumer.max.size`` or when any member's assignment carries
 ``userData`` (a custom client assignor); a streams application can only take
 over an *empty* classic group, and a 4.2.0 broker can lose such a group after
-compaction (KAFKA-20254). Each of those is a check here, with the evidence
+compaction (KAFKA-20254); 4.x before 4.3.3 / 4.4.1 gets an online upgrade at
+generation 0 or during a rebalance wrong (KAFKA-21581/21582/21584, named by
+:mod:`.upgrade_window`, whose wait the roll runs). Each of those is a check here, with the evidence
 read from the cluster and the remedy.
 
 :func:`~airflow_provider_kip848.kafka.api.read_preflight_facts` reads (one
@@ -63,6 +65,7 @@ from airflow_provider_kip848.kafka.rules.preflight_model import (
     PreflightFacts,
     PreflightReport,
 )
+from airflow_provider_kip848.kafka.rules.upgrade_window import check_upgrade_bug_windows
 
 
 def run_preflight(
@@ -151,6 +154,9 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
     members = len(desc.members) if desc is not None else 0
     if mode in ("classic_to_consumer", "consumer_to_classic"):
         checks.append(check_migration_policy(facts, mode, members))
+        # the online paths' bug windows (KAFKA-21581/21582/21584, KAFKA-21176): named with the fixed releases
+        checks.append(check_upgrade_bug_windows((b.release for b in facts.brokers), declared_broker_version,
+                                                downgrade=mode == "consumer_to_classic"))
     if mode == "classic_to_consumer" and rollback is not None:
         checks.append(check_rollback_policy(facts, rollback))
     if mode == "classic_to_consumer":
