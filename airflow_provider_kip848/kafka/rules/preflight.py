@@ -21,7 +21,7 @@ rules those of :mod:`.preflight_cluster_checks` and :mod:`.preflight_group_check
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES
@@ -79,6 +79,7 @@ def run_preflight(
     feature_level: int | None = None,
     rollback: str | None = None,
     source_topics: Sequence[str] | None = None,
+    client_properties: Mapping[str, str] | None = None,
 ) -> PreflightReport:
     """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True.
 
@@ -89,6 +90,10 @@ def run_preflight(
     ``rollback``: ``"fail"`` or ``"warn"`` when the run offers an online rollback (the rolling
     upgrade's Reject/timeout branch restarts the instances on the classic protocol while others are
     still on the new one), judged against the broker's migration policy; None when it offers none.
+
+    ``client_properties``: the client properties the application will run with on the target protocol (its
+    controller's config, the run's on top; None: not known), for what the group's members cannot show before
+    the restart (``classic_to_streams``: a ``group.instance.id``, which brokers before 4.4 refuse fatally).
     """
     if mode not in MODES:
         raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
@@ -127,12 +132,14 @@ def run_preflight(
         return PreflightReport(mode, group_id, check_deletable_streams_group(facts, group_id))
     if not group_id:
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
-    checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics)
+    checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics,
+                            client_properties)
     return PreflightReport(mode, group_id, tuple(checks))
 
 
 def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_broker_version: str | None,
-                  expect_empty: bool | None, rollback: str | None, source_topics: Sequence[str] | None) -> list[Check]:
+                  expect_empty: bool | None, rollback: str | None, source_topics: Sequence[str] | None,
+                  client_properties: Mapping[str, str] | None = None) -> list[Check]:
     """The checks of a mode that moves one group between protocols, in the order a person reads them."""
     checks: list[Check] = []
     streams = mode in ("classic_to_streams", "streams_to_classic")
@@ -167,7 +174,7 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
         checks.append(check_assignor_mapping(facts))
     if mode == "classic_to_streams":
         checks.append(check_group_size(facts, "group.streams.max.size", members))
-        checks.append(check_static_members_streams(facts))
+        checks.append(check_static_members_streams(facts, client_properties))
     if mode in ("classic_to_streams", "streams_to_classic") and source_topics is not None:
         checks.append(check_source_topics(facts, list(source_topics)))
         if mode == "classic_to_streams":
