@@ -12,7 +12,11 @@ export KIP848_CACHE_DIR ?= $(CURDIR)/.cache
 export PYTHONDONTWRITEBYTECODE := 1
 
 
-.PHONY: demo test test-fast check system-deps k8s-control-plane venv kafka-fetch kafka-start kafka-stop lock clean
+# The Kafka releases `make test-matrix` runs the migration paths on (tests/matrix_tests.txt); `make test` runs on the
+# default (DEFAULT_KAFKA_VERSION, 4.4.0). Each release's jars are fetched from Maven Central on its first run.
+KAFKA_MATRIX ?= 4.2.2 4.3.1 4.4.0
+
+.PHONY: demo test test-fast test-matrix check system-deps k8s-control-plane venv kafka-fetch kafka-start kafka-stop lock clean
 
 $(STAMP): pyproject.toml harness/pyproject.toml $(CONSTRAINTS)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null || \
@@ -73,3 +77,13 @@ lock:
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info harness/build harness/*.egg-info
+
+# The migration paths on every supported release, one release after another (each its own session: its brokers,
+# its jars); the wall time of each is printed. Not part of `make test` (which runs everything on the default).
+test-matrix: $(STAMP)
+	@for v in $(KAFKA_MATRIX); do \
+	  start=$$(date +%s); \
+	  KIP848_KAFKA_VERSION=$$v $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+	    $$(grep -v '^#' tests/matrix_tests.txt) $(PYTEST_ARGS) || { echo "test-matrix: Kafka $$v failed"; exit 1; }; \
+	  echo "test-matrix: Kafka $$v passed in $$(( $$(date +%s) - start )) s"; \
+	done

@@ -8,7 +8,10 @@ Runbook (Kafka docs, "Streams Rebalance Protocol", migration section):
    ``app_controller``'s default to name a controller of the registry and
    ``application_id``'s default to be your application, not the example's.
 2. Preflight: brokers 4.2.1+ (never 4.2.0: KAFKA-20254), ``streams.version``
-   finalized, ``streams`` enabled, the group classic, no static members.
+   finalized, ``streams`` enabled, the group classic; static members (a
+   ``group.instance.id`` in the application's config, as its controller reads
+   it with the form's on top, or in the group) only on 4.4 brokers: older ones
+   answer them with a fatal ``INVALID_REQUEST`` (KAFKA-20169).
 3. Check the application's controller (a name from the deployment's registry,
    never code: an unknown name or argument is refused before the change lock).
    Check the topics against the application's topology (its
@@ -232,6 +235,10 @@ def kip1071_streams_offline_migration():
     preflight = KafkaMigrationPreflightOperator(
         task_id="preflight", kafka_conn_id=CONN, mode="classic_to_streams", group_id=GROUP, expect_empty=False,
         declared_broker_version="{{ params.declared_broker_version }}", source_topics="{{ params.source_topics }}",
+        # the config the application will run with on streams (its group.instance.id: brokers before 4.4 refuse
+        # static streams members fatally, KAFKA-20169), as its controller reads it, the form's on top
+        application_properties="{{ params.application_properties }}",
+        controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
     )
 
     controller = KafkaApplicationControllerOperator(

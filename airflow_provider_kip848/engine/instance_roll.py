@@ -61,12 +61,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from airflow.sdk import Context
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, Instance, NamedController
 from airflow_provider_kip848.controllers.verdicts import member_instance
+from airflow_provider_kip848.engine.incarnation import follow_origin, is_up, since_start
+from airflow_provider_kip848.engine.upgrade_window import UpgradeWindowShut, await_upgrade_window
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
@@ -145,52 +148,14 @@ def unmatched_static_members(members: Sequence[ConsumerGroupMember], instances: 
     return [m.instance_id for m in members if m.instance_id and member_instance(m.to_dict(), instances) is None]
 
 
-def is_up(instance: Instance | None) -> bool:
-    """Running and not said to be unready: RUNNING, not STARTING or BACKOFF (a way back may take it down only to
-    bring it back: one that was up and does not come back stops the way back)."""
-    return instance is not None and instance.running and instance.ready is not False
-
-
-def follow_origin(origin: dict[str, Any], now: Instance | None) -> None:  # Any: JSON (the roll's record)
-    """Complete ``origin`` (the instance's facts from its start) from a look that found nothing changed: the first
-    incarnation and restart count the platform shows, and whether it was seen up (ready) since."""
-    if now is None or since_start(origin, now) is not None:
-        return
-    if origin.get("incarnation") is None and now.incarnation:
-        origin["incarnation"] = now.incarnation
-    if origin.get("restarts") is None and now.restarts is not None:
-        origin["restarts"] = now.restarts
-    if now.ready is True:
-        origin["ran"] = True
-
-
-def since_start(origin: Mapping[str, Any], now: Instance | None) -> str | None:  # Any: JSON (the roll's record)
-    """How ``now`` is no longer the process its start created (None: as far as the platform tells, it still is):
-    gone, not running, another incarnation, more restarts, or starting again after it ran."""
-    if now is None:
-        return "is no longer listed by the platform"
-    first = origin.get("incarnation")
-    if not now.running:
-        return f"is not running ({now.describe()}; its start's incarnation {first or 'not shown'})"
-    if first and now.incarnation and now.incarnation != first:
-        return f"was replaced since its start (incarnation {first} -> {now.incarnation}; {now.state or 'running'})"
-    counted = origin.get("restarts")
-    if counted is not None and now.restarts is not None and now.restarts > counted:
-        return (f"restarted {now.restarts - counted} time(s) since its start (incarnation {first or 'not shown'} "
-                f"-> {now.incarnation or 'not shown yet'}; {now.state or 'running'})")
-    if origin.get("ran") and now.ready is False:
-        return (f"is starting again ({now.state or 'not ready'}) after it ran (incarnation {first or 'not shown'} "
-                f"-> {now.incarnation or 'not shown yet'})")
-    return None
-
-
 class InstanceRoll:
     """One application rolled to ``protocol`` instance by instance over its ``group_ids`` (see the module);
     ``way_back``: the rollback to the protocol it came from (every instance tried, see the module)."""
 
     def __init__(self, controller: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str],
                  protocol: str, limits: RollLimits, *, remove_static: Callable[[str, list[str]], list[str]],
-                 log: TaskLog, way_back: bool = False) -> None:
+                 log: TaskLog, way_back: bool = False,
+                 before_first_start: Callable[[], dict[str, object]] | None = None) -> None:
         self.controller, self.hook, self.group_ids = controller, hook, list(group_ids)
         self.protocol, self.limits, self.log, self.way_back = protocol, limits, log, way_back
         #: removes members by ``group.instance.id`` (group, ids) -> removed ids; audited by the caller
@@ -198,6 +163,8 @@ class InstanceRoll:
         self.rolled: list[dict[str, Any]] = []
         #: a way back's instances that did not come back: {instance, before, why}
         self.not_back: list[dict[str, Any]] = []
+        #: the bug windows' guard (engine/upgrade_window.py), run after the first instance stopped, before it starts
+        self.before_first_start = before_first_start
 
     def _fail(self, what: str, *, retriable: bool = False) -> InstanceRollFailed:
         return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable, not_back=self.not_back)
@@ -336,6 +303,11 @@ class InstanceRoll:
         record["left"] = self._ensure_left(instance, record)
         before = self._describe_all(f"before instance {name} starts")
         known_ids = {g: {m.member_id for m in ms} for g, ms in before.items()}
+        if first and self.before_first_start is not None:
+            try:
+                record["upgrade_window"] = self.before_first_start()
+            except UpgradeWindowShut as exc:
+                raise self._fail(f"instance {name} was not started: {exc.what}", retriable=exc.retriable) from exc
         try:
             record["started"] = self.controller.start_instance(name, self.protocol)
         except ControllerError as exc:
@@ -475,8 +447,19 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
     rolling restart. The result has the platform's status after the roll (a migrated wait's baseline) and
     ``mode`` (``by_instance`` or ``platform``). Raises
     :class:`~airflow_provider_kip848.controllers.ControllerError` or :class:`InstanceRollFailed`."""
+    # the bug windows (engine/upgrade_window.py), before the first member switches classic -> consumer
+    guard: Callable[[], dict[str, object]] | None = (
+        partial(await_upgrade_window, hook, group_ids, timeout_s=limits.instance_s, poll_s=limits.poll_s, log=log)
+        if hook is not None and group_ids and protocol == "consumer" else None)
     if hook is None or not group_ids or not named.can_roll_instances():
+        try:
+            window = guard() if guard is not None else None
+        except UpgradeWindowShut as exc:
+            raise InstanceRollFailed(f"the platform's roll was not begun: {exc.what}", rolled=[],
+                                     retriable=exc.retriable) from exc
         result = named.roll(protocol)
+        if window is not None:
+            result["upgrade_window"] = window
         result["mode"] = "platform"
         return result
 
@@ -486,12 +469,11 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
                                          "fenced")
 
     rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
-                          way_back=way_back).run()
+                          way_back=way_back, before_first_start=guard).run()
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
             "status": named.status().to_dict()}
 
 
 __all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "NAME_INCARNATION_S", "SETTLE_S", "InstanceRoll",
-           "InstanceRollFailed", "RollLimits", "RolledInstanceLost", "follow_origin", "is_up", "roll_application",
-           "since_start", "unmatched_static_members"]
+           "InstanceRollFailed", "RollLimits", "RolledInstanceLost", "roll_application", "unmatched_static_members"]

@@ -7,12 +7,14 @@ from collections.abc import Iterable
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.kafka.api import BeforeRemoval
-from airflow_provider_kip848.kafka.errors import AuthorizationFailed
+from airflow_provider_kip848.kafka.errors import AuthorizationFailed, GroupNotFound
 from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_rate, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
+from airflow_provider_kip848.kafka.model.groups import GroupDescription
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.native.group_log import group_records, record_time
+from airflow_provider_kip848.kafka.native.group_log import group_records, record_time, upgrade_window_facts
+from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
 
 
 class KafkaGroupAdminHook(KafkaAdminBaseHook):
@@ -84,6 +86,18 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
         if not topic:
             return {}
         return {str(tp): {"log_start": a, "log_end": b} for tp, (a, b) in self.topic_offsets([topic]).items()}
+
+    def upgrade_window_facts(self, group_id: str) -> UpgradeWindowFacts:
+        """What :func:`~airflow_provider_kip848.kafka.rules.upgrade_window.upgrade_window` judges before the first
+        member of ``group_id`` switches protocol: its state and members, and for a Stable classic group its
+        generation from the coordinator's own records (READ on ``__consumer_offsets``)."""
+        def describe(g: str) -> GroupDescription | None:
+            try:
+                return self.describe_group(g)
+            except GroupNotFound:
+                return None
+
+        return upgrade_window_facts(self.settings, describe, group_id)
 
     def group_downtime(self, group_id: str, since: float, *, members_before: int | None = None,
                        state_before: str | None = None, target: str | None = None) -> GroupDowntime:

@@ -7,7 +7,8 @@ Field layout (the Airflow UI form is declared in ``get_provider_info``):
 * Login / Password: the SASL username and password (SASL_* protocols).
 * Extra fields: ``security_protocol``, ``sasl_mechanism``, ``ssl_cafile``,
   ``ssl_certfile``, ``ssl_keyfile``, ``ssl_key_password``,
-  ``ssl_check_hostname``, ``request_timeout_ms``, the CLI settings
+  ``ssl_check_hostname``, ``request_timeout_ms``, ``client_bootstrap_servers`` (where the
+  applications' clients connect, when a proxy stands in front of the brokers), the CLI settings
   ``kafka_home`` / ``kafka_version`` / ``cli_timeout``, the brokers' metrics
   endpoints ``metrics_url`` (comma-separated, one per broker), and the cluster's
   change control: ``approvers``, ``four_eyes``, ``audit_log``, ``artifacts_url``.
@@ -23,6 +24,7 @@ from typing import Any
 from airflow.sdk import Connection
 
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number
+from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings, Kip848Error
 from airflow_provider_kip848.kafka.metrics import parse_metrics_urls
 from airflow_provider_kip848.kafka.settings import MAX_REQUEST_TIMEOUT_MS, MIN_REQUEST_TIMEOUT_MS, ClientSettings
@@ -77,6 +79,15 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
         "schema": {"type": ["integer", "null"], "minimum": 1000, "maximum": MAX_REQUEST_TIMEOUT_MS, "default": 30000},
         "description": "Every request's and admin call's timeout; at most 3,600,000 (an hour, librdkafka's limit).",
     },
+    "client_bootstrap_servers": {
+        "label": "Bootstrap servers the applications use",
+        "schema": {"type": ["string", "null"]},
+        "description": (
+            "host:port[,host:port...] where the applications' clients connect, when not the Bootstrap servers "
+            "above (a proxy or gateway in front of the brokers). The preflight reads the APIs advertised there "
+            "and refuses a move whose protocol is not. Empty: the same as Bootstrap servers."
+        ),
+    },
     "kafka_home": {
         "label": "Kafka installation for the CLI tools",
         "schema": {"type": ["string", "null"]},
@@ -87,7 +98,7 @@ CONN_FIELDS: dict[str, dict[str, Any]] = {
     },
     "kafka_version": {
         "label": "Kafka version for the CLI tools",
-        "schema": {"type": ["string", "null"], "default": "4.3.1"},
+        "schema": {"type": ["string", "null"], "default": DEFAULT_KAFKA_VERSION},
     },
     "cli_timeout": {
         "label": "CLI tool timeout (s)",
@@ -179,7 +190,16 @@ def _settings(conn: Any, extra: dict[str, Any], host: str) -> ClientSettings:
         ssl_key_password=extra_field(extra, "ssl_key_password"),
         ssl_check_hostname=_flag(extra, "ssl_check_hostname", True, conn.conn_id),
         request_timeout_ms=_whole_ms(extra, "request_timeout_ms", 30000, conn.conn_id),
+        client_bootstrap_servers=_text(extra, "client_bootstrap_servers"),
     )
+
+
+def _text(extra: dict[str, Any], name: str) -> str | None:  # Any: extras are any JSON
+    """A text extra; anything but text (a number, a list) is refused naming the extra."""
+    value = extra_field(extra, name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidClientSettings(f"extra {name} must be text (host:port[,host:port...]), not {value!r}.")
+    return value
 
 
 def metrics_urls_from_connection(conn: Connection) -> tuple[str, ...]:

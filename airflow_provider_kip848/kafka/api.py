@@ -34,6 +34,7 @@ from airflow_provider_kip848.kafka.arguments import (
 )
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import (
+    AdvertisedApis,
     BrokerVersion,
     ClusterFeatures,
     ClusterInfo,
@@ -352,6 +353,11 @@ class ClusterAdmin(GroupAdmin):
         """Each broker's release line, from the ``metadata.version`` range it supports."""
 
     @abstractmethod
+    def advertised_apis(self) -> tuple[AdvertisedApis, ...]:
+        """The APIs each address the applications' clients bootstrap from advertises (``ApiVersions``): a proxy
+        in front of the brokers may hide the group protocols' APIs the brokers serve."""
+
+    @abstractmethod
     def remove_members(self, group_id: str, *, member_ids: Iterable[str] = (), instance_ids: Iterable[str] = (),
                        all_members: bool = False, missing_ok: bool = False, expected_gone: Iterable[str] = (),
                        reason: str = "removed by airflow-provider-kip848",
@@ -442,6 +448,7 @@ def read_preflight_facts(admin: ClusterAdmin, group_id: str | None, feature: str
     coordinators = admin.group_coordinator_configs()
     return PreflightFacts(
         brokers=tuple(admin.broker_versions()),
+        client_apis=admin.advertised_apis(),
         features=admin.describe_features(),
         coordinator=coordinators[0] if coordinators else admin.group_coordinator_config(),
         coordinators=coordinators,

@@ -472,4 +472,4 @@ class ArtifactResolutionError(ToolchainError):
 
 
 class UnsupportedKafkaVersion(ToolchainError):
-    remedy = "Use a Kafka 4.x release, for example 4.3.1 (the default) or 4.2.1."
+    remedy = "Use a Kafka 4.x release, for example 4.4.0 (the default), 4.3.1 or 4.2.2."

@@ -42,14 +42,15 @@ class ClientSettings:
     ssl_check_hostname: bool = True
     client_id: str = "airflow-provider-kip848"
     request_timeout_ms: int = 30000
+    #: where the applications' clients bootstrap, when not where the provider does (a proxy or gateway in front of
+    #: the brokers): the preflight reads the APIs advertised there. None: the same as ``bootstrap_servers``.
+    client_bootstrap_servers: str | None = None
 
     def __post_init__(self) -> None:
-        servers = [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
-        if not servers or any(":" not in s or not s.rsplit(":", 1)[1].isdigit() for s in servers):
-            raise InvalidClientSettings(
-                f"bootstrap servers {self.bootstrap_servers!r} are not a comma-separated list of host:port."
-            )
-        object.__setattr__(self, "bootstrap_servers", ",".join(servers))
+        object.__setattr__(self, "bootstrap_servers", server_list(self.bootstrap_servers, "bootstrap servers"))
+        if self.client_bootstrap_servers is not None:
+            object.__setattr__(self, "client_bootstrap_servers",
+                               server_list(self.client_bootstrap_servers, "client bootstrap servers"))
         proto = self.security_protocol.upper()
         if proto not in SECURITY_PROTOCOLS:
             raise InvalidClientSettings(
@@ -76,6 +77,11 @@ class ClientSettings:
             object.__setattr__(self, "sasl_mechanism", mech)
             if not self.sasl_username or self.sasl_password is None:
                 raise InvalidClientSettings(f"{proto} needs a SASL username and password.")
+
+    @property
+    def clients_bootstrap(self) -> str:
+        """Where the applications' clients bootstrap: ``client_bootstrap_servers``, else ``bootstrap_servers``."""
+        return self.client_bootstrap_servers or self.bootstrap_servers
 
     @property
     def uses_sasl(self) -> bool:
@@ -179,6 +185,14 @@ class ClientSettings:
             conf["ssl_password"] = self.ssl_key_password
             conf["ssl_check_hostname"] = self.ssl_check_hostname
         return conf
+
+
+def server_list(value: object, what: str) -> str:
+    """``host:port[,host:port...]`` normalized (spaces and empty entries dropped); anything else is refused."""
+    servers = [s.strip() for s in value.split(",") if s.strip()] if isinstance(value, str) else []
+    if not servers or any(":" not in s or not s.rsplit(":", 1)[1].isdigit() for s in servers):
+        raise InvalidClientSettings(f"{what} {value!r} are not a comma-separated list of host:port.")
+    return ",".join(servers)
 
 
 def local_path(value: object, name: str) -> str:

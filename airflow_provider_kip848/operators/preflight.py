@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import Context
@@ -43,19 +44,27 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
         for such DAGs) or ``warn`` when the broker's migration policy cannot carry it; None: no check.
     :param source_topics: streams modes: the application's source topics, checked to exist (a
         missing one leaves the streams group NOT_READY) and against the topics the group committed on.
+    :param application_properties: the client properties typed into the run's form (templated), on top of
+        ``controller_result``'s config: what the application will run with on the target protocol, for what the
+        group's members cannot show before the restart (``classic_to_streams``: a ``group.instance.id``).
+    :param controller_result: the application controller's check (templated: the ``controller`` task's XCom);
+        its ``config.properties``. Neither given: the application's config is not judged (the check says so).
     :param fail_on_warn: treat warnings as failures.
     :returns: the report: ``{mode, group_id, passed, failures, warnings, checks: [{name, status, evidence, remedy}]}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
-                       "feature", "feature_level", "expect_empty", "rollback", "source_topics")
+                       "feature", "feature_level", "expect_empty", "rollback", "source_topics",
+                       "application_properties", "controller_result")
     ui_color = "#fff4e5"
     supported_backends = ("native",)
 
     def __init__(self, *, mode: str, group_id: str | None = None, declared_broker_version: str | None = None,
                  expect_empty: bool | None = None, feature: str | None = None, feature_level: int | None = None,
                  rollback: str | None = None, source_topics: list[str] | str | None = None,
-                 fail_on_warn: bool = False, **kwargs: Any) -> None:  # Any: passed to BaseOperator
+                 fail_on_warn: bool = False, application_properties: Mapping[str, object] | str | None = None,
+                 controller_result: Mapping[str, Any] | str | None = None,  # Any: the controller task's XCom
+                 **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", tuple(MODES))
         self.mode, self.group_id = mode, group_id
@@ -69,6 +78,23 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
         self.rollback = rollback
         self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
+        self.application_properties, self.controller_result = application_properties, controller_result
+
+    def _client_properties(self) -> dict[str, str] | None:
+        """The application's client properties: its controller's config, the form's keys on top (None: neither
+        says, so the checks that need them say the config was not given)."""
+        result = self.controller_result if isinstance(self.controller_result, Mapping) else {}
+        config = (result.get("config") or {}) if isinstance(result.get("config"), Mapping) else {}
+        form = self.application_properties
+        if form in (None, "", "None"):
+            form = {}
+        if not isinstance(form, Mapping):
+            raise AirflowFailException(f"application_properties must be a mapping of client properties, not "
+                                       f"{type(form).__name__}")
+        if not config.get("properties") and not form:
+            return None
+        return {**{str(k): str(v) for k, v in (config.get("properties") or {}).items()},
+                **{str(k): str(v) for k, v in form.items()}}
 
     def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
@@ -86,6 +112,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
             feature_level=None if level is None else int(level),
             rollback=self.rollback if self.rollback not in ("", "None") else None,
             source_topics=topics,
+            client_properties=self._client_properties(),
         )
         for line in report.render_text().splitlines():
             self.log.info("%s", line)

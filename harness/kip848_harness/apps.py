@@ -1,49 +1,85 @@
-"""Real Kafka Streams applications for demos and tests, without writing Java.
+"""Real Kafka Streams applications for demos and tests, without a Java build.
 
-``WordCountDemo`` from ``org.apache.kafka:kafka-streams-examples`` is a real
-Streams topology (a repartition topic and a changelogged state store), so it
-exercises everything a streams-group migration touches: committed offsets,
-internal topics, and the switch between ``group.protocol=classic`` and
-``group.protocol=streams``. It takes one properties file as its only argument.
+The word count (``java/WordCount.java``, Kafka's own ``WordCountDemo`` line for line) is a real Streams topology
+(a repartition topic and a changelogged state store), so it exercises everything a streams-group migration
+touches: committed offsets, internal topics, and the switch between ``group.protocol=classic`` and
+``group.protocol=streams``. It takes one properties file as its only argument. The harness compiles it against the
+``kafka-streams`` jar of the release under test (:func:`wordcount_jar`): Kafka does not publish
+``kafka-streams-examples`` for every release (none for 4.1.x, 4.2.1, 4.2.2 or 4.4.0).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
-from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution
+from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution, file_lock, tail_lines
+from airflow_provider_kip848.kafka.cli.java import find_java
 from kip848_harness.processes import die_with_parent as _die_with_parent
 
-WORDCOUNT_MAIN_CLASS = "org.apache.kafka.streams.examples.wordcount.WordCountDemo"
+WORDCOUNT_MAIN_CLASS = "kip848.harness.WordCount"
+WORDCOUNT_SOURCE = "java/WordCount.java"
 
 WORDCOUNT_INPUT_TOPIC = "streams-plaintext-input"
 WORDCOUNT_OUTPUT_TOPIC = "streams-wordcount-output"
-#: the static method of WordCountDemo that adds its topology to a StreamsBuilder (package-private)
-WORDCOUNT_TOPOLOGY_METHOD = "createWordCountStream"
+#: the word count's argument that prints ``Topology#describe()`` of the topology it runs, and exits
+DESCRIBE_TOPOLOGY_ARG = "--describe-topology"
+#: JVM options of an application: a small heap, serial GC and C1 only (a test machine runs several at once)
+APP_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
-#: A single-file Java program (run by the JDK's source launcher, nothing to build): it calls an application's
-#: static ``method(StreamsBuilder)``, the one its ``main`` builds its topology with, and prints the
-#: ``Topology#describe()`` of the result, exactly what the running application executes. The demo's WordCountDemo
-#: neither prints nor logs its description, so this is how the demo's controller reports it.
-DESCRIBE_TOPOLOGY_JAVA = """\
-import java.lang.reflect.Method;
-import org.apache.kafka.streams.StreamsBuilder;
 
-public class DescribeTopology {
-    public static void main(String[] args) throws Exception {
-        Method build = Class.forName(args[0]).getDeclaredMethod(args[1], StreamsBuilder.class);
-        build.setAccessible(true);
-        StreamsBuilder builder = new StreamsBuilder();
-        build.invoke(null, builder);
-        System.out.print(builder.build().describe());
-    }
-}
-"""
+def wordcount_jar(distribution: KafkaDistribution) -> Path:
+    """The word count compiled against this release's jars, built once per release, source and JDK.
+
+    Built under a lock with ``javac`` (the JDK's, beside ``java``) into a temporary folder and renamed into place:
+    several test workers may ask at once, and none ever runs half a jar. A build that fails raises with javac's
+    output (a release whose Streams API lacks what the word count calls: say so, do not run another program).
+    """
+    distribution.ensure()
+    source = resources.files("kip848_harness").joinpath(WORDCOUNT_SOURCE).read_text()
+    java = find_java()
+    key = hashlib.sha256("\0".join([source, distribution.version, java.version]).encode()).hexdigest()[:16]
+    target = distribution.home / "harness" / f"wordcount-{key}.jar"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.parent / ".lock"):
+        if target.is_file():
+            return target
+        javac = Path(java.executable).resolve().with_name("javac")
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as build:
+            src = Path(build) / "WordCount.java"
+            src.write_text(source)
+            classes = Path(build) / "classes"
+            cmd = [str(javac), "-proc:none", "-nowarn", "-d", str(classes), "-cp", distribution.classpath, str(src)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+            if proc.returncode != 0:
+                raise RuntimeError(f"building the word count against Kafka {distribution.version} failed "
+                                   f"(javac exit {proc.returncode}): {tail_lines(proc.stdout + proc.stderr, 12)}")
+            partial = Path(build) / "wordcount.jar"
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+                jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+                for cls in sorted(classes.rglob("*.class")):
+                    jar.write(cls, cls.relative_to(classes).as_posix())
+            shutil.move(str(partial), target)  # same file system: a rename
+    return target
+
+
+def wordcount_command(distribution: KafkaDistribution, args: Sequence[str], *,
+                      jvm_options: Sequence[str] = APP_JVM_OPTIONS, log_config: str = "app") -> list[str]:
+    """The java command line of the word count on this release (never a shell string)."""
+    return distribution.java_command(WORDCOUNT_MAIN_CLASS, list(args), log_config=log_config,
+                                     jvm_options=list(jvm_options), extra_classpath=[wordcount_jar(distribution)])
 
 
 def wordcount_properties(
@@ -70,24 +106,20 @@ def wordcount_properties(
     return props
 
 
-def describe_topology(distribution: KafkaDistribution, workdir: Path, main_class: str = WORDCOUNT_MAIN_CLASS,
-                      method: str = WORDCOUNT_TOPOLOGY_METHOD) -> str:
-    """The ``TopologyDescription`` text of ``main_class``'s topology, as this release of Kafka Streams builds it.
+def describe_topology(distribution: KafkaDistribution, workdir: Path) -> str:
+    """The ``TopologyDescription`` text of the word count's topology, as this release of Kafka Streams builds it.
 
-    Kept in ``workdir`` once read (a JVM with the source launcher takes seconds; the topology of a release's demo
-    never changes). Fails, with the JVM's output, when the program does not print a description.
+    Kept in ``workdir`` once read (a JVM takes seconds; the topology of a release's word count never changes).
+    Fails, with the JVM's output, when the program does not print a description.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    cached = workdir / f"topology-{distribution.version}-{main_class}.{method}.txt"
+    cached = workdir / f"topology-{distribution.version}-{WORDCOUNT_MAIN_CLASS}.txt"
     if cached.is_file():
         return cached.read_text()
-    source = workdir / "DescribeTopology.java"
-    if not source.is_file() or source.read_text() != DESCRIBE_TOPOLOGY_JAVA:
-        source.write_text(DESCRIBE_TOPOLOGY_JAVA)
-    cmd = distribution.java_command(str(source), [main_class, method], jvm_options=["-XX:TieredStopAtLevel=1"])
+    cmd = wordcount_command(distribution, [DESCRIBE_TOPOLOGY_ARG], log_config="tools")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=workdir)
     if proc.returncode != 0 or not proc.stdout.startswith("Topologies:"):
-        raise RuntimeError(f"describing the topology of {main_class} failed (exit {proc.returncode}): "
+        raise RuntimeError(f"describing the topology of {WORDCOUNT_MAIN_CLASS} failed (exit {proc.returncode}): "
                            f"{(proc.stdout + proc.stderr)[-2000:]}")
     partial = cached.with_suffix(f".{os.getpid()}.partial")
     partial.write_text(proc.stdout)
@@ -112,19 +144,14 @@ class StreamsApp:
         *,
         workdir: Path,
         name: str,
-        main_class: str = WORDCOUNT_MAIN_CLASS,
         die_with_parent: bool = False,
     ) -> StreamsApp:
         workdir.mkdir(parents=True, exist_ok=True)
         props_path = workdir / f"{name}.properties"
         props_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
         log_path = workdir / f"{name}.log"
-        cmd = distribution.java_command(
-            main_class,
-            [str(props_path)],
-            log_config="app",
-            jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dkip848.app={workdir / name}"],
-        )
+        cmd = wordcount_command(distribution, [str(props_path)],
+                                jvm_options=[*APP_JVM_OPTIONS, f"-Dkip848.app={workdir / name}"])
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 cmd,
@@ -159,7 +186,7 @@ class StreamsApp:
         return False
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM (the demo's shutdown hook closes KafkaStreams cleanly), SIGKILL after ``timeout``."""
+        """SIGTERM (the word count's shutdown hook closes KafkaStreams cleanly), SIGKILL after ``timeout``."""
         if self.running:
             self.process.send_signal(signal.SIGTERM)
             try:

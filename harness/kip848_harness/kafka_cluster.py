@@ -107,6 +107,7 @@ class LocalKafka(NodeLifecycle):
         super_users: Iterable[str] | None = None,
         metrics: bool | None = None,
         release_version: str | None = None,
+        node_versions: Mapping[int, str] | None = None,
     ) -> None:
         if tuning not in ("fast", "production"):
             raise LocalKafkaError(f"Unknown tuning {tuning!r}.", remedy="Use 'fast' or 'production'.")
@@ -137,6 +138,16 @@ class LocalKafka(NodeLifecycle):
         #: ``kafka-storage format --release-version`` of a new cluster (e.g. ``4.1-IV1``): a cluster whose
         #: metadata.version lags its software, as one upgraded from an older release is (None: the newest)
         self.release_version = release_version
+        #: node id -> the Kafka release that node runs instead of ``version``: a cluster in the middle of a
+        #: rolling broker upgrade (``version="4.3.1", node_versions={1: "4.4.0"}``: formatted and run by 4.3.1,
+        #: node 1 already upgraded). The storage is formatted by ``version``'s tool, as the cluster was before
+        #: its upgrade began, so its metadata.version is one every node supports.
+        unknown = sorted(set(node_versions or {}) - set(range(1, nodes + 1)))
+        if unknown:
+            raise LocalKafkaError(f"node_versions names node(s) {unknown} of a {nodes}-node cluster.",
+                                  remedy=f"Use node ids 1 to {nodes}.")
+        self.node_distributions = {n: KafkaDistribution(v, cache_dir) for n, v in (node_versions or {}).items()
+                                   if v != version}
         self.exporter = JmxExporterAgent(cache_dir=self.distribution.cache_dir)
         self.processes = NodeProcesses(self.node_marker, die_with_parent=die_with_parent)
         #: What the last successful :meth:`start` of this object measured.
@@ -178,6 +189,9 @@ class LocalKafka(NodeLifecycle):
             state = self._new_state()
         self._choose_metrics(state)
         jars = resolve_jars(self.distribution, self.exporter, with_agent=any(n.metrics_port for n in state.nodes))
+        for other in self.node_distributions.values():
+            more = resolve_jars(other, self.exporter, with_agent=False)
+            jars = type(jars)(jars.seconds + more.seconds, jars.fetched or more.fetched)
         for node in state.nodes:
             if not self.processes.running(node):
                 self._check_ports_free(state.host, node)
@@ -378,7 +392,9 @@ class LocalKafka(NodeLifecycle):
             if self.sasl_users:
                 sasl_port = free_port(self.host, avoid=taken)
                 taken.add(sasl_port)
-            nodes.append(NodeState(node_id, port, cport, sasl_port))
+            nodes.append(NodeState(node_id, port, cport, sasl_port,
+                                   version=self.node_distributions[node_id].version
+                                   if node_id in self.node_distributions else None))
         return ClusterState(version=self.version, host=self.host, cluster_id=random_cluster_id(), tuning=self.tuning,
                             nodes=nodes, overrides=self.overrides)
 
@@ -388,6 +404,13 @@ class LocalKafka(NodeLifecycle):
                 f"{self.workdir} holds a Kafka {state.version} cluster, not {self.version}.",
                 remedy="Start it with that version, or pass fresh=True (--fresh) for a new cluster.",
             )
+        recorded = {n.node_id: n.version for n in state.nodes if n.version}
+        wanted = {n: d.version for n, d in self.node_distributions.items()}
+        if recorded != wanted:
+            raise LocalKafkaError(
+                f"{self.workdir} holds a cluster whose nodes run {recorded or 'one release'} beside {state.version}, "
+                f"not {wanted or 'one release'}.",
+                remedy="Start it with the same node_versions, or pass fresh=True (--fresh) for a new cluster.")
         if len(state.nodes) != self.nodes:
             raise LocalKafkaError(
                 f"{self.workdir} holds a cluster of {len(state.nodes)} node(s), not {self.nodes}.",

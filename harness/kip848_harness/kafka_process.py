@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from confluent_kafka.admin import AdminClient
 
-from airflow_provider_kip848.kafka.cli.distribution import tail_lines
+from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution, tail_lines
 from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
 from kip848_harness.errors import BrokerStartError, LocalKafkaError, PortInUseError
 from kip848_harness.jmx_exporter import JmxExporterAgent
@@ -193,6 +193,8 @@ class NodeLifecycle(ClusterFiles):
     tuning: Tuning
     start_timeout: float
     metrics: bool | None
+    #: node id -> the release it runs when it is not the cluster's (a rolling broker upgrade)
+    node_distributions: dict[int, KafkaDistribution]
 
     def stop_node(self, node_id: int, timeout: float = 30.0) -> bool:
         """A clean shutdown of one node (SIGTERM; SIGKILL after ``timeout``). True if it was running."""
@@ -303,7 +305,8 @@ class NodeLifecycle(ClusterFiles):
     def _spawn(self, state: ClusterState, node: NodeState) -> None:
         jvm_options = [f"-Xmx{self.heap}", "-Xms128m", *BROKER_JVM_OPTIONS[self.tuning], self.node_marker(node.node_id),
                        *exporter_jvm_options(self.exporter, self.exporter_config_path, state.host, node.metrics_port)]
-        self.processes.spawn(node, broker_command(self.distribution, self.node_config_path(node.node_id), jvm_options),
+        distribution = self.node_distributions.get(node.node_id, self.distribution)
+        self.processes.spawn(node, broker_command(distribution, self.node_config_path(node.node_id), jvm_options),
                              self.node_log_path(node.node_id), self.node_dir(node.node_id))
 
     def _wait_ready(self, state: ClusterState, node: NodeState, log_offset: int) -> str | None:

@@ -33,6 +33,7 @@ class NodeState:
     pid: int | None = None
     paused: bool = False
     metrics_port: int | None = None  # the Prometheus JMX exporter's HTTP port (None: no exporter)
+    version: str | None = None  # the Kafka release this node runs when not the cluster's (a rolling upgrade)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from typing import Any
 
 from confluent_kafka import libversion
 
-from kip848_harness.apps import WORDCOUNT_MAIN_CLASS, wordcount_properties
+from kip848_harness.apps import wordcount_command, wordcount_properties
 from kip848_harness.kafka_cluster import LocalKafka
 from kip848_harness.supervisor import LocalSupervisor, SupervisorError
 
@@ -438,8 +438,8 @@ class SupervisedConsumerApp(_Supervised):
 
 
 class SupervisedWordCount(_Supervised):
-    """Kafka's ``WordCountDemo`` (a Kafka Streams application) under supervisord: one instance, a full
-    properties file per protocol (``classic.properties``, ``streams.properties``; ``properties`` added to
+    """The harness's word count (Kafka's ``WordCountDemo``, a Streams application) under supervisord: one instance,
+    a full properties file per protocol (``classic.properties``, ``streams.properties``; ``properties`` added to
     both, ``protocol_properties[protocol]`` to one), state in ``<workdir>/state``."""
 
     protocols = ("classic", "streams")
@@ -475,9 +475,7 @@ class SupervisedWordCount(_Supervised):
 
     def _exec_line(self) -> str:
         placeholder = "KIP848_PROPERTIES_FILE"
-        command = self.kafka.distribution.java_command(
-            WORDCOUNT_MAIN_CLASS, [placeholder], log_config="app",
-            jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+        command = wordcount_command(self.kafka.distribution, [placeholder])
         joined = shlex.join(command)
         if not joined.endswith(" " + placeholder):
             raise RuntimeError(f"unexpected java command line (the properties file is not last): {joined}")

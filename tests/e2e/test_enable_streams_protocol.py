@@ -13,7 +13,8 @@ def test_enable_streams_protocol_paths(airflow_db, fresh_kafka, monkeypatch, tmp
     conn = set_kafka_connection(monkeypatch, "kafka_enable", broker.bootstrap_servers)
     admin = KafkaAdmin(ClientSettings(broker.bootstrap_servers))
     admin.update_feature("streams.version", 0, action="downgrade")
-    base = {"kafka_conn_id": conn, "feature": "streams.version", "level": 1}
+    # the release the broker runs (declared: a 4.2 broker cannot tell 4.2.0 from 4.2.1 over the protocol)
+    base = {"kafka_conn_id": conn, "feature": "streams.version", "level": 1, "declared_broker_version": broker.version}
     try:
         run, answers, report = run_dag("kafka_enable_streams_protocol",
                                        {**base, "dry_run": True}, decide=approve)

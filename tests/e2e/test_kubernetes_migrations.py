@@ -33,8 +33,8 @@ from airflow_provider_kip848.kafka.rules.conditions import is_live
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.apps import (
     WORDCOUNT_INPUT_TOPIC,
-    WORDCOUNT_MAIN_CLASS,
     WORDCOUNT_OUTPUT_TOPIC,
+    wordcount_command,
     wordcount_properties,
 )
 from kip848_harness.clients import create_topics, decode_long, latest_by_key, produce, read_topic
@@ -231,8 +231,7 @@ def test_a_streams_deployment_moves_offline_to_streams(airflow_db, kafka, kafka_
                                  extra={"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"})
     ns.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wordcount"},
                "data": {"wordcount.properties": "".join(f"{k}={v}\n" for k, v in props.items())}})
-    java = kafka.distribution.java_command(WORDCOUNT_MAIN_CLASS, [], log_config="app",
-                                           jvm_options=["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
+    java = wordcount_command(kafka.distribution, [])
     ns.create(wordcount_app("wordcount", java_command=java, config_map="wordcount"))
     conn_id = unique("k8s_conn").replace("-", "_")
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", ns.admin_connection)

@@ -72,7 +72,9 @@ def conf(kafka, app_id, tmp_path, **extra):
     return {"application_id": app_id, "app_controller": app_id,
             "remove_members_after": 2, "poll_seconds": 0.5, "empty_timeout_minutes": 3, "stable_timeout_minutes": 3,
             "standby_replicas": 1, "session_timeout_ms": 6000, "heartbeat_interval_ms": 500,
-            "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python", **open_window(), **extra}
+            "output_topic": WORDCOUNT_OUTPUT_TOPIC, "reader": "python",
+            # the release the session's broker runs: a 4.2 broker cannot tell 4.2.0 from 4.2.1 over the protocol
+            "declared_broker_version": kafka.version, **open_window(), **extra}
 
 
 def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp_path, controllers, supervisor, sshd,

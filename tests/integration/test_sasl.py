@@ -88,7 +88,7 @@ class ArgvWatcher(threading.Thread):
             for proc, argv in process_cmdlines():
                 if self.secret in argv:
                     self.leaks.append(argv.decode(errors="replace"))
-                if (b"org.apache.kafka.tools.FeatureCommand" in argv or b"kafka.admin.ConfigCommand" in argv) \
+                if (b"org.apache.kafka.tools.FeatureCommand" in argv or b"ConfigCommand" in argv) \
                         and is_child_of(proc, me):  # not another session's tools (a parallel worker's, another run's)
                     self.kafka_tool_runs += 1
                     args = argv.split(b"\0")

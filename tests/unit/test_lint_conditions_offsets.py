@@ -139,9 +139,21 @@ def test_streams_config_keys_that_are_ignored_or_rejected():
     findings = lint_client_config({"group.protocol": "streams", "num.standby.replicas": "1",
                                    "consumer.session.timeout.ms": "10000", "group.instance.id": "x"}, "streams")
     assert keys(findings, "warn") >= {"num.standby.replicas", "consumer.session.timeout.ms"}
-    assert keys(findings, "error") == {"group.instance.id"}
+    assert keys(findings, "error") == set() and "group.instance.id" in keys(findings, "warn")
     assert keys(findings, "info") >= {"client.version"}
     assert any("streams.num.standby.replicas=1" in f.fix for f in findings)
+
+
+def test_static_membership_of_a_streams_application_by_client_release():
+    """KAFKA-20169: Kafka Streams 4.4 with 4.4 brokers accepts group.instance.id (its threads join as <id>-<n>);
+    a client before 4.4 refuses it at start; unknown release: a warning naming both needs."""
+    props = {"group.protocol": "streams", "group.instance.id": "x"}
+    old = by_key(lint_client_config(props, "streams", client_version="4.3.1"))["group.instance.id"]
+    assert old.severity == "error" and "ConfigException" in old.message
+    new = by_key(lint_client_config(props, "streams", client_version="4.4.0"))["group.instance.id"]
+    assert new.severity == "warn" and "<group.instance.id>-<n>" in new.message and "preflight" in new.fix
+    unknown = by_key(lint_client_config(props, "streams"))["group.instance.id"]
+    assert unknown.severity == "warn" and "Kafka Streams 4.4 and 4.4 brokers" in unknown.message
 
 
 def test_unknown_target():

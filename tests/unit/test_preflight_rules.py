@@ -269,3 +269,29 @@ def test_brokers_that_disagree_on_a_group_setting_fail_naming_each_broker_and_va
                                                         group_id="g").check("brokers_agree").evidence
     assert status(run_preflight(unread, "enable_feature", feature="streams.version", feature_level=1,
                                 declared_broker_version="4.3.0"), "brokers_agree") == "fail"
+
+
+@pytest.mark.parametrize("releases, outcome", [(["4.3"], "fail"), (["4.4", "4.3"], "fail"), (["4.4"], "warn")])
+def test_a_static_streams_application_needs_every_broker_on_44(releases, outcome):
+    """KAFKA-20169: the group.instance.id the application will run with on streams (its controller's config and
+    the form's), which an empty classic group cannot show, is judged against every broker's release: one broker
+    before 4.4 may be the coordinator, and it answers with a fatal INVALID_REQUEST."""
+    r = run_preflight(facts(members=0, releases=releases), "classic_to_streams", group_id="g",
+                      client_properties={"group.protocol": "streams", "group.instance.id": "wc-inst"})
+    check = r.check("static_membership")
+    assert check.status == outcome, r.render_text()
+    assert "the application's config: group.instance.id=wc-inst" in check.evidence
+    assert f"brokers {', '.join(sorted(set(releases)))}" in check.evidence
+    if outcome == "fail":
+        assert not r.passed and "a broker 4.3 answers" in check.remedy, check.remedy
+        assert "INVALID_REQUEST 'Static membership is not yet supported.'" in check.remedy
+    else:
+        assert r.passed and "<group.instance.id>-<n>" in check.remedy
+
+
+def test_without_the_application_config_the_static_check_says_so():
+    r = run_preflight(facts(members=0, release="4.3"), "classic_to_streams", group_id="g")
+    assert r.check("static_membership").evidence == "no static members (the application's config was not given)"
+    r = run_preflight(facts(members=0, release="4.3"), "classic_to_streams", group_id="g",
+                      client_properties={"group.protocol": "streams"})
+    assert r.check("static_membership").evidence == "no static members" and r.passed

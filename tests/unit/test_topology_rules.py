@@ -117,6 +117,8 @@ def test_a_repartition_topic_joined_with_a_table_takes_the_tables_count():
 def test_without_a_topology_the_check_says_it_was_not_checked():
     (check,) = check_topology(None, APP, {})
     assert check.name == NO_TOPOLOGY and check.status == "warn" and check.evidence.startswith("not checked")
+    # where the topology did not come from either, and why: the brokers serve one (KIP-1331) for streams groups only
+    assert "none from the brokers" in check.evidence and "KIP-1331" in check.evidence, check.evidence
 
 
 @pytest.mark.parametrize("text, says", [

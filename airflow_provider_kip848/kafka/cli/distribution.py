@@ -1,9 +1,11 @@
 """A Kafka release assembled from Maven Central: the jars, a classpath and the tools' main classes.
 
 Apache Kafka publishes the broker (``kafka_2.13``), the CLI tools
-(``kafka-tools``) and the Streams examples (``kafka-streams-examples``) to
-Maven Central. Resolving those three with Maven gives everything the binary
-tarball has, except the SLF4J binding the POMs leave out, which is added here.
+(``kafka-tools``) and Kafka Streams (``kafka-streams``) to Maven Central.
+Resolving those with Maven gives everything the binary tarball has but the
+Streams examples (not published for every release: none for 4.1.x, 4.2.1,
+4.2.2 or 4.4.0; the test harness builds its own word count), and the SLF4J
+binding the POMs leave out, which is added here.
 The jars land in ``<cache>/kafka-<version>/libs`` and are reused while the
 generated POM is unchanged, so only the first start of a version downloads.
 """
@@ -15,10 +17,12 @@ import fcntl
 import functools
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import time
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -30,13 +34,13 @@ from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.java import JavaRuntime, find_java, find_maven
 from airflow_provider_kip848.kafka.errors import ArtifactResolutionError, ToolchainError, UnsupportedKafkaVersion
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 LOG4J_VERSION = "2.25.3"
 
 #: Kafka CLI scripts of the binary distribution -> their main classes (4.x).
 KAFKA_TOOLS: dict[str, str] = {
     "kafka-storage": "kafka.tools.StorageTool",
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
@@ -51,6 +55,12 @@ KAFKA_TOOLS: dict[str, str] = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
 }
 
+#: Tools whose main class moved between 4.x releases -> the class of the older releases, used when the release's
+#: ``kafka-tools`` jar lacks the one above (ConfigCommand moved from the Scala core to ``kafka-tools`` in 4.4.0).
+FORMER_TOOL_CLASSES: dict[str, str] = {
+    "kafka-configs": "kafka.admin.ConfigCommand",
+}
+
 #: Tools that talk to a running cluster (and so take ``--bootstrap-server``).
 CLUSTER_TOOLS = frozenset(KAFKA_TOOLS) - {"kafka-storage"}
 
@@ -62,18 +72,6 @@ TOOL_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 #: release's class-data archive holds (see :meth:`KafkaDistribution.class_data_archive`).
 CLASS_LIST_RESOURCE = "resources/kafka-classes.txt"
 
-# kafka-streams-examples is not published for every release (no 4.1.x, no
-# 4.2.1/4.2.2). The examples only use the stable Streams DSL, so the nearest
-# published examples jar runs on the requested Streams version, which the POM
-# pins explicitly.
-_EXAMPLES_FALLBACK = {
-    "4.0.1": "4.0.0",
-    "4.1.0": "4.0.2",
-    "4.1.1": "4.0.2",
-    "4.1.2": "4.0.2",
-    "4.2.1": "4.2.0",
-    "4.2.2": "4.2.0",
-}
 _VERSION_RE = re.compile(r"^4\.(\d+)\.(\d+)$")
 
 
@@ -114,15 +112,10 @@ class KafkaDistribution:
 
     # -- resolution --------------------------------------------------------
 
-    @property
-    def examples_version(self) -> str:
-        return _EXAMPLES_FALLBACK.get(self.version, self.version)
-
     def pom(self) -> str:
         template = resources.files(__package__).joinpath("resources/pom.xml.template").read_text()
         return Template(template).substitute(
             kafka_version=self.version,
-            examples_version=self.examples_version,
             log4j_version=LOG4J_VERSION,
         )
 
@@ -270,8 +263,13 @@ class KafkaDistribution:
         *,
         log_config: str = "tools",
         jvm_options: list[str] | tuple[str, ...] = (),
+        extra_classpath: list[Path] | tuple[Path, ...] = (),
     ) -> list[str]:
-        """The argument list (never a shell string) that runs ``main_class`` on this release's classpath."""
+        """The argument list (never a shell string) that runs ``main_class`` on this release's classpath.
+
+        ``extra_classpath`` entries come after the release's jars (an application built against them): the
+        class-data archive, dumped with the release's classpath alone, stays valid for a classpath it prefixes.
+        """
         if not self.is_resolved():
             raise ToolchainError(
                 f"Kafka {self.version} is not in the cache ({self.home}).",
@@ -286,13 +284,17 @@ class KafkaDistribution:
             *self.class_data_options(java),
             *jvm_options,
             "-cp",
-            self.classpath,
+            os.pathsep.join([self.classpath, *(str(p) for p in extra_classpath)]),
             main_class,
             *args,
         ]
 
     def tool_command(self, tool: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
         """Argument list for a Kafka CLI tool by its script name (``kafka-features`` ...)."""
+        return self.java_command(self.tool_main_class(tool), list(args), jvm_options=TOOL_JVM_OPTIONS)
+
+    def tool_main_class(self, tool: str) -> str:
+        """The main class of a Kafka CLI tool in this release (a tool that moved between releases: where it is)."""
         name = tool.removesuffix(".sh")
         try:
             main_class = KAFKA_TOOLS[name]
@@ -300,7 +302,33 @@ class KafkaDistribution:
             raise ToolchainError(
                 f"Unknown Kafka tool {tool!r}.", remedy=f"Use one of: {', '.join(sorted(KAFKA_TOOLS))}."
             ) from None
-        return self.java_command(main_class, list(args), jvm_options=TOOL_JVM_OPTIONS)
+        return tool_main_class_in(self.libs_dir, name, main_class)
+
+
+def tool_main_class_in(libs_dir: Path, tool: str, main_class: str) -> str:
+    """``main_class`` of ``tool``, or its former class when the release in ``libs_dir`` predates its move (no
+    ``kafka-tools`` jar there holds it): the same tool name runs on every 4.x release."""
+    former = FORMER_TOOL_CLASSES.get(tool)
+    if former is None:
+        return main_class
+    if any(_jar_has_class(jar, main_class) for jar in sorted(libs_dir.glob("kafka-tools-*.jar"))):
+        return main_class
+    return former
+
+
+def _jar_has_class(jar: Path, class_name: str) -> bool:
+    """Whether ``jar`` holds ``class_name`` (its central directory only, read once per jar file and size)."""
+    try:
+        size = jar.stat().st_size
+    except OSError:
+        return False
+    return class_name.replace(".", "/") + ".class" in _jar_entries(str(jar), size)
+
+
+@functools.cache
+def _jar_entries(jar: str, size: int) -> frozenset[str]:
+    with zipfile.ZipFile(jar) as archive:
+        return frozenset(archive.namelist())
 
 
 def _class_list() -> Traversable:

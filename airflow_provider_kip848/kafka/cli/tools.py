@@ -18,6 +18,7 @@ from airflow_provider_kip848.kafka.cli.distribution import (
     KAFKA_TOOLS,
     TOOL_JVM_OPTIONS,
     KafkaDistribution,
+    tool_main_class_in,
 )
 from airflow_provider_kip848.kafka.cli.java import find_java
 
@@ -56,7 +57,7 @@ class KafkaTools:
             log_config = resources.files(__package__).joinpath("resources/tools-log4j2.properties")
             return [find_java().executable, "-Djava.awt.headless=true",
                     f"-Dlog4j2.configurationFile={log_config}", *TOOL_JVM_OPTIONS,
-                    "-cp", str(libs / "*"), KAFKA_TOOLS[tool], *args]
+                    "-cp", str(libs / "*"), tool_main_class_in(libs, tool, KAFKA_TOOLS[tool]), *args]
         except errors.Kip848Error as exc:
             if isinstance(exc, errors.KafkaToolError):
                 raise

@@ -12,7 +12,9 @@ One module per subject: :mod:`.cluster`, :mod:`.features`, :mod:`.groups`,
 """
 
 from airflow_provider_kip848.kafka.model.cluster import (
+    GROUP_APIS,
     METADATA_VERSION_NAMES,
+    AdvertisedApis,
     BrokerNode,
     BrokerVersion,
     ClusterInfo,
@@ -47,9 +49,11 @@ from airflow_provider_kip848.kafka.model.offsets import (
 )
 
 __all__ = [
+    "GROUP_APIS",
     "METADATA_VERSION_NAMES",
     "SNAPSHOT_FORMAT",
     "SNAPSHOT_VERSION",
+    "AdvertisedApis",
     "BrokerNode",
     "BrokerVersion",
     "ClusterFeatures",

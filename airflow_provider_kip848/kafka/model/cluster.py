@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 #: ``metadata.version`` feature levels and the names ``kafka-features`` prints for them
-#: (Kafka's ``MetadataVersion`` enum, read from the 4.3.1 jars; 31 is 4.4's, not yet production in 4.3).
+#: (Kafka's ``MetadataVersion`` enum, read from the 4.4.0 jars: a 4.4.0 broker supports up to 33; 34 is 4.5's,
+#: not yet production in 4.4, as 31 was 4.4's in 4.3).
 METADATA_VERSION_NAMES: dict[int, str] = {
     7: "3.3-IV3",
     8: "3.4-IV0",
@@ -32,6 +34,9 @@ METADATA_VERSION_NAMES: dict[int, str] = {
     29: "4.2-IV1",
     30: "4.3-IV0",
     31: "4.4-IV0",
+    32: "4.4-IV1",
+    33: "4.4-IV2",
+    34: "4.5-IV0",
 }
 
 
@@ -96,6 +101,38 @@ class BrokerVersion:
     release: str
     metadata_version_max: str
     api_versions: dict[int, tuple[int, int]] = field(default_factory=dict, compare=False)
+    #: the feature ranges this broker supports (its own ApiVersions answer: brokers of two releases differ, e.g.
+    #: share.version up to 2 on 4.4.0 and up to 1 on 4.3.1) and the finalized levels it knows
+    supported_features: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+    finalized_features: dict[str, int] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return {"node_id": self.node_id, "release": self.release, "metadata_version_max": self.metadata_version_max}
+
+
+#: the APIs a group protocol needs from whatever the clients connect to, in Kafka's names (ApiKeys)
+GROUP_APIS = {68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe", 88: "StreamsGroupHeartbeat",
+              89: "StreamsGroupDescribe"}
+
+
+@dataclass(frozen=True)
+class AdvertisedApis:
+    """What one address the clients bootstrap from advertises in its ``ApiVersions`` answer.
+
+    A broker advertises what it serves; a proxy or gateway in front of it advertises what *it* forwards, and a
+    client sends a request only when the answer lists its API (else UnsupportedVersion). ``error``: the address
+    gave no usable answer (unreachable, the connection closed, or an answer without a single API): nothing is known
+    of it, which is never taken for "everything is there"."""
+
+    address: str
+    api_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    error: str | None = None
+    #: the provider bootstraps from this address too (its describes of the group go through it)
+    provider_uses: bool = False
+
+    def missing(self, api_keys: Iterable[int]) -> tuple[int, ...]:
+        return tuple(k for k in api_keys if k not in self.api_versions)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"address": self.address, "api_keys": sorted(self.api_versions), "error": self.error,
+                "provider_uses": self.provider_uses}

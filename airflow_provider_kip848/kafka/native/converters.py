@@ -81,6 +81,8 @@ def broker_version(node_id: int, response: Any) -> BrokerVersion:  # Any: an unt
         release=name.split("-")[0] if "-IV" in name else "unknown",
         metadata_version_max=name,
         api_versions={k.api_key: (k.min_version, k.max_version) for k in response.api_keys},
+        supported_features={f.name: (f.min_version, f.max_version) for f in response.supported_features or []},
+        finalized_features={f.name: f.max_version_level for f in response.finalized_features or []},
     )
 
 

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from airflow_provider_kip848.kafka import errors
-from airflow_provider_kip848.kafka.group_records import GroupRecord, decode, key_group
-from airflow_provider_kip848.kafka.model.groups import coordinator_partition
+from airflow_provider_kip848.kafka.group_records import GroupRecord, RecordType, decode, key_group
+from airflow_provider_kip848.kafka.model import GroupState, GroupType
+from airflow_provider_kip848.kafka.model.groups import GroupDescription, coordinator_partition
 from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -89,6 +92,39 @@ def group_records(settings: ClientSettings, group_id: str, *, since: float,
         return out
     finally:
         consumer.close()
+
+
+def last_classic_generation(records: list[GroupRecord]) -> tuple[int, int] | None:
+    """(generation, member count) of the last classic ``GroupMetadata`` record in ``records``; None when there is
+    none or the last one is a tombstone (the group was deleted or converted since)."""
+    last = next((r for r in reversed(records) if r.type is RecordType.GROUP_METADATA), None)
+    if last is None or last.deleted or last.epoch is None or last.members is None:
+        return None
+    return last.epoch, last.members
+
+
+def upgrade_window_facts(settings: ClientSettings, describe: Callable[[str], GroupDescription | None],
+                         group_id: str) -> UpgradeWindowFacts:
+    """The facts :func:`~airflow_provider_kip848.kafka.rules.upgrade_window.upgrade_window` judges: the group
+    described (``describe``: None for no such group; a provider error when it cannot answer), and, for a Stable
+    classic group, its generation from the coordinator's last ``GroupMetadata`` record, then described again
+    (a rebalance that began during the read shows there). An error is a fact too: ``unknown``, never a guess."""
+    try:
+        before = describe(group_id)
+        if before is None:
+            return UpgradeWindowFacts(group_id, None, GroupState.UNKNOWN)
+        members = tuple(m.member_id for m in before.members)
+        if before.type is not GroupType.CLASSIC or before.state is not GroupState.STABLE:
+            return UpgradeWindowFacts(group_id, before.type, before.state, members)
+        found = last_classic_generation(group_records(settings, group_id, since=0))
+        after = describe(group_id)
+    except errors.Kip848Error as exc:
+        return UpgradeWindowFacts(group_id, GroupType.CLASSIC, GroupState.UNKNOWN, error=str(exc),
+                                  retriable=exc.retriable)
+    generation, counted = found if found is not None else (None, None)
+    return UpgradeWindowFacts(group_id, GroupType.CLASSIC, GroupState.STABLE, members, generation, counted,
+                              GroupState.UNKNOWN if after is None else after.state,
+                              () if after is None else tuple(m.member_id for m in after.members))
 
 
 def record_time(settings: ClientSettings, topic: str, partition: int, offset: int, *,

@@ -10,7 +10,8 @@ static member restarted while its old instance is alive is fenced. Streams
 applications on ``group.protocol=streams`` silently ignore their client-side
 standby and session settings (group configs now), the high-availability
 assignor's warm-up and probing settings, rack-aware assignment and custom task
-assignors; static membership and regex subscriptions are not supported.
+assignors; regex subscriptions are not supported, static membership only from
+Kafka 4.4 (brokers and Kafka Streams, KAFKA-20169).
 
 Two facts outside the properties matter too, and are judged when given: the
 client's release (each protocol has a first production-ready release per
@@ -145,7 +146,7 @@ def lint_client_config(
         assignors = tuple(broker_assignors) if broker_assignors else None
         return findings + _lint_consumer(props, client, subscription_pattern, assignors, current_assignor)
     if target == "streams":
-        return findings + _lint_streams(props, subscription_pattern)
+        return findings + _lint_streams(props, subscription_pattern, release)
     return findings + _lint_classic(props)
 
 
@@ -312,7 +313,8 @@ def _lint_regex(pattern: str) -> list[LintFinding]:
     return findings
 
 
-def _lint_streams(props: dict[str, str], pattern: str | None) -> list[LintFinding]:
+def _lint_streams(props: dict[str, str], pattern: str | None,
+                  release: tuple[int, ...] | None = None) -> list[LintFinding]:
     findings = _protocol_finding(props, "streams")
     ignored = {
         "num.standby.replicas": "streams.num.standby.replicas",
@@ -339,10 +341,22 @@ def _lint_streams(props: dict[str, str], pattern: str | None) -> list[LintFindin
         findings.append(LintFinding(
             "subscription", ERROR, f"pattern subscription {pattern!r}: streams groups do not support regex "
             "source topics", "Name the source topics explicitly, or keep the application on the classic protocol."))
-    if "group.instance.id" in props or "consumer.group.instance.id" in props:
-        findings.append(LintFinding("group.instance.id", ERROR,
-                                    "streams groups reject static membership before Kafka 4.4",
-                                    "Remove group.instance.id from the application's config."))
+    static = [k for k in ("group.instance.id", "consumer.group.instance.id", "main.consumer.group.instance.id")
+              if props.get(k)]
+    if static:
+        # KAFKA-20169: 4.4 brokers accept static streams members, from Kafka Streams 4.4 clients; older clients
+        # refuse the config at start, older brokers answer INVALID_REQUEST (fatal): the preflight judges those
+        too_old = release is not None and release < (4, 4)
+        findings.append(LintFinding(
+            "group.instance.id", ERROR if too_old else WARN,
+            ("Kafka Streams before 4.4 refuses static membership with group.protocol=streams at start "
+             "(ConfigException)" if too_old else
+             "static membership in a streams group needs Kafka Streams 4.4 and 4.4 brokers (KAFKA-20169); each "
+             "stream thread joins as <group.instance.id>-<n>"),
+            ("Upgrade the application to Kafka Streams 4.4 (and the brokers to 4.4), or remove group.instance.id "
+             "from its config." if too_old else
+             "Nothing to change on 4.4 brokers with a 4.4 client (the preflight's static_membership check "
+             "refuses older brokers); else remove group.instance.id from the application's config.")))
     for key in ("partition.assignment.strategy", "consumer.partition.assignment.strategy"):
         if key in props:
             findings.append(LintFinding(key, WARN, "ignored: the broker assigns tasks in streams groups",

@@ -7,7 +7,9 @@ when the migration policy forbids it, when the group is larger than
 ``group.consumer.max.size`` or when any member's assignment carries
 ``userData`` (a custom client assignor); a streams application can only take
 over an *empty* classic group, and a 4.2.0 broker can lose such a group after
-compaction (KAFKA-20254). Each of those is a check here, with the evidence
+compaction (KAFKA-20254); 4.x before 4.3.3 / 4.4.1 gets an online upgrade at
+generation 0 or during a rebalance wrong (KAFKA-21581/21582/21584, named by
+:mod:`.upgrade_window`, whose wait the roll runs). Each of those is a check here, with the evidence
 read from the cluster and the remedy.
 
 :func:`~airflow_provider_kip848.kafka.api.read_preflight_facts` reads (one
@@ -19,17 +21,19 @@ rules those of :mod:`.preflight_cluster_checks` and :mod:`.preflight_group_check
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES
 from airflow_provider_kip848.kafka.rules.preflight_cluster_checks import (
     check_broker_version,
     check_brokers_agree,
+    check_client_apis,
     check_feature_disable,
     check_feature_downgrade,
     check_feature_enable,
     check_feature_finalized,
+    check_features_agree,
     check_protocol_enabled,
 )
 from airflow_provider_kip848.kafka.rules.preflight_group_checks import (
@@ -61,6 +65,7 @@ from airflow_provider_kip848.kafka.rules.preflight_model import (
     PreflightFacts,
     PreflightReport,
 )
+from airflow_provider_kip848.kafka.rules.upgrade_window import check_upgrade_bug_windows
 
 
 def run_preflight(
@@ -74,6 +79,7 @@ def run_preflight(
     feature_level: int | None = None,
     rollback: str | None = None,
     source_topics: Sequence[str] | None = None,
+    client_properties: Mapping[str, str] | None = None,
 ) -> PreflightReport:
     """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True.
 
@@ -84,6 +90,10 @@ def run_preflight(
     ``rollback``: ``"fail"`` or ``"warn"`` when the run offers an online rollback (the rolling
     upgrade's Reject/timeout branch restarts the instances on the classic protocol while others are
     still on the new one), judged against the broker's migration policy; None when it offers none.
+
+    ``client_properties``: the client properties the application will run with on the target protocol (its
+    controller's config, the run's on top; None: not known), for what the group's members cannot show before
+    the restart (``classic_to_streams``: a ``group.instance.id``, which brokers before 4.4 refuse fatally).
     """
     if mode not in MODES:
         raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
@@ -98,6 +108,7 @@ def run_preflight(
         checks.append(check_broker_version(facts, "4.2" if feature == "streams.version" else "4.0",
                                       declared_broker_version, streams=feature == "streams.version"))
         checks.append(check_feature_enable(facts, feature, level))
+        checks += _present(check_features_agree(facts, feature, level))
         if feature in FEATURE_PROTOCOL and level >= 1:
             # a finalized feature alone does not serve the protocol: the brokers must list it too
             checks.append(check_protocol_enabled(facts, FEATURE_PROTOCOL[feature]))
@@ -121,12 +132,14 @@ def run_preflight(
         return PreflightReport(mode, group_id, check_deletable_streams_group(facts, group_id))
     if not group_id:
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
-    checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics)
+    checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics,
+                            client_properties)
     return PreflightReport(mode, group_id, tuple(checks))
 
 
 def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_broker_version: str | None,
-                  expect_empty: bool | None, rollback: str | None, source_topics: Sequence[str] | None) -> list[Check]:
+                  expect_empty: bool | None, rollback: str | None, source_topics: Sequence[str] | None,
+                  client_properties: Mapping[str, str] | None = None) -> list[Check]:
     """The checks of a mode that moves one group between protocols, in the order a person reads them."""
     checks: list[Check] = []
     streams = mode in ("classic_to_streams", "streams_to_classic")
@@ -135,6 +148,8 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
                                   streams=mode == "classic_to_streams"))
     checks.append(check_protocol_enabled(facts, target))
     checks.append(check_brokers_agree(facts))
+    checks += _present(check_features_agree(facts))
+    checks += _present(check_client_apis(facts, target))
     if target in ASSIGNMENT_INTERVAL:
         checks.append(check_assignment_epochs(facts, target))
     if target == "consumer":
@@ -146,6 +161,9 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
     members = len(desc.members) if desc is not None else 0
     if mode in ("classic_to_consumer", "consumer_to_classic"):
         checks.append(check_migration_policy(facts, mode, members))
+        # the online paths' bug windows (KAFKA-21581/21582/21584, KAFKA-21176): named with the fixed releases
+        checks.append(check_upgrade_bug_windows((b.release for b in facts.brokers), declared_broker_version,
+                                                downgrade=mode == "consumer_to_classic"))
     if mode == "classic_to_consumer" and rollback is not None:
         checks.append(check_rollback_policy(facts, rollback))
     if mode == "classic_to_consumer":
@@ -156,7 +174,7 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
         checks.append(check_assignor_mapping(facts))
     if mode == "classic_to_streams":
         checks.append(check_group_size(facts, "group.streams.max.size", members))
-        checks.append(check_static_members_streams(facts))
+        checks.append(check_static_members_streams(facts, client_properties))
     if mode in ("classic_to_streams", "streams_to_classic") and source_topics is not None:
         checks.append(check_source_topics(facts, list(source_topics)))
         if mode == "classic_to_streams":
@@ -166,6 +184,11 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
     if facts.group_configs is not None or facts.group_configs_error is not None:
         checks.append(check_inherited_group_configs(facts, group_id))
     return checks
+
+
+def _present(check: Check | None) -> list[Check]:
+    """A check that judges only facts that were read (None: not read, e.g. recorded facts without them)."""
+    return [] if check is None else [check]
 
 
 __all__ = ["FAIL", "MODES", "PASS", "WARN", "Check", "PreflightFacts", "PreflightReport", "run_preflight"]

@@ -4,6 +4,8 @@ epochs, inherited group configs). Facts in, one :class:`~.preflight_model.Check`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_provider_kip848.kafka.model import ConsumerGroupDescription, GroupType
 from airflow_provider_kip848.kafka.rules.lint import ASSIGNOR_MAP, server_assignor_names
 from airflow_provider_kip848.kafka.rules.preflight_model import (
@@ -175,15 +177,50 @@ def check_static_members_online(facts: PreflightFacts) -> Check:
                  "shutdown), never overlapping.")
 
 
-def check_static_members_streams(facts: PreflightFacts) -> Check:
+#: the client properties that set a Kafka Streams application's ``group.instance.id`` (its main consumer's)
+STREAMS_INSTANCE_ID_KEYS = ("group.instance.id", "consumer.group.instance.id", "main.consumer.group.instance.id")
+#: the first release line whose brokers accept static members in streams groups (KAFKA-20169)
+STREAMS_STATIC_RELEASE = (4, 4)
+#: what a streams member with ``group.instance.id`` gets from an older broker (read from a 4.3.1 broker's answer to
+#: a Kafka Streams 4.4.0 member, in the application's log), and what a Kafka Streams client before 4.4 says at start
+STREAMS_STATIC_REFUSED = ("the fatal INVALID_REQUEST 'Static membership is not yet supported.' "
+                          "(StreamsGroupHeartbeat; Kafka Streams 4.4 goes to ERROR and processes nothing)")
+STREAMS_STATIC_CLIENT_REFUSED = ("a Kafka Streams client before 4.4 refuses the config at start (ConfigException: "
+                                 "'Streams rebalance protocol does not support static membership')")
+
+
+def check_static_members_streams(facts: PreflightFacts,
+                                 client_properties: Mapping[str, str] | None = None) -> Check:
+    """Static members of a streams application: the ``group.instance.id`` the application will run with on
+    streams (``client_properties``, its controller's config with the run's on top; None: not known) and the
+    classic group's members that have one. Streams groups accept them from 4.4 brokers on (KAFKA-20169): each
+    stream thread's member is ``<group.instance.id>-<n>``. Any broker before 4.4 (or of an unknown release) may
+    be the group's coordinator, and refuses them fatally: refused here, naming the brokers and the error."""
     desc = facts.description
-    static = [m.instance_id for m in (desc.members if desc else ()) if m.instance_id]
-    if not static:
-        return Check("static_membership", PASS, "no static members")
-    old = all(release_tuple(b.release) < (4, 4) for b in facts.brokers)
-    return Check("static_membership", FAIL if old else WARN, f"{len(static)} static member(s): {', '.join(static[:5])}",
-                 "Streams groups reject static membership before Kafka 4.4: remove group.instance.id from the "
-                 "application's config before restarting it with group.protocol=streams.")
+    members = [m.instance_id for m in (desc.members if desc else ()) if m.instance_id]
+    configured = {k: str(v) for k, v in (client_properties or {}).items() if k in STREAMS_INSTANCE_ID_KEYS and str(v)}
+    parts = []
+    if configured:
+        parts.append("the application's config: " + ", ".join(f"{k}={v}" for k, v in configured.items()))
+    if members:
+        parts.append(f"{len(members)} static member(s) in the group: {', '.join(members[:5])}")
+    unknown_config = "" if client_properties is not None else " (the application's config was not given)"
+    if not parts:
+        return Check("static_membership", PASS, "no static members" + unknown_config)
+    releases = sorted({b.release for b in facts.brokers})
+    old = [r for r in releases if release_tuple(r) < STREAMS_STATIC_RELEASE]
+    evidence = "; ".join(parts) + f"; brokers {', '.join(releases) or 'unknown'}"
+    if old or not releases:
+        return Check("static_membership", FAIL, evidence,
+                     f"Streams groups accept static members only on Kafka 4.4 brokers (KAFKA-20169): a broker "
+                     f"{' / '.join(old) or 'of an unknown release'} answers a streams member with group.instance.id "
+                     f"with {STREAMS_STATIC_REFUSED}; {STREAMS_STATIC_CLIENT_REFUSED}. Upgrade every broker to "
+                     "4.4, or remove group.instance.id from the application's config before it restarts with "
+                     "group.protocol=streams.")
+    return Check("static_membership", WARN, evidence,
+                 "Kafka 4.4 brokers accept static streams members (KAFKA-20169) from Kafka Streams 4.4 clients "
+                 f"only ({STREAMS_STATIC_CLIENT_REFUSED}); each stream thread joins as <group.instance.id>-<n> "
+                 "(-1, -2, ...).")
 
 
 def check_group_empty(facts: PreflightFacts, expect_empty: bool, target: str) -> Check:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from airflow_provider_kip848.kafka.model import (
+    AdvertisedApis,
     BrokerVersion,
     ClusterFeatures,
     ConsumerGroupDescription,
@@ -124,6 +125,8 @@ class PreflightFacts:
     group_configs_error: str | None = None
     #: whether the group has committed offsets (read for an existing group without members); None: not read
     group_has_offsets: bool | None = None
+    #: what each address the applications' clients bootstrap from advertises (ApiVersions); None: not read
+    client_apis: tuple[AdvertisedApis, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.coordinators:

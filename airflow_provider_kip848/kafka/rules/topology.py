@@ -6,7 +6,11 @@ topic, or co-partitioned topics with unequal partition counts leave the group
 NOT_READY with empty assignments. Found after the stop, that costs the
 downtime and the way back; found before, nothing. Before the migration the
 group is classic, and a classic group's description carries no topology: the
-broker cannot tell which topics the application needs. The application can:
+broker cannot tell which topics the application needs. Kafka 4.4 brokers can
+serve a topology (KIP-1331: StreamsGroupDescribe v1 with
+``group.streams.topology.description.plugin.class`` set), but only a streams
+group's, which its Kafka Streams 4.4 members send: never before this
+migration, so the checks never ask them, and say so when nothing else gave one. The application can:
 its ``Topology#describe()`` (a ``TopologyDescription``, whose ``toString()`` is
 parsed here), given by its controller or by the run.
 
@@ -62,6 +66,14 @@ from airflow_provider_kip848.kafka.rules.preflight import FAIL, PASS, WARN, Chec
 
 #: the names Kafka Streams gives its internal topics between sub-topologies (generated or from ``Named``)
 INTERNAL_TOPIC = re.compile(r"(-repartition|subscription-(registration|response)(-\d+)?-topic)$", re.IGNORECASE)
+#: why the brokers are not asked for the topology before a classic group's migration: a Kafka 4.4 broker with
+#: ``group.streams.topology.description.plugin.class`` set (e.g. ``org.apache.kafka.server.streams.
+#: InMemoryTopologyDescriptionPlugin``) serves a streams group's topology (StreamsGroupDescribe v1, KIP-1331;
+#: ``kafka-streams-groups --describe --topology``), which only the group's Kafka Streams 4.4 members send: a
+#: classic group has none, on any release
+BROKERS_CANNOT_SERVE = ("none from the brokers: they serve a topology (KIP-1331, Kafka 4.4 with "
+                        "group.streams.topology.description.plugin.class) only for a streams group, sent by its "
+                        "Kafka Streams 4.4 members, and this group is classic until the restart")
 #: the check names, in the order they are reported (``topology_description`` alone when there is no topology)
 CHECKS = ("topology_source_topics", "topology_repartition_topics", "topology_changelog_topics",
           "topology_co_partitioning")
@@ -361,7 +373,7 @@ def check_topology(topology: Topology | None, application_id: str,
     single check ``topology_description`` says, as a warning: never a silent pass)."""
     if topology is None:
         return (Check(NO_TOPOLOGY, WARN, "not checked: no topology from the controller or the run's "
-                                         "topology_description Param",
+                                         f"topology_description Param, and {BROKERS_CANNOT_SERVE}",
                       "Give the application's Topology#describe() output as the topology_description Param (or "
                       "have its controller report it): without it, missing internal topics and broken "
                       "co-partitioning are found only after the stop, by the broker (the group stays NOT_READY)."),)
@@ -455,5 +467,5 @@ def _co_partitioning(needs: TopologyNeeds, partitions: Mapping[str, int | None])
     return Check("topology_co_partitioning", PASS, evidence)
 
 
-__all__ = ["CHECKS", "INTERNAL_TOPIC", "NO_TOPOLOGY", "Node", "Subtopology", "TopicNeed", "Topology",
-           "TopologyNeeds", "check_topology", "derive_needs", "needed_topics", "parse_topology"]
+__all__ = ["BROKERS_CANNOT_SERVE", "CHECKS", "INTERNAL_TOPIC", "NO_TOPOLOGY", "Node", "Subtopology", "TopicNeed",
+           "Topology", "TopologyNeeds", "check_topology", "derive_needs", "needed_topics", "parse_topology"]

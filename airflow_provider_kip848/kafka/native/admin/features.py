@@ -10,9 +10,16 @@ from confluent_kafka import KafkaError, KafkaException
 from kafka.admin import UpdateFeatureType
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterFeatures, ClusterInfo, FeatureUpdate
+from airflow_provider_kip848.kafka.model import (
+    AdvertisedApis,
+    BrokerVersion,
+    ClusterFeatures,
+    ClusterInfo,
+    FeatureUpdate,
+)
 from airflow_provider_kip848.kafka.native import converters
 from airflow_provider_kip848.kafka.native.admin.base import NativeBase
+from airflow_provider_kip848.kafka.native.api_versions import advertised_apis
 from airflow_provider_kip848.kafka.translate import feature_refusal
 
 
@@ -57,6 +64,11 @@ class NativeFeatures(NativeBase):
             )
             versions.append(converters.broker_version(broker.node_id, response))
         return versions
+
+    def advertised_apis(self) -> tuple[AdvertisedApis, ...]:
+        """What each address of the connection's ``client_bootstrap_servers`` (default: its bootstrap servers)
+        advertises in ApiVersions, asked directly (:mod:`~airflow_provider_kip848.kafka.native.api_versions`)."""
+        return advertised_apis(self.settings)
 
     def describe_features(self) -> ClusterFeatures:
         """Supported ranges and finalized levels of every feature (``kafka-features describe``)."""
