@@ -217,7 +217,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                     f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
                     f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
-        self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
+        self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(),
+                    notes=list(self._notes))
 
     def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> NoReturn:
         timeout_at = started + float(self.timeout) if self.timeout else None

@@ -130,10 +130,28 @@ class KafkaGroupEmptySensor(ControllerAware, KafkaGroupConditionSensor):
                 config = None
             bounds = empty_bounds(hook, self.group_id, config)
         self.log.info("Group %s: %s", self.group_id, bounds.how)
+        self._say_unpairable()
         return GroupCondition("empty", settle_s=0.0 if gone else parse_number(self.settle_seconds,
                                                                                "settle_seconds") or 0.0,
                               allow_absent=parse_flag(self.allow_absent, "allow_absent"), expiry_s=bounds.expiry_s,
                               rejoin_s=bounds.rejoin_s, removal_s=bounds.removal_s)
+
+    def _say_unpairable(self) -> None:
+        """Said from the start (not only once a removal is due): members that cannot be paired with instances are
+        never forced out, and the wait rests on the broker's session timeout alone (only when a removal is asked
+        for at all: ``remove_members_after``)."""
+        if self.remove_members_after is None:
+            return
+        try:
+            status = self._platform_status()
+        except (ControllerError, AirflowFailException, Kip848Error) as exc:
+            self._note(self._notes, f"members not forced out: the platform was not asked ({exc}); they leave when "
+                                    "their session times out")
+            return
+        pairing = members_pairing([], status, earlier=self._before_stop())
+        if not pairing.mappable:
+            self._note(self._notes, f"members not forced out: {pairing.basis}; they leave when their session times "
+                                    "out (a member forced out while its process runs comes back)")
 
     def _platform_status(self) -> ApplicationStatus | None:
         return self._ask(gone_confirmation)

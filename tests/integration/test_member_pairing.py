@@ -25,6 +25,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow_provider_kip848.controllers.registry import resolve_controller
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.operators.application import KafkaApplicationControllerOperator, plan_lines
 from airflow_provider_kip848.sensors.group import KafkaGroupEmptySensor, KafkaGroupMigratedSensor
 from kip848_harness.clients import ConsumerProcess, create_topics, produce
 from kip848_harness.supervised import SupervisedConsumerApp
@@ -134,3 +135,25 @@ def test_a_stand_in_member_does_not_make_migrated_true(app, controllers, bootstr
     finally:
         if stray is not None:
             stray.kill()
+
+
+@pytest.mark.parametrize("by_instance", [pytest.param(True, id="member-identity"),
+                                         pytest.param(False, id="no-identity")])
+def test_the_approval_says_how_members_are_paired_with_instances(by_instance, app, controllers, kafka_conn, unique,
+                                                                 context):
+    """The controller task's result (what the approval shows) says by which identity members will be paired with
+    instances, or, for a controller whose instances carry none, that the instance verdicts rest on the broker's
+    session timeout only and that no member is forced out on the platform's word."""
+    name = controllers.add(unique("pairing"), "command", app.target(by_instance=by_instance))
+    result = KafkaApplicationControllerOperator(task_id="application_controller", controller=name,
+                                                group_protocol="classic").execute(context)
+    lines = plan_lines(result)
+    said = [line for line in lines if line.startswith("members and instances: ")]
+    print(said)
+    if by_instance:
+        assert said == ["members and instances: members are paired with the platform's instances by client.id: a "
+                        "member no instance accounts for is never forced out and fails the Migrated wait, named"]
+    else:
+        assert len(said) == 1 and "members cannot be paired with instances" in said[0], lines
+        assert "carry no group.instance.id, client.id or host address" in said[0], said
+        assert "rest on the broker's session timeout only" in said[0], said
