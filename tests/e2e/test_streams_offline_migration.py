@@ -104,8 +104,8 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
 
     try:
         # supervisorctl stop (SIGTERM): a classic Streams app closes without leaving its group, so its members stay
-        # until the session times out; the platform confirms the instance gone, so the DAG forces the members out
-        # at once. The restart's streams.initial.rebalance.delay.ms is set for the restart and put back after.
+        # until the session times out; the platform confirms the instance gone (no settle window), but a member is
+        # forced out only when paired with a stopped instance, never before its session ran out. The restart's streams.initial.rebalance.delay.ms is set for the restart and put back after.
         killed = conf(kafka, app_id, tmp_path, restart_rebalance_delay_ms=0)
         run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve_and_feed)
         written = feeder.finish()
@@ -122,11 +122,18 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert ("linted: group.protocol=streams (the start (group.protocol it sets)), session.timeout.ms=6000 "
                 "(controller), heartbeat.interval.ms=500 (controller)") in body, body
         results = report["results"]
-        assert results["stopped"]["platform"]["exit_code"] == 0 and results["emptied"]["members_removed"], \
-            "the stopped classic Streams app left members behind and the DAG forced them out"
+        # supervisorctl prints program names only and this entry has no member_identity: the members cannot be
+        # paired with the instances, so none is forced out on the platform's word (it could be a consumer the
+        # platform does not run); the member the stopped classic Streams app left behind expires through the broker
+        # (its 6 s session), said from the wait's start
+        assert results["stopped"]["platform"]["exit_code"] == 0
+        emptied = results["emptied"]
+        assert emptied["members_removed"] == [], "nothing forced out: the members cannot be paired with instances"
+        assert any("members not forced out: its 1 instance(s) carry no group.instance.id, client.id or host "
+                   "address" in n and "session times out" in n for n in emptied["notes"]), emptied["notes"]
         assert f"{sshd.user}@127.0.0.1:{sshd.port}" in results["stopped"]["platform"]["where"]
-        assert results["stopped"]["instances_gone"] and results["emptied"]["condition"]["settle_s"] == 0, \
-            "confirmed gone: forced out at once, no settle wait"
+        assert results["stopped"]["instances_gone"] and emptied["condition"]["settle_s"] == 0, \
+            "confirmed gone: no settle wait once the member expired"
         assert results["restored"]["restored"] == {}, "no committed offset was lost"
         comparison = results["offsets_vs_snapshot"]
         counts = comparison["counts"]
@@ -169,12 +176,9 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
             assert record["task_id"] == "set_group_configs"
         delays = [(r["task_id"], r["before"], r["after"]) for r in records if r["target"] == delay]
         assert delays == [("set_group_configs", None, "0"), ("restore_rebalance_delay", "0", None)]
-        [removal] = [r for r in records if r["kind"] == "members"]
-        assert removal["target"] == app_id and removal["task_id"] == "wait_empty"
-        assert sorted(removal["before"]["members"]) == sorted(results["emptied"]["members_removed"])
-        assert removal["after"] == {"members": []}
+        assert not [r for r in records if r["kind"] == "members"], "no member forced out: no removal audited"
         assert not [r for r in records if r["kind"] == "offsets"], "no offsets restore was needed: none audited"
-        assert len(records) == len(dynamic) + 1 + 2
+        assert len(records) == len(dynamic) + 2
         cluster_id = admin.describe_cluster().cluster_id
         for record in records:
             assert record["plan_hash"] == report["plan"]["hash"] and record["run_id"] == report["run_id"]
