@@ -44,13 +44,18 @@ from airflow_provider_kip848.sensors.group_condition import (
     KafkaGroupConditionSensor,
     default_deferrable,
 )
-from airflow_provider_kip848.sensors.group_empty import EMPTY_SETTLE_SECONDS, KafkaGroupEmptySensor, group_seen_by
+from airflow_provider_kip848.sensors.group_empty import (
+    EMPTY_SETTLE_SECONDS,
+    KafkaGroupEmptySensor,
+    group_seen_by,
+    stop_result_of,
+)
 from airflow_provider_kip848.sensors.platform import ControllerAware
 
 __all__ = ["KafkaGroupConditionSensor", "GroupWaitResult", "default_deferrable", "KafkaGroupStateSensor",
            "KafkaGroupTypeSensor", "KafkaGroupMigratedSensor", "KafkaGroupLagSensor", "KafkaGroupEmptySensor",
            "EMPTY_SETTLE_SECONDS",
-           "group_seen_by", "INSTANCE_CHECK_SECONDS", "COORDINATOR_UNAVAILABLE_MINUTES"]
+           "group_seen_by", "stop_result_of", "INSTANCE_CHECK_SECONDS", "COORDINATOR_UNAVAILABLE_MINUTES"]
 
 
 class KafkaGroupStateSensor(KafkaGroupConditionSensor):

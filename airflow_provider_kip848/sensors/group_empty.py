@@ -32,7 +32,7 @@ from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitS
 from airflow_provider_kip848.sensors.group_condition import KafkaGroupConditionSensor
 from airflow_provider_kip848.sensors.platform import ControllerAware
 
-__all__ = ["EMPTY_SETTLE_SECONDS", "KafkaGroupEmptySensor", "group_seen_by"]
+__all__ = ["EMPTY_SETTLE_SECONDS", "KafkaGroupEmptySensor", "group_seen_by", "stop_result_of"]
 
 
 def group_seen_by(snapshot_task_id: str) -> str:
@@ -40,6 +40,14 @@ def group_seen_by(snapshot_task_id: str) -> str:
     wait: the snapshot task taken before the stop described it (a snapshot of an id the cluster does not know
     fails). Gone after that, it was deleted by the coordinator (Empty, without committed offsets): empty."""
     return f"{{{{ (ti.xcom_pull(task_ids='{snapshot_task_id}') or {{}}).get('group_id') is not none }}}}"
+
+
+def stop_result_of(stop_task_id: str) -> str:
+    """The template handing a :class:`KafkaGroupEmptySensor` (``stop_result``) the stop task's result: its
+    ``before`` (the platform's status right before the stop) names the instances a platform no longer lists once
+    stopped (a deleted pod, a removed unit), so the members they left behind can still be paired with them. A stop
+    task that did not run gives None: nothing is paired with an instance gone then."""
+    return f"{{{{ ti.xcom_pull(task_ids='{stop_task_id}') or none }}}}"
 
 
 #: Default settle window of an Empty wait: twice the longest default heartbeat interval (classic
