@@ -13,10 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError
-from airflow_provider_kip848.controllers.pairing import removable
+from airflow_provider_kip848.controllers.pairing import facts, member_name, removable
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import (
     empty_bounds,
@@ -29,8 +29,9 @@ from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number
 from airflow_provider_kip848.kafka.errors import Kip848Error
 from airflow_provider_kip848.kafka.rules.conditions import GroupCondition, WaitState
-from airflow_provider_kip848.sensors.group_condition import KafkaGroupConditionSensor
+from airflow_provider_kip848.sensors.group_condition import GroupWaitResult, KafkaGroupConditionSensor
 from airflow_provider_kip848.sensors.platform import ControllerAware
+from airflow_provider_kip848.triggers.group import GroupConditionEvent
 
 __all__ = ["EMPTY_SETTLE_SECONDS", "KafkaGroupEmptySensor", "group_seen_by", "stop_result_of"]
 
@@ -184,7 +185,10 @@ class KafkaGroupEmptySensor(ControllerAware, KafkaGroupConditionSensor):
         pairing = members_pairing(members, status, earlier=self._before_stop())
         since = {mid: float(r["since"]) for mid, r in (wait.listed if wait is not None else {}).items()}
         if not pairing.mappable:
-            if members:
+            if members:  # none of them is accounted for by the platform: named in every later summary
+                self.condition = replace(self.condition, unaccounted=tuple(
+                    {**facts(m), "why": f"members cannot be paired with instances: {pairing.basis}"}
+                    for m in members))
                 self._note(notes, f"members not forced out: {pairing.basis}; they leave when their session times "
                                   "out (a member forced out while its process runs comes back)")
             return []
@@ -223,6 +227,32 @@ class KafkaGroupEmptySensor(ControllerAware, KafkaGroupConditionSensor):
                   f"({u.why})" for u in pairing.unaccounted]
         running = status.summary()
         return (f" The platform ({status.source}): " + ("; ".join(named) + "; " if named else "") + running + ".")
+
+    def execute(self, context: Context) -> GroupWaitResult:
+        try:
+            return super().execute(context)
+        except AirflowSensorTimeout as exc:
+            raise AirflowSensorTimeout(f"{exc}{self._still_listed()}") from exc
+
+    def execute_complete(self, context: Context, event: GroupConditionEvent | None = None,
+                         **kwargs: object) -> GroupWaitResult:
+        try:
+            return super().execute_complete(context, event, **kwargs)
+        except AirflowSensorTimeout as exc:
+            raise AirflowSensorTimeout(f"{exc}{self._still_listed()}") from exc
+
+    def _still_listed(self) -> str:
+        """The members the group still lists when the wait times out, each named (client id, host, member id)
+        and, when the platform can tell, which instance it is or that no instance accounts for it: a timeout
+        never ends with a bare count."""
+        try:
+            with KafkaGroupAdminHook(self.kafka_conn_id) as hook:
+                members = group_members(hook, self.group_id)
+        except Exception as exc:  # noqa: BLE001 - the timeout is reported anyway; this only adds names
+            return f" (the members still listed could not be read: {exc})"
+        if not members:
+            return ""
+        return f" Still listed: {'; '.join(member_name(m) for m in members)}.{self._who(members)}"
 
     def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
         status = self._platform_status()

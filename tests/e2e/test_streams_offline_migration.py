@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -316,4 +317,65 @@ def test_a_streams_application_that_does_not_come_up_is_restarted_on_classic(air
         assert count_of(kafka.bootstrap_servers, word, 3) == 3
     finally:
         controller.stop()
+        admin.close()
+
+
+def test_a_rogue_classic_instance_outside_the_platform_keeps_the_group_from_empty(
+        airflow_db, kafka, kafka_conn, unique, tmp_path, controllers, supervisor, run_files, capfd):
+    """WordCountDemo under a real supervisord, its ``command`` controller pairing the program with its member by
+    client.id (``member_identity``), and a second WordCountDemo of the same application id started by hand outside
+    the platform (a rogue: a debugging copy, another deployment). The run stops the platform's instance and the
+    platform confirms it gone, but the rogue still heartbeats: its member is no instance of the platform, so it is
+    never forced out on the platform's word, the Empty wait does not meet, and the run fails in wait_empty naming
+    the rogue's member. Nothing is started on streams; the rogue is still a member of the classic group.
+    (Before issue 46 the wait forced the rogue out on the stop's word and met Empty within a second.)"""
+    app_id, word = unique("wc-rogue"), f"r{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    session = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers, supervisor=supervisor,
+                                   properties={**session, "client.id": f"{app_id}-platform"})
+    # the platform's one program (the status names it "<app>") runs with client.id <app>-platform
+    target = controller.target()
+    target["member_identity"] = {"match": rf"^(?P<app>{re.escape(app_id)})$", "client_id": "{app}-platform"}
+    controllers.add(app_id, "command", target, description="WordCountDemo under supervisord, paired by client.id")
+    rogue = kafka.start_wordcount(app_id, group_protocol="classic", properties=session)
+    try:
+        def both_in() -> bool:
+            desc = admin.describe_group(app_id)
+            clients = [m.client_id for m in desc.members]
+            return (desc.state == "Stable" and len(clients) == 2
+                    and sum(c.startswith(f"{app_id}-platform-") for c in clients) == 1)
+
+        wait_until(both_in, timeout=120, what="the platform's instance and the rogue both members, Stable")
+        [stray] = [m for m in admin.describe_group(app_id).members
+                   if not m.client_id.startswith(f"{app_id}-platform-")]
+        capfd.readouterr()
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, empty_timeout_minutes=0.75,
+                                            validate_with_spark=False), decide=approve)
+        out, err = capfd.readouterr()
+        logs = out + err
+        (tmp_path / "run.log").write_text(logs)  # the whole run's log, for a failure's diagnosis
+        assert state(run) == "failed" and "wait_empty" in report["failed_tasks"], report
+        results = report["results"]
+        assert results["stopped"]["instances_gone"] is True, "the platform confirmed its instance stopped"
+        assert results["started"] is None, "nothing was started on streams"
+        # the approval said how members pair with the instances
+        assert "members are paired with the platform's instances by client.id" in answers[0]["body"], answers
+        # the wait named the rogue's member as no instance of the platform, left it to the broker, and its timeout
+        # names it (not a bare count)
+        [failure] = [line for line in logs.splitlines() if "AirflowSensorTimeout: Group" in line][-1:]
+        assert "not forced out, waiting for the broker to expire them" in failure, failure
+        assert f"{stray.client_id} on " in failure and stray.member_id in failure, failure
+        assert "no instance of the platform carries its client.id" in failure, failure
+        assert f"Still listed: {stray.client_id}" in failure and "is no instance of the platform" in failure, failure
+        removals = [r for r in changes(read_audit(str(run_files.audit))) if r["kind"] == "members"]
+        assert removals == [], "nobody forced out: no removal in the audit trail"
+        still = {m.member_id: m.client_id for m in admin.describe_group(app_id).members}
+        assert still == {stray.member_id: stray.client_id}, "the rogue was never forced out: still its member"
+        assert admin.describe_group(app_id).type is GroupType.CLASSIC
+        assert controller.pids() == {}, "the platform's instance stays stopped"
+    finally:
+        rogue.stop()
+        controller.remove()
         admin.close()
