@@ -129,6 +129,7 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupMigratedSensor,
     KafkaGroupStateSensor,
     group_seen_by,
+    stop_result_of,
 )
 
 DAG_ID = "kip1071_streams_offline_migration"
@@ -297,6 +298,7 @@ def kip1071_streams_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
+                                       stop_result=stop_result_of("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
@@ -366,6 +368,7 @@ def kip1071_streams_offline_migration():
         task_id="fallback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         instances_gone=instances_gone("fallback_stop"),
+        stop_result=stop_result_of("fallback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
 
@@ -497,8 +500,9 @@ def build_plan(params: dict, checks: list | None = None, configs: dict | None = 
     plan = Plan(
         title=f"KIP-1071 offline migration of {group}",
         steps=("set the group configs", "stop every instance",
-               ("wait for Empty (members left behind forced out once the platform confirms every instance "
-                "gone; without that confirmation never: they leave when their session times out)")
+               ("wait for Empty (a member left behind is forced out only when it is paired with an instance the "
+                "platform shows stopped or gone, once its session ran out; a member no instance accounts for "
+                "never: it leaves when its session times out, or the wait fails naming it)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", "start with group.protocol=streams",

@@ -93,6 +93,7 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
     group_seen_by,
+    stop_result_of,
 )
 
 DAG_ID = "kip1071_streams_rollback_to_classic"
@@ -197,6 +198,7 @@ def kip1071_streams_rollback_to_classic():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
+                                       stop_result=stop_result_of("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
@@ -238,6 +240,7 @@ def kip1071_streams_rollback_to_classic():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         instances_gone=instances_gone("rollback_stop"),
+        stop_result=stop_result_of("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     rollback_start = KafkaApplicationStartOperator(task_id="rollback_start", kafka_conn_id=CONN, group_id=GROUP,

@@ -113,6 +113,7 @@ from airflow_provider_kip848.sensors.group import (
     KafkaGroupLagSensor,
     KafkaGroupMigratedSensor,
     group_seen_by,
+    stop_result_of,
 )
 
 DAG_ID = "kip848_consumer_offline_migration"
@@ -245,6 +246,7 @@ def kip848_consumer_offline_migration():
                                        poll_interval=POLL, remove_members_after="{{ params.remove_members_after }}",
                                        settle_seconds="{{ params.empty_settle_seconds }}",
                                        instances_gone=instances_gone("stop_application"),
+                                       stop_result=stop_result_of("stop_application"),
                                        timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
     restore = KafkaRestoreGroupOffsetsOperator(task_id="restore_lost_offsets", kafka_conn_id=CONN, group_id=GROUP,
@@ -281,6 +283,7 @@ def kip848_consumer_offline_migration():
         task_id="rollback_wait_empty", kafka_conn_id=CONN, group_id=GROUP, poll_interval=POLL,
         remove_members_after="{{ params.remove_members_after }}", settle_seconds="{{ params.empty_settle_seconds }}",
         instances_gone=instances_gone("rollback_stop"),
+        stop_result=stop_result_of("rollback_stop"),
         timeout_minutes="{{ params.empty_timeout_minutes }}", allow_absent=SEEN,
         **CONTROLLER)
 
@@ -377,8 +380,9 @@ def build_plan(params: dict, lint_result: dict | None = None, checks: list | Non
         title=f"Offline move of {group} to the {target} protocol",
         steps=(*(["set the group configs carried over"] if carried["set"] else []),
                "stop every instance (through the controller, until the platform shows none)",
-               ("wait for Empty (members left behind forced out at once once the platform confirms every "
-                "instance gone; without that confirmation never: they leave when their session times out)")
+               ("wait for Empty (a member left behind is forced out only when it is paired with an instance the "
+                "platform shows stopped or gone, once its session ran out; a member no instance accounts for "
+                "never: it leaves when its session times out, or the wait fails naming it)")
                if params.get("remove_members_after") is not None
                else "wait for Empty (members left behind leave when their session times out)",
                "restore any lost committed offset from the snapshot", f"start with group.protocol={target}",

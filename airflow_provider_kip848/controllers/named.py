@@ -148,8 +148,14 @@ class NamedController:
 
     def stop(  # Any: the platform's answer, JSON of several shapes
             self, *, confirm_seconds: float = STOP_CONFIRM_SECONDS, poll_seconds: float = 0.5) -> dict[str, Any]:
-        """Stop every instance, then wait until the platform shows none (see the module docstring)."""
+        """Stop every instance, then wait until the platform shows none (see the module docstring). The result
+        also holds the status right before the stop (``before``): the instances a member left behind may be paired
+        with once a platform no longer lists them (a deleted pod)."""
         started = time.monotonic()
+        try:
+            before = self.status().to_dict()
+        except ControllerError as exc:  # what ran before the stop is a help, not a condition of it
+            before = ApplicationStatus.unknown(f"not read before the stop: {exc.what}").to_dict()
         done = self._call("stop", lambda: dict(self.controller.stop()))
         try:
             status = self.status()
@@ -167,7 +173,7 @@ class NamedController:
                 controller=self.name, step="stop", retriable=True,
                 remedy="Stop those instances (or find why they do not stop), then rerun the task.")
         return {"controller": self.name, "kind": self.kind, "action": "stop", "platform": done,
-                "status": status.to_dict(), "instances_gone": status.gone,
+                "status": status.to_dict(), "before": before, "instances_gone": status.gone,
                 "confirm_s": round(time.monotonic() - started, 3)}
 
     def start(  # Any: the platform's answer, JSON of several shapes

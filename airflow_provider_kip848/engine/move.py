@@ -11,7 +11,8 @@ stop/start/roll, the sensors' conditions and instance verdicts). It never waits 
   by one :class:`~airflow_provider_kip848.triggers.move.KafkaMoveTrigger`: the task defers once per
   stage, not once per condition and group. A stage is looked at once in the worker first: conditions that
   already hold are not deferred (an Empty group whose instances the platform confirmed gone, after the
-  members left behind were forced out at once; a lag already drained);
+  members left behind were forced out at once: only those paired with a stopped or gone instance,
+  :mod:`~airflow_provider_kip848.controllers.pairing`; a lag already drained);
 * the platform's word (the controller) is asked in the worker when a stage ends: Empty needs no instance
   running; migrated needs every instance of the start running, ready and not restarted since.
 
@@ -45,6 +46,7 @@ from airflow_provider_kip848.changecontrol.audit_trail import TaskAudit
 from airflow_provider_kip848.changecontrol.downtime import downtime_summary
 from airflow_provider_kip848.changecontrol.runpaths import path_segment
 from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController
+from airflow_provider_kip848.controllers.pairing import removable
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.engine.lock import holder_run_ended, lock_holder
@@ -66,7 +68,13 @@ from airflow_provider_kip848.fleet.results import (
 )
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.audit import complete_earlier_tries, task_audit
-from airflow_provider_kip848.hooks.instances import instances_verdict, liveness_window, named_controller
+from airflow_provider_kip848.hooks.instances import (
+    group_members,
+    instances_verdict,
+    liveness_window,
+    members_pairing,
+    named_controller,
+)
 from airflow_provider_kip848.hooks.members import force_out_members
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import require_group_id
@@ -521,26 +529,48 @@ class ApplicationMove:
         return "; ".join(out)
 
     def _force_out_listed(self, state: MoveState) -> dict[str, list[dict[str, Any]]]:
-        """The platform confirmed every instance gone: the members its groups still list are left behind
-        (a Streams instance that closed without leaving, a crashed one); forced out now, audited."""
+        """The platform confirmed every instance gone: the members its groups still list that are paired with a
+        stopped or gone instance were left behind (a Streams instance that closed without leaving, a crashed
+        one); forced out now, audited. The others are left to the broker (:meth:`_paired_removal`)."""
         removed: dict[str, list[dict[str, Any]]] = {}
-        with self._admin() as hook:
-            listed = {}
-            for g in self.unit.group_ids:
-                try:
-                    listed[g] = len(hook.describe_group(g).members)
-                except GroupNotFound:
-                    listed[g] = 0
-        for g, count in listed.items():
-            if count:
+        with self._controller() as controller:
+            status = controller.status()
+        for g in self.unit.group_ids:
+            chosen = self._paired_removal(state, g, status)
+            if chosen:
                 removed[g] = force_out_members(self.context, self.task_id, self.settings.kafka_conn_id, g,
-                                               self.settings.audit_log, 0, state.notes, self.log)
+                                               self.settings.audit_log, 0, state.notes, self.log, member_ids=chosen,
+                                               why="their instances stopped or gone, as the platform says")
                 state.removed += removed[g]
         return removed
 
+    def _paired_removal(self, state: MoveState, group_id: str, status: ApplicationStatus) -> list[str]:
+        """The members of ``group_id`` that may be forced out on the platform's word: those the pairing
+        (:mod:`~airflow_provider_kip848.controllers.pairing`, with the status before the stop for instances
+        gone since) matches with an instance ``status`` shows stopped or gone. The others are named in the
+        notes and left to the broker's session timeout: never forced out on the platform's word."""
+        with self._admin() as hook:
+            members = group_members(hook, group_id)
+        if not members:
+            return []
+        pairing = members_pairing(members, status, earlier=state.before)
+        if not pairing.mappable:
+            note = (f"{group_id}: members not forced out: {pairing.basis}; they leave when their session times "
+                    "out")
+        elif pairing.unaccounted:
+            note = (f"{group_id}: {pairing.describe()}; only the members of stopped or gone instances are forced "
+                    "out, the others are left to the broker")
+        else:
+            note = ""
+        if note and note not in state.notes:
+            self.log.warning("%s", note)
+            state.notes.append(note)
+        return [str(m["member_id"]) for m in removable(pairing)]
+
     def _remove_due(self, state: MoveState, entries: list[dict[str, Any]]) -> None:
-        """``remove_members_after`` passed while a group waits for Empty: force its members out when the
-        platform now confirms every instance gone; never while it shows one running."""
+        """``remove_members_after`` passed while a group waits for Empty: force out the members paired with a
+        stopped or gone instance when the platform now confirms every instance gone; never while it shows one
+        running, never a member no instance accounts for."""
         with self._controller() as controller:
             status = controller.status()
         if status.gone is False:
@@ -549,10 +579,12 @@ class ApplicationMove:
             spec = pending_condition(entry)
             if spec is None or spec["condition"]["kind"] != "empty":
                 continue
-            if status.gone is True:
+            if status.gone is True:  # only the members paired with a stopped or gone instance
                 removed = force_out_members(self.context, self.task_id, self.settings.kafka_conn_id,
                                             entry["group_id"], self.settings.audit_log,
-                                            self.settings.remove_members_after, state.notes, self.log)
+                                            self.settings.remove_members_after, state.notes, self.log,
+                                            member_ids=self._paired_removal(state, entry["group_id"], status),
+                                            why="their instances stopped or gone, as the platform says")
                 state.removed += removed
                 entry["wait"] = {**entry.get("wait", {}), "removed": list(entry.get("wait", {}).get("removed")
                                                                           or []) + removed}
@@ -600,7 +632,7 @@ class ApplicationMove:
         if step is Step.STOP:
             with self._controller() as controller:
                 stopped = controller.stop()
-            state.gone = stopped["instances_gone"]
+            state.gone, state.before = stopped["instances_gone"], stopped.get("before")
             return f"stopped: {stopped['status']['summary']} (instances gone: {stopped['instances_gone']})"
         if step is Step.ROLL:
             limits = RollLimits(first_instance_s=60 * self.settings.first_instance_timeout_minutes,

@@ -117,7 +117,9 @@ class MoveState:
     ``wait_started``: when the current stage began. ``removed``: members forced out. ``attempts``: how many
     times a task process took the move up (more than 1: it was resumed from its record). ``deferrals``: how many
     times the move deferred to the triggerer (each costs a task round trip when it resumes).
-    ``result``: the :class:`~airflow_provider_kip848.fleet.results.ApplicationResult` once finished.
+    ``result``: the :class:`~airflow_provider_kip848.fleet.results.ApplicationResult` once finished. ``before``:
+    the platform's status right before the stop (a member an instance left behind is paired with it once the
+    platform no longer lists that instance: a deleted pod).
     """
 
     app: str
@@ -128,6 +130,7 @@ class MoveState:
     steps: list[StepRecord] = field(default_factory=list)
     gone: bool | None = None
     baseline: dict[str, Any] | None = None  # Any: JSON of several shapes
+    before: dict[str, Any] | None = None  # Any: JSON of several shapes
     liveness: dict[str, float] = field(default_factory=dict)
     waits: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     wait_started: float | None = None
@@ -182,7 +185,8 @@ class MoveState:
     def to_dict(self) -> dict[str, object]:
         return {"app": self.app, "kind": self.kind, "path": self.path, "started_at": self.started_at,
                 "position": self.position, "steps": [s.to_dict() for s in self.steps], "gone": self.gone,
-                "baseline": self.baseline, "liveness": dict(self.liveness), "waits": dict(self.waits),
+                "baseline": self.baseline, "before": self.before, "liveness": dict(self.liveness),
+                "waits": dict(self.waits),
                 "wait_started": self.wait_started, "removed": list(self.removed), "notes": list(self.notes),
                 "attempts": self.attempts, "deferrals": self.deferrals, "result": self.result}
 
@@ -204,9 +208,11 @@ class MoveState:
                           ("waits", Mapping)):
             if data.get(key) is not None and not isinstance(data.get(key), kind):
                 raise InvalidArgument(f"move state: {key!r} has the wrong shape, got {data.get(key)!r}")
-        baseline, result = data.get("baseline"), data.get("result")
+        baseline, result, before = data.get("baseline"), data.get("result"), data.get("before")
         if baseline is not None and not isinstance(baseline, Mapping):
             raise InvalidArgument("move state: baseline must be an object or null")
+        if before is not None and not isinstance(before, Mapping):
+            raise InvalidArgument("move state: before must be an object or null")
         if result is not None and not isinstance(result, Mapping):
             raise InvalidArgument("move state: result must be an object or null")
         attempts, deferrals = data.get("attempts", 1), data.get("deferrals", 0)
@@ -218,6 +224,7 @@ class MoveState:
                    started_at=float(_float(data, "started_at", optional=False) or 0.0), position=position,
                    steps=[StepRecord.from_dict(s) for s in data.get("steps") or []], gone=gone,
                    baseline=dict(baseline) if baseline is not None else None,
+                   before=dict(before) if before is not None else None,
                    liveness={str(k): float(v) for k, v in (data.get("liveness") or {}).items()},
                    waits={str(k): dict(v) for k, v in (data.get("waits") or {}).items()},
                    wait_started=_float(data, "wait_started"), removed=list(data.get("removed") or []),

@@ -5,7 +5,10 @@ expire (Kafka Streams closes without leaving its group, a crashed instance
 never leaves). The Empty waits of the sensors and of the fleet's application
 moves force them out after a while with LeaveGroup, as ``kafka-consumer-groups
 --delete-members`` would, and record the removal in the audit trail like any
-other change to the cluster.
+other change to the cluster. They name the members to remove (``member_ids``):
+only those the pairing (:mod:`~airflow_provider_kip848.controllers.pairing`)
+matched with an instance the platform shows stopped or gone; a member no
+instance accounts for is never forced out on the platform's word.
 
 A static member on the consumer protocol whose instance crashed (or was killed)
 holds its ``group.instance.id`` until its session expires: its successor is
@@ -17,6 +20,7 @@ coordinator alone cannot tell a dead member from a live one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -61,9 +65,15 @@ def removed_before(intents: Iterable[Mapping[str, Any]],  # Any: audit records (
 
 def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_id: str, audit_log: str | None,
                       after_s: float | str | None, notes: list[str],
-                      log: TaskLog) -> list[dict[str, Any]]:  # Any: each removal as audited, JSON
+                      log: TaskLog, *, member_ids: Sequence[str] | None = None,
+                      why: str = "") -> list[dict[str, Any]]:  # Any: each removal as audited, JSON
     """Force out the members left behind in a group that should be empty (audited); returns who was removed
-    (client id, host ...). A streams group rejects LeaveGroup: nobody is removed and ``notes`` says why."""
+    (client id, host ..., and ``at``: when, epoch s). ``member_ids``: only these (the ones whose instance the
+    platform shows stopped or gone; an id no longer listed is skipped, an empty list removes nobody); None: every
+    member (a caller that decided for all of them). A streams group rejects LeaveGroup: nobody is removed and
+    ``notes`` says why."""
+    if member_ids is not None and not member_ids:
+        return []
     with KafkaGroupAdminHook(kafka_conn_id) as hook:
         desc = hook.describe_group(group_id)
         if isinstance(desc, StreamsGroupDescription):
@@ -73,10 +83,16 @@ def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_
             log.warning("Group %s is a %s", group_id, note)
             notes.append(note)
             return []
+        listed = {m.member_id for m in desc.members}
+        chosen = None if member_ids is None else sorted(set(member_ids) & listed)
+        if chosen is not None and not chosen:  # they left on their own meanwhile
+            return []
+        selection: dict[str, Any] = {"all_members": True} if chosen is None else {"member_ids": chosen}
         trail = task_audit(context, task_id, hook, audit_log, log=log)
         with trail.guard():  # a change to the cluster: audited like any operator's, the intent first
-            removal = hook.remove_members(group_id, all_members=True, missing_ok=True,
-                                          reason=f"airflow task {task_id}: remove_members_after expired",
+            removal = hook.remove_members(group_id, **selection, missing_ok=True,
+                                          reason=(f"airflow task {task_id}: {why or 'remove_members_after expired'}"
+                                                  )[:200],
                                           before_send=lambda targets, d: trail.intend([removal_intent(group_id,
                                                                                                       targets, d)]))
             if removal.removed:
@@ -89,8 +105,9 @@ def force_out_members(context: Context, task_id: str, kafka_conn_id: str, group_
         raise AirflowFailException(f"Could not force {removal.failed} out of group {group_id}.")
     log.warning("Group %s still had members after %s s: removed %s", group_id, after_s,
                 ", ".join(removal.removed) or "nobody")
-    removed = set(removal.removed)
-    return [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "instance_id": m.instance_id}
+    removed, at = set(removal.removed), time.time()
+    return [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "instance_id": m.instance_id,
+             "protocol": m.protocol.value, "at": at}
             for m in desc.members if (m.instance_id or m.member_id) in removed]
 
 

@@ -43,6 +43,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from airflow_provider_kip848.changecontrol.report import task_states
 from airflow_provider_kip848.controllers import GROUP_PROTOCOLS, ControllerError, NamedController
 from airflow_provider_kip848.controllers.named import STOP_CONFIRM_SECONDS
+from airflow_provider_kip848.controllers.pairing import pairing_basis
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -146,7 +147,7 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         finally:
             named.close()
         self.log.info("Controller %s: %s", named.label, status.summary())
-        return {"controller": plan, "status": status.to_dict(),
+        return {"controller": plan, "status": status.to_dict(), "pairing": pairing_basis(status),
                 "config": config.to_dict() if config is not None else None,
                 "source_config": source.to_dict() if source is not None else None,
                 "topology": {"description": topology, "source": f"controller {named.name!r}"} if topology else None}
@@ -364,6 +365,8 @@ def plan_lines(controller_result: Mapping[str, Any] | None) -> list[str]:  # Any
             lines.append(f"controller {step} (way back): `{action}`")
     status = controller_result.get("status") or {}
     lines.append(f"instances now (the platform): {status.get('summary', 'unknown')}")
+    if controller_result.get("pairing"):  # how the waits tell members from instances (issue 46)
+        lines.append(f"members and instances: {controller_result['pairing']}")
     return lines
 
 

@@ -7,20 +7,20 @@ result type, so a DAG imports every group sensor from one place).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_kip848.controllers import ApplicationStatus, ControllerError, NamedController, member_instance
+from airflow_provider_kip848.controllers import ApplicationStatus, NamedController
+from airflow_provider_kip848.controllers.pairing import PairingVerdict, migrated_pairing
 from airflow_provider_kip848.engine.offsets import load_snapshot
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.instances import (
-    gone_confirmation,
+    InstancesVerdict,
     instances_verdict,
     liveness_window,
-    named_controller,
-    task_error,
+    members_pairing,
 )
 from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
 from airflow_provider_kip848.kafka.arguments import is_template, parse_flag, parse_number
@@ -43,13 +43,18 @@ from airflow_provider_kip848.sensors.group_condition import (
     KafkaGroupConditionSensor,
     default_deferrable,
 )
+from airflow_provider_kip848.sensors.group_empty import (
+    EMPTY_SETTLE_SECONDS,
+    KafkaGroupEmptySensor,
+    group_seen_by,
+    stop_result_of,
+)
+from airflow_provider_kip848.sensors.platform import ControllerAware
 
 __all__ = ["KafkaGroupConditionSensor", "GroupWaitResult", "default_deferrable", "KafkaGroupStateSensor",
            "KafkaGroupTypeSensor", "KafkaGroupMigratedSensor", "KafkaGroupLagSensor", "KafkaGroupEmptySensor",
            "EMPTY_SETTLE_SECONDS",
-           "group_seen_by", "INSTANCE_CHECK_SECONDS", "COORDINATOR_UNAVAILABLE_MINUTES"]
-
-T = TypeVar("T")
+           "group_seen_by", "stop_result_of", "INSTANCE_CHECK_SECONDS", "COORDINATOR_UNAVAILABLE_MINUTES"]
 
 
 class KafkaGroupStateSensor(KafkaGroupConditionSensor):
@@ -79,37 +84,7 @@ class KafkaGroupTypeSensor(KafkaGroupConditionSensor):
             raise AirflowFailException(str(exc)) from exc
 
 
-class _ControllerAware:
-    """A wait that takes the application's controller (a registry name and a run's arguments) for the
-    platform's word on its instances."""
-
-    controller: str | None
-    controller_args: dict[str, object] | str | None
-
-    def _named(self) -> NamedController | None:
-        try:
-            return named_controller(self.controller, self.controller_args)
-        except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
-            raise AirflowFailException(str(exc)) from exc
-
-    def _baseline(self) -> dict[str, object] | None:
-        baseline = getattr(self, "baseline", None)
-        return baseline if isinstance(baseline, dict) else None
-
-    def _ask(self, question: Callable[[NamedController | None], T]) -> T:
-        """``question`` asked of the named controller (None when the wait names none), which is closed after; a
-        controller's failure fails the task with its retriable flag."""
-        named = self._named()
-        try:
-            return question(named)
-        except ControllerError as exc:
-            raise task_error(exc) from exc
-        finally:
-            if named is not None:
-                named.close()
-
-
-class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
+class KafkaGroupMigratedSensor(ControllerAware, KafkaGroupConditionSensor):
     """Wait until the group is ``group_type``, has ``expected_members`` live members, none of them on the other
     protocol, each *proven* alive, and (with a controller) every expected instance running on the platform.
 
@@ -136,16 +111,26 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
         as ran right after the start (``baseline``), else ``expected_members``.
     :param liveness: require each member proven alive (templated flag; default true).
     :param liveness_seconds: the liveness window; None: derived from the group's session timeout.
+    :param allow_foreign_members: a live member no instance of the platform accounts for is allowed (templated
+        flag; default false: such a member fails the wait, named). Members are paired with instances
+        (:mod:`~airflow_provider_kip848.controllers.pairing`): every running instance must be paired with a live
+        member on the target protocol, so a stand-in (another deployment's consumer, a debugging one) never
+        counts for an instance that did not join. A controller that cannot pair them leaves it to the broker.
     """
 
     template_fields = (*KafkaGroupConditionSensor.template_fields, "group_type", "expected_members", "controller",
-                       "controller_args", "baseline", "liveness", "liveness_seconds", "expected_instances")
+                       "controller_args", "baseline", "liveness", "liveness_seconds", "expected_instances",
+                       "allow_foreign_members")
 
     def __init__(self, *, group_type: str = "consumer", expected_members: int | str = 1,
                  controller: str | None = None, controller_args: dict[str, object] | str | None = None,
                  baseline: dict[str, object] | str | None = None, liveness: bool | str = True,
                  liveness_seconds: float | str | None = None, expected_instances: int | str | None = None,
+                 allow_foreign_members: bool | str = False,
                  **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
+        if not is_template(allow_foreign_members):
+            parse_flag(allow_foreign_members, "allow_foreign_members")
+        self.allow_foreign_members = allow_foreign_members
         self.group_type = group_type
         self.expected_members, self.expected_instances = expected_members, expected_instances
         self.controller, self.controller_args, self.baseline = controller, controller_args, baseline
@@ -199,21 +184,51 @@ class KafkaGroupMigratedSensor(_ControllerAware, KafkaGroupConditionSensor):
                 "until its session times out; its partitions are not consumed.")
 
     def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
+        """The platform's word once the coordinator's side holds: every expected instance up and not restarted
+        (:func:`~airflow_provider_kip848.hooks.instances.instances_verdict`), and each paired with a live member on
+        the target protocol, no member unaccounted for (:func:`~airflow_provider_kip848.controllers.pairing.
+        migrated_pairing`); both asked of one status. The pairing goes in the result's detail."""
         baseline = self.baseline if isinstance(self.baseline, dict) else None
-        verdict = self._ask(lambda named: instances_verdict(named, expected=self._instances(baseline),
-                                                            baseline=baseline))
+        try:
+            allow = parse_flag(self.allow_foreign_members, "allow_foreign_members")
+        except Kip848Error as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+        def ask(named: NamedController | None) -> tuple[InstancesVerdict, PairingVerdict | None]:
+            status = named.status() if named is not None else None
+            verdict = instances_verdict(named, expected=self._instances(baseline), baseline=baseline, status=status)
+            if named is None or status is None:
+                return verdict, None
+            listed = detail.get("members")
+            members = [m for m in listed if isinstance(m, dict)] if isinstance(listed, list) else []
+            since = {mid: float(r["since"]) for mid, r in wait.members.items()}
+            return verdict, migrated_pairing(members_pairing(members, status), protocol=str(self.group_type),
+                                             allow_foreign=allow, since=since)
+
+        verdict, paired = self._ask(ask)
         if verdict.outcome == "failed":
             raise AirflowFailException(f"Group {self.group_id} looks migrated to the coordinator, but the platform "
                                        f"says otherwise: {verdict.message}. A crashed member stays listed until its "
                                        "session times out; its partitions are not consumed.")
+        if paired is not None:
+            detail["pairing"] = paired.pairing.to_dict()
+            if paired.outcome == "failed":
+                raise AirflowFailException(
+                    f"Group {self.group_id} looks migrated to the coordinator, but its members are not the "
+                    f"application's instances: {paired.message} A member the platform does not run (another "
+                    "deployment, a consumer started by hand) stands in for an instance in the count; stop it, or "
+                    "rerun with allow_foreign_members when it belongs in the group.")
         if verdict.outcome == "pending":
             return verdict.message
-        if verdict.message not in notes:
-            notes.append(verdict.message)
+        if paired is not None and paired.outcome == "pending":
+            return f"not every instance has its member: {paired.message}"
+        for note in (verdict.message, paired.message if paired is not None else None):
+            if note and note not in notes:
+                notes.append(note)
         return None
 
 
-class KafkaGroupLagSensor(_ControllerAware, KafkaGroupConditionSensor):
+class KafkaGroupLagSensor(ControllerAware, KafkaGroupConditionSensor):
     """Wait until the group has caught up (:mod:`~airflow_provider_kip848.kafka.rules.lag`), and say by which rule.
 
     On a live application the lag is never 0 (records keep arriving between two commits), so "caught up" is:
@@ -302,137 +317,3 @@ class KafkaGroupLagSensor(_ControllerAware, KafkaGroupConditionSensor):
 
 def _absent(value: object) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "None"))
-
-
-def group_seen_by(snapshot_task_id: str) -> str:
-    """The template telling a :class:`KafkaGroupEmptySensor` (``allow_absent``) that the group existed before the
-    wait: the snapshot task taken before the stop described it (a snapshot of an id the cluster does not know
-    fails). Gone after that, it was deleted by the coordinator (Empty, without committed offsets): empty."""
-    return f"{{{{ (ti.xcom_pull(task_ids='{snapshot_task_id}') or {{}}).get('group_id') is not none }}}}"
-
-
-#: Default settle window of an Empty wait: twice the longest default heartbeat interval (classic
-#: clients 3 s, the consumer protocol 5 s), so a member still running has rejoined before it ends.
-EMPTY_SETTLE_SECONDS = 10.0
-
-
-class KafkaGroupEmptySensor(_ControllerAware, KafkaGroupConditionSensor):
-    """Wait until the group has no members, and keeps none for ``settle_seconds``; a member seen after the
-    group was empty fails the wait, named (an instance still runs: a slow consumer's next poll, a process the
-    controller did not stop).
-
-    Members left behind are forced out (after ``remove_members_after``) only once the platform confirmed that
-    no instance exists: the stop task's ``instances_gone``, and, with a controller, its status at that moment.
-    Without that confirmation no member is forced out: they leave when their session times out, and the result
-    says so. With a controller, an Empty group whose platform still shows an instance running fails the wait
-    (that instance would rejoin), naming it. With a controller the platform is also watched through the whole
-    wait (every ``platform_check_seconds``; deferred, from the triggerer): an instance that runs again (started,
-    restarted by its process manager, crash-looping) fails the wait at once, named, before its member rejoins.
-
-    :param settle_seconds: how long the group must stay empty (templated; 0: a single empty poll).
-    :param instances_gone: the application's controller confirmed that no instance is left (its stop
-        returned ``instances_gone``; templated, parsed strictly). The members left behind are forced out at the
-        first poll then (when ``remove_members_after`` is set at all) and the group needs no settle time.
-    :param controller, controller_args: the application's controller (a registry name; templated).
-    :param allow_absent: a group that does not exist counts as empty (templated flag, parsed strictly). Without
-        it, an id the cluster has not listed since the wait began fails the wait (``GroupNotFound`` naming the
-        similar ids, with the code points where they differ invisibly): a mistyped id is never "Empty". A group
-        seen during the wait and deleted later is empty either way. The offline DAGs pass
-        :func:`group_seen_by` their snapshot before the stop.
-    """
-
-    template_fields = (*KafkaGroupConditionSensor.template_fields, "settle_seconds", "instances_gone", "controller",
-                       "controller_args", "allow_absent")
-
-    def __init__(self, *, settle_seconds: float | str = EMPTY_SETTLE_SECONDS, instances_gone: bool | str = False,
-                 controller: str | None = None, controller_args: dict[str, object] | str | None = None,
-                 allow_absent: bool | str = False, **kwargs: Any) -> None:  # Any: passed to BaseSensorOperator
-        self.settle_seconds = settle_seconds
-        for flag, name in ((instances_gone, "instances_gone"), (allow_absent, "allow_absent")):
-            if not is_template(flag):
-                parse_flag(flag, name)
-        self.instances_gone = instances_gone
-        self.allow_absent = allow_absent
-        self.controller, self.controller_args = controller, controller_args
-        first = EMPTY_SETTLE_SECONDS if is_template(settle_seconds) else parse_number(settle_seconds,
-                                                                                        "settle_seconds")
-        absent = False if is_template(allow_absent) else parse_flag(allow_absent, "allow_absent")
-        super().__init__(condition=GroupCondition("empty", settle_s=first or 0.0, allow_absent=absent), **kwargs)
-
-    def _apply_templated(self, carried: dict[str, object] | None = None) -> None:
-        try:
-            gone = parse_flag(self.instances_gone, "instances_gone")
-            absent = parse_flag(self.allow_absent, "allow_absent")
-        except Kip848Error as exc:
-            raise AirflowFailException(str(exc)) from exc
-        super()._apply_templated(carried)
-        if gone:  # confirmed by the controller: no wait for members to leave or for the group to settle
-            if self.remove_members_after is not None:
-                self.remove_members_after = 0.0
-            self.condition = GroupCondition("empty", settle_s=0.0, allow_absent=absent)
-
-    def _build_condition(self) -> GroupCondition:
-        return GroupCondition("empty", settle_s=parse_number(self.settle_seconds, "settle_seconds") or 0.0,
-                              allow_absent=parse_flag(self.allow_absent, "allow_absent"))
-
-    def _platform_status(self) -> ApplicationStatus | None:
-        return self._ask(gone_confirmation)
-
-    def _platform_watch(self) -> PlatformWatch | None:
-        """The platform's status when the wait begins is the baseline: an instance running later that was not
-        then (or runs as another process) fails the wait."""
-        if self.controller in (None, "", "None"):
-            return None
-        status = self._platform_status()
-        return PlatformWatch.of(self.controller, self.controller_args,
-                                status.to_dict() if status is not None else None, "appeared")
-
-    def _lost_message(self, found: str) -> str:
-        return (f"Group {self.group_id} is not empty for long: an instance of the application runs again, as the "
-                f"platform says: {found}. Such an instance joins the group at its next poll or heartbeat. Stop it "
-                "(and whatever restarts it), then rerun.")
-
-    def _remove_members(self, context: Context, notes: list[str]) -> list[dict[str, object]]:
-        """Force out the members left behind, only on the platform's confirmation that no instance exists."""
-        status = self._platform_status()
-        if status is not None and status.gone is False:
-            raise AirflowFailException(
-                f"Group {self.group_id}: not forcing out its members: the platform still shows {status.summary()} "
-                f"({status.source}). Stop those instances, then rerun.")
-        confirmed = status.gone if status is not None else parse_flag(self.instances_gone, "instances_gone")
-        if not confirmed:
-            why = (f"controller {self.controller!r} cannot tell whether instances exist ({status.reason})"
-                   if status is not None else "nothing confirmed that every instance is gone")
-            note = (f"members not forced out: {why}; they leave when their session times out (a member forced out "
-                    "while its process runs comes back)")
-            self.log.warning("Group %s: %s", self.group_id, note)
-            if note not in notes:
-                notes.append(note)
-            return []
-        return super()._remove_members(context, notes)
-
-    def _who(self, members: list[dict[str, object]] | None) -> str:
-        """The members a failure names, as the platform knows them (the instance each one is), when it can tell."""
-        if not members:
-            return ""
-        try:
-            status = self._platform_status()
-        except Exception as exc:  # noqa: BLE001 - the failure is reported anyway; this only adds names
-            return f" (the controller could not be asked which instances they are: {exc})"
-        if status is None or not status.known:
-            return ""
-        named = [f"{m.get('client_id') or m.get('member_id')} is {inst.describe()}" for m in members
-                 if (inst := member_instance(m, status.instances)) is not None]
-        running = status.summary()
-        return (f" The platform ({status.source}): " + ("; ".join(named) + "; " if named else "") + running + ".")
-
-    def _on_met(self, context: Context, detail: dict[str, object], wait: WaitState, notes: list[str]) -> str | None:
-        status = self._platform_status()
-        if status is not None and status.gone is False:
-            raise AirflowFailException(
-                f"Group {self.group_id} is empty, but the platform shows {status.summary()} ({status.source}): "
-                "such an instance rejoins at its next heartbeat or poll. Stop it, then rerun.")
-        if status is not None and status.gone is None:
-            notes.append(f"controller {self.controller!r} cannot tell whether instances exist ({status.reason}): "
-                         "Empty rests on the group alone")
-        return None

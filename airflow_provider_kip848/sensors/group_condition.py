@@ -302,7 +302,8 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
                     f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
                     f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
-        self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(), notes=[])
+        self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(),
+                    notes=list(self._notes))
 
     def _defer(self, started: float, *, remove: bool, polls: int, wait: WaitState, notes: list[str]) -> NoReturn:
         timeout_at = started + float(self.timeout) if self.timeout else None
@@ -356,7 +357,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             self.log.info("Group %s: %s; waiting on.", self.group_id, again)
             self._defer(started or time.time(), remove=False, polls=event["polls"], wait=wait, notes=notes)
         if event["status"] == "remove_members_due":
-            wait.removed += self._remove_members(context, notes)
+            wait.removed += self._remove_members(context, notes, wait)
             self._defer(started or time.time(), remove=False, polls=event["polls"], wait=wait, notes=notes)
         if event["status"] == "timeout":
             raise AirflowSensorTimeout(
@@ -422,7 +423,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         self._on_unmet(context)
         if (self.remove_members_after is not None and not self._removal_done
                 and time.time() - self._started >= float(self.remove_members_after)):
-            self._wait.removed += self._remove_members(context, self._notes)
+            self._wait.removed += self._remove_members(context, self._notes, self._wait)
             self._removal_done = True
         return PokeReturnValue(is_done=False)
 
@@ -440,7 +441,10 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         """What the platform knows of the members a failure names (nothing by default; see the Empty wait)."""
         return ""
 
-    def _remove_members(self, context: Context, notes: list[str]) -> list[dict[str, object]]:
+    def _remove_members(self, context: Context, notes: list[str],
+                        wait: WaitState | None = None) -> list[dict[str, object]]:
+        """Force out the members after ``remove_members_after`` (``wait``: what the wait saw so far); the Empty
+        sensor chooses whom by the pairing of members with instances."""
         return force_out_members(context, self.task_id, self.kafka_conn_id, self.group_id, self.audit_log,
                                  self.remove_members_after, notes, self.log)
 

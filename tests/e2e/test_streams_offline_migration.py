@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -106,8 +107,8 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
 
     try:
         # supervisorctl stop (SIGTERM): a classic Streams app closes without leaving its group, so its members stay
-        # until the session times out; the platform confirms the instance gone, so the DAG forces the members out
-        # at once. The restart's streams.initial.rebalance.delay.ms is set for the restart and put back after.
+        # until the session times out; the platform confirms the instance gone (no settle window), but a member is
+        # forced out only when paired with a stopped instance, never before its session ran out. The restart's streams.initial.rebalance.delay.ms is set for the restart and put back after.
         killed = conf(kafka, app_id, tmp_path, restart_rebalance_delay_ms=0)
         run, answers, report = run_dag("kip1071_streams_offline_migration", killed, decide=approve_and_feed)
         written = feeder.finish()
@@ -124,11 +125,18 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
         assert ("linted: group.protocol=streams (the start (group.protocol it sets)), session.timeout.ms=6000 "
                 "(controller), heartbeat.interval.ms=500 (controller)") in body, body
         results = report["results"]
-        assert results["stopped"]["platform"]["exit_code"] == 0 and results["emptied"]["members_removed"], \
-            "the stopped classic Streams app left members behind and the DAG forced them out"
+        # supervisorctl prints program names only and this entry has no member_identity: the members cannot be
+        # paired with the instances, so none is forced out on the platform's word (it could be a consumer the
+        # platform does not run); the member the stopped classic Streams app left behind expires through the broker
+        # (its 6 s session), said from the wait's start
+        assert results["stopped"]["platform"]["exit_code"] == 0
+        emptied = results["emptied"]
+        assert emptied["members_removed"] == [], "nothing forced out: the members cannot be paired with instances"
+        assert any("members not forced out: its 1 instance(s) carry no group.instance.id, client.id or host "
+                   "address" in n and "session times out" in n for n in emptied["notes"]), emptied["notes"]
         assert f"{sshd.user}@127.0.0.1:{sshd.port}" in results["stopped"]["platform"]["where"]
-        assert results["stopped"]["instances_gone"] and results["emptied"]["condition"]["settle_s"] == 0, \
-            "confirmed gone: forced out at once, no settle wait"
+        assert results["stopped"]["instances_gone"] and emptied["condition"]["settle_s"] == 0, \
+            "confirmed gone: no settle wait once the member expired"
         assert results["restored"]["restored"] == {}, "no committed offset was lost"
         comparison = results["offsets_vs_snapshot"]
         counts = comparison["counts"]
@@ -171,12 +179,9 @@ def test_offline_migration_end_to_end(airflow_db, kafka, kafka_conn, unique, tmp
             assert record["task_id"] == "set_group_configs"
         delays = [(r["task_id"], r["before"], r["after"]) for r in records if r["target"] == delay]
         assert delays == [("set_group_configs", None, "0"), ("restore_rebalance_delay", "0", None)]
-        [removal] = [r for r in records if r["kind"] == "members"]
-        assert removal["target"] == app_id and removal["task_id"] == "wait_empty"
-        assert sorted(removal["before"]["members"]) == sorted(results["emptied"]["members_removed"])
-        assert removal["after"] == {"members": []}
+        assert not [r for r in records if r["kind"] == "members"], "no member forced out: no removal audited"
         assert not [r for r in records if r["kind"] == "offsets"], "no offsets restore was needed: none audited"
-        assert len(records) == len(dynamic) + 1 + 2
+        assert len(records) == len(dynamic) + 2
         cluster_id = admin.describe_cluster().cluster_id
         for record in records:
             assert record["plan_hash"] == report["plan"]["hash"] and record["run_id"] == report["run_id"]
@@ -314,4 +319,65 @@ def test_a_streams_application_that_does_not_come_up_is_restarted_on_classic(air
         assert count_of(kafka.bootstrap_servers, word, 3) == 3
     finally:
         controller.stop()
+        admin.close()
+
+
+def test_a_rogue_classic_instance_outside_the_platform_keeps_the_group_from_empty(
+        airflow_db, kafka, kafka_conn, unique, tmp_path, controllers, supervisor, run_files, capfd):
+    """WordCountDemo under a real supervisord, its ``command`` controller pairing the program with its member by
+    client.id (``member_identity``), and a second WordCountDemo of the same application id started by hand outside
+    the platform (a rogue: a debugging copy, another deployment). The run stops the platform's instance and the
+    platform confirms it gone, but the rogue still heartbeats: its member is no instance of the platform, so it is
+    never forced out on the platform's word, the Empty wait does not meet, and the run fails in wait_empty naming
+    the rogue's member. Nothing is started on streams; the rogue is still a member of the classic group.
+    (Before issue 46 the wait forced the rogue out on the stop's word and met Empty within a second.)"""
+    app_id, word = unique("wc-rogue"), f"r{time.time_ns()}"
+    admin = KafkaAdmin(ClientSettings(kafka.bootstrap_servers))
+    session = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+    controller = classic_wordcount(kafka, admin, app_id, word, controllers, supervisor=supervisor,
+                                   properties={**session, "client.id": f"{app_id}-platform"})
+    # the platform's one program (the status names it "<app>") runs with client.id <app>-platform
+    target = controller.target()
+    target["member_identity"] = {"match": rf"^(?P<app>{re.escape(app_id)})$", "client_id": "{app}-platform"}
+    controllers.add(app_id, "command", target, description="WordCountDemo under supervisord, paired by client.id")
+    rogue = kafka.start_wordcount(app_id, group_protocol="classic", properties=session)
+    try:
+        def both_in() -> bool:
+            desc = admin.describe_group(app_id)
+            clients = [m.client_id for m in desc.members]
+            return (desc.state == "Stable" and len(clients) == 2
+                    and sum(c.startswith(f"{app_id}-platform-") for c in clients) == 1)
+
+        wait_until(both_in, timeout=120, what="the platform's instance and the rogue both members, Stable")
+        [stray] = [m for m in admin.describe_group(app_id).members
+                   if not m.client_id.startswith(f"{app_id}-platform-")]
+        capfd.readouterr()
+        run, answers, report = run_dag("kip1071_streams_offline_migration",
+                                       conf(kafka, app_id, tmp_path, empty_timeout_minutes=0.75,
+                                            validate_with_spark=False), decide=approve)
+        out, err = capfd.readouterr()
+        logs = out + err
+        (tmp_path / "run.log").write_text(logs)  # the whole run's log, for a failure's diagnosis
+        assert state(run) == "failed" and "wait_empty" in report["failed_tasks"], report
+        results = report["results"]
+        assert results["stopped"]["instances_gone"] is True, "the platform confirmed its instance stopped"
+        assert results["started"] is None, "nothing was started on streams"
+        # the approval said how members pair with the instances
+        assert "members are paired with the platform's instances by client.id" in answers[0]["body"], answers
+        # the wait named the rogue's member as no instance of the platform, left it to the broker, and its timeout
+        # names it (not a bare count)
+        [failure] = [line for line in logs.splitlines() if "AirflowSensorTimeout: Group" in line][-1:]
+        assert "not forced out, waiting for the broker to expire them" in failure, failure
+        assert f"{stray.client_id} on " in failure and stray.member_id in failure, failure
+        assert "no instance of the platform carries its client.id" in failure, failure
+        assert f"Still listed: {stray.client_id}" in failure and "is no instance of the platform" in failure, failure
+        removals = [r for r in changes(read_audit(str(run_files.audit))) if r["kind"] == "members"]
+        assert removals == [], "nobody forced out: no removal in the audit trail"
+        still = {m.member_id: m.client_id for m in admin.describe_group(app_id).members}
+        assert still == {stray.member_id: stray.client_id}, "the rogue was never forced out: still its member"
+        assert admin.describe_group(app_id).type is GroupType.CLASSIC
+        assert controller.pids() == {}, "the platform's instance stays stopped"
+    finally:
+        rogue.stop()
+        controller.remove()
         admin.close()

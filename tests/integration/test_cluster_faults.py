@@ -21,7 +21,7 @@ import threading
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.sdk.exceptions import AirflowSensorTimeout, TaskDeferred
 
 from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import evaluate_condition, read_preflight_facts, take_snapshot
@@ -410,11 +410,12 @@ def test_the_lag_wait_says_unknown_while_the_coordinator_pauses_and_never_passes
 
 # -- forced removal, a member that comes back, streams groups -----------------------------------------------------
 
-def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn, unique, tmp_path, context,
-                                                                  controllers):
+def test_a_member_the_platform_does_not_list_is_never_forced_out_of_the_empty_wait(cluster, conn, unique, tmp_path,
+                                                                                    context, controllers):
     """The app was "stopped" but one instance still runs, and its platform wrongly says none does (a status that
-    lists nothing): LeaveGroup removes its member, it rejoins within a heartbeat; the wait must fail naming it, not
-    report Empty (the next step would start the new app)."""
+    lists nothing). Before issue 46 LeaveGroup removed its member on that word and the wait failed when it rejoined;
+    now no instance pairs with it, so it is never forced out: the wait runs out naming it, and it is still a member
+    (the next step would otherwise start the new app beside it)."""
     topic, group = _topic_with_records(cluster, unique), unique("g")
     survivor = ConsumerProcess.start(cluster.bootstrap_servers, group, [topic], protocol="classic",
                                      client_id="still-running", session_timeout_ms=6000,
@@ -424,9 +425,11 @@ def test_a_member_forced_out_that_comes_back_fails_the_empty_wait(cluster, conn,
         blind = controllers.add(unique("wrong"), "command", {"commands": {"stop": "true", "start": "true",
                                                                           "status": "echo '[]'"}})
         sensor = KafkaGroupEmptySensor(task_id="empty", deferrable=False, kafka_conn_id=CONN, group_id=group, poll_interval=0.3,
-                                       remove_members_after=0, settle_seconds=10, controller=blind, timeout=120)
-        with pytest.raises(AirflowFailException, match=r"came back .*still-running on 127\.0\.0\.1.*still running"):
+                                       remove_members_after=0, settle_seconds=10, controller=blind, timeout=30)
+        with pytest.raises(AirflowSensorTimeout, match=r"1 member\(s\)"):
             sensor.execute(context)
+        assert sensor._wait.removed == [], "never forced out: no instance of the platform accounts for it"
+        assert any("members not forced out: the platform lists no instance" in n for n in sensor._notes), sensor._notes
         assert survivor.running
         with _admin(cluster) as admin:
             assert [m.client_id for m in admin.describe_group(group).members] == ["still-running"]

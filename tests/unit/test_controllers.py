@@ -832,7 +832,10 @@ def test_stop_is_confirmed_by_the_status_command(tmp_path):
     assert done["instances_gone"] is True
     assert done["status"]["summary"] == "no instance running"
     assert (done["controller"], done["action"], done["platform"]["exit_code"]) == ("orders", "stop", 0)
-    assert len(app.status_log.read_text().splitlines()) == 4  # before, then two polls showing them, then none
+    # the caller's look, the stop's own look before it (its instances, kept for the pairing), then two polls
+    # showing them, then none
+    assert len(app.status_log.read_text().splitlines()) == 5
+    assert [i["name"] for i in done["before"]["instances"]] == ["orders-0", "orders-1"]
 
 
 def test_start_starts_nothing_when_the_expected_instances_already_run(tmp_path):

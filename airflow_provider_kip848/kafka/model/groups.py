@@ -236,11 +236,14 @@ class StreamsGroupMember:
     assignment: TaskAssignment = TaskAssignment()
     target_assignment: TaskAssignment | None = None
     instance_id: str | None = None
+    #: the address the member connects from, as the coordinator sees it (its ClientHost; "" when not given)
+    host: str = ""
 
     def to_dict(self) -> dict[str, Any]:  # Any: JSON of several shapes, which the Airflow layers index into
         return {
             "member_id": self.member_id,
             "process_id": self.process_id,
+            "host": self.host,
             "client_id": self.client_id,
             "member_epoch": self.member_epoch,
             "protocol": self.protocol.value,

@@ -209,6 +209,7 @@ def streams_group(  # Any: an untyped client answer, converted here
                 assignment=_task_assignment(m.assignment),
                 target_assignment=_task_assignment(m.target_assignment),
                 instance_id=m.instance_id,
+                host=host(m.client_host),
             )
             for m in group.members
         ),

@@ -14,6 +14,7 @@ Kept in one module, the format and every reader of it change in one place.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -95,7 +96,15 @@ class GroupCondition:
       with ``allow_absent`` (the caller saw it before the wait: an offline migration's snapshot before the
       stop). An id the cluster never listed since the wait began fails the wait (:class:`GroupNotFound`,
       naming similar ids): a mistyped id would otherwise be "Empty" at once while the real group keeps its
-      members.
+      members. Two bounds the caller derives from the group's real configs
+      (:func:`~airflow_provider_kip848.hooks.instances.empty_bounds`): ``expiry_s``, the longest a member that
+      stopped heartbeating stays listed (one listed longer under the same member id is alive: the wait fails,
+      naming it); ``rejoin_s``, how long a live member forced out takes to be back (its session and its rebalance
+      timeout): after a forced removal the wait does not hold before that long has passed since the removal, and
+      a member back in the meantime fails it. ``removal_s``: the caller forces out a member whose instance the
+      platform shows stopped or gone only once it is listed this long (its session: until then the broker drops
+      one that stopped heartbeating by itself). ``unaccounted``: the members the platform did not account for
+      when the wait decided whom to force out (never forced out; named while they are listed).
     """
 
     kind: str
@@ -108,6 +117,10 @@ class GroupCondition:
     liveness_s: float = 0.0
     reconcile_s: float = RECONCILE_LIMIT_S
     allow_absent: bool = False
+    expiry_s: float = 0.0
+    rejoin_s: float = 0.0
+    removal_s: float = 0.0
+    unaccounted: tuple[dict[str, Any], ...] = ()  # Any: member facts and why (JSON)
     baseline: dict[str, int | None] | None = None
     margin_fraction: float = MARGIN_FRACTION
     margin_records: int = MARGIN_RECORDS
@@ -147,13 +160,27 @@ class GroupCondition:
             raise InvalidArgument(f"reconcile_s must be a number of seconds > 0, not {self.reconcile_s!r}")
         if not isinstance(self.allow_absent, bool):
             raise InvalidArgument(f"allow_absent must be a bool, not {self.allow_absent!r}")
+        self._check_empty_bounds()
+
+    def _check_empty_bounds(self) -> None:
+        """The Empty wait's bounds (finite seconds >= 0) and its unaccounted members (each with its member id)."""
+        for name in ("expiry_s", "rejoin_s", "removal_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise InvalidArgument(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+        if not isinstance(self.unaccounted, (tuple, list)) or any(
+                not isinstance(m, dict) or not isinstance(m.get("member_id"), str) for m in self.unaccounted):
+            raise InvalidArgument("unaccounted must be a list of members, each with its member_id")
+        object.__setattr__(self, "unaccounted", tuple(dict(m) for m in self.unaccounted))
 
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "states": [s.value for s in self.states]}
+        return {**asdict(self), "states": [s.value for s in self.states],
+                "unaccounted": [dict(m) for m in self.unaccounted]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GroupCondition:  # Any: JSON read back (XCom, a file, a response)
-        return cls(**{**data, "states": tuple(data.get("states") or ())})
+        return cls(**{**data, "states": tuple(data.get("states") or ()),
+                      "unaccounted": tuple(data.get("unaccounted") or ())})
 
     def describe(self) -> str:
         if self.kind == "state":
@@ -177,7 +204,12 @@ class GroupCondition:
             return (f"lag back at the level before the change ({len(self.baseline)} partition(s), total "
                     f"{sum(v or 0 for v in self.baseline.values())}) plus {margin}, or {growing}{cap}")
         absent = " (or gone)" if self.allow_absent else ""
-        return f"no members{absent} for {self.settle_s:g} s" if self.settle_s else f"no members{absent}"
+        out = f"no members{absent} for {self.settle_s:g} s" if self.settle_s else f"no members{absent}"
+        if self.rejoin_s:
+            out += f", and for {self.rejoin_s:g} s after a forced removal (a live member forced out is back by then)"
+        if self.expiry_s:
+            out += f"; a member listed over {self.expiry_s:g} s is alive"
+        return out
 
 
 @dataclass(frozen=True)
@@ -312,6 +344,7 @@ def _detail(desc: GroupDescription) -> dict[str, Any]:
     ]
     return {"exists": True, "type": desc.type.value, "state": desc.state.value, "members": members,
             "group_epoch": desc.group_epoch, "assignment_epoch": desc.target_assignment_epoch,
+            "coordinator": desc.coordinator_id,
             "classic_members": sum(m["protocol"] == "classic" for m in members)}
 
 
@@ -338,6 +371,10 @@ class WaitState:
     ``seen_at``: when an Empty wait first saw the group exist (gone after that: deleted, so empty).
     ``lag_samples``: a lag wait's earlier polls (``{"at", "offsets"}``, oldest first, the window's reference
     first: :func:`~airflow_provider_kip848.kafka.rules.lag.keep_samples`).
+    ``listed``: an Empty wait's members by member id, since when each is listed (its clock starts again when
+    the coordinator changed or a poll failed: a coordinator that loads the group times every session afresh).
+    ``coordinator``: the node that answered the last poll. ``last_failure``: when the last poll failed, until
+    the next one answers.
     """
 
     empty_since: float | None = None
@@ -348,6 +385,9 @@ class WaitState:
     reconciling: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
     seen_at: float | None = None
     lag_samples: list[dict[str, Any]] = field(default_factory=list)  # Any: JSON of several shapes
+    listed: dict[str, dict[str, Any]] = field(default_factory=dict)  # Any: JSON of several shapes
+    coordinator: int | None = None
+    last_failure: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -359,7 +399,9 @@ class WaitState:
                    unavailable_since=data.get("unavailable_since"), emptied_at=data.get("emptied_at"),
                    members={str(k): dict(v) for k, v in (data.get("members") or {}).items()},
                    reconciling={str(k): dict(v) for k, v in (data.get("reconciling") or {}).items()},
-                   seen_at=data.get("seen_at"), lag_samples=[dict(s) for s in data.get("lag_samples") or []])
+                   seen_at=data.get("seen_at"), lag_samples=[dict(s) for s in data.get("lag_samples") or []],
+                   listed={str(k): dict(v) for k, v in (data.get("listed") or {}).items()},
+                   coordinator=data.get("coordinator"), last_failure=data.get("last_failure"))
 
 
 def member_names(members: list[dict[str, Any]]) -> str:  # Any: JSON of several shapes (XCom, reports)
@@ -388,44 +430,150 @@ def follow(condition: GroupCondition, result: ConditionResult, state: WaitState,
         return follow_liveness(condition, result, state, now)
     if condition.kind != "empty":
         return result
+    return follow_empty(condition, result, state, now)
+
+
+def _track_listed(result: ConditionResult, members: list[dict[str, Any]], state: WaitState,
+                  now: float) -> dict[str, dict[str, Any]]:
+    """Remember since when each member id is listed (``state.listed``; the ids listed at the poll before are
+    returned). A member's clock starts again when the group's coordinator changed or a poll failed since: a
+    coordinator that loads the group starts every member's session timer afresh. A member this wait forced out
+    that is no longer listed is marked gone (``gone_at`` of its removal record)."""
+    before = dict(state.listed)
+    moved = _sessions_restarted(result, state)
+    listed = {str(m.get("member_id")) for m in members}
+    state.listed = {mid: ({**before[mid], "since": now} if moved else before[mid]) if mid in before else {"since": now}
+                    for mid in listed}
+    if result.detail.get("exists", True):
+        for record in state.removed:
+            if record.get("member_id") not in listed and record.get("gone_at") is None:
+                record["gone_at"] = now
+    return before
+
+
+def follow_empty(condition: GroupCondition, result: ConditionResult, state: WaitState,
+                 now: float) -> ConditionResult:
+    """An Empty wait's verdict over this poll and the earlier ones.
+
+    * A member this wait forced out that is listed again fails the wait (it is back: its instance runs), except a
+      classic one still listed under its member id since the removal, never seen gone: the removal has not shown
+      yet (a coordinator failing over); a classic member that rejoins gets a new member id.
+    * After a forced removal, or once the group was seen empty, a member that was not listed at the poll before
+      (it joined since) fails the wait. One listed all along (not forced out: the platform does not account for
+      it, or nothing confirmed its instance gone) is waited for: it leaves, or the broker expires it.
+    * A member listed under the same member id for longer than ``expiry_s`` is alive (a member that stopped
+      heartbeating is gone by then): the wait fails, naming it.
+    * Empty holds after ``settle_s`` seconds of empty polls, and not before ``rejoin_s`` seconds after the last
+      forced removal: a live member forced out learns it at its next heartbeat and rejoins at its next poll.
+    """
     result = _absent_or_gone(condition, result, state, now)
+    members = [] if result.met else list(result.detail.get("members") or [])
+    before = _track_listed(result, members, state, now)
     if not result.met:
         state.empty_since = None
-        members = result.detail.get("members") or []
-        forced_out = {r.get("member_id") for r in state.removed}
-        if members and state.removed and state.emptied_at is None and all(
-                m.get("member_id") in forced_out and m.get("protocol") == "classic" for m in members):
-            # the very classic members this wait forced out, never seen gone since: the removal has not shown yet
-            # (its LeaveGroup answered by a coordinator killed before it replicated, or a read from before it),
-            # which is no sign of a live instance: a classic member that rejoins gets a new member id, and the
-            # removal was made on the platform's word that no instance runs. They go when they leave or expire.
-            # (A consumer-protocol member keeps its client-made id when it rejoins: seen again, it is back.)
-            return ConditionResult(False, f"{result.summary}; the member(s) forced out are still listed "
-                                   f"({member_names(members)}): the removal has not shown yet (a coordinator "
-                                   "failing over); waiting for them to go", result.detail)
-        if members and (state.removed or state.emptied_at is not None):
+        forced = {r.get("member_id"): r for r in state.removed}
+        back: list[dict[str, Any]] = []
+        not_shown: list[dict[str, Any]] = []
+        waited: list[dict[str, Any]] = []
+        for m in members:
+            record = forced.get(m.get("member_id"))
+            if record is not None:
+                classic_still = m.get("protocol") == "classic" and record.get("gone_at") is None
+                (not_shown if classic_still and state.emptied_at is None else back).append(m)
+            elif (state.removed or state.emptied_at is not None) and m.get("member_id") not in before:
+                back.append(m)
+            else:
+                waited.append(m)
+        if back:
             why = ("after the members left behind were forced out" if state.removed else
                    f"{now - (state.emptied_at if state.emptied_at is not None else now):.1f} s after the group "
                    "was empty")
             error = GroupNotEmpty(
-                f"A member came back {why}: {member_names(members)}. An instance of the application is still "
+                f"A member came back {why}: {member_names(back)}. An instance of the application is still "
                 "running (a forced-out or slow member rejoins at its next heartbeat or poll)",
                 remedy="Stop that instance (check the application controller and the host named), then rerun; "
                        "starting the new application now would fail or split the group.")
-            error.members = members  # type: ignore[attr-defined]  # who: the caller may name their instances
+            error.members = back  # type: ignore[attr-defined]  # who: the caller may name their instances
             raise error
-        return result
+        _fail_alive(condition, members, state, now)
+        summary = result.summary
+        if not_shown:
+            # the very classic members this wait forced out, never seen gone since: the removal has not shown yet
+            # (its LeaveGroup answered by a coordinator killed before it replicated, or a read from before it),
+            # which is no sign of a live instance: a classic member that rejoins gets a new member id, and the
+            # removal was made on the platform's word that their instances are stopped. They go when they leave or
+            # expire. (A consumer-protocol member keeps its client-made id when it rejoins: seen again, it is back.)
+            summary += (f"; the member(s) forced out are still listed ({member_names(not_shown)}): the removal has "
+                        "not shown yet (a coordinator failing over); waiting for them to go")
+        foreign = {str(u.get("member_id")): u for u in condition.unaccounted}
+        named = [m for m in waited if str(m.get("member_id")) in foreign]
+        if named:
+            summary += "; not forced out, waiting for the broker to expire them: " + "; ".join(
+                f"{member_names([m])} (member id {m.get('member_id')}, listed since "
+                f"{_clock(state.listed[str(m.get('member_id'))]['since'])}): "
+                f"{foreign[str(m.get('member_id'))].get('why') or 'not accounted for by the platform'}"
+                for m in named)
+        return ConditionResult(False, summary, result.detail)
     if state.emptied_at is None:
         state.emptied_at = now
     if state.empty_since is None:
         state.empty_since = now
     empty_for = now - state.empty_since
+    detail = {**result.detail, "empty_for_s": round(empty_for, 3)}
+    removed_at = max((float(r["at"]) for r in state.removed if isinstance(r.get("at"), (int, float))), default=None)
+    watched = None if removed_at is None or not condition.rejoin_s else now - removed_at
+    if watched is not None and watched < condition.rejoin_s:
+        return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} s; the {len(state.removed)} "
+                                      f"member(s) forced out not back for {watched:.1f} of {condition.rejoin_s:g} s "
+                                      "(the rejoin bound)", detail)
     if empty_for >= condition.settle_s:
         summary = result.summary + (f", empty for {empty_for:.1f} s (settle window {condition.settle_s:g} s)"
                                     if condition.settle_s else "")
-        return ConditionResult(True, summary, {**result.detail, "empty_for_s": round(empty_for, 3)})
-    return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s",
-                           {**result.detail, "empty_for_s": round(empty_for, 3)})
+        if watched is not None:
+            summary += (f"; the {len(state.removed)} member(s) forced out not back {watched:.1f} s after their "
+                        f"removal (rejoin bound {condition.rejoin_s:g} s)")
+        return ConditionResult(True, summary, detail)
+    return ConditionResult(False, f"{result.summary}, empty for {empty_for:.1f} of {condition.settle_s:g} s", detail)
+
+
+def _sessions_restarted(result: ConditionResult, state: WaitState) -> bool:
+    """Whether the coordinator may have timed every member's session afresh since the poll before: the group's
+    coordinator is another node now, or a poll failed in between (a coordinator failing over, or paused and
+    fenced, loads the group and starts every session timer again). Remembers the coordinator of this poll."""
+    coordinator = result.detail.get("coordinator")
+    moved = state.last_failure is not None or (
+        coordinator is not None and state.coordinator is not None and coordinator != state.coordinator)
+    state.last_failure = None
+    if coordinator is not None:
+        state.coordinator = coordinator
+    return moved
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%SZ", time.gmtime(at))
+
+
+def _fail_alive(condition: GroupCondition, members: list[dict[str, Any]], state: WaitState, now: float) -> None:
+    """Fail an Empty wait whose member stayed listed, under one member id, longer than ``condition.expiry_s``: a
+    member that stopped heartbeating is gone by then, so it heartbeats (:class:`GroupNotEmpty`, naming it)."""
+    if not condition.expiry_s:
+        return
+    alive = [m for m in members if now - float(state.listed[str(m.get("member_id"))]["since"]) >= condition.expiry_s]
+    if not alive:
+        return
+    foreign = {str(u.get("member_id")): u.get("why") for u in condition.unaccounted}
+    whose = "; ".join(f"{member_names([m])}, member id {m.get('member_id')}, listed since "
+                      f"{_clock(state.listed[str(m.get('member_id'))]['since'])}"
+                      + (f" (not accounted for by the platform: {foreign[str(m.get('member_id'))]})"
+                         if str(m.get("member_id")) in foreign else "") for m in alive)
+    error = GroupNotEmpty(
+        f"A member stayed listed longer than the {condition.expiry_s:g} s within which the broker drops a member that "
+        f"stopped heartbeating, so it is alive: {whose}. A process still runs as a member of the group (an instance "
+        "the stop missed, another deployment, a consumer started by hand)",
+        remedy="Find and stop that consumer (its client id and host are named), then rerun; a member the platform "
+               "does not run is never forced out on its word.")
+    error.members = alive  # type: ignore[attr-defined]  # who: the caller may name their instances
+    raise error
 
 
 def follow_lag(condition: GroupCondition, result: ConditionResult, state: WaitState, now: float) -> ConditionResult:
@@ -540,13 +688,20 @@ def follow_liveness(condition: GroupCondition, result: ConditionResult, state: W
     its partitions advanced since it was first seen: only a live member commits) or stayed listed, under
     the same member id, for ``liveness_s`` (the group's session timeout plus a heartbeat interval, derived
     by the caller): a member that stopped heartbeating is removed by then. Members are remembered across
-    polls in ``state.members``; one that left is forgotten (a new incarnation joins with a new member id).
+    polls in ``state.members``; one that left is forgotten (a new incarnation joins with a new member id). A
+    coordinator that loads the group (another node, or after a failed poll) times every session afresh, so the
+    window of a member not proven yet starts again then: a crashed member stays listed a whole session past the
+    failover.
     """
     members = [m for m in result.detail.get("members") or [] if m.get("live")]
     committed = result.detail.get("committed") or {}
     listed = {m["member_id"] for m in members}
     for gone in set(state.members) - listed:
         del state.members[gone]
+    if _sessions_restarted(result, state):  # a member not proven yet: its window starts with the new session timer
+        for record in state.members.values():
+            if now - float(record["since"]) < condition.liveness_s:
+                record["since"] = now
     proven_by: dict[str, str] = {}
     for m in members:
         record = state.members.setdefault(
@@ -587,6 +742,7 @@ def follow_failure(exc: BaseException, state: WaitState, now: float, unavailable
     """
     if not is_retriable(exc):
         raise exc
+    state.last_failure = now
     if isinstance(exc, CoordinatorUnavailable):
         if state.unavailable_since is None:
             state.unavailable_since = now
