@@ -78,6 +78,7 @@ from airflow_provider_kip848.operators.application import (
 )
 from airflow_provider_kip848.operators.approval import APPROVAL_ARGS, KafkaChangeBranchOperator, change_control_params
 from airflow_provider_kip848.operators.group_config import KafkaGroupConfigOperator
+from airflow_provider_kip848.operators.group_load import KafkaGroupLoadsOperator
 from airflow_provider_kip848.operators.lint import KafkaClientConfigLintOperator
 from airflow_provider_kip848.operators.lock import KafkaChangeLockOperator
 from airflow_provider_kip848.operators.members import KafkaRemoveGroupMembersOperator
@@ -279,6 +280,9 @@ def kip848_consumer_rolling_upgrade():
                      else []),
                    f"roll instances with group.protocol={target} {rolled_by}",
                    f"wait until {expected} member(s) run the {target} protocol and none the {source} one, {checked}",
+                   *(["prove the group still loads: described from its coordinator, its records in "
+                      "__consumer_offsets replayed as a loading coordinator replays them (apache/kafka#23514)"]
+                     if target == "classic" else []),
                    lag_plan_line(params),
                    "snapshot again and validate with PySpark", "report"),
             changes=tuple(changes),
@@ -332,6 +336,8 @@ def kip848_consumer_rolling_upgrade():
         poll_interval="{{ params.poll_seconds }}", timeout_minutes="{{ params.rollout_timeout_minutes }}",
         baseline=start_baseline("roll_application"), **CONTROLLER,
     )
+    # back on classic (the way back run): the group still loads (apache/kafka#23514); the upgrade run: nothing to prove
+    loads = KafkaGroupLoadsOperator(task_id="prove_group_loads", kafka_conn_id=CONN, group_id=GROUP, group_type=TARGET)
     # caught up at the lag before the roll (its snapshot) plus the margin, or a lag that stops growing: never lag 0
     wait_lag = KafkaGroupLagSensor(task_id="wait_lag_drained", kafka_conn_id=CONN, group_id=GROUP,
                                    baseline_snapshot=f"{SNAPSHOTS}/before.json", **lag_wait_args(),
@@ -394,6 +400,9 @@ def kip848_consumer_rolling_upgrade():
         context["ti"].xcom_push(key="split", value=result["split"])
         return result
 
+    # the rollback of an upgrade brings the group back to classic: the same proof
+    loads_back = KafkaGroupLoadsOperator(task_id="prove_group_loads_back", kafka_conn_id=CONN, group_id=GROUP,
+                                         group_type=SOURCE)
     wait_back = KafkaGroupTypeSensor(task_id="wait_previous_protocol", kafka_conn_id=CONN, group_id=GROUP,
                                         group_type=SOURCE,
                                         poll_interval="{{ params.poll_seconds }}",
@@ -412,7 +421,8 @@ def kip848_consumer_rolling_upgrade():
                  "rolled": "roll_application", "migration": "wait_migrated",
                  "rolled_back": ("rollback_on_timeout", "rolled"),
                  "departed": "remove_departed_static_members",
-                 "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_previous_protocol"},
+                 "lag": "wait_lag_drained", "validation": "validate", "rollback": "wait_previous_protocol",
+                 "group_load": "prove_group_loads", "group_load_back": "prove_group_loads_back"},
         approval_task_ids=("approval",),
         # where the way back left the group: its members by protocol (the coordinator), its instances (the
         # platform), those not back; the report says "mixed" when it is
@@ -431,7 +441,7 @@ def kip848_consumer_rolling_upgrade():
     out_before = capture_output_before()
     out_after = capture_output_after()
     decision >> approval >> [out_before, rollback := rollback_requested()]
-    out_before >> snapshot_before >> group_configs >> departed >> roll >> wait_migrated >> wait_lag
+    out_before >> snapshot_before >> group_configs >> departed >> roll >> wait_migrated >> loads >> wait_lag
     wait_lag >> snapshot_after >> out_after
     # the brokers' group metrics before, during and after the rollout (side branches: they never gate it)
     plan >> KafkaGroupMetricsOperator(task_id="metrics_before", kafka_conn_id=CONN, point="before") >> final
@@ -446,7 +456,7 @@ def kip848_consumer_rolling_upgrade():
     out_after >> spec
     validate >> final
     wait_migrated >> (timeout_branch := rollback_on_timeout())
-    [rollback, timeout_branch] >> wait_back >> final
+    [rollback, timeout_branch] >> wait_back >> loads_back >> final
     decision >> final
 
 

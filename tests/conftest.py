@@ -102,6 +102,7 @@ CLUSTER_FILES = (
     "tests/integration/test_instance_verdicts.py",
     "tests/integration/test_inventory.py",
     "tests/integration/test_platform_watch_cluster.py",
+    "tests/integration/test_way_back_load.py",
 )
 #: The files with tests on the Kubernetes control plane (``kube``): one work unit, so one worker starts the control
 #: plane and its node once, and stops them after the unit's last test.

@@ -13,7 +13,13 @@ from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
 from airflow_provider_kip848.kafka.model.groups import GroupDescription
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.native.group_log import group_records, record_time, upgrade_window_facts
+from airflow_provider_kip848.kafka.native.group_log import (
+    group_records,
+    logged_records,
+    record_time,
+    upgrade_window_facts,
+)
+from airflow_provider_kip848.kafka.rules.group_load import LoadVerdict, judge_group_load
 from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
 
 
@@ -98,6 +104,14 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
                 return None
 
         return upgrade_window_facts(self.settings, describe, group_id)
+
+    def group_load(self, group_id: str) -> LoadVerdict:
+        """Whether ``group_id`` still loads when a coordinator replays its ``__consumer_offsets`` partition
+        (:func:`~airflow_provider_kip848.kafka.rules.group_load.judge_group_load`: loads, exposed to a load
+        racing the log cleaner, or unloadable), from every record of the group left in that partition (READ on
+        ``__consumer_offsets``)."""
+        partition, records = logged_records(self.settings, group_id)
+        return judge_group_load(group_id, partition, records)
 
     def group_downtime(self, group_id: str, since: float, *, members_before: int | None = None,
                        state_before: str | None = None, target: str | None = None) -> GroupDowntime:

@@ -116,6 +116,7 @@ def test_a_crashed_static_member_is_removed_and_the_upgrade_and_the_way_back_com
 
         run, answers, report = run_dag(DAG, conf(group, tmp_path, name), decide=approve)
         assert state(run) == "success" and report["outcome"] == "migrated", report
+        assert report["results"]["group_load"]["checked"] is False  # an upgrade: no way back to prove
         assert "remove the static members whose instance the controller shows gone" in answers[0]["body"]
         assert report["results"]["departed"]["removed"] == [crashed], report["results"]["departed"]
         rolled = report["results"]["rolled"]
@@ -133,7 +134,17 @@ def test_a_crashed_static_member_is_removed_and_the_upgrade_and_the_way_back_com
         # the online way back, after the run: the same DAG rolled to classic
         run, answers, report = run_dag(DAG, conf(group, tmp_path, name, target_protocol="classic"), decide=approve)
         assert state(run) == "success" and report["outcome"] == "migrated", report
-        assert "online way back to classic" in answers[0]["body"]
+        body = answers[0]["body"]
+        assert "online way back to classic" in body
+        # the plan names the path it takes, the known risk of each, and the safer one here (4.x brokers not
+        # declared fixed: offline) with why
+        assert "this run takes the online way back" in body and "KAFKA-21176" in body and "downtime" in body
+        assert "Safer here: offline" in body and "prove the group still loads" in body
+        assert report["results"]["preflight"]["warnings"].count("way_back_path") == 1, report["results"]["preflight"]
+        # after the roll: served by its coordinator as classic with both members, its records judged (#23514)
+        loads = report["results"]["group_load"]
+        assert loads["checked"] and loads["type"] == "classic" and len(loads["members"]) == 2, loads
+        assert loads["load"]["status"] == "exposed" and "#23514" in loads["load"]["evidence"], loads
         back = report["results"]["rolled"]
         assert back["mode"] == "by_instance" and back["group_protocol"] == "classic", back
         final = admin.describe_group(group)

@@ -79,10 +79,11 @@ def test_the_preflight_names_the_affected_and_the_fixed_releases(releases, decla
         assert "Stable at generation >= 1 with no rebalance in progress" in check.remedy, check
 
 
-def test_the_way_back_names_kafka_21176_and_the_open_pr_as_not_guarded():
+def test_the_way_back_names_kafka_21176_and_the_open_pr_and_the_check_after_the_roll():
     check = check_upgrade_bug_windows(["4.4"], "4.4.0", downgrade=True)
     assert check.status == WARN and "KAFKA-21176" in check.evidence and "apache/kafka#23514" in check.evidence
-    assert check.remedy.startswith("Not yet guarded"), check
+    assert check.remedy.startswith("Checked after the roll (prove_group_loads)"), check
+    assert "way_back_path" in check.remedy, check
 
 
 @pytest.mark.parametrize(("mode", "present"), [("classic_to_consumer", True), ("consumer_to_classic", True),

@@ -15,20 +15,22 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from airflow_provider_kip848.kafka import errors
-from airflow_provider_kip848.kafka.group_records import GroupRecord, RecordType, decode, key_group
+from airflow_provider_kip848.kafka.group_records import GroupRecord, RecordType, decode, key_group, record_type
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
 from airflow_provider_kip848.kafka.model.groups import GroupDescription, coordinator_partition
 from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.rules.group_load import LoggedRecord
 from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings
 
 OFFSETS_TOPIC = "__consumer_offsets"
+T = TypeVar("T")
 
 
 def _consumer(settings: ClientSettings) -> Consumer:
@@ -46,10 +48,11 @@ def _refusal(error: Any, what: str) -> errors.Kip848Error:
     return errors.KafkaConnectionError(f"Could not {what}: {error}.")
 
 
-def group_records(settings: ClientSettings, group_id: str, *, since: float,
-                  timeout_s: float | None = None) -> list[GroupRecord]:
-    """Every record of ``group_id`` appended to its ``__consumer_offsets`` partition since ``since`` (epoch s),
-    decoded, in append order."""
+def _scan(settings: ClientSettings, group_id: str, since: float, timeout_s: float | None,
+          keep: Callable[[Any], T | None]) -> tuple[int, list[T]]:
+    """``keep`` of every message of ``group_id`` appended to its ``__consumer_offsets`` partition since ``since``
+    (epoch s), up to the partition's end when the read began, in append order (None: left out); and the
+    partition."""
     timeout = float(timeout_s if timeout_s is not None else settings.request_timeout_ms / 1000)
     consumer = _consumer(settings)
     what = f"read group {group_id!r}'s records in {OFFSETS_TOPIC}"
@@ -66,9 +69,9 @@ def group_records(settings: ClientSettings, group_id: str, *, since: float,
         except KafkaException as exc:
             raise _refusal(exc.args[0], what) from exc
         if start.offset < 0 or start.offset >= high:
-            return []  # nothing appended since
+            return partition, []  # nothing appended since
         consumer.assign([ConfluentTopicPartition(OFFSETS_TOPIC, partition, start.offset)])
-        out: list[GroupRecord] = []
+        out: list[T] = []
         deadline = time.monotonic() + timeout
         position = start.offset
         while position < high:
@@ -86,12 +89,32 @@ def group_records(settings: ClientSettings, group_id: str, *, since: float,
             position = int(msg.offset() or 0) + 1
             deadline = time.monotonic() + timeout  # progress: the timeout is for a stalled read
             if key_group(msg.key()) == group_id:
-                record = decode(msg.key(), msg.value(), msg.timestamp()[1] / 1000)
-                if record is not None:
-                    out.append(record)
-        return out
+                kept = keep(msg)
+                if kept is not None:
+                    out.append(kept)
+        return partition, out
     finally:
         consumer.close()
+
+
+def group_records(settings: ClientSettings, group_id: str, *, since: float,
+                  timeout_s: float | None = None) -> list[GroupRecord]:
+    """Every record of ``group_id`` appended to its ``__consumer_offsets`` partition since ``since`` (epoch s),
+    decoded, in append order."""
+    return _scan(settings, group_id, since, timeout_s,
+                 lambda msg: decode(msg.key(), msg.value(), msg.timestamp()[1] / 1000))[1]
+
+
+def logged_records(settings: ClientSettings, group_id: str, *,
+                   timeout_s: float | None = None) -> tuple[int, list[LoggedRecord]]:
+    """Every record of ``group_id`` still in its ``__consumer_offsets`` partition (the log as a loading
+    coordinator replays it: what compaction left), as offset, record type and tombstone flag; and the
+    partition. What :func:`~airflow_provider_kip848.kafka.rules.group_load.judge_group_load` judges."""
+    def keep(msg: Any) -> LoggedRecord | None:  # Any: a confluent_kafka Message (no public type)
+        kind = record_type(msg.key())
+        return None if kind is None else LoggedRecord(int(msg.offset()), kind, msg.value() is None)
+
+    return _scan(settings, group_id, 0, timeout_s, keep)
 
 
 def last_classic_generation(records: list[GroupRecord]) -> tuple[int, int] | None:

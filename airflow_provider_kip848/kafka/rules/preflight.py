@@ -65,7 +65,7 @@ from airflow_provider_kip848.kafka.rules.preflight_model import (
     PreflightFacts,
     PreflightReport,
 )
-from airflow_provider_kip848.kafka.rules.upgrade_window import check_upgrade_bug_windows
+from airflow_provider_kip848.kafka.rules.upgrade_window import check_upgrade_bug_windows, check_way_back_path
 
 
 def run_preflight(
@@ -164,6 +164,11 @@ def _group_checks(facts: PreflightFacts, mode: str, group_id: str, declared_brok
         # the online paths' bug windows (KAFKA-21581/21582/21584, KAFKA-21176): named with the fixed releases
         checks.append(check_upgrade_bug_windows((b.release for b in facts.brokers), declared_broker_version,
                                                 downgrade=mode == "consumer_to_classic"))
+    if mode in ("consumer_to_classic", "consumer_to_classic_offline"):
+        # the way back: which path this run takes, the known risk of each, the safer one here
+        checks.append(check_way_back_path((b.release for b in facts.brokers), declared_broker_version,
+                                          path="online" if mode == "consumer_to_classic" else "offline",
+                                          policy=facts.coordinator.migration_policy, members=members))
     if mode == "classic_to_consumer" and rollback is not None:
         checks.append(check_rollback_policy(facts, rollback))
     if mode == "classic_to_consumer":

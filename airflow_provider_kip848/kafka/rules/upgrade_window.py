@@ -189,8 +189,9 @@ def check_upgrade_bug_windows(releases: Iterable[str], declared: str | None, *, 
                      f"{where}: the online consumer -> classic downgrade does not clean up the group's topic index "
                      f"(KAFKA-21176, {fixed}); compaction racing the coordinator's replay can leave a downgraded "
                      "group unloadable ('Group ... is not a consumer group', open PR apache/kafka#23514)",
-                     "Not yet guarded by the provider: prefer the offline way back where the policy allows it, and "
-                     "describe the group after its coordinator moves before calling the way back done.")
+                     "Checked after the roll (prove_group_loads): the group described from its coordinator, "
+                     "and its records in __consumer_offsets replayed as a loading coordinator replays them; the "
+                     "way_back_path check says which way back is safer here.")
     return Check("upgrade_bug_windows", WARN,
                  f"{where}: the online classic -> consumer upgrade hits {UPGRADE_BUGS}, {fixed}",
                  "Guarded: before the first member switches (the roll by instance, and once before the platform's "
@@ -201,5 +202,56 @@ def check_upgrade_bug_windows(releases: Iterable[str], declared: str | None, *, 
                  "when one exists.")
 
 
-__all__ = ["FIXED_IN", "UPGRADE_BUGS", "UpgradeWindow", "UpgradeWindowFacts", "Window", "check_upgrade_bug_windows",
-           "upgrade_window"]
+#: the two ways back from a consumer group to classic, as the plan names them
+WAY_BACK_PATHS = {
+    "online": "online: the instances are rolled back to classic one by one while the group stays (no downtime; "
+              "the broker converts the group when the last consumer-protocol member leaves)",
+    "offline": "offline: every instance stopped, the group empty, all restarted on classic (downtime from the "
+               "first stop to the restart; the broker converts the empty group)",
+}
+
+
+def check_way_back_path(releases: Iterable[str], declared: str | None, *, path: str, policy: str | None,
+                        members: int) -> Check:
+    """Which way back from consumer to classic this run takes (``path``: online or offline), the known risk of
+    each, and which is safer here: PASS when the run takes it, WARN (with the other DAG) when it does not.
+
+    The risks: the online path converts a live group, where KAFKA-21176 (its topic index) sits on brokers before
+    4.3.3 / 4.4.1; the offline path costs downtime. Both leave the same records in ``__consumer_offsets`` (a
+    classic record, the upgrade's tombstone, the consumer group's records and their tombstones, a classic record:
+    seen on a 4.4.0 broker for both), which is what apache/kafka#23514's race needs: the group-load check after
+    the way back judges them whichever path was taken. So where the policy allows both, offline is preferred while
+    the brokers may carry KAFKA-21176 (it removes the one risk the paths do not share, at the price of the
+    downtime), online once they are declared fixed (then the paths share their risks and online has no
+    downtime). Where the policy forbids an online downgrade of a group with members, offline is the only way."""
+    seen = sorted(set(releases), key=release_tuple)
+    fixed = bool(seen) and all(_fixed(r, declared) is True for r in seen)
+    policy = policy or "bidirectional"
+    online_allowed = policy in ("bidirectional", "downgrade") or members == 0
+    shared = ("both leave the consumer group's records that apache/kafka#23514 (open) needs to make a reload "
+              "racing the log cleaner fail; the group-load check after the way back judges them")
+    brokers = "declared fixed" if fixed else f"these brokers: {', '.join(seen) or 'unknown'}, not declared fixed"
+    risks = (f"{WAY_BACK_PATHS['online']}: KAFKA-21176 on brokers before 4.3.3 / 4.4.1 ({brokers}); "
+             f"{WAY_BACK_PATHS['offline']}: downtime; {shared}")
+    if not online_allowed:
+        preferred, why = "offline", f"group.consumer.migration.policy={policy} forbids an online downgrade"
+    elif fixed:
+        preferred, why = "online", ("the brokers are declared fixed: both paths share their risks and online has "
+                                    "no downtime")
+    else:
+        preferred, why = "offline", ("the policy allows both and the brokers may carry KAFKA-21176: offline avoids "
+                                     "the online conversion, the one risk the paths do not share, at the price of "
+                                     "the downtime")
+    evidence = f"this run takes the {path} way back; {risks}. Safer here: {preferred} ({why})"
+    if path == preferred:
+        return Check("way_back_path", PASS, evidence)
+    other = "kip848_consumer_offline_migration (target_protocol=classic)" if preferred == "offline" else \
+        "kip848_consumer_rolling_upgrade (target_protocol=classic)"
+    return Check("way_back_path", WARN, evidence,
+                 f"Take the {preferred} way back with the {other} DAG unless its "
+                 f"{'downtime' if preferred == 'offline' else 'risks'} cannot be accepted; approving this run takes "
+                 f"the {path} one.")
+
+
+__all__ = ["FIXED_IN", "UPGRADE_BUGS", "WAY_BACK_PATHS", "UpgradeWindow", "UpgradeWindowFacts", "Window",
+           "check_upgrade_bug_windows", "check_way_back_path", "upgrade_window"]
