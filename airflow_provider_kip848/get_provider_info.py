@@ -30,7 +30,8 @@ def get_provider_info() -> dict:
             {
                 "integration-name": INTEGRATION,
                 "python-modules": ["airflow_provider_kip848.hooks.admin", "airflow_provider_kip848.hooks.cli",
-                                   "airflow_provider_kip848.hooks.members", "airflow_provider_kip848.hooks.instances"],
+                                   "airflow_provider_kip848.hooks.members", "airflow_provider_kip848.hooks.instances",
+                                   "airflow_provider_kip848.hooks.platform_watch"],
             }
         ],
         "operators": [
@@ -53,17 +54,20 @@ def get_provider_info() -> dict:
                     "airflow_provider_kip848.operators.window",
                     "airflow_provider_kip848.operators.fleet",
                     "airflow_provider_kip848.operators.wave_validation",
+                    "airflow_provider_kip848.operators.group_load",
                 ],
             }
         ],
         # the report tasks' "Report" button (operators/report_link.py): the run's report page of the reports plugin
         "extra-links": ["airflow_provider_kip848.operators.report_link.ReportLink"],
         "sensors": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.sensors.group"]}
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.sensors.group",
+                                                                   "airflow_provider_kip848.sensors.group_empty"]}
         ],
         "triggers": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_provider_kip848.triggers.group",
                                                                    "airflow_provider_kip848.triggers.move",
+                                                                   "airflow_provider_kip848.triggers.platform",
                                                                    "airflow_provider_kip848.triggers.spark"]}
         ],
         # the deployment's application controllers (docs/controllers.md): a run names one, never code
