@@ -677,9 +677,11 @@ class KubernetesController(ApplicationController):
         container = self._container(workload)
         selector = self._selector(workload)
         pods, _ = self._pods(selector)
-        instance_id_env = next((e for e, (p, _) in self.env_properties.items() if p == "group.instance.id"), None)
-        from_pod_name = any(v["name"] == instance_id_env and ((v.get("valueFrom") or {}).get("fieldRef") or {})
-                            .get("fieldPath") == "metadata.name" for v in container.get("env") or ())
+        # a client property the container takes from its pod's name (env_properties + a fieldRef to
+        # metadata.name) names each pod's member: the pairing of members with pods (issue 46) compares it, which
+        # holds where pod IPs do not tell pods apart (host networking, one node's address for every pod)
+        instance_id_from_pod = self._from_pod_name(container, "group.instance.id")
+        client_id_from_pod = self._from_pod_name(container, "client.id")
         instances = []
         for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
             status = pod.get("status") or {}
@@ -691,9 +693,18 @@ class KubernetesController(ApplicationController):
                 name=name, running=status.get("phase") not in ("Succeeded", "Failed"), ready=ready,
                 restarts=cs.get("restartCount"), incarnation=cs.get("containerID") or pod["metadata"].get("uid"),
                 state=self._pod_state(pod), host=status.get("podIP"),
-                group_instance_id=name if from_pod_name else None))
+                client_id=name if client_id_from_pod else None,
+                group_instance_id=name if instance_id_from_pod else None))
         return ApplicationStatus(known=True, instances=tuple(instances),
                                  source=f"pods of {self.label} (selector {selector}) on {self.hook_server()}")
+
+    def _from_pod_name(self, container: Mapping[str, Any], prop: str) -> bool:  # Any: a container spec (JSON)
+        """Whether the container sets client property ``prop`` from its pod's name (``env_properties`` maps an env
+        var to it, and that env var is a fieldRef to ``metadata.name``)."""
+        env_name = next((e for e, (p, _) in self.env_properties.items() if p == prop), None)
+        return env_name is not None and any(
+            v["name"] == env_name and ((v.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            == "metadata.name" for v in container.get("env") or ())
 
     def hook_server(self) -> str:
         return str(self._api().configuration.host)

@@ -22,6 +22,8 @@ CONSUMER_APP = "kip848_harness.consumer_app"
 CONFIG_MOUNT = "/etc/app"
 #: the env var the manifests' applications read group.protocol from
 PROTOCOL_ENV = "GROUP_PROTOCOL"
+#: the env var a consumer pod takes its client.id from: its own pod name (a fieldRef)
+CLIENT_ID_ENV = "KAFKA_CLIENT_ID"
 CONTAINER = "consumer"
 
 
@@ -47,8 +49,11 @@ def consumer_app(name: str, *, bootstrap: str, group_id: str, topics: list[str],
     ``<record_dir>/<pod>.jsonl``. ``extra_args``: more consumer_app arguments (``--exit-after-s 1``: a crash
     loop); ``extra_env``: more env vars (literal values; an argument may name one as ``$(NAME)``)."""
     labels = {"app": name}
-    args = [sys.executable, "-m", CONSUMER_APP, "--topics", ",".join(topics), "--client-id", "$(POD_NAME)"]
-    env: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    args = [sys.executable, "-m", CONSUMER_APP, "--topics", ",".join(topics), "--client-id", f"$({CLIENT_ID_ENV})"]
+    # client.id is the pod's name (declared to the controller by controller_target's env_properties): what pairs a
+    # member with its pod here, where every pod shares the node's address
+    env: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                                 {"name": CLIENT_ID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     env += [{"name": k, "value": v} for k, v in (extra_env or {}).items()]
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
@@ -129,11 +134,13 @@ def controller_target(name: str, *, kind: str, conn_id: str, namespace: str, pro
         target["protocol_config_map"] = {"name": config_map, "key": "client.properties",
                                          "property": "group.protocol"}
         target["properties_config_map"] = {"name": config_map, "key": "client.properties"}
+    properties: dict[str, Any] = {CLIENT_ID_ENV: "client.id"}
     if kind == "StatefulSet":
-        target["env_properties"] = {"KAFKA_GROUP_INSTANCE_ID": "group.instance.id"}
+        properties["KAFKA_GROUP_INSTANCE_ID"] = "group.instance.id"
+    target["env_properties"] = {**properties, **(extra.pop("env_properties", None) or {})}
     target.update(extra)
     return target
 
 
-__all__ = ["CONFIG_MOUNT", "CONTAINER", "PROTOCOL_ENV", "consumer_app", "consumer_app_config_map",
+__all__ = ["CLIENT_ID_ENV", "CONFIG_MOUNT", "CONTAINER", "PROTOCOL_ENV", "consumer_app", "consumer_app_config_map",
            "controller_target", "on_consumer_protocol", "wordcount_app"]
