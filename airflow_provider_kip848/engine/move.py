@@ -14,7 +14,13 @@ stop/start/roll, the sensors' conditions and instance verdicts). It never waits 
   members left behind were forced out at once: only those paired with a stopped or gone instance,
   :mod:`~airflow_provider_kip848.controllers.pairing`; a lag already drained);
 * the platform's word (the controller) is asked in the worker when a stage ends: Empty needs no instance
-  running; migrated needs every instance of the start running, ready and not restarted since.
+  running; migrated needs every instance of the start running, ready and not restarted since;
+* and the platform is watched through the whole stage, every ``platform_check_seconds``
+  (:class:`~airflow_provider_kip848.hooks.platform_watch.PlatformWatch`): deferred, by the stage's trigger
+  from the triggerer, racing its broker polls; poked (``deferrable=False``, or a triggerer that cannot build
+  the controller), by :meth:`ApplicationMove.poke` between its polls. An instance of the start (or roll)
+  stopped, exited, restarted or starting again fails an arrival stage at once, named with its state; during
+  Empty, an instance running again (against the status after the stop) fails it.
 
 :class:`MoveState` is recorded on the run's snapshot location after every step (``move-<kind>.json``
 next to the application's snapshots). A task process that ends without finishing the move (an
@@ -76,6 +82,7 @@ from airflow_provider_kip848.hooks.instances import (
     named_controller,
 )
 from airflow_provider_kip848.hooks.members import force_out_members
+from airflow_provider_kip848.hooks.platform_watch import PLATFORM_CHECK_SECONDS, PlatformWatch, Rule
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.arguments import require_group_id
 from airflow_provider_kip848.kafka.errors import GroupNotFound, InvalidArgument, Kip848Error, ResourceLocked
@@ -200,18 +207,24 @@ class MoveSettings:
     audit_log: str | None = None
     #: the online path's first-instance gate, with a controller that can restart one instance (instance_roll)
     first_instance_timeout_minutes: float = 5.0
+    #: how often a stage's waits look at the platform (deferred: from the trigger; poked: between polls)
+    platform_check_seconds: float = PLATFORM_CHECK_SECONDS
 
 
 @dataclass(frozen=True)
 class Waiting:
     """The move waits: defer on a :class:`~airflow_provider_kip848.triggers.move.KafkaMoveTrigger` with these
-    ``waits`` (one entry per group) and ``remove_members_at``, for at most ``timeout_s``."""
+    ``waits`` (one entry per group) and ``remove_members_at``, for at most ``timeout_s``, watching the platform
+    with ``platform_watch`` (:meth:`PlatformWatch.to_dict`: a registry name and a baseline, never a command;
+    None: nothing to watch). ``poke``: the triggerer could not watch it, the worker pokes the stage."""
 
     waits: list[dict[str, Any]]  # Any: JSON of several shapes
     poll_interval: float
     timeout_s: float
     state: MoveState
     remove_members_at: float | None = None
+    platform_watch: dict[str, object] | None = None
+    poke: bool = False
 
 
 @dataclass(frozen=True)
@@ -373,6 +386,19 @@ class ApplicationMove:
             return self._waiting(state, stage, entries, remove=False)
         step = Step(str(event.get("step") or stage[0]))
         group_id = event.get("group_id")
+        if status == "platform_unwatched":  # the triggerer cannot ask the platform: the worker pokes the stage
+            self.log.warning("%s: %s; the rest of the stage pokes in this worker, which asks the platform every "
+                             "%g s.", self.unit.app, event.get("found"), self.settings.platform_check_seconds)
+            note = f"{event.get('found')}: the rest of the stage poked in a worker, watching the platform there"
+            if note not in state.notes:
+                state.notes.append(note)
+            removed = any((e.get("wait") or {}).get("removed") for e in entries)
+            return replace(self._waiting(state, stage, entries, remove=not removed), poke=True)
+        if status == "instance_lost":
+            detail = (f"{step} of {group_id}: the platform shows an instance of the application lost during the "
+                      f"wait: {event.get('found')}")
+            self.log.warning("%s: %s", self.unit.app, detail)
+            return self._fail_stage(state, entries, step, group_id, detail)
         if status == "timeout":
             detail = (f"{step} of {group_id}: did not hold within its timeout (last seen: "
                       f"{event.get('summary')})")
@@ -467,9 +493,96 @@ class ApplicationMove:
                       ", ".join(e["group_id"] for e in entries if pending_condition(e) is not None))
         state.deferrals += 1
         self.save(state, pending={e["group_id"]: (pending_condition(e) or {}).get("step") for e in entries})
+        watch = self._stage_watch(state, stage)
         return Waiting(waits=entries, poll_interval=float(self.settings.poll_interval),
                        timeout_s=sum(self._timeout_s(s) for s in stage) + DEFER_MARGIN_S, state=state,
-                       remove_members_at=remove_at)
+                       remove_members_at=remove_at, platform_watch=watch.to_dict() if watch is not None else None)
+
+    def _stage_watch(self, state: MoveState, stage: tuple[Step, ...]) -> PlatformWatch | None:
+        """What a stage watches on the platform while it waits: an arrival stage, the instances of the start or
+        roll (rule ``lost``); the Empty stage, an instance running again since the stop (rule ``appeared``).
+        None when the baseline is missing or the controller could not tell it (nothing to compare with)."""
+        rule: Rule
+        if ARRIVALS & set(stage):
+            rule = "lost"
+        elif Step.WAIT_EMPTY in stage:
+            rule = "appeared"
+        else:
+            return None
+        return PlatformWatch.of(self.unit.app_controller, self.unit.app_controller_args, state.baseline, rule,
+                                every_s=float(self.settings.platform_check_seconds))
+
+    def poke(self, waiting: Waiting) -> dict[str, Any]:  # Any: the trigger's event shapes (MoveTriggerEvent)
+        """The stage polled in this worker (``deferrable=False``, or a triggerer that cannot build the
+        controller) until it ends: the broker every ``poll_interval``, the platform every
+        ``platform_check_seconds`` between polls. Returns the event the stage's trigger would have fired (same
+        statuses, same messages), for :meth:`resume`."""
+        waits = [dict(w, met=list(w.get("met") or []), wait=dict(w.get("wait") or {})) for w in waiting.waits]
+        watch = PlatformWatch.from_dict(waiting.platform_watch)
+        looks = {"looks": 0, "failed": 0, "where": "worker"}
+        looked_at, polls = 0.0, 0
+
+        def event(status: str, **more: object) -> dict[str, Any]:  # Any: as above
+            pending = next((e for e in waits if pending_condition(e) is not None), None)
+            where = ({"group_id": pending["group_id"], "step": (pending_condition(pending) or {}).get("step")}
+                     if pending is not None else {})
+            return {"status": status, "waits": waits, "polls": polls, "carry": {}, "platform": dict(looks),
+                    **where, **more}
+
+        while True:
+            if watch is not None and time.time() - looked_at >= watch.every_s:
+                looked_at = time.time()
+                found = self._look(watch, looks)
+                if found is not None:
+                    return event("instance_lost", found=found)
+            polls += 1
+            with self._admin() as hook:
+                evaluate = partial(evaluate_condition, hook.get_conn())
+                for entry in waits:
+                    outcome = advance_staged(entry, evaluate, UNAVAILABLE_LIMIT_S, self.log, time.time)
+                    if isinstance(outcome, Exception):
+                        return event("error", message=str(outcome), group_id=entry["group_id"],
+                                     step=(pending_condition(entry) or {}).get("step"),
+                                     members=getattr(outcome, "members", None))
+                    if outcome == "broken":
+                        self.close()  # a new client at the next poll
+                        break
+            if all(pending_condition(e) is None for e in waits):
+                return event("met")
+            now = time.time()
+            for entry in waits:
+                spec = pending_condition(entry)
+                if spec is not None and now >= float(entry["step_started"]) + float(spec["timeout_s"]):
+                    return event("timeout", group_id=entry["group_id"], step=spec["step"],
+                                 summary=entry.get("last") or "never evaluated")
+            if waiting.remove_members_at is not None and now >= waiting.remove_members_at and any(
+                    (pending_condition(e) or {}).get("condition", {}).get("kind") == "empty" for e in waits):
+                return event("remove_members_due")
+            pause = float(waiting.poll_interval)
+            if watch is not None:
+                pause = min(pause, max(0.0, looked_at + watch.every_s - time.time()))
+            time.sleep(pause)
+
+    def _look(self, watch: PlatformWatch, looks: dict[str, Any]) -> str | None:  # Any: counters and a word
+        """One look at the platform from the worker: what fails the stage (the instances named with their state),
+        or None. A look that fails in a way a retry may not repeat is counted and asked again next time."""
+        try:
+            named = watch.resolve()
+        except Kip848Error as exc:  # a name or argument the registry refuses: bad input, never retried
+            raise StepFailed(str(exc)) from exc
+        try:
+            found = watch.look(named)
+        except ControllerError as exc:
+            if not exc.retriable:
+                raise StepFailed(f"the platform could not be asked: {exc}") from exc
+            looks["failed"] += 1
+            self.log.warning("%s: a look at the platform (%s) failed, asking again in %g s: %s", self.unit.app,
+                             watch.describe(), watch.every_s, exc)
+            return None
+        finally:
+            named.close()
+        looks["looks"] += 1
+        return found
 
     def _end_stage(self, state: MoveState, stage: tuple[Step, ...],
                    entries: list[dict[str, Any]]) -> Waiting | Finished | None:
@@ -633,6 +746,7 @@ class ApplicationMove:
             with self._controller() as controller:
                 stopped = controller.stop()
             state.gone, state.before = stopped["instances_gone"], stopped.get("before")
+            state.baseline = stopped["status"]  # the Empty stage's watch: an instance running again since
             return f"stopped: {stopped['status']['summary']} (instances gone: {stopped['instances_gone']})"
         if step is Step.ROLL:
             limits = RollLimits(first_instance_s=60 * self.settings.first_instance_timeout_minutes,

@@ -110,8 +110,9 @@ class MoveState:
 
     ``position``: index of the next step in :func:`path_of` ``(kind, path)``. ``steps``: what each step did
     (a wait: one record per group). ``gone``: the platform's answer at the stop (True: every instance
-    confirmed gone; None: it cannot tell). ``baseline``: the platform's status right after the start or roll
-    (what a later crash or restart is measured against). ``liveness``: each group's liveness window for a
+    confirmed gone; None: it cannot tell). ``baseline``: the platform's status right after the stop, the start or
+    the roll, the latest of them (what the stage's platform watch compares with: an instance running again
+    during Empty; a crash or restart during the arrival stages). ``liveness``: each group's liveness window for a
     protocol (``group:protocol`` -> s), read once in a worker. ``waits``: each group's wait memory
     (:class:`~airflow_provider_kip848.kafka.rules.conditions.WaitState` as JSON) in the current wait stage.
     ``wait_started``: when the current stage began. ``removed``: members forced out. ``attempts``: how many

@@ -48,6 +48,7 @@ from airflow_provider_kip848.engine.move import ApplicationMove, Finished, MoveS
 from airflow_provider_kip848.engine.state import MoveState
 from airflow_provider_kip848.fleet.names import PROGRESS_KEY, RESULT_KEY
 from airflow_provider_kip848.fleet.results import MIGRATE, ROLLBACK
+from airflow_provider_kip848.hooks.platform_watch import PLATFORM_CHECK_SECONDS
 from airflow_provider_kip848.kafka.arguments import parse_number
 from airflow_provider_kip848.kafka.errors import InvalidArgument, Kip848Error
 from airflow_provider_kip848.kafka.rules.lag import MARGIN_FRACTION, MARGIN_RECORDS, WINDOW_SECONDS
@@ -74,12 +75,17 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         single-group DAGs (templated; the lag wait's baseline is the move's own snapshot before the change).
     :param first_instance_timeout_minutes: the online path's first-instance gate (templated; a controller that
         can restart one instance: see :mod:`airflow_provider_kip848.engine.instance_roll`).
+    :param platform_check_seconds: how often a stage's waits look at the platform (1 to 3,600 s; templated): an
+        instance of the start stopped, exited, restarted or crash-looping fails the stage, named; during Empty, an
+        instance running again.
+    :param deferrable: True (the default) waits in the triggerer (the trigger watches the platform, racing its
+        broker polls); False pokes each stage in the worker (the platform looked at between polls).
     """
 
     template_fields = ("application", "kafka_conn_id", "snapshot_dir", "audit_log", "poll_interval",
                        "remove_members_after", "empty_settle_seconds", "empty_timeout_minutes",
                        "start_timeout_minutes", "max_lag", "first_instance_timeout_minutes", "lag_margin_fraction",
-                       "lag_margin_records", "lag_window_seconds")
+                       "lag_margin_records", "lag_window_seconds", "platform_check_seconds")
     ui_color = "#fdf1e6"
 
     def __init__(self, *, application: Mapping[str, object] | str, kafka_conn_id: str, snapshot_dir: str,
@@ -90,6 +96,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                  audit_log: str | None = None, first_instance_timeout_minutes: float | str = 5,
                  lag_margin_fraction: float | str = MARGIN_FRACTION, lag_margin_records: int | str = MARGIN_RECORDS,
                  lag_window_seconds: float | str = WINDOW_SECONDS,
+                 platform_check_seconds: float | str = PLATFORM_CHECK_SECONDS, deferrable: bool = True,
                  **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         if kind not in (MIGRATE, ROLLBACK):
@@ -102,6 +109,7 @@ class KafkaApplicationMigrationOperator(BaseOperator):
         self.first_instance_timeout_minutes = first_instance_timeout_minutes
         self.lag_margin_fraction, self.lag_margin_records = lag_margin_fraction, lag_margin_records
         self.lag_window_seconds = lag_window_seconds
+        self.platform_check_seconds, self.deferrable = platform_check_seconds, bool(deferrable)
 
     # -- inputs -------------------------------------------------------------------------------------
 
@@ -122,7 +130,9 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 audit_log=None if self.audit_log in (None, "", "None") else str(self.audit_log),
                 first_instance_timeout_minutes=float(parse_number(self.first_instance_timeout_minutes,
                                                                   "first_instance_timeout_minutes",
-                                                                  minimum=0.01) or 0.0))
+                                                                  minimum=0.01) or 0.0),
+                platform_check_seconds=float(parse_number(self.platform_check_seconds, "platform_check_seconds",
+                                                          minimum=1, maximum=3600) or PLATFORM_CHECK_SECONDS))
         except Kip848Error as exc:
             raise AirflowFailException(str(exc)) from exc
 
@@ -138,11 +148,6 @@ class KafkaApplicationMigrationOperator(BaseOperator):
 
     # -- Airflow's side -----------------------------------------------------------------------------
 
-    def execute(self, context: Context) -> dict[str, object]:
-        with self._move(context) as move:
-            outcome = move.advance(move.begin())
-        return self._handle(context, outcome)
-
     def resume(self, context: Context, event: MoveTriggerEvent | None = None, **_: object) -> dict[str, object]:
         carried = event["carry"].get(CARRY_KEY) if event is not None else None
         with self._move(context) as move:
@@ -154,8 +159,20 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 raise AirflowFailException(f"the wait's event carries no readable state ({exc}): {event!r}") from exc
             if state is None:
                 raise AirflowFailException(f"the wait's event carries no state and none is recorded: {event!r}")
-            outcome = move.resume(state, event or {})
+            outcome = self._poked(move, move.resume(state, event or {}))
         return self._handle(context, outcome)
+
+    def execute(self, context: Context) -> dict[str, object]:
+        with self._move(context) as move:
+            outcome = self._poked(move, move.advance(move.begin()))
+        return self._handle(context, outcome)
+
+    def _poked(self, move: ApplicationMove, outcome: Waiting | Finished) -> Waiting | Finished:
+        """Poking (``deferrable=False``, or a stage the triggerer could not watch): each stage polled in this
+        worker, the platform looked at between polls, until the move ends or a stage may defer."""
+        while isinstance(outcome, Waiting) and (outcome.poke or not self.deferrable):
+            outcome = move.resume(outcome.state, move.poke(outcome))
+        return outcome
 
     def _handle(self, context: Context, outcome: Waiting | Finished) -> dict[str, object]:
         if isinstance(outcome, Waiting):
@@ -163,7 +180,8 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                 trigger=KafkaMoveTrigger(kafka_conn_id=str(self.kafka_conn_id), waits=outcome.waits,
                                          poll_interval=outcome.poll_interval,
                                          remove_members_at=outcome.remove_members_at,
-                                         carry={CARRY_KEY: outcome.state.to_dict()}),
+                                         carry={CARRY_KEY: _without_commands(outcome.state.to_dict())},
+                                         platform_watch=outcome.platform_watch),
                 method_name="resume",
                 timeout=timedelta(seconds=outcome.timeout_s),
             )
@@ -176,6 +194,17 @@ class KafkaApplicationMigrationOperator(BaseOperator):
                       "migrated" if self.kind == MIGRATE else "back on classic",
                       ", ".join(g.group_id for g in outcome.result.groups))
         return result
+
+
+def _without_commands(state: dict[str, Any]) -> dict[str, Any]:  # Any: MoveState.to_dict()'s JSON
+    """The move's state as the trigger carries it: the platform's statuses (the stop's, the start's) without
+    their ``source`` (the command that listed them and where it ran). The trigger's kwargs carry names, never
+    commands; the move's record on the snapshot location keeps them whole."""
+    out = dict(state)
+    for key in ("baseline", "before"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = {**out[key], "source": ""}
+    return out
 
 
 __all__ = ["RESULT_KEY", "KafkaApplicationMigrationOperator"]
