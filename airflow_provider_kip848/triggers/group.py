@@ -39,7 +39,7 @@ from airflow_provider_kip848.kafka.rules.conditions import (
     follow,
     follow_failure,
 )
-from airflow_provider_kip848.triggers.platform import Finding, PlatformProbe
+from airflow_provider_kip848.triggers.platform import Finding, PlatformProbe, close_after_poll
 
 
 class GroupWaitCarry(TypedDict, total=False):
@@ -248,7 +248,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
         finally:
             if probe is not None:
                 probe.stop()
-            await _close_after(poll, admin)
+            await close_after_poll(poll, admin)
 
     @staticmethod
     def _carry(carry: GroupWaitCarry, wait: WaitState, probe: PlatformProbe | None) -> GroupWaitCarry:
@@ -271,11 +271,3 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                                               polls=polls, carry=carried))
 
 
-async def _close_after(poll: asyncio.Future[ConditionResult] | None, admin: KafkaAdmin) -> None:
-    """Close ``admin`` once no poll uses it: at once, or (the wait ended on the platform's word while a poll was
-    under way) when that poll's thread ends, without waiting for it here."""
-    if poll is None or poll.done():
-        await asyncio.to_thread(admin.close)
-        return
-    loop = asyncio.get_running_loop()
-    poll.add_done_callback(lambda _: loop.run_in_executor(None, admin.close))

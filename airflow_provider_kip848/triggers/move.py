@@ -43,7 +43,7 @@ from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
 from airflow_provider_kip848.kafka.api import evaluate_condition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import UNAVAILABLE_LIMIT_S, advance_staged, pending_condition
-from airflow_provider_kip848.triggers.platform import Finding, PlatformProbe
+from airflow_provider_kip848.triggers.platform import Finding, PlatformProbe, close_after_poll
 
 
 class MoveTriggerEvent(TypedDict):
@@ -202,17 +202,7 @@ class KafkaMoveTrigger(BaseTrigger):
         finally:
             if probe is not None:
                 probe.stop()
-            await _close_after(poll, admin)
-
-
-async def _close_after(poll: asyncio.Future[str | Exception] | None, admin: KafkaAdmin) -> None:
-    """Close ``admin`` once no poll uses it: at once, or (the stage ended on the platform's word while a poll was
-    under way) when that poll's thread ends, without waiting for it here."""
-    if poll is None or poll.done():
-        await asyncio.to_thread(admin.close)
-        return
-    loop = asyncio.get_running_loop()
-    poll.add_done_callback(lambda _: loop.run_in_executor(None, admin.close))
+            await close_after_poll(poll, admin)
 
 
 __all__ = ["KafkaMoveTrigger", "MoveTriggerEvent"]

@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_provider_kip848.controllers import ControllerError, NamedController
 from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
+from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import TaskLog
 
 #: threads of the looks of every waiting trigger of this triggerer process (a look blocks on a command or an API)
@@ -121,4 +122,15 @@ class PlatformProbe:
             _LOOKS.submit(named.close)
 
 
-__all__ = ["LOOK_THREADS", "Finding", "PlatformProbe"]
+async def close_after_poll(poll: asyncio.Future[Any] | None, admin: KafkaAdmin) -> None:  # Any: any poll's result
+    """Close ``admin`` once no poll uses it: at once, or (the wait ended on the platform's word while a poll was
+    under way) when that poll's thread ends, without waiting for it here. Shared by the group and move triggers,
+    whose broker polls race this module's probe."""
+    if poll is None or poll.done():
+        await asyncio.to_thread(admin.close)
+        return
+    loop = asyncio.get_running_loop()
+    poll.add_done_callback(lambda _: loop.run_in_executor(None, admin.close))
+
+
+__all__ = ["LOOK_THREADS", "Finding", "PlatformProbe", "close_after_poll"]
