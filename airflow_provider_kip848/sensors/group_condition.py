@@ -193,6 +193,28 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             self.condition = GroupCondition.from_dict(carried)
         else:
             self.condition = self._condition_riding_out_failures()
+        self._fit_deadline(say=carried is None)
+
+    def _fit_deadline(self, *, say: bool) -> None:
+        """A deadline a quiet group could never meet is raised to the first moment it can be met.
+
+        Why: a member proves it is alive by progress or by staying listed through the liveness window (the group's
+        session plus a heartbeat). With no input flowing, a wait whose deadline ends inside that window fails
+        although every member is healthy: on Kafka 4.2 a streams group's 45 s session makes a 30 s start deadline
+        such a wait, and a way back that fails there leaves the application down. The deadline becomes the window
+        plus two polls, said in the log and the result's notes (``say``; a resumed wait has it in its carry)."""
+        window = float(self.condition.liveness_s or 0.0)
+        if not self.timeout or window <= 0:
+            return
+        needed = window + 2 * max(float(self.poll_interval), 1.0)
+        if float(self.timeout) >= needed:
+            return
+        given, self.timeout = float(self.timeout), needed
+        if say:
+            note = (f"deadline raised from {given:g} s to {needed:g} s: a member proves it is alive by progress or "
+                    f"by staying listed through the {window:g} s liveness window, which a quiet group needs whole")
+            self.log.warning("Group %s: %s.", self.group_id, note)
+            self._notes.append(note)
 
     def _platform_watch(self) -> PlatformWatch | None:
         """What the wait watches on the platform while it waits (None: nothing; the sensors that know their

@@ -82,6 +82,26 @@ def test_type_and_migrated_sensors_follow_a_rolling_upgrade(kafka_conn, native, 
             m.stop()
 
 
+def test_a_deadline_inside_the_liveness_window_is_raised_to_where_a_quiet_group_can_meet_it(
+        kafka_conn, native, bootstrap, unique, tmp_path, context):
+    """A healthy member with no input proves it is alive only by staying listed through the liveness window. Found
+    on Kafka 4.2 (a streams session of 45 s): the way back's 30 s deadline ended inside the 51 s window, the wait
+    failed and the application was left down. The deadline becomes the window plus two polls, said in the notes;
+    the wait is met (before: it timed out after 3 s)."""
+    topic, group = unique("quiet"), unique("quiet-group")
+    create_topics(bootstrap, {topic: 1})
+    member = ConsumerProcess.start(bootstrap, group, [topic], protocol="consumer", client_id="q",
+                                   log_file=str(tmp_path / "q.log"))
+    try:
+        wait_until(lambda: len(native.describe_group(group).members) == 1, what="the quiet member listed")
+        result = KafkaGroupMigratedSensor(task_id="m", deferrable=False, group_id=group, expected_members=1,
+                                          poll_interval=0.5, liveness_seconds=8, timeout=3).execute(context)
+        assert result["summary"].startswith("type consumer, 1 of 1 live member"), result
+        assert any(n.startswith("deadline raised from 3 s to 10 s") for n in result["notes"]), result["notes"]
+    finally:
+        member.stop()
+
+
 def test_stopped_classic_streams_app_is_emptied_then_converted(kafka, kafka_conn, native, bootstrap, unique, context):
     """A killed classic Streams instance leaves its member behind. The caller says its instances are gone, but no
     controller pairs that member with an instance: it is not forced out (issue 46: a member the platform cannot
