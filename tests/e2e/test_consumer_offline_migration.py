@@ -221,6 +221,10 @@ def test_a_new_application_that_does_not_come_in_is_rolled_back_to_classic(airfl
         assert rollback["restarted"]["group_protocol"] == "classic"
         assert rollback["back"]["summary"].startswith(f"type classic, {INSTANCES} of {INSTANCES} live member(s)")
         assert rollback["offsets_vs_snapshot"]["counts"].get("lost", 0) == 0, rollback
+        # back on classic, served by its coordinator with every member, its records judged (apache/kafka#23514)
+        loads = rollback["group_load"]
+        assert loads["checked"] and loads["type"] == "classic" and len(loads["members"]) == INSTANCES, loads
+        assert loads["load"]["status"] in ("loads", "exposed"), loads
         # the application runs again, on classic, and is never left down by the DAG
         assert admin.group_listing(group).type is GroupType.CLASSIC
         assert live_protocols(admin, group) == [MemberProtocol.CLASSIC] * INSTANCES
