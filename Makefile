@@ -52,7 +52,10 @@ k8s-control-plane:
 # worker fills (docs/development.md, "Test run time": 2,040 s with two, 1,774 and 1,959 s in two runs with three, on
 # one machine; 1,733 s at 4a0544e). Two copies of the suite side by side (six workers) both pass, in about 57 minutes.
 PYTEST_WORKERS ?= 3
+# Before the suite: each DAG file's parse time as the dag-processor parses it (bench/dag_parse.py; a figure, not a
+# check: tests/unit/test_dag_parse.py asserts what a parse may load).
 test: check system-deps k8s-control-plane
+	$(PY) bench/dag_parse.py --rounds 2
 	$(PY) -m pytest -v -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # A developer's quick answer (not CI's): static checks, unit tests and the single-broker integration tests of under

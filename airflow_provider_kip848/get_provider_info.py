@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from airflow_provider_kip848 import __version__
-from airflow_provider_kip848.hooks.connection import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
+from airflow_provider_kip848.hooks.connection_form import CONN_FIELDS, CONN_TYPE, UI_FIELD_BEHAVIOUR
 
 INTEGRATION = "Apache Kafka group administration (KIP-848, KIP-1071)"
 

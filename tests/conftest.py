@@ -515,7 +515,8 @@ def native(bootstrap):
 @pytest.fixture
 def cli(bootstrap, kafka_version):
     """The CLI backend (Kafka's own tools from the cached jars) on the session broker."""
-    from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+    from airflow_provider_kip848.kafka.cli.backend import KafkaCli
+    from airflow_provider_kip848.kafka.cli.tools import KafkaTools
     from airflow_provider_kip848.kafka.settings import ClientSettings
 
     return KafkaCli(ClientSettings(bootstrap), KafkaTools(version=kafka_version))

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
+from airflow_provider_kip848.kafka import native
 from airflow_provider_kip848.kafka.api import BeforeRemoval
 from airflow_provider_kip848.kafka.errors import AuthorizationFailed, GroupNotFound
 from airflow_provider_kip848.kafka.group_records import GroupDowntime, commit_rate, commit_stalls, group_history
 from airflow_provider_kip848.kafka.inventory import GroupInventory
 from airflow_provider_kip848.kafka.model import BrokerVersion, ClusterInfo, MemberRemoval, TopicPartition
 from airflow_provider_kip848.kafka.model.groups import GroupDescription
-from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.native.group_log import (
     group_records,
     logged_records,
@@ -21,6 +22,9 @@ from airflow_provider_kip848.kafka.native.group_log import (
 )
 from airflow_provider_kip848.kafka.rules.group_load import LoadVerdict, judge_group_load
 from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
+
+if TYPE_CHECKING:  # the backend loads at the first action (kafka/native/__init__.py)
+    from airflow_provider_kip848.kafka.native.admin import KafkaAdmin
 
 
 class KafkaGroupAdminHook(KafkaAdminBaseHook):
@@ -37,12 +41,12 @@ class KafkaGroupAdminHook(KafkaAdminBaseHook):
     hook_name = "Kafka group admin (KIP-848 / KIP-1071)"
 
     def _make_backend(self) -> KafkaAdmin:
-        return KafkaAdmin(self.settings)
+        return native.KafkaAdmin(self.settings)
 
     def get_conn(self) -> KafkaAdmin:
         """The native backend (kept for the hook's lifetime; :meth:`close` releases it)."""
         backend = super().get_conn()
-        if not isinstance(backend, KafkaAdmin):  # only a subclass overriding _make_backend could do this
+        if not isinstance(backend, native.KafkaAdmin):  # only a subclass overriding _make_backend could do this
             raise TypeError(f"{type(self).__name__} needs the native backend, got {type(backend).__name__}")
         return backend
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from airflow_provider_kip848.hooks.base import KafkaAdminBaseHook
 from airflow_provider_kip848.hooks.connection import cli_timeout_from_extra
-from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.cli.backend import KafkaCli
+from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.errors import InvalidClientSettings
 from airflow_provider_kip848.kafka.settings import local_path
 

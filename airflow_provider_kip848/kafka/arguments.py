@@ -16,45 +16,43 @@ from __future__ import annotations
 import difflib
 import math
 import re
-import sys
 import unicodedata
 from collections.abc import Iterable
 
+from airflow_provider_kip848.kafka.code_points import INVISIBLE_RANGES, MARK_RANGES, as_ranges, is_invisible, is_mark
 from airflow_provider_kip848.kafka.documents import load_strict as load_strict  # the one reader, re-exported
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
 
 
-def _ranges(codes: Iterable[int]) -> str:
-    """Code points as the body of a regex character class (``\\uXXXX`` / ``\\UXXXXXXXX`` escapes, ranges)."""
+def _class_body(ranges: Iterable[tuple[int, int]]) -> str:
+    """Inclusive code-point ranges as the body of a regex character class (``\\uXXXX`` / ``\\UXXXXXXXX``)."""
     def esc(c: int) -> str:
         return f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
-    out, ordered = [], sorted(set(codes))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(esc(ordered[i]) if i == j else f"{esc(ordered[i])}-{esc(ordered[j])}")
-        i = j + 1
-    return "".join(out)
+    return "".join(esc(a) if a == b else f"{esc(a)}-{esc(b)}" for a, b in ranges)
 
 
-#: Code points that print as nothing or as a blank although their category is a letter, a symbol or a mark:
-#: the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and other variation
-#: selectors, the Braille blank, tags.
-_INVISIBLE_EXTRA = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x2800, 0x3164, 0xFFA0,
-                              *range(0x180B, 0x1810), *range(0xFE00, 0xFE10), *range(0xFFF0, 0xFFF9),
-                              *range(0xE0000, 0xE1000)})
-#: Characters no identifier may hold: controls, format characters (zero-width, direction marks, the soft
-#: hyphen), surrogates, line and paragraph separators, every space but the plain one (no-break, figure,
-#: narrow, ideographic ...) and :data:`_INVISIBLE_EXTRA`. Each prints as nothing or as a space, so an id
-#: holding one names another group than the one it shows.
-_INVISIBLE = frozenset(c for c in range(sys.maxunicode + 1)
-                       if unicodedata.category(chr(c)) in ("Cc", "Cf", "Cs", "Zl", "Zp")
-                       or (unicodedata.category(chr(c)) == "Zs" and c != 0x20)) | _INVISIBLE_EXTRA
-#: Combining marks (categories Mn, Mc, Me): refused with nothing to sit on (at the start of an id, or on a
-#: blank or an ASCII punctuation sign), where one prints over the quote or the dash around it.
-_MARKS = frozenset(c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)).startswith("M"))
+def _clip(ranges: Iterable[tuple[int, int]], planes: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The part of ``ranges`` inside ``planes`` (both inclusive and sorted), adjacent pieces joined."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        for lo, hi in planes:
+            start, end = max(a, lo), min(b, hi)
+            if start > end:
+                continue
+            if out and out[-1][1] + 1 == start:
+                out[-1] = (out[-1][0], end)
+            else:
+                out.append((start, end))
+    return tuple(out)
+
+
+# :data:`~airflow_provider_kip848.kafka.code_points.INVISIBLE_RANGES`: characters no identifier may hold
+# (controls, format characters, surrogates, separators, every space but the plain one, invisible letters). Each
+# prints as nothing or as a space, so an id holding one names another group than the one it shows. Combining
+# marks (:data:`~airflow_provider_kip848.kafka.code_points.MARK_RANGES`) are refused with nothing to sit on (at
+# the start of an id, or on a blank or an ASCII punctuation sign), where one prints over the quote or the dash
+# around it. Both are literal tables (computing them at import cost every DAG parse 1.7 s).
+
 #: What a combining mark may not sit on (besides the start): the plain space and ASCII punctuation/symbols.
 _NO_BASE = frozenset(c for c in range(0x20, 0x7F) if not chr(c).isalnum())
 
@@ -62,17 +60,17 @@ _NO_BASE = frozenset(c for c in range(0x20, 0x7F) if not chr(c).isalnum())
 #: ``pattern`` is an ECMA-262 regex: a browser reads it without the ``u`` flag, where ``\\U`` escapes do not
 #: exist and an astral character is two UTF-16 surrogates (a class holding the surrogates would refuse every
 #: emoji), while Airflow's server reads it with Python's ``re``.
-_FORM_PLANE = frozenset(range(0x10000)) - frozenset(range(0xD800, 0xE000))
+_FORM_PLANE = ((0x0000, 0xD7FF), (0xE000, 0xFFFF))
 
 #: A JSON-schema ``pattern`` for group-id (and application-id, user-id) form fields: what
-#: :func:`identifier_problem` accepts (no blanks around the id; none of :data:`_INVISIBLE`; no combining mark
+#: :func:`identifier_problem` accepts (no blanks around the id; none of the invisible code points; no combining mark
 #: with nothing to sit on) within :data:`_FORM_PLANE`, in ``\\uXXXX`` escapes only, so the browser and the
 #: server read it alike and a trigger form refuses such an id first. The few invisible characters beyond the
 #: plane (tags, some format characters) are refused by the provider at the run's first task. Another
 #: normalization form (a decomposed 'ü') is not refused: it is a different id, matched only exactly, and an id
 #: the cluster does not know is refused at run time showing the code points that differ.
-GROUP_ID_PATTERN = (rf"^(?!.*[{_ranges(_INVISIBLE & _FORM_PLANE)}])"
-                    rf"(?!(?:.*[{_ranges(_NO_BASE)}])?[{_ranges(_MARKS & _FORM_PLANE)}])"
+GROUP_ID_PATTERN = (rf"^(?!.*[{_class_body(_clip(INVISIBLE_RANGES, _FORM_PLANE))}])"
+                    rf"(?!(?:.*[{_class_body(as_ranges(_NO_BASE))}])?[{_class_body(_clip(MARK_RANGES, _FORM_PLANE))}])"
                     r"\S(.*\S)?$")
 
 #: What the name of an application controller in a deployment's registry looks like (never a module path:
@@ -163,11 +161,11 @@ def show_id(text: str) -> str:
 
 def _char_problem(text: str, index: int) -> str | None:
     code = ord(text[index])
-    if code in _INVISIBLE:
+    if is_invisible(code):
         return "space-like" if unicodedata.category(text[index]) == "Zs" else "invisible"
-    if code in _MARKS:
+    if is_mark(code):
         base = index - 1
-        while base >= 0 and ord(text[base]) in _MARKS:
+        while base >= 0 and is_mark(ord(text[base])):
             base -= 1
         if base < 0 or ord(text[base]) in _NO_BASE:
             return "a combining mark with no letter under it"
@@ -250,7 +248,7 @@ def id_list(name: str, ids: Iterable[str] | None) -> tuple[str, ...]:
 def folded(text: str) -> str:
     """``text`` as a person reads it: one normalization (NFKC), one case, no blanks or invisible characters."""
     return "".join(c for c in unicodedata.normalize("NFKC", text).casefold()
-                   if not c.isspace() and ord(c) not in _INVISIBLE)
+                   if not c.isspace() and not is_invisible(ord(c)))
 
 
 def similar_group_ids(group_id: str, known: Iterable[str], limit: int = 5) -> list[str]:

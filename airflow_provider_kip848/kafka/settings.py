@@ -254,3 +254,12 @@ def _prop_escape(text: str, *, is_key: bool = False) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def redact(text: str, settings: ClientSettings) -> str:
+    """``text`` with the connection's secrets replaced by ``***`` (client messages may echo a credential). Here,
+    beside the settings, so that the CLI backend's runner need not load the native clients' error tables."""
+    for secret in (settings.sasl_password, settings.ssl_key_password):
+        if secret:
+            text = text.replace(secret, "***")
+    return text

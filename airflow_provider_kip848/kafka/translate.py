@@ -19,6 +19,7 @@ from kafka import errors as kerr
 from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.model import FeatureUpdate
 from airflow_provider_kip848.kafka.settings import ClientSettings
+from airflow_provider_kip848.kafka.settings import redact as redact  # re-exported: the native backend reads it here
 
 #: The answers of a group coordinator that is moving or loading: retried, never read as a group's state.
 COORDINATOR_ERRORS = (kerr.NotCoordinatorError, kerr.CoordinatorNotAvailableError, kerr.CoordinatorLoadInProgressError)
@@ -28,13 +29,6 @@ UNSUPPORTED_VERSION = 35
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 
-
-def redact(text: str, settings: ClientSettings) -> str:
-    """``text`` with the connection's secrets replaced by ``***`` (client messages may echo a credential)."""
-    for secret in (settings.sasl_password, settings.ssl_key_password):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 

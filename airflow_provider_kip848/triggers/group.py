@@ -29,8 +29,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import settings_from_connection
 from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
+from airflow_provider_kip848.kafka import native
 from airflow_provider_kip848.kafka.api import evaluate_condition
-from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import (
     UNAVAILABLE_LIMIT_S,
     ConditionResult,
@@ -190,7 +190,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
             return
         probe = PlatformProbe(watch, self.log, carry.get("platform")) if watch is not None else None
         watching = probe.start() if probe is not None else None
-        admin = KafkaAdmin(settings)
+        admin = native.KafkaAdmin(settings)
         polls = self.polls_before
         last = ""
         poll: asyncio.Future[ConditionResult] | None = None
@@ -218,7 +218,7 @@ class KafkaGroupConditionTrigger(BaseTrigger):
                     self.log.warning("Group %s: %s Polling again in %g s with a new client.", self.group_id, exc,
                                      self.poll_interval)
                     await asyncio.to_thread(admin.close)
-                    admin = KafkaAdmin(settings)
+                    admin = native.KafkaAdmin(settings)
                 carry = self._carry(carry, wait, probe)
                 if result is not None and result.met:
                     met = GroupConditionMet(status="met", group_id=self.group_id, condition=condition.to_dict(),

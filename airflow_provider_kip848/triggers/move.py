@@ -40,8 +40,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.connection import settings_from_connection
 from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
+from airflow_provider_kip848.kafka import native
 from airflow_provider_kip848.kafka.api import evaluate_condition
-from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import UNAVAILABLE_LIMIT_S, advance_staged, pending_condition
 from airflow_provider_kip848.triggers.platform import Finding, PlatformProbe, close_after_poll
 
@@ -163,7 +163,7 @@ class KafkaMoveTrigger(BaseTrigger):
             return
         probe = PlatformProbe(watch, self.log) if watch is not None else None
         watching = probe.start() if probe is not None else None
-        admin = KafkaAdmin(settings)
+        admin = native.KafkaAdmin(settings)
         polls = self.polls_before
         poll: asyncio.Future[str | Exception] | None = None
         try:
@@ -186,7 +186,7 @@ class KafkaMoveTrigger(BaseTrigger):
                         return
                     if outcome == "broken":
                         await asyncio.to_thread(admin.close)
-                        admin = KafkaAdmin(settings)
+                        admin = native.KafkaAdmin(settings)
                         break
                 if all(pending_condition(e) is None for e in waits):
                     yield self._event(MoveTriggerEvent(status="met", waits=waits, polls=polls, carry=self.carry))

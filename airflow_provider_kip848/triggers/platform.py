@@ -24,12 +24,14 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_provider_kip848.controllers import ControllerError, NamedController
 from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
-from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.conditions import TaskLog
+
+if TYPE_CHECKING:  # the backend loads at the first poll (kafka/native/__init__.py)
+    from airflow_provider_kip848.kafka.native.admin import KafkaAdmin
 
 #: threads of the looks of every waiting trigger of this triggerer process (a look blocks on a command or an API)
 LOOK_THREADS = 8

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from airflow_provider_kip848.kafka.model import TopicPartition, coordinator_partition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
-from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.native.quiet import QUIET_LOGGER
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from kip848_harness.clients import create_topics, produce
 from kip848_harness.kafka_cluster import LocalKafka

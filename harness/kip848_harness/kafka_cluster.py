@@ -46,7 +46,7 @@ from confluent_kafka.admin import (
 
 from airflow_provider_kip848.kafka.cli.distribution import DEFAULT_KAFKA_VERSION, KafkaDistribution, tail_lines
 from airflow_provider_kip848.kafka.cli.java import find_java
-from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.native.quiet import QUIET_LOGGER
 from kip848_harness.apps import StreamsApp, wordcount_properties
 from kip848_harness.errors import BrokerStartError, LocalKafkaError, PortInUseError
 from kip848_harness.jmx_exporter import JmxExporterAgent, metrics_url

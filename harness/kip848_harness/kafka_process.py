@@ -22,7 +22,7 @@ from typing import IO, Any
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kip848.kafka.cli.distribution import KafkaDistribution, tail_lines
-from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.native.quiet import QUIET_LOGGER
 from kip848_harness.errors import BrokerStartError, LocalKafkaError, PortInUseError
 from kip848_harness.jmx_exporter import JmxExporterAgent
 from kip848_harness.kafka_distribution import broker_command, exporter_jvm_options

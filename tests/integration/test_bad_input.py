@@ -7,7 +7,8 @@ import socket
 import pytest
 
 from airflow_provider_kip848.kafka import errors as kafka_errors
-from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.cli.backend import KafkaCli
+from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.model import TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings, InvalidClientSettings

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 
 from airflow_provider_kip848.kafka import errors as kafka_errors
 from airflow_provider_kip848.kafka.api import GroupAdmin
-from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.cli.backend import KafkaCli
+from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.model import GroupType, TopicPartition
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.rules.group_configs import config_group_type

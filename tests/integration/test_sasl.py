@@ -13,7 +13,8 @@ import pytest
 
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.hooks.cli import KafkaCliHook
-from airflow_provider_kip848.kafka.cli import KafkaCli, KafkaTools
+from airflow_provider_kip848.kafka.cli.backend import KafkaCli
+from airflow_provider_kip848.kafka.cli.tools import KafkaTools
 from airflow_provider_kip848.kafka.errors import AuthenticationFailed, AuthorizationFailed
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings

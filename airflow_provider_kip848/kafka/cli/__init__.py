@@ -1,7 +1,7 @@
-"""The CLI backend: Kafka's own tools, run safely, their output parsed into :mod:`..model` results."""
+"""The CLI backend: Kafka's own tools, run safely, their output parsed into :mod:`..model` results.
 
-from airflow_provider_kip848.kafka.cli.backend import KafkaCli
-from airflow_provider_kip848.kafka.cli.runner import KafkaToolRunner, ToolResult
-from airflow_provider_kip848.kafka.cli.tools import KafkaTools
-
-__all__ = ["KafkaCli", "KafkaToolRunner", "KafkaTools", "ToolResult"]
+Its modules are imported by name (``kafka.cli.backend.KafkaCli``, ``kafka.cli.tools.KafkaTools``,
+``kafka.cli.runner``, ``kafka.cli.distribution``): the package imports none of them, so what needs only the
+distribution's figures (the connection form's default Kafka version, read by Airflow at every start-up) does not
+load the backend and its parsers (issue 49: DAG files and Airflow processes paid for them at import).
+"""

@@ -23,8 +23,7 @@ from pathlib import Path
 
 from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.cli.tools import KafkaTools
-from airflow_provider_kip848.kafka.settings import ClientSettings, java_properties_text
-from airflow_provider_kip848.kafka.translate import redact
+from airflow_provider_kip848.kafka.settings import ClientSettings, java_properties_text, redact
 
 
 @dataclass(frozen=True)

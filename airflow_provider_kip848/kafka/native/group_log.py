@@ -24,7 +24,7 @@ from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.group_records import GroupRecord, RecordType, decode, key_group, record_type
 from airflow_provider_kip848.kafka.model import GroupState, GroupType
 from airflow_provider_kip848.kafka.model.groups import GroupDescription, coordinator_partition
-from airflow_provider_kip848.kafka.native.transport import QUIET_LOGGER
+from airflow_provider_kip848.kafka.native.quiet import QUIET_LOGGER
 from airflow_provider_kip848.kafka.rules.group_load import LoggedRecord
 from airflow_provider_kip848.kafka.rules.upgrade_window import UpgradeWindowFacts
 from airflow_provider_kip848.kafka.settings import ClientSettings

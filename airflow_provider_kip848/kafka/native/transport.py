@@ -43,6 +43,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 
 from airflow_provider_kip848.kafka import errors
 from airflow_provider_kip848.kafka.model import coordinator_partition
+from airflow_provider_kip848.kafka.native.quiet import QUIET_LOGGER
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.kafka.translate import (
     confluent_retriable,
@@ -77,16 +78,6 @@ def quiet_client_loggers() -> None:
             logging.getLogger(name).setLevel(level)
 
 
-class _QuietLogger:
-    """librdkafka logs connection errors at WARNING/ERROR; the errors we raise say the same, once."""
-
-    def log(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    debug = info = warning = error = exception = critical = log
-
-
-QUIET_LOGGER = _QuietLogger()
 
 
 class Transport:
