@@ -21,7 +21,7 @@ Results are small JSON dicts (XCom).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from airflow_provider_kip848.controllers.errors import ControllerError, PlatformError
@@ -36,6 +36,10 @@ from airflow_provider_kip848.controllers.protocol import (
 
 #: how long a stop may take to show every instance gone, by default (a JVM's shutdown hooks, a pod's grace)
 STOP_CONFIRM_SECONDS = 120.0
+#: a log mark: the last lines of an instance's log before a start or a roll (three: one line repeats often)
+LOG_MARK_LINES = 3
+LOG_MARK_BYTES = 4096
+LOG_MARK_TIMEOUT_S = 10.0
 _T = TypeVar("_T")
 
 
@@ -133,6 +137,19 @@ class NamedController:
                                                  f"{type(log).__name__}, not an InstanceLog")
         return log
 
+    def log_marks(self, instances: Sequence[str], *, lines: int = LOG_MARK_LINES) -> dict[str, list[str]]:
+        """Each instance's last ``lines`` log lines now (none where the log cannot be read, or the controller does
+        not read logs): taken before a start or a roll, so the errors read after it are the new incarnation's,
+        never an earlier one's still in a log that spans restarts (supervisord's, a journal)."""
+        if not self.can_read_logs():
+            return {}
+        marks = {}
+        for name in instances:
+            log = self.logs(name, max_bytes=LOG_MARK_BYTES, timeout_s=LOG_MARK_TIMEOUT_S)
+            if log.known:
+                marks[name] = list(log.lines[-lines:])
+        return marks
+
     def can_roll(self) -> bool:
         return bool(self.controller.can_roll())
 
@@ -198,7 +215,8 @@ class NamedController:
 
     def start(  # Any: the platform's answer, JSON of several shapes
             self, group_protocol: str, *, expected: int | None = None) -> dict[str, Any]:
-        """Start with ``group.protocol``; with ``expected`` instances already running, start nothing."""
+        """Start with ``group.protocol``; with ``expected`` instances already running, start nothing. The status
+        after it carries ``log_marks`` (:meth:`log_marks`, taken before the start) for the waits' log reading."""
         protocol = self._protocol(group_protocol)
         before = self.status()
         ready = [i for i in before.running if i.ready is not False]  # a stopping or backing-off one is not up
@@ -206,9 +224,15 @@ class NamedController:
             return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                     "platform": {"skipped": f"already running: {before.summary()}"}, "status": before.to_dict(),
                     "already_running": True}
+        marks = self.log_marks([i.name for i in before.instances])
         done = self._call("start", lambda: dict(self.controller.start(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
-                "platform": done, "status": self.status().to_dict(), "already_running": False}
+                "platform": done, "status": self.status_with_marks(marks), "already_running": False}
+
+    def status_with_marks(self, marks: Mapping[str, Sequence[str]]) -> dict[str, object]:
+        """The status now as a baseline: :meth:`ApplicationStatus.to_dict` and the ``log_marks`` taken before
+        the action (instances without one: their whole log read is new)."""
+        return {**self.status().to_dict(), "log_marks": {k: list(v) for k, v in marks.items()}}
 
     def roll(self, group_protocol: str) -> dict[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """The platform's rolling restart with ``group.protocol``."""
@@ -218,9 +242,10 @@ class NamedController:
                                   controller=self.name, step="roll",
                                   remedy="Configure a roll for it in the registry, or migrate the application "
                                          "offline.")
+        marks = self.log_marks([i.name for i in self.status().instances]) if self.can_read_logs() else {}
         done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
-                "platform": done, "status": self.status().to_dict()}
+                "platform": done, "status": self.status_with_marks(marks)}
 
 
     def stop_instance(self, name: str, *, confirm_seconds: float = STOP_CONFIRM_SECONDS,
