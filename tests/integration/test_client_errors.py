@@ -33,6 +33,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from airflow_provider_kip848.controllers.registry import resolve_controller
+from airflow_provider_kip848.engine.way_back import split_of
+from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.sensors.group import KafkaGroupMigratedSensor
@@ -85,7 +88,6 @@ def test_a_member_fenced_by_a_duplicate_instance_id_is_named_with_the_clients_wo
         with open(app.log_path(0), "a") as old:
             old.write("KafkaError{code=UNRELEASED_INSTANCE_ID,val=111,str=\"an earlier incarnation\"}\n")
         name, baseline = _started(app, controllers, context, native, protocol="classic")
-        assert baseline["log_marks"], baseline
         sensor = _migrated_wait(app, name, baseline, deferred, group_type="classic")
         waiting = Waiting(sensor, context, deferred)
         waiting.start()
@@ -103,6 +105,14 @@ def test_a_member_fenced_by_a_duplicate_instance_id_is_named_with_the_clients_wo
         assert "Static consumer fenced by other consumer with same group.instance.id" in message, message
         assert "UNRELEASED_INSTANCE_ID" not in message, "an error from before the start's mark was named"
         assert f"{app.name}:{app.name}_0: " not in message.split("The clients logged")[-1], message
+        assert baseline.get("log_marks"), baseline  # the start's marks, in the wait's baseline
+        # where a way back would leave it (the way back's approval and the run report show this split)
+        with KafkaGroupAdminHook(kafka_conn_id=kafka_conn) as hook:
+            split = split_of(resolve_controller(name), hook, [group], "classic")
+        findings = split["client_errors"]["findings"]
+        assert any(f["instance"] == victim and f["error"] == "FENCED_INSTANCE_ID" and f["fatal"] for f in findings), \
+            split
+        assert f"{victim}: FENCED_INSTANCE_ID (fatal)" in split["summary"], split["summary"]
     finally:
         if intruder is not None:
             intruder.kill()

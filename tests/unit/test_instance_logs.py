@@ -117,3 +117,36 @@ def test_a_logs_command_that_prints_without_bound_or_hangs_is_bounded(tmp_path: 
 def test_a_logs_template_is_checked_like_every_step(template, expected):
     with pytest.raises(ValueError, match=expected):
         CommandController(commands={"stop": "true", "start": "true", "logs": template})
+
+
+def test_the_platform_watch_fails_at_once_on_a_fatal_client_error_logged_after_the_start(tmp_path: Path):
+    """A ``command`` controller over the worker's shell: the status prints one instance, still running as the
+    process of the start (nothing lost); its log holds a fatal error. Written before the start's mark it is an
+    earlier incarnation's: nothing. Written after it: the look fails the wait, naming the instance and the
+    client's line, while the platform still shows the process running."""
+    from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
+
+    log = tmp_path / "orders-0.log"
+    status = '{"instances": [{"name": "orders-0", "running": true, "ready": true, "incarnation": "41"}]}'
+    (tmp_path / "status.json").write_text(status)
+    controller = CommandController(commands={"stop": "true", "start": "true", "status": f"cat {tmp_path}/status.json",
+                                             "logs": f"tail -c {{max_bytes}} {tmp_path}/{{instance}}.log"})
+    named = _named(controller)
+    fatal = ("%0|1795964302.977|FATAL|orders-0#consumer-1| [thrd:main]: Fatal error: Broker: The instance ID is "
+             "still used by another member in the consumer group: ConsumerGroupHeartbeat fatal error: ...")
+    log.write_text(f"started\n{fatal}\nclosed\nstarted again\n")
+    marks = named.log_marks(["orders-0"])
+    assert marks == {"orders-0": [fatal, "closed", "started again"]}
+    baseline = named.status_with_marks(marks)
+    watch = PlatformWatch.of("orders", {}, baseline, "lost")
+    assert watch is not None and watch.baseline["log_marks"] == marks
+    assert watch.look(named) is None  # the fatal line is an earlier incarnation's
+    with log.open("a") as out:
+        out.write("joining\n" + fatal.replace("1795964302.977", "1795964400.001") + "\n")
+    found = watch.look(named)
+    assert found is not None and "an instance's client logged an error it does not recover from" in found, found
+    assert "orders-0: UNRELEASED_INSTANCE_ID (fatal): %0|1795964400.001|FATAL|" in found, found
+    # a non-fatal error after the mark fails nothing by itself (it is named when the wait fails otherwise)
+    log.write_text("started again\nKafkaError{code=FENCED_MEMBER_EPOCH,val=110,str=\"...\"}\n")
+    assert watch.look(named) is None
+    assert [f.error for f in watch.client_errors(named).findings] == ["FENCED_MEMBER_EPOCH"]
