@@ -99,6 +99,8 @@ def test_a_member_fenced_by_a_duplicate_instance_id_is_named_with_the_clients_wo
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
         message = _failed(waiting, time.monotonic(), "a member fenced by a duplicate group.instance.id")
         print("message:", message)
+        if not deferred:  # what the platform's looks cost, logs read included (two instances)
+            print(f"figures: {sensor._looks['looks']} look(s) in {sensor._looks['look_s']} s")
         victim = f"{app.name}:{app.name}_1"
         assert f"{victim}: FENCED_INSTANCE_ID (fatal)" in message, message
         # the client's own words (librdkafka's error string), not a count
