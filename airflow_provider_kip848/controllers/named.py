@@ -33,6 +33,7 @@ from airflow_provider_kip848.controllers.protocol import (
     ClientConfig,
     InstanceLog,
 )
+from airflow_provider_kip848.kafka.rules.client_errors import after_mark, describe_findings, scan_lines
 
 #: how long a stop may take to show every instance gone, by default (a JVM's shutdown hooks, a pod's grace)
 STOP_CONFIRM_SECONDS = 120.0
@@ -40,6 +41,8 @@ STOP_CONFIRM_SECONDS = 120.0
 LOG_MARK_LINES = 3
 LOG_MARK_BYTES = 4096
 LOG_MARK_TIMEOUT_S = 10.0
+#: what a failed start's or roll's log reading reads of each instance (its newest bytes)
+LOG_SCAN_BYTES = 32_768
 _T = TypeVar("_T")
 
 
@@ -224,10 +227,31 @@ class NamedController:
             return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                     "platform": {"skipped": f"already running: {before.summary()}"}, "status": before.to_dict(),
                     "already_running": True}
-        marks = self.log_marks([i.name for i in before.instances])
-        done = self._call("start", lambda: dict(self.controller.start(protocol)))
+        names = [i.name for i in before.instances]
+        marks = self.log_marks(names)
+        done = self._with_client_errors("start", names, marks, lambda: dict(self.controller.start(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                 "platform": done, "status": self.status_with_marks(marks), "already_running": False}
+
+    def _with_client_errors(self, step: str, names: Sequence[str], marks: Mapping[str, Sequence[str]],
+                            fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``fn`` as the step; when it fails, the errors the instances' clients logged since ``marks`` (the lines
+        before it) are added to its failure, in the clients' words: a start refused by a process manager
+        ("spawn error") says why the process ended."""
+        try:
+            return self._call(step, fn)
+        except ControllerError as exc:
+            findings = []
+            for name in names if self.can_read_logs() else ():
+                log = self.logs(name, max_bytes=LOG_SCAN_BYTES, timeout_s=LOG_MARK_TIMEOUT_S)
+                if log.known:
+                    findings.extend(scan_lines(name, after_mark(log.lines, marks.get(name))))
+            if not findings:
+                raise
+            what = exc.what.removeprefix(f"controller {self.name!r}, step {step}: ")
+            raise ControllerError(f"{what}. The clients logged: {describe_findings(findings)}",
+                                  controller=self.name, step=step, retriable=exc.retriable,
+                                  remedy=exc.remedy) from exc
 
     def status_with_marks(self, marks: Mapping[str, Sequence[str]]) -> dict[str, object]:
         """The status now as a baseline: :meth:`ApplicationStatus.to_dict` and the ``log_marks`` taken before
@@ -242,8 +266,9 @@ class NamedController:
                                   controller=self.name, step="roll",
                                   remedy="Configure a roll for it in the registry, or migrate the application "
                                          "offline.")
-        marks = self.log_marks([i.name for i in self.status().instances]) if self.can_read_logs() else {}
-        done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
+        names = [i.name for i in self.status().instances] if self.can_read_logs() else []
+        marks = self.log_marks(names)
+        done = self._with_client_errors("roll", names, marks, lambda: dict(self.controller.roll(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
                 "platform": done, "status": self.status_with_marks(marks)}
 
