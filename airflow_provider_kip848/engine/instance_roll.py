@@ -71,6 +71,7 @@ from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.engine.incarnation import follow_origin, is_up, since_start
 from airflow_provider_kip848.engine.upgrade_window import UpgradeWindowShut, await_upgrade_window
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.client_logs import read_client_errors
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember
@@ -468,11 +469,21 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
                                      why="its instance is gone (the platform confirms it); its successor would be "
                                          "fenced")
 
-    rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
-                          way_back=way_back, before_first_start=guard).run()
+    # each instance's log mark before the roll: the waits after it read only what is newer
+    names = [i.name for i in named.status().instances] if named.can_read_logs() else []
+    marks = named.log_marks(names)
+    try:
+        rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
+                              way_back=way_back, before_first_start=guard).run()
+    except InstanceRollFailed as exc:  # why an instance did not come in, in its client's words, where it logged it
+        errors = read_client_errors(named, names, marks)
+        if not errors.findings:
+            raise
+        raise type(exc)(f"{exc.what}. {errors.describe()}", rolled=exc.rolled, retriable=exc.retriable,
+                        not_back=exc.not_back) from exc
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
-            "status": named.status().to_dict()}
+            "status": named.status_with_marks(marks)}
 
 
 __all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "NAME_INCARNATION_S", "SETTLE_S", "InstanceRoll",
