@@ -27,6 +27,7 @@ from airflow_provider_kip848.controllers.protocol import (
     ApplicationStatus,
     ClientConfig,
     Instance,
+    InstanceLog,
 )
 from airflow_provider_kip848.controllers.schema import Arg
 from airflow_provider_kip848.controllers.verdicts import instance_problems, lost_instances, member_instance
@@ -41,6 +42,7 @@ __all__ = [
     "ControllerRefused",
     "ControllerRegistryInvalid",
     "Instance",
+    "InstanceLog",
     "NamedController",
     "PlatformError",
     "instance_problems",

@@ -21,10 +21,10 @@ an Airflow connection (Airflow's SSH provider)::
         timeout_seconds: 120
 
 Templates take ``{group_protocol}`` (``start``, ``roll``, ``start_instance`` and ``config``: the
-properties the application will run with on that protocol), ``{instance}`` (``stop_instance`` and
-``start_instance``: one instance's name as the status command prints it) and the run
-parameters the entry declares under ``params`` (name -> type, enum, pattern,
-default); a template naming anything else is refused when the registry entry is read. No shell ever
+properties the application will run with on that protocol), ``{instance}`` (``stop_instance``,
+``start_instance``, ``logs``: one instance's name as the status command prints it), ``{max_bytes}`` (``logs``,
+e.g. ``supervisorctl tail -{max_bytes} {instance}``) and the run parameters the entry declares under
+``params``; a template naming anything else is refused when the registry entry is read. No shell ever
 parses a value: each placeholder runs as ``"${KIP848_ARG_<name>}"`` with the value in that environment
 variable, and a placeholder where the shell would read the value again (inside quotes, ``$( )``, a
 here-document, ``sh -c``, ``eval`` ...) is refused when the entry is read (:mod:`.templates`). Commands get a
@@ -68,10 +68,12 @@ from airflow_provider_kip848.controllers.formats import (
     parse_status,
 )
 from airflow_provider_kip848.controllers.protocol import (
+    MAX_LOG_BYTES,
     ApplicationController,
     ApplicationStatus,
     ClientConfig,
     Instance,
+    InstanceLog,
 )
 from airflow_provider_kip848.controllers.runners import CommandOutcome, LocalRunner, Runner, SSHRunner
 from airflow_provider_kip848.controllers.schema import Arg
@@ -79,11 +81,14 @@ from airflow_provider_kip848.controllers.templates import ENV_PREFIX, display, r
 from airflow_provider_kip848.kafka.errors import InvalidArgument
 from airflow_provider_kip848.kafka.patterns import NamePattern, compile_name_pattern
 
-STEPS = ("stop", "start", "roll", "status", "config", "stop_instance", "start_instance")
+STEPS = ("stop", "start", "roll", "status", "config", "stop_instance", "start_instance", "logs", "logs_from_start")
 #: the steps whose commands take {group_protocol} (config: the properties the application will run with on it)
 PROTOCOL_STEPS = ("start", "roll", "config", "start_instance")
 #: the steps whose commands take {instance}: one instance's name, as the status command printed it
 INSTANCE_STEPS = ("stop_instance", "start_instance")
+#: the read-only steps that print one instance's log: take {instance} and {max_bytes} (logs_from_start: the first
+#: lines of its current incarnation, where the platform keeps them)
+LOG_STEPS = ("logs", "logs_from_start")
 #: the member facts ``member_identity`` may derive from an instance's name
 IDENTITY_FIELDS = ("client_id", "group_instance_id", "host")
 #: the longest string a run may give a param (it travels in an environment variable)
@@ -172,7 +177,8 @@ class CommandController(ApplicationController):
             raise ValueError("commands: every command is a string (a shell command template)")
         for step, template in commands.items():
             allowed = (declared | ({"group_protocol"} if step in PROTOCOL_STEPS else set())
-                       | ({"instance"} if step in INSTANCE_STEPS else set()))
+                       | ({"instance"} if step in INSTANCE_STEPS else set())
+                       | ({"instance", "max_bytes"} if step in LOG_STEPS else set()))
             try:
                 fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template) if f is not None]
             except ValueError as exc:
@@ -206,9 +212,10 @@ class CommandController(ApplicationController):
     def _declared(cls, params: Mapping[str, Mapping[str, Any]]) -> dict[str, Arg]:
         out = {}
         for name, spec in params.items():
-            if not re.fullmatch(r"[a-z_][a-z0-9_]*", str(name)) or name in ("group_protocol", "instance"):
-                raise ValueError(f"params.{name}: a parameter name is lower_snake_case (and not group_protocol or "
-                                 "instance)")
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", str(name)) or name in ("group_protocol", "instance",
+                                                                              "max_bytes"):
+                raise ValueError(f"params.{name}: a parameter name is lower_snake_case (and not group_protocol, "
+                                 "instance or max_bytes)")
             if name in cls.schema:  # a run must never set the target (commands, ssh_conn_id, env ...)
                 raise ValueError(f"params.{name}: the name of one of the controller's own arguments "
                                  f"({', '.join(sorted(cls.schema))}); choose another")
@@ -290,20 +297,23 @@ class CommandController(ApplicationController):
                             if self.ssh_conn_id else LocalRunner())
         return self._runner
 
-    def _values(self, group_protocol: str | None, instance: str | None) -> dict[str, str]:
+    def _values(self, group_protocol: str | None, instance: str | None,
+                max_bytes: int | None = None) -> dict[str, str]:
         """Every placeholder's value as text (a boolean as ``true``/``false``)."""
         values = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in self.values.items()}
+        if max_bytes is not None:
+            values["max_bytes"] = str(max_bytes)
         if group_protocol is not None:
             values["group_protocol"] = group_protocol
         if instance is not None:
             values["instance"] = instance
         return values
 
-    def _render(self, step: str, group_protocol: str | None = None,
-                instance: str | None = None) -> tuple[str, dict[str, str], str]:
+    def _render(self, step: str, group_protocol: str | None = None, instance: str | None = None,
+                max_bytes: int | None = None) -> tuple[str, dict[str, str], str]:
         """The step's shell text (placeholders as ``"${KIP848_ARG_name}"``), the environment holding the values,
         and the same command with the values written in as quoted words (what approvals and reports show)."""
-        values = self._values(group_protocol, instance)
+        values = self._values(group_protocol, instance, max_bytes)
         script, env = render(self.commands[step], values)
         return script, env, display(self.commands[step], values)
 
@@ -376,6 +386,37 @@ class CommandController(ApplicationController):
             self, name: str, group_protocol: str) -> Mapping[str, Any]:
         return self._report(self._run("start_instance", group_protocol, instance=self._listed(name)))
 
+    def can_read_logs(self) -> bool:
+        return bool(self.commands.get("logs"))
+
+    def logs(self, instance: str, *, max_bytes: int = 65536, from_start: bool = False,
+             timeout_s: float = 20.0) -> InstanceLog:
+        """The ``logs`` command's output for one instance (``logs_from_start`` with ``from_start``, if given), run
+        like every step (the name one inert word; one starting with ``-`` would read as an option: refused),
+        within ``timeout_s`` (at most the entry's timeout), its newest ``max_bytes`` kept whatever the command
+        prints, redacted. A command that fails or times out: an unknown log, saying why."""
+        step = "logs_from_start" if from_start and self.commands.get("logs_from_start") else "logs"
+        if not self.can_read_logs():
+            return InstanceLog.unknown(instance, "no logs command is configured for this controller")
+        if not instance or instance.startswith("-") or any(c in instance for c in "\r\n\x00"):
+            return InstanceLog.unknown(instance, f"{instance!r} is not an instance name a logs command can take")
+        max_bytes = max(1, min(int(max_bytes), MAX_LOG_BYTES))
+        script, values, command = self._render(step, None, instance, max_bytes)
+        secrets = self._secrets()
+        shown = redact_output(command, secrets)
+        try:
+            outcome = self.runner.run(script, timeout=min(self.timeout, max(0.1, float(timeout_s))),
+                                      env={**self.env, **values}, shown=command)
+        except PlatformError as exc:
+            return InstanceLog.unknown(instance, redact_output(exc.what, secrets), source=shown)
+        source = f"`{shown}` on {outcome.where}"
+        if outcome.exit_code != 0:
+            err = redact_output(outcome.tail((outcome.stderr or outcome.stdout).strip())[-500:], secrets)
+            return InstanceLog.unknown(instance, f"exited {outcome.exit_code}: {err or '(no output)'}", source=source)
+        text = redact_output(outcome.stdout, secrets)
+        return InstanceLog.from_text(instance, text, source=source, max_bytes=max_bytes,
+                                     from_start=step == "logs_from_start")
+
     def status(self) -> ApplicationStatus:
         if not self.commands.get("status"):
             return ApplicationStatus.unknown("no status command is configured for this controller")
@@ -416,6 +457,8 @@ class CommandController(ApplicationController):
                 out[step] = self.commands[step]
             elif step in INSTANCE_STEPS:  # once per instance: the name as the status prints it
                 out[step] = display(self.commands[step], self._values(group_protocol, "<instance>"))
+            elif step in LOG_STEPS:
+                out[step] = display(self.commands[step], self._values(None, "<instance>", 65536))
             else:
                 out[step] = display(self.commands[step], self._values(group_protocol, None))
         return out
@@ -454,4 +497,4 @@ class CommandController(ApplicationController):
             self._runner.close()
 
 
-__all__ = ["INSTANCE_STEPS", "PROTOCOL_STEPS", "STEPS", "CommandController", "redact_output"]
+__all__ = ["INSTANCE_STEPS", "LOG_STEPS", "PROTOCOL_STEPS", "STEPS", "CommandController", "redact_output"]

@@ -27,9 +27,11 @@ from typing import Any, TypeVar
 from airflow_provider_kip848.controllers.errors import ControllerError, PlatformError
 from airflow_provider_kip848.controllers.protocol import (
     GROUP_PROTOCOLS,
+    MAX_LOG_BYTES,
     ApplicationController,
     ApplicationStatus,
     ClientConfig,
+    InstanceLog,
 )
 
 #: how long a stop may take to show every instance gone, by default (a JVM's shutdown hooks, a pod's grace)
@@ -112,6 +114,24 @@ class NamedController:
             raise ControllerError(f"topology() returned {type(topology).__name__}, not a str",
                                   controller=self.name, step="topology")
         return topology
+
+    def can_read_logs(self) -> bool:
+        return bool(self.controller.can_read_logs())
+
+    def logs(self, instance: str, *, max_bytes: int = 65536, from_start: bool = False,
+             timeout_s: float = 20.0) -> InstanceLog:
+        """The instance's recent log, bounded and redacted. Never raises: a read that fails is an unknown log
+        naming the controller and why (a log that was not read concludes nothing, and fails no wait)."""
+        try:
+            log = self._call("logs", lambda: self.controller.logs(
+                instance, max_bytes=max(1, min(int(max_bytes), MAX_LOG_BYTES)), from_start=from_start,
+                timeout_s=timeout_s))
+        except ControllerError as exc:
+            return InstanceLog.unknown(instance, str(exc))
+        if not isinstance(log, InstanceLog):
+            return InstanceLog.unknown(instance, f"controller {self.name!r}: logs() returned "
+                                                 f"{type(log).__name__}, not an InstanceLog")
+        return log
 
     def can_roll(self) -> bool:
         return bool(self.controller.can_roll())

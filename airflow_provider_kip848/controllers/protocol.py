@@ -39,6 +39,19 @@ GROUP_PROTOCOLS = ("classic", "consumer", "streams")
 #: client properties whose values never leave the controller (XCom, approval, report, log)
 _SECRET_KEY = re.compile(r"(password|secret|token|credential|jaas\.config|\.key$|\.pem$|private|user\.info)",
                          re.IGNORECASE)
+#: log text: a JAAS config or an Authorization header hides the rest of its line (its value holds spaces)
+_SECRET_REST_OF_LINE = re.compile(r"(?i)\b((?:sasl\.jaas\.config|[\w.-]*jaas\.config|authorization|proxy-authorization)"
+                                  r"\s*[=:]\s*)(\S.*)$")
+#: log text: a secret-looking key's value (key=value, key: value, "key": "value", key = 'a b')
+_SECRET_LOG_ASSIGNMENT = re.compile(
+    r"(?i)\b([\w.-]*(?:password|passwd|secret|token|credential|private|user\.info|api[._-]?key)[\w.-]*"
+    r"|[\w.-]+\.(?:key|pem))(\"?\s*[=:]\s*)(\"[^\"]*\"?|'[^']*'?|[^\s\",;}]+)")
+#: log text: bearer and basic credentials wherever they appear
+_SECRET_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+#: the longest log line kept (a line longer is cut, and says so)
+MAX_LOG_LINE = 4096
+#: what a log read may ask for at most (a wait reads several instances at the platform watch's pace)
+MAX_LOG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -160,6 +173,71 @@ class ClientConfig:
                    client=data.get("client"), client_version=data.get("client_version"))
 
 
+def redact_log_line(line: str) -> str:
+    """One log line with its secrets replaced by ``***``: the rest of a line after ``sasl.jaas.config =`` or
+    ``Authorization:`` (their values hold spaces), the value of every secret-looking key (the keys
+    :class:`ClientConfig` masks, ``api_key``), and bearer or basic credentials. Idempotent."""
+    line = _SECRET_REST_OF_LINE.sub(lambda m: f"{m.group(1)}***", line)
+    line = _SECRET_LOG_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}***", line)
+    return _SECRET_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}***", line)
+
+
+@dataclass(frozen=True)
+class InstanceLog:
+    """An instance's recent log as its platform gives it: ``lines`` oldest first, redacted (always: the
+    constructor redacts them), at most ``max_bytes`` in all; ``truncated`` when older lines (or, read from the
+    start, newer ones) were left out. ``known=False``: the platform could not give it, and ``reason`` says why
+    (nothing is concluded from a log that was not read). ``source`` says where it was read."""
+
+    instance: str
+    known: bool
+    lines: tuple[str, ...] = ()
+    source: str = ""
+    reason: str = ""
+    truncated: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lines", tuple(redact_log_line(str(line)) for line in self.lines))
+
+    @classmethod
+    def unknown(cls, instance: str, reason: str, source: str = "") -> InstanceLog:
+        return cls(instance=instance, known=False, source=source, reason=reason)
+
+    @classmethod
+    def from_text(cls, instance: str, text: str, *, source: str, max_bytes: int, from_start: bool = False,
+                  cut: bool | None = None) -> InstanceLog:
+        """The log from a platform's raw text, bounded to ``max_bytes`` (UTF-8) of whole lines: the newest ones,
+        or with ``from_start`` the first ones. ``cut``: whether the platform itself left out a part (None: judged
+        from the text, which a byte-bounded tail fills to its bound only when the log was longer; the partial
+        line at the cut is then dropped, so a secret's key is never lost while its value stays)."""
+        lines = text.splitlines()
+        truncated = bool(cut) if cut is not None else len(text.encode("utf-8", "replace")) >= max_bytes > 0
+        if truncated and lines:  # the line at the cut is partial: its start (or end) is missing
+            lines = lines[:-1] if from_start else lines[1:]
+        lines = [line if len(line) <= MAX_LOG_LINE else line[:MAX_LOG_LINE] + " ... (line cut)" for line in lines]
+        kept: list[str] = []
+        size = 0
+        for line in (lines if from_start else reversed(lines)):
+            size += len(line.encode("utf-8", "replace")) + 1
+            if size > max_bytes:
+                truncated = True
+                break
+            kept.append(line)
+        if not from_start:
+            kept.reverse()
+        return cls(instance=instance, known=True, lines=tuple(kept), source=source, truncated=truncated)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"instance": self.instance, "known": self.known, "lines": list(self.lines), "source": self.source,
+                "reason": self.reason, "truncated": self.truncated}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> InstanceLog:  # Any: JSON read back (XCom, a file, a response)
+        return cls(instance=str(data.get("instance") or ""), known=bool(data.get("known")),
+                   lines=tuple(str(line) for line in data.get("lines") or ()), source=str(data.get("source") or ""),
+                   reason=str(data.get("reason") or ""), truncated=bool(data.get("truncated")))
+
+
 class ApplicationController(ABC):
     """The platform side of a migration: stop, start and (optionally) roll one application, and report its
     instances and client configuration.
@@ -245,6 +323,19 @@ class ApplicationController(ABC):
         """The target as the approval shows it (by default: nothing beyond the actions)."""
         return {}
 
+    def can_read_logs(self) -> bool:
+        """Whether :meth:`logs` can read an instance's log (by default: no)."""
+        return False
+
+    def logs(self, instance: str, *, max_bytes: int = 65536, from_start: bool = False,
+             timeout_s: float = 20.0) -> InstanceLog:
+        """The instance's recent log (from_start: its current incarnation's first lines instead, where the platform
+        can give them; else its newest), bounded in size and time, secrets redacted. ``instance`` is a name
+        :meth:`status` reports. A platform that cannot give it returns ``InstanceLog.unknown(...)``; raise
+        :class:`~.errors.PlatformError` only for a failure worth naming (the provider turns either into an
+        unknown log: a log that was not read never fails a wait by itself)."""
+        return InstanceLog.unknown(instance, f"{type(self).__name__} does not read logs")
+
     def check(self) -> str:
         """Reach the platform now, without changing anything; return where it was reached. The first task of a
         DAG calls it so a platform that cannot be reached (a wrong key, a host down) fails before the approval.
@@ -255,5 +346,5 @@ class ApplicationController(ABC):
         """Release what the controller holds (a session to the platform); called once it is no longer needed."""
 
 
-__all__ = ["GROUP_PROTOCOLS", "ApplicationController", "ApplicationStatus", "ClientConfig",
-           "Instance", "redact_properties"]
+__all__ = ["GROUP_PROTOCOLS", "MAX_LOG_BYTES", "ApplicationController", "ApplicationStatus", "ClientConfig",
+           "Instance", "InstanceLog", "redact_log_line", "redact_properties"]

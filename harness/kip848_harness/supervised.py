@@ -274,6 +274,7 @@ class _Supervised:
             "roll": f"{_literal(_q(self.roll_path))} {{group_protocol}}",
             "status": f"{ctl} status {group}",
             "config": self._config_command(),
+            "logs": f"{ctl} tail -{{max_bytes}} {{instance}}",  # stdout and stderr: the programs redirect stderr
         }
         if by_instance:
             commands["stop_instance"] = f"{ctl} stop {{instance}}"

@@ -343,7 +343,7 @@ def test_a_declared_param_is_read_strictly_and_round_trips():
 
 @pytest.mark.parametrize("kwargs, expected", [
     ({"commands": {"stop": "a", "start": "b", "restart": "c"}},
-     "commands: unknown step(s) restart (steps: stop, start, roll, status, config, stop_instance, start_instance)"),
+     "commands: unknown step(s) restart (steps: stop, start, roll, status, config, stop_instance, start_instance, logs, logs_from_start)"),
     ({"commands": {"stop": "a"}}, "commands: start required"),
     ({"commands": {"start": "b", "status": "c"}}, "commands: stop required"),
     ({"commands": {"stop": "a", "start": "b", "status": ["supervisorctl", "status"]}},
@@ -357,7 +357,7 @@ def test_a_declared_param_is_read_strictly_and_round_trips():
     ({"commands": {"stop": "a {region.__class__}", "start": "b"}, "params": {"region": {"default": "x"}}},
      "commands.stop: {region.__class__} is not a parameter"),
     ({"commands": {"stop": "a", "start": "b"}, "params": {"Region": {"type": "string"}}},
-     "params.Region: a parameter name is lower_snake_case (and not group_protocol or instance)"),
+     "params.Region: a parameter name is lower_snake_case (and not group_protocol, instance or max_bytes)"),
     ({"commands": {"stop": "a", "start": "b"}, "params": {"group_protocol": {"type": "string"}}},
      "params.group_protocol: a parameter name is lower_snake_case"),
     ({"commands": {"stop": "a", "start": "b"}, "params": {"region": "eu-1"}}, "params.region: must be a mapping"),
