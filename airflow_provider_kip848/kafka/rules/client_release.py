@@ -176,8 +176,7 @@ def resolve_releases(logs: Sequence[Mapping[str, object]] | None, *,
     for entry in logs:
         name = str(entry.get("instance") or "")
         if _text(entry.get("version")) is not None:
-            out.append(InstanceRelease(name, _text(entry.get("library")), _text(entry.get("version")),
-                                       FROM_LOG + (f" ({entry['source']})" if entry.get("source") else ""),
+            out.append(InstanceRelease(name, _text(entry.get("library")), _text(entry.get("version")), FROM_LOG,
                                        bool(entry.get("streams")), str(entry.get("evidence") or "")))
         else:
             out.append(_instance(name, fallback, str(entry.get("reason") or "its log was not read")))
