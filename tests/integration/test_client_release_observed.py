@@ -21,9 +21,10 @@ from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
 from airflow_provider_kip848.operators.application import KafkaApplicationControllerOperator
 from airflow_provider_kip848.operators.preflight import KafkaMigrationPreflightOperator
+from kip848_harness.apps import WORDCOUNT_INPUT_TOPIC, WORDCOUNT_OUTPUT_TOPIC
 from kip848_harness.clients import create_topics
 from kip848_harness.java_consumer import SupervisedJavaConsumer
-from kip848_harness.supervised import SupervisedConsumerApp
+from kip848_harness.supervised import SupervisedConsumerApp, SupervisedWordCount
 from kip848_harness.supervisor import LocalSupervisor
 from tests.conftest import wait_until
 
@@ -129,3 +130,50 @@ def test_an_instance_at_the_minimum_passes_from_its_log(kind, release, library, 
     for i in range(INSTANCES):
         assert f"{app.name}:{app.name}_{i}: {shown}" in check["evidence"], check
     assert check["evidence"].count("(the instance's log: '") == INSTANCES, check
+
+
+def test_a_streams_instance_is_judged_by_the_kafka_streams_release_it_logs(supervisor, kafka, kafka_conn, controllers,
+                                                                           unique, context):
+    """The harness's word count (Kafka Streams of the session's release) under supervisord, on classic: its log
+    names the Kafka Streams release ('Kafka Streams version: ...', beside its clients' 'Kafka version: ...'), the
+    instance is marked a Streams application, and classic_to_streams judges it against Kafka Streams 4.2 (4.4 with
+    a group.instance.id in the config it will run with), source its log, nothing declared."""
+    app_id = unique("cr-wc")
+    create_topics(kafka.bootstrap_servers, {WORDCOUNT_INPUT_TOPIC: 2, WORDCOUNT_OUTPUT_TOPIC: 2})
+    app = SupervisedWordCount(supervisor, app_id, kafka.workdir / "supervised" / app_id, kafka=kafka,
+                              application_id=app_id)
+    app.install("classic")
+    try:
+        app.start("classic")
+        target = app.target()
+        target.pop("client_version")
+        name = controllers.add(unique("cr-wc-ctl"), "command", target)
+        wait_until(lambda: "Kafka Streams version:" in app.log_path(0).read_text(errors="replace"), timeout=60,
+                   what=f"the word count's start: {app.log_tails(8)}")
+        result = KafkaApplicationControllerOperator(task_id="controller", controller=name, group_protocol="streams",
+                                                    way_back_protocol="classic").execute(context)
+        (logged,) = result["client_releases"]
+        print("controller task's client_releases:", logged)
+        assert (logged["library"], logged["version"], logged["streams"]) == ("java", kafka.version, True), logged
+        assert "Kafka Streams version: " + kafka.version in logged["evidence"], logged
+        for static, want in ((False, "pass"), (True, "pass" if kafka.version >= "4.4" else "fail")):
+            properties = {"group.instance.id": f"{app_id}-0"} if static else None
+            check = _streams_release_check(kafka_conn, app_id, result, properties, context)
+            print(f"client_release (static={static}):", check)
+            assert check["status"] == want, check
+            assert f"{logged['instance']}: Kafka Streams {kafka.version} (the instance's log: '" in check["evidence"]
+    finally:
+        app.remove()
+
+
+def _streams_release_check(kafka_conn, app_id, result, properties, context) -> dict:
+    """classic_to_streams' client_release verdict (the report is read whether or not other checks fail)."""
+    operator = KafkaMigrationPreflightOperator(
+        task_id="preflight", kafka_conn_id=kafka_conn, mode="classic_to_streams", group_id=app_id, expect_empty=False,
+        controller_result=result, client_release=True, client="java", client_version=None,
+        application_properties=properties)
+    try:
+        report = operator.execute(context)
+    except AirflowFailException:
+        report = context["ti"].xcom["report"]
+    return next(c for c in report["checks"] if c["name"] == "client_release")

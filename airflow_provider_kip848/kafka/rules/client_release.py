@@ -94,21 +94,27 @@ def release_from_log(lines: Iterable[str]) -> LogRelease:
     found: list[tuple[str, str, bool, str]] = []
     streams_seen = False
     for raw in lines:
-        line = raw.rstrip("\n")
+        line = raw.strip()
         if (m := _STREAMS_LINE.search(line)) is not None:
             streams_seen = True
-            found.append((JAVA, _version(m), True, line))
+            found.append((JAVA, _version(m), True, _evidence(line, m)))
         elif (m := _JAVA_LINE.search(line)) is not None:
-            found.append((JAVA, _version(m), False, line))
+            found.append((JAVA, _version(m), False, _evidence(line, m)))
         elif (m := _RDKAFKA_LINE.search(line)) is not None:
-            found.append((LIBRDKAFKA, _version(m), False, line))
+            found.append((LIBRDKAFKA, _version(m), False, _evidence(line, m)))
     if not found:
         return LogRelease(None, reason="its log names no client release (no 'Kafka version:' line of the Java "
                                        "clients, no 'Kafka Streams version:', no librdkafka version)")
     seen = tuple(dict.fromkeys(f"{lib} {ver}" for lib, ver, _s, _l in found))
     candidates = [f for f in found if f[2]] or found  # a Streams application: its library's own line
     library, version, _streams, line = candidates[-1]
-    return LogRelease(library, version, streams_seen, line.strip()[:EVIDENCE_CHARS], releases_seen=seen)
+    return LogRelease(library, version, streams_seen, line, releases_seen=seen)
+
+
+def _evidence(line: str, match: re.Match[str]) -> str:
+    """The line as evidence: whole when short, else from the release's message on (a log layout's prefix, a
+    thread or client name, can be long)."""
+    return line if len(line) <= EVIDENCE_CHARS else line[match.start():match.start() + EVIDENCE_CHARS]
 
 
 def parse_release(text: str | None) -> tuple[int, ...] | None:
