@@ -32,8 +32,9 @@ unknown is never a pass: the preflight warns (shown in the approval, ``fail_on_w
 
 The brokers' view of a connection (KIP-511: ``ClientSoftwareName``/``ClientSoftwareVersion`` in the
 client's ApiVersions request) is not a source here: a 4.x broker keeps it on the connection and exposes it
-only as tags of ``kafka.server:type=socket-server-metrics`` connection counts (per listener and network
-thread, no client id, no address) and in the request log at DEBUG; neither pairs a release with an instance.
+only as tags of aggregate metrics (``kafka.server:type=socket-server-metrics`` connection counts per listener
+and network thread, request metrics tagged with the client software) with no client id and no address, and
+in the request log at DEBUG; none pairs a release with an instance.
 
 No I/O: the controller operator reads the logs, the preflight operator hands this module what was read.
 """
