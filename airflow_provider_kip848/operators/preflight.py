@@ -122,7 +122,8 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
             config_version=config.get("client_version"),
             config_source=f"controller {name!r}: {config.get('source')}" if name else str(config.get("source") or ""),
             declared_client=self.client if self.client not in ("", "None") else None,
-            declared_version=self.client_version if self.client_version not in ("", "None") else None)
+            declared_version=self.client_version if self.client_version not in ("", "None") else None,
+            no_instances=(f"controller {name!r} cannot say which instances run" if name and logs is None else ""))
 
     def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)

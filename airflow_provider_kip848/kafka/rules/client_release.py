@@ -170,13 +170,14 @@ def _text(value: object) -> str | None:
 def resolve_releases(logs: Sequence[Mapping[str, object]] | None, *,
                      config_client: str | None = None, config_version: str | None = None,
                      config_source: str = "", declared_client: str | None = None,
-                     declared_version: str | None = None) -> tuple[InstanceRelease, ...]:
+                     declared_version: str | None = None, no_instances: str = "") -> tuple[InstanceRelease, ...]:
     """Each instance's release from the first source that names one: its log (``logs``: one mapping per
     instance, ``{instance, library, version, streams, evidence, reason, source}`` as the controller operator
-    read it; None: no controller names instances), the controller's config, the run's Params."""
+    read it; None: no controller names instances, ``no_instances`` says why), the controller's config, the run's
+    Params."""
     fallback = _fallback(config_client, config_version, config_source, declared_client, declared_version)
     if not logs:
-        why = ("no application controller names the instances" if logs is None else
+        why = ((no_instances or "no application controller names the instances") if logs is None else
                "the controller reports no instance running")
         return (_instance("(the application)", fallback, why),)
     out = []
