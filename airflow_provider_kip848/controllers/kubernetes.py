@@ -77,6 +77,7 @@ from airflow_provider_kip848.controllers.protocol import (
     ApplicationStatus,
     ClientConfig,
     Instance,
+    InstanceLog,
 )
 from airflow_provider_kip848.controllers.schema import Arg
 
@@ -99,6 +100,7 @@ ROLE_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("apps", ("deployments", "statefulsets"), ("get", "patch")),
     ("apps", ("deployments/scale", "statefulsets/scale"), ("get", "patch")),
     ("", ("pods",), ("list", "watch")),
+    ("", ("pods/log",), ("get",)),
     ("", ("configmaps",), ("get", "patch")),
 )
 
@@ -705,6 +707,54 @@ class KubernetesController(ApplicationController):
         return env_name is not None and any(
             v["name"] == env_name and ((v.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
             == "metadata.name" for v in container.get("env") or ())
+
+    def can_read_logs(self) -> bool:
+        return True
+
+    def logs(self, instance: str, *, max_bytes: int = 65536, from_start: bool = False,
+             timeout_s: float = 20.0) -> InstanceLog:
+        """A pod of the workload's log, its client container's, through the API (``pods/log``: ``tailLines`` and
+        ``limitBytes``, or its first ``limitBytes`` with ``from_start``), within ``timeout_s``. A container that
+        restarted also gives its previous one's last lines first: why it ended is there. A pod that is not the
+        workload's, or a read refused: an unknown log, saying why."""
+        try:
+            workload = self._read()
+            container = str(self._container(workload)["name"])
+            pods, _ = self._pods(self._selector(workload))
+        except PlatformError as exc:
+            return InstanceLog.unknown(instance, exc.what)
+        pod = next((p for p in pods if p["metadata"]["name"] == instance), None)
+        if pod is None:
+            return InstanceLog.unknown(instance, f"no pod {instance} of {self.label}")
+        source = f"pod log {self.namespace}/{instance} container {container} on {self.hook_server()}"
+        statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+        restarted = any(c.get("name") == container and (c.get("restartCount") or 0) > 0 for c in statuses)
+        deadline = time.monotonic() + timeout_s
+
+        def read(previous: bool, limit: int) -> str:
+            left = deadline - time.monotonic()
+            if left <= 0.1:
+                raise PlatformError(f"the pod log read took over {timeout_s:g} s", retriable=True)
+            kwargs: dict[str, Any] = {"container": container, "previous": previous, "_request_timeout": left,
+                                      "limit_bytes": limit}
+            if not from_start:  # the newest lines: a line count from the end; limitBytes would cut the newest off,
+                # so it only bounds the answer (8x), and the newest ``limit`` bytes are kept here
+                kwargs.update(tail_lines=max(1, limit // 100), limit_bytes=8 * limit)
+            text = self._call(f"read the log of pod {instance}" + (" (previous container)" if previous else ""),
+                              lambda: self._core().read_namespaced_pod_log(instance, self.namespace, **kwargs))
+            return str(text or "")
+
+        try:
+            text = read(False, max_bytes)
+            before = read(True, max(1, max_bytes // 4)) if restarted and not from_start else ""
+        except PlatformError as exc:
+            return InstanceLog.unknown(instance, exc.what, source=source)
+        if before:
+            source += " (and its previous container's last lines)"
+            text = before.rstrip("\n") + "\n" + text
+        cut = from_start and len(text.encode("utf-8", "replace")) >= max_bytes  # its last line is partial
+        return InstanceLog.from_text(instance, text, source=source, max_bytes=max_bytes, from_start=from_start,
+                                     cut=cut)
 
     def hook_server(self) -> str:
         return str(self._api().configuration.host)

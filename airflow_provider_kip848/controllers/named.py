@@ -21,7 +21,7 @@ Results are small JSON dicts (XCom).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from airflow_provider_kip848.controllers.errors import ControllerError, PlatformError
@@ -33,9 +33,16 @@ from airflow_provider_kip848.controllers.protocol import (
     ClientConfig,
     InstanceLog,
 )
+from airflow_provider_kip848.kafka.rules.client_errors import after_mark, describe_findings, scan_lines
 
 #: how long a stop may take to show every instance gone, by default (a JVM's shutdown hooks, a pod's grace)
 STOP_CONFIRM_SECONDS = 120.0
+#: a log mark: the last lines of an instance's log before a start or a roll (three: one line repeats often)
+LOG_MARK_LINES = 3
+LOG_MARK_BYTES = 4096
+LOG_MARK_TIMEOUT_S = 10.0
+#: what a failed start's or roll's log reading reads of each instance (its newest bytes)
+LOG_SCAN_BYTES = 32_768
 _T = TypeVar("_T")
 
 
@@ -133,6 +140,19 @@ class NamedController:
                                                  f"{type(log).__name__}, not an InstanceLog")
         return log
 
+    def log_marks(self, instances: Sequence[str], *, lines: int = LOG_MARK_LINES) -> dict[str, list[str]]:
+        """Each instance's last ``lines`` log lines now (none where the log cannot be read, or the controller does
+        not read logs): taken before a start or a roll, so the errors read after it are the new incarnation's,
+        never an earlier one's still in a log that spans restarts (supervisord's, a journal)."""
+        if not self.can_read_logs():
+            return {}
+        marks = {}
+        for name in instances:
+            log = self.logs(name, max_bytes=LOG_MARK_BYTES, timeout_s=LOG_MARK_TIMEOUT_S)
+            if log.known:
+                marks[name] = list(log.lines[-lines:])
+        return marks
+
     def can_roll(self) -> bool:
         return bool(self.controller.can_roll())
 
@@ -198,7 +218,8 @@ class NamedController:
 
     def start(  # Any: the platform's answer, JSON of several shapes
             self, group_protocol: str, *, expected: int | None = None) -> dict[str, Any]:
-        """Start with ``group.protocol``; with ``expected`` instances already running, start nothing."""
+        """Start with ``group.protocol``; with ``expected`` instances already running, start nothing. The status
+        after it carries ``log_marks`` (:meth:`log_marks`, taken before the start) for the waits' log reading."""
         protocol = self._protocol(group_protocol)
         before = self.status()
         ready = [i for i in before.running if i.ready is not False]  # a stopping or backing-off one is not up
@@ -206,9 +227,36 @@ class NamedController:
             return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
                     "platform": {"skipped": f"already running: {before.summary()}"}, "status": before.to_dict(),
                     "already_running": True}
-        done = self._call("start", lambda: dict(self.controller.start(protocol)))
+        names = [i.name for i in before.instances]
+        marks = self.log_marks(names)
+        done = self._with_client_errors("start", names, marks, lambda: dict(self.controller.start(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "start", "group_protocol": protocol,
-                "platform": done, "status": self.status().to_dict(), "already_running": False}
+                "platform": done, "status": self.status_with_marks(marks), "already_running": False}
+
+    def _with_client_errors(self, step: str, names: Sequence[str], marks: Mapping[str, Sequence[str]],
+                            fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``fn`` as the step; when it fails, the errors the instances' clients logged since ``marks`` (the lines
+        before it) are added to its failure, in the clients' words: a start refused by a process manager
+        ("spawn error") says why the process ended."""
+        try:
+            return self._call(step, fn)
+        except ControllerError as exc:
+            findings = []
+            for name in names if self.can_read_logs() else ():
+                log = self.logs(name, max_bytes=LOG_SCAN_BYTES, timeout_s=LOG_MARK_TIMEOUT_S)
+                if log.known:
+                    findings.extend(scan_lines(name, after_mark(log.lines, marks.get(name))))
+            if not findings:
+                raise
+            what = exc.what.removeprefix(f"controller {self.name!r}, step {step}: ")
+            raise ControllerError(f"{what}. The clients logged: {describe_findings(findings)}",
+                                  controller=self.name, step=step, retriable=exc.retriable,
+                                  remedy=exc.remedy) from exc
+
+    def status_with_marks(self, marks: Mapping[str, Sequence[str]]) -> dict[str, object]:
+        """The status now as a baseline: :meth:`ApplicationStatus.to_dict` and the ``log_marks`` taken before
+        the action (instances without one: their whole log read is new)."""
+        return {**self.status().to_dict(), "log_marks": {k: list(v) for k, v in marks.items()}}
 
     def roll(self, group_protocol: str) -> dict[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """The platform's rolling restart with ``group.protocol``."""
@@ -218,9 +266,11 @@ class NamedController:
                                   controller=self.name, step="roll",
                                   remedy="Configure a roll for it in the registry, or migrate the application "
                                          "offline.")
-        done = self._call("roll", lambda: dict(self.controller.roll(protocol)))
+        names = [i.name for i in self.status().instances] if self.can_read_logs() else []
+        marks = self.log_marks(names)
+        done = self._with_client_errors("roll", names, marks, lambda: dict(self.controller.roll(protocol)))
         return {"controller": self.name, "kind": self.kind, "action": "roll", "group_protocol": protocol,
-                "platform": done, "status": self.status().to_dict()}
+                "platform": done, "status": self.status_with_marks(marks)}
 
 
     def stop_instance(self, name: str, *, confirm_seconds: float = STOP_CONFIRM_SECONDS,

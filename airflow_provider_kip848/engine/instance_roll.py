@@ -468,11 +468,13 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
                                      why="its instance is gone (the platform confirms it); its successor would be "
                                          "fenced")
 
+    # each instance's log mark before the roll: the waits after it read only what is newer
+    marks = named.log_marks([i.name for i in named.status().instances]) if named.can_read_logs() else {}
     rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
                           way_back=way_back, before_first_start=guard).run()
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
-            "status": named.status().to_dict()}
+            "status": named.status_with_marks(marks)}
 
 
 __all__ = ["LEAVE_GRACE_S", "LEFT_STATIC_EPOCH", "NAME_INCARNATION_S", "SETTLE_S", "InstanceRoll",

@@ -11,7 +11,8 @@ else the platform's own rolling restart). Whether it worked is two facts, each f
 * the **platform**: each instance's state (one not running is not back, whatever the group shows), and, where
   the controller's identities pair a member with its instance
   (:func:`~airflow_provider_kip848.controllers.verdicts.member_instance`), the protocol each instance's member is
-  on.
+  on; and, where the controller reads logs, the client errors in each instance's recent log, in the client's
+  words (:mod:`~airflow_provider_kip848.hooks.client_logs`).
 
 :func:`split_of` reads both, names the instances and members not back, and says ``mixed`` when a group holds
 members on more than one protocol or an instance is not back; the rolling upgrade's report shows it.
@@ -28,6 +29,7 @@ from airflow_provider_kip848.controllers import ApplicationStatus, ControllerErr
 from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
+from airflow_provider_kip848.hooks.client_logs import ClientErrors, read_client_errors
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.rules.conditions import TaskLog, is_live
 
@@ -119,8 +121,14 @@ def split_of(named: NamedController, hook: KafkaGroupAdminHook, group_ids: Seque
         summary += f"; instances not back on {protocol}: {'; '.join(not_back)}"
     if off:
         summary += f"; members not on {protocol}: {', '.join(off)}"
+    # the clients' own words, per instance: their newest log lines (a log that spans restarts may hold an earlier
+    # incarnation's too, so this is said as "recent", never as the cause)
+    errors = read_client_errors(named, [i.name for i in status.instances]) if status.known else ClientErrors()
+    if errors.findings:
+        summary += f"; in the instances' recent logs: {errors.describe()}"
     return {"protocol": protocol, "groups": groups, "instances": instances, "platform_known": status.known,
-            "not_back": not_back, "members_not_back": off, "back": back, "mixed": mixed, "summary": summary}
+            "not_back": not_back, "members_not_back": off, "back": back, "mixed": mixed, "summary": summary,
+            "client_errors": errors.to_dict()}
 
 
 def roll_back(named: NamedController, hook: KafkaGroupAdminHook, group_ids: Sequence[str], protocol: str,

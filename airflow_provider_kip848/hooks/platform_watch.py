@@ -10,7 +10,10 @@ once the coordinator's side holds:
 * rule ``lost`` (the Migrated and lag waits after a start or a roll, the
   fleet's arrival stages): an instance that ran at the baseline (the start's
   status) and is gone, not running, restarted or starting again since
-  (:func:`~airflow_provider_kip848.hooks.instances.lost_instances_message`);
+  (:func:`~airflow_provider_kip848.hooks.instances.lost_instances_message`),
+  or whose client logged an error it does not recover from (a controller that
+  reads logs: :mod:`~airflow_provider_kip848.hooks.client_logs`); a lost
+  instance's failure carries the errors the clients logged, in their words;
 * rule ``appeared`` (the Empty wait, once the application was stopped): an
   instance running now that was not at the baseline (the status when the wait
   began), or runs as another process
@@ -33,9 +36,11 @@ from typing import Any, Literal
 
 from airflow_provider_kip848.controllers import ApplicationStatus, NamedController
 from airflow_provider_kip848.controllers.verdicts import appeared_instances
+from airflow_provider_kip848.hooks.client_logs import ClientErrors, baseline_instances, read_client_errors
 from airflow_provider_kip848.hooks.instances import lost_instances_message, named_controller
 from airflow_provider_kip848.kafka.arguments import parse_number
 from airflow_provider_kip848.kafka.errors import InvalidArgument
+from airflow_provider_kip848.kafka.rules.client_errors import describe_findings
 
 #: how often a wait asks the platform while it waits (default of the sensors' ``platform_check_seconds``): a
 #: status is a command or an API read, so not every poll; half the 10 s in which a change must end the wait
@@ -71,7 +76,9 @@ class PlatformWatch:
         status = ApplicationStatus.from_dict(baseline)
         if status is None or not status.known:
             return None
-        kept = {"known": True, "instances": [i.to_dict() for i in status.instances]}  # never the command's text
+        kept: dict[str, object] = {"known": True, "instances": [i.to_dict() for i in status.instances]}  # no text
+        if isinstance(baseline.get("log_marks"), Mapping):  # the instances' last log lines before the start
+            kept["log_marks"] = dict(baseline["log_marks"])
         return cls(controller=str(controller), args=dict(args) if isinstance(args, Mapping) else {},
                    baseline=kept, rule=rule, every_s=float(every_s))
 
@@ -109,13 +116,26 @@ class PlatformWatch:
         """One look (blocking: the controller's status): what the platform shows that fails the wait, the
         instances named with their state, or None (nothing, or a status that cannot tell)."""
         if self.rule == "lost":
-            return lost_instances_message(named, self.baseline)
+            lost = lost_instances_message(named, self.baseline)
+            errors = self.client_errors(named)
+            if lost is not None:
+                return f"{lost}. {errors.describe()}" if errors.findings else lost
+            if errors.fatal:  # the client gave up, whatever the platform and the coordinator show yet
+                return (f"controller {named.name!r}: an instance's client logged an error it does not recover from: "
+                        f"{describe_findings(errors.fatal)}")
+            return None
         before = ApplicationStatus.from_dict(self.baseline)
         status = named.status()
         if before is None or not status.known:
             return None
         found = appeared_instances(status, before)
         return f"controller {named.name!r} ({status.source}): " + "; ".join(found) if found else None
+
+    def client_errors(self, named: NamedController) -> ClientErrors:
+        """The client errors the baseline's instances logged since their start (their log marks), read through
+        the controller (nothing when it does not read logs)."""
+        names, marks = baseline_instances(self.baseline)
+        return read_client_errors(named, names, marks)
 
     def describe(self) -> str:
         """For a log line and the result's notes."""

@@ -263,6 +263,22 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         if found is not None:
             raise AirflowFailException(self._lost_message(found))
 
+    def _client_errors_note(self) -> str:
+        """The errors the instances' clients logged since the start, read once when the wait ends on its deadline
+        (" The clients logged: <instance>: <error>: <line> ..."; "" without a watch, a log, or a finding)."""
+        watch = self._watch
+        if watch is None or watch.rule != "lost":
+            return ""
+        try:
+            named = watch.resolve()
+        except Kip848Error:
+            return ""
+        try:
+            errors = watch.client_errors(named)
+        finally:
+            named.close()
+        return f" {errors.describe()}." if errors.findings else ""
+
     def _watch_note(self, notes: list[str], platform: object = None) -> None:
         """The result's note on the watch: where the platform was asked, how often and how many times."""
         if self._watch is None:
@@ -322,7 +338,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
             except AirflowSensorTimeout as exc:  # say what was last seen, as the deferred wait's timeout does
                 raise AirflowSensorTimeout(
                     f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
-                    f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
+                    f"(last seen: {self._last_summary or 'never evaluated'}).{self._client_errors_note()}") from exc
         self.log.info("Waiting in the triggerer for group %s: %s", self.group_id, self.condition.describe())
         self._defer(started, remove=self.remove_members_after is not None, polls=0, wait=WaitState(),
                     notes=list(self._notes))
@@ -384,7 +400,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         if event["status"] == "timeout":
             raise AirflowSensorTimeout(
                 f"Group {self.group_id} did not reach {self.condition.describe()} within {self.timeout} s "
-                f"(last seen: {event['summary']})."
+                f"(last seen: {event['summary']}).{self._client_errors_note()}"
             )
         if event["status"] == "error":
             message = event["message"] + self._who(event.get("members"))
@@ -407,7 +423,7 @@ class KafkaGroupConditionSensor(BaseSensorOperator):
         except AirflowSensorTimeout as exc:
             raise AirflowSensorTimeout(
                 f"Group {self.group_id} did not reach {self.condition.describe()} within its timeout "
-                f"(last seen: {self._last_summary or 'never evaluated'}).") from exc
+                f"(last seen: {self._last_summary or 'never evaluated'}).{self._client_errors_note()}") from exc
 
     def poke(self, context: Context) -> PokeReturnValue:
         if self._started is None:

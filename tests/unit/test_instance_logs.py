@@ -117,3 +117,70 @@ def test_a_logs_command_that_prints_without_bound_or_hangs_is_bounded(tmp_path: 
 def test_a_logs_template_is_checked_like_every_step(template, expected):
     with pytest.raises(ValueError, match=expected):
         CommandController(commands={"stop": "true", "start": "true", "logs": template})
+
+
+def test_the_platform_watch_fails_at_once_on_a_fatal_client_error_logged_after_the_start(tmp_path: Path):
+    """A ``command`` controller over the worker's shell: the status prints one instance, still running as the
+    process of the start (nothing lost); its log holds a fatal error. Written before the start's mark it is an
+    earlier incarnation's: nothing. Written after it: the look fails the wait, naming the instance and the
+    client's line, while the platform still shows the process running."""
+    from airflow_provider_kip848.hooks.platform_watch import PlatformWatch
+
+    log = tmp_path / "orders-0.log"
+    status = '{"instances": [{"name": "orders-0", "running": true, "ready": true, "incarnation": "41"}]}'
+    (tmp_path / "status.json").write_text(status)
+    controller = CommandController(commands={"stop": "true", "start": "true", "status": f"cat {tmp_path}/status.json",
+                                             "logs": f"tail -c {{max_bytes}} {tmp_path}/{{instance}}.log"})
+    named = _named(controller)
+    fatal = ("%0|1795964302.977|FATAL|orders-0#consumer-1| [thrd:main]: Fatal error: Broker: The instance ID is "
+             "still used by another member in the consumer group: ConsumerGroupHeartbeat fatal error: ...")
+    log.write_text(f"started\n{fatal}\nclosed\nstarted again\n")
+    marks = named.log_marks(["orders-0"])
+    assert marks == {"orders-0": [fatal, "closed", "started again"]}
+    baseline = named.status_with_marks(marks)
+    watch = PlatformWatch.of("orders", {}, baseline, "lost")
+    assert watch is not None and watch.baseline["log_marks"] == marks
+    assert watch.look(named) is None  # the fatal line is an earlier incarnation's
+    with log.open("a") as out:
+        out.write("joining\n" + fatal.replace("1795964302.977", "1795964400.001") + "\n")
+    found = watch.look(named)
+    assert found is not None and "an instance's client logged an error it does not recover from" in found, found
+    assert "orders-0: UNRELEASED_INSTANCE_ID (fatal): %0|1795964400.001|FATAL|" in found, found
+    # a non-fatal error after the mark fails nothing by itself (it is named when the wait fails otherwise)
+    log.write_text("started again\nKafkaError{code=FENCED_MEMBER_EPOCH,val=110,str=\"...\"}\n")
+    assert watch.look(named) is None
+    assert [f.error for f in watch.client_errors(named).findings] == ["FENCED_MEMBER_EPOCH"]
+
+
+def test_a_failed_start_names_what_the_clients_logged_since_its_mark(tmp_path: Path):
+    """A start the platform refuses (here a start command that exits 1, as ``supervisorctl start`` does on a
+    "spawn error"): its failure carries the errors the instances' clients logged after the mark taken before it,
+    not the older ones."""
+    from airflow_provider_kip848.controllers import ControllerError
+
+    (tmp_path / "status.json").write_text('{"instances": [{"name": "orders-0", "running": false}]}')
+    log = tmp_path / "orders-0.log"
+    log.write_text('KafkaError{code=UNSUPPORTED_VERSION,val=35,str="an earlier incarnation"}\nclosed\n')
+    start = f"echo 'orders-0: ERROR (spawn error)' >&2; printf '%s\\n' {{group_protocol}} denied >> {log}; exit 1"
+    controller = CommandController(commands={
+        "stop": "true", "status": f"cat {tmp_path}/status.json", "start": start,
+        "logs": f"tail -c {{max_bytes}} {tmp_path}/{{instance}}.log"})
+    named = _named(controller)
+    with pytest.raises(ControllerError) as err:
+        named.start("consumer")
+    assert "(spawn error)" in str(err.value)
+    assert "UNSUPPORTED_VERSION" not in str(err.value), "an error from before the start was named"
+    # the start wrote its line after the mark: nothing to name in "consumer" / "denied"
+    assert "The clients logged" not in str(err.value)
+    start2 = (f"echo 'ERROR (spawn error)' >&2; echo 'cimpl.KafkaException: KafkaError{{{{code=TOPIC_AUTHORIZATION_"
+              f"FAILED,val=29,str=\"Fetch from broker 1 failed: Broker: Topic authorization failed\"}}}}' >> {log}; "
+              "exit 1")
+    named2 = _named(CommandController(commands={"stop": "true", "status": f"cat {tmp_path}/status.json",
+                                                "start": start2,
+                                                "logs": f"tail -c {{max_bytes}} {tmp_path}/{{instance}}.log"}))
+    with pytest.raises(ControllerError) as err:
+        named2.start("consumer")
+    message = str(err.value)
+    assert message.startswith("controller 'orders', step start: `"), message
+    assert "The clients logged: orders-0: TOPIC_AUTHORIZATION_FAILED (fatal): cimpl.KafkaException" in message
+    assert "UNSUPPORTED_VERSION" not in message
