@@ -240,6 +240,8 @@ def kip1071_streams_offline_migration():
         # static streams members fatally, KAFKA-20169), as its controller reads it, the form's on top
         application_properties="{{ params.application_properties }}",
         controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
+        # the Kafka Streams release each instance printed at start, else the controller's, else the Params'
+        client_release=True, client="java", client_version="{{ params.client_version }}",
     )
 
     controller = KafkaApplicationControllerOperator(

@@ -217,8 +217,13 @@ def kip848_consumer_rolling_upgrade():
         kafka_conn_id=CONN, group_id=GROUP, controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
         use_controller=True,
     )
+    # client_release: the client release each instance printed at start (the controller task read their logs),
+    # else the controller's declared one, else the Params' (docs/operators.md#preflight-checks)
     preflight = KafkaMigrationPreflightOperator(task_id="preflight", kafka_conn_id=CONN, mode=MODE,
-                                           group_id=GROUP, rollback="{{ params.rollback_check }}")
+                                           group_id=GROUP, rollback="{{ params.rollback_check }}",
+                                           controller_result="{{ ti.xcom_pull(task_ids='controller') }}",
+                                           client_release=True, client="{{ params.client }}",
+                                           client_version="{{ params.client_version }}")
 
     # on the consumer protocol the client's session.timeout.ms / heartbeat.interval.ms are ignored: the group's
     # configs decide, so the values the application runs with on classic are carried over, set before the roll

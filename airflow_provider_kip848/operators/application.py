@@ -44,6 +44,7 @@ from airflow_provider_kip848.changecontrol.report import task_states
 from airflow_provider_kip848.controllers import GROUP_PROTOCOLS, ControllerError, NamedController
 from airflow_provider_kip848.controllers.named import STOP_CONFIRM_SECONDS
 from airflow_provider_kip848.controllers.pairing import pairing_basis
+from airflow_provider_kip848.controllers.releases import logged_releases
 from airflow_provider_kip848.engine.application import last_look
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -110,7 +111,9 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         ``way_back_protocol`` (the one the application runs with now: what a migration carries over; None: the
         controller does not report it, or no way back), ``topology`` (``group_protocol`` streams only)
         ``{description, source}``: the Streams application's ``Topology#describe()`` text as the controller
-        reports it (None: it does not). With ``required=False`` and no controller named: None.
+        reports it (None: it does not), ``client_releases`` the client release each running instance printed at
+        start, read from its log (:func:`~airflow_provider_kip848.controllers.releases.logged_releases`; None:
+        the platform cannot say which instances run). With ``required=False`` and no controller named: None.
     """
 
     template_fields = (*_ApplicationOperator.template_fields, "group_protocol", "way_back_protocol")
@@ -142,6 +145,8 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
             source = named.config(back) if back is not None else None
             # a Streams application's topology, which its migration checks the topics against before the stop
             topology = named.topology() if protocol == "streams" else None
+            # the client release each running instance printed at start: the preflight's client_release input
+            releases = logged_releases(named, status)
         except ControllerError as exc:
             raise task_error(exc) from exc
         finally:
@@ -150,7 +155,8 @@ class KafkaApplicationControllerOperator(_ApplicationOperator):
         return {"controller": plan, "status": status.to_dict(), "pairing": pairing_basis(status),
                 "config": config.to_dict() if config is not None else None,
                 "source_config": source.to_dict() if source is not None else None,
-                "topology": {"description": topology, "source": f"controller {named.name!r}"} if topology else None}
+                "topology": {"description": topology, "source": f"controller {named.name!r}"} if topology else None,
+                "client_releases": releases}
 
 
 def instances_gone(stop_task_id: str) -> str:

@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kip848.kafka.api import read_preflight_facts
 from airflow_provider_kip848.kafka.arguments import parse_flag, parse_number, parse_optional_flag, topic_list
+from airflow_provider_kip848.kafka.rules.client_release import InstanceRelease, resolve_releases
 from airflow_provider_kip848.kafka.rules.preflight import MODES, run_preflight
 from airflow_provider_kip848.operators.base import (
     KafkaAdminBaseOperator,
@@ -49,13 +50,20 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
         group's members cannot show before the restart (``classic_to_streams``: a ``group.instance.id``).
     :param controller_result: the application controller's check (templated: the ``controller`` task's XCom);
         its ``config.properties``. Neither given: the application's config is not judged (the check says so).
+    :param client_release: judge the client release each instance runs (``client_release``, the modes to consumer
+        and to streams; the migration DAGs: True): per instance, from its log at start as the controller task read
+        it (``controller_result['client_releases']``), else the controller's config (``client``,
+        ``client_version``), else ``client`` / ``client_version`` below (the run's Params). Below the protocol's
+        minimum fails, naming the instance, its release and the source; unknown warns.
+    :param client: the run's declared client library (``java`` or ``librdkafka``; templated).
+    :param client_version: the run's declared client release (templated; empty: none declared).
     :param fail_on_warn: treat warnings as failures.
     :returns: the report: ``{mode, group_id, passed, failures, warnings, checks: [{name, status, evidence, remedy}]}``
     """
 
     template_fields = (*KafkaAdminBaseOperator.template_fields, "group_id", "mode", "declared_broker_version",
                        "feature", "feature_level", "expect_empty", "rollback", "source_topics",
-                       "application_properties", "controller_result")
+                       "application_properties", "controller_result", "client", "client_version")
     ui_color = "#fff4e5"
     supported_backends = ("native",)
 
@@ -64,6 +72,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
                  rollback: str | None = None, source_topics: list[str] | str | None = None,
                  fail_on_warn: bool = False, application_properties: Mapping[str, object] | str | None = None,
                  controller_result: Mapping[str, Any] | str | None = None,  # Any: the controller task's XCom
+                 client_release: bool = False, client: str | None = None, client_version: str | None = None,
                  **kwargs: Any) -> None:  # Any: passed to BaseOperator
         super().__init__(**kwargs)
         check_choice_arg(mode, "mode", tuple(MODES))
@@ -79,6 +88,8 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
         self.source_topics = source_topics
         self.fail_on_warn = fail_on_warn
         self.application_properties, self.controller_result = application_properties, controller_result
+        check_flag_arg(client_release, "client_release")
+        self.client_release, self.client, self.client_version = client_release, client, client_version
 
     def _client_properties(self) -> dict[str, str] | None:
         """The application's client properties: its controller's config, the form's keys on top (None: neither
@@ -95,6 +106,24 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
             return None
         return {**{str(k): str(v) for k, v in (config.get("properties") or {}).items()},
                 **{str(k): str(v) for k, v in form.items()}}
+
+    def _client_releases(self) -> tuple[InstanceRelease, ...] | None:
+        """Each instance's client release and its source: its log (the controller task's reading), the controller's
+        config, the run's Params (None: not judged by this task)."""
+        if not parse_flag(self.client_release, "client_release"):
+            return None
+        result: Mapping[str, Any] = (self.controller_result if isinstance(self.controller_result, Mapping)
+                                     else {})  # Any: the controller task's XCom
+        config: Mapping[str, Any] = result["config"] if isinstance(result.get("config"), Mapping) else {}
+        logs = result.get("client_releases")
+        name = (result.get("controller") or {}).get("name")
+        return resolve_releases(
+            logs if isinstance(logs, list) else None, config_client=config.get("client"),
+            config_version=config.get("client_version"),
+            config_source=f"controller {name!r}: {config.get('source')}" if name else str(config.get("source") or ""),
+            declared_client=self.client if self.client not in ("", "None") else None,
+            declared_version=self.client_version if self.client_version not in ("", "None") else None,
+            no_instances=(f"controller {name!r} cannot say which instances run" if name and logs is None else ""))
 
     def run(self, context: Context) -> dict[str, object]:
         feature_mode = self.mode in ("enable_feature", *LOWERING_MODES)
@@ -113,6 +142,7 @@ class KafkaMigrationPreflightOperator(KafkaAdminBaseOperator[dict[str, object]])
             rollback=self.rollback if self.rollback not in ("", "None") else None,
             source_topics=topics,
             client_properties=self._client_properties(),
+            client_releases=self._client_releases(),
         )
         for line in report.render_text().splitlines():
             self.log.info("%s", line)

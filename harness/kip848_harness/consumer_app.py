@@ -10,6 +10,10 @@ group); SIGKILL is a crash (its membership stays until the session times out).
     python -m kip848_harness.consumer_app --bootstrap-servers B --group G \\
         --topics t1,t2 --protocol consumer [--client-id C] [--instance-id I] [--record-file F]
 
+At start it prints its client library's release, as a real application's start banner does
+(``client library: confluent-kafka 2.16.1, librdkafka 2.16.0``): librdkafka itself prints nothing at start
+unless ``debug`` is set, and the preflight's ``client_release`` check reads that line from the instance's log.
+
 It can also read its client configuration from Java properties files, as an
 application deployed by an operator does (``--config-file``, repeatable, merged
 in order after the built-in defaults and ``--property``): then a file's
@@ -37,7 +41,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, libversion, version
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -281,6 +285,11 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    # the start banner a real application prints: its client library's release (librdkafka prints none unless
+    # debug is set), which the preflight's client_release check reads from the instance's log
+    binding = version()  # a (text, number) pair in older releases, the text alone in 2.16
+    print(f"client library: confluent-kafka {binding[0] if isinstance(binding, tuple) else binding}, "
+          f"librdkafka {libversion()[0]}", flush=True)
     consumer = Consumer(config)
     consumer.subscribe(args.topics.split(","))
     producer = None

@@ -50,8 +50,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "airflow_provider_kip848"
 CHECKLIST = REPO / "docs" / "checklist.md"
-#: the preflight and the modules of its checks (kafka/rules/preflight.py, preflight_*_checks.py, ...)
-PREFLIGHT = sorted((REPO / PACKAGE / "kafka" / "rules").glob("preflight*.py"))
+#: the preflight and the modules of its checks (kafka/rules/preflight.py, preflight_*_checks.py, ...; client_release.py:
+#: the client release each instance runs)
+PREFLIGHT = sorted([*(REPO / PACKAGE / "kafka" / "rules").glob("preflight*.py"),
+                    REPO / PACKAGE / "kafka" / "rules" / "client_release.py"])
 LINT = REPO / PACKAGE / "kafka" / "rules" / "lint.py"
 SPARK_CHECKS = REPO / PACKAGE / "spark" / "checks.py"
 DAGS = REPO / "dags"

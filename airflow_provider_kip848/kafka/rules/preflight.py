@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from airflow_provider_kip848.kafka.errors import InvalidArgument, InvalidGroupId
+from airflow_provider_kip848.kafka.rules.client_release import InstanceRelease, check_client_releases
 from airflow_provider_kip848.kafka.rules.features import FEATURE_GROUP_TYPES
 from airflow_provider_kip848.kafka.rules.preflight_cluster_checks import (
     check_broker_version,
@@ -37,6 +38,7 @@ from airflow_provider_kip848.kafka.rules.preflight_cluster_checks import (
     check_protocol_enabled,
 )
 from airflow_provider_kip848.kafka.rules.preflight_group_checks import (
+    STREAMS_INSTANCE_ID_KEYS,
     check_assignment_epochs,
     check_assignor_mapping,
     check_custom_assignor,
@@ -80,6 +82,7 @@ def run_preflight(
     rollback: str | None = None,
     source_topics: Sequence[str] | None = None,
     client_properties: Mapping[str, str] | None = None,
+    client_releases: Sequence[InstanceRelease] | None = None,
 ) -> PreflightReport:
     """Judge the facts for ``mode``; ``expect_empty`` (offline modes) defaults to True.
 
@@ -94,6 +97,10 @@ def run_preflight(
     ``client_properties``: the client properties the application will run with on the target protocol (its
     controller's config, the run's on top; None: not known), for what the group's members cannot show before
     the restart (``classic_to_streams``: a ``group.instance.id``, which brokers before 4.4 refuse fatally).
+
+    ``client_releases``: the client release each instance runs and where it was read
+    (:func:`~airflow_provider_kip848.kafka.rules.client_release.resolve_releases`), judged for the modes whose
+    target protocol has a minimum client release (``client_release``); None: not judged.
     """
     if mode not in MODES:
         raise InvalidArgument(f"unknown preflight mode {mode!r}.", remedy=f"Use one of {', '.join(MODES)}.")
@@ -134,6 +141,9 @@ def run_preflight(
         raise InvalidGroupId(f"mode {mode} needs a group_id; got {group_id!r}.")
     checks += _group_checks(facts, mode, group_id, declared_broker_version, expect_empty, rollback, source_topics,
                             client_properties)
+    if client_releases is not None:
+        static = any(str(v) for k, v in (client_properties or {}).items() if k in STREAMS_INSTANCE_ID_KEYS)
+        checks += _present(check_client_releases(client_releases, TARGET_PROTOCOL[mode], static_members=static))
     return PreflightReport(mode, group_id, tuple(checks))
 
 
