@@ -173,8 +173,10 @@ def _lint_release(props: dict[str, str], target: str, client: str,
             f"group.protocol={target}."))
     elif minimum and release is None:
         findings.append(LintFinding(
-            "client.version", INFO, f"client release not given: group.protocol={target} needs {minimum[1]} or later",
-            "Pass client_version to have it checked."))
+            "client.version", INFO, f"no client release given to the lint: group.protocol={target} needs "
+                                    f"{minimum[1]} or later (the preflight's client_release check judges the release "
+                                    "each instance runs, read from its log)",
+            "Pass client_version to have this configuration's release checked here too."))
     if client == "java" and "group.protocol" not in props and target in ("classic", "consumer"):
         moves = release is not None and release >= JAVA_DEFAULT_CONSUMER_PROTOCOL
         findings.append(LintFinding(
