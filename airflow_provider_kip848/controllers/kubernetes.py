@@ -820,11 +820,12 @@ class KubernetesController(ApplicationController):
     def check(self) -> str:
         workload = self._read()
         self._check_target(workload)
-        for step in ("stop", "start", "roll"):
+        by_pod = self.can_roll_instances()
+        for step in ("stop", "start", "roll", *(("roll_instance",) if by_pod else ())):
             self._authorized(step)
         replicas = int(workload["spec"].get("replicas") or 0)
         return (f"{self.hook_server()}: {self.label}, {replicas} replica(s), selector {self._selector(workload)}; "
-                "this identity may stop, start and roll it")
+                "this identity may stop, start and roll it" + (" (pod by pod too)" if by_pod else ""))
 
     def close(self) -> None:
         if self._hook is not None and "api_client" in self._hook.__dict__:

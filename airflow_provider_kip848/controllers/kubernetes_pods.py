@@ -139,7 +139,9 @@ class PodByPod:
              protocol_patch: dict[str, Any], change: str, template_protocol: str | None) -> dict[str, Any]:
         container, env = self._container_env(workload)
         selector = self.w._selector(workload)
-        pods = _live(self.w._pods(selector)[0])
+        # every pod as it is before anything is patched: what the step's successor is told apart from
+        listed = self.w._pods(selector)[0]
+        pods = _live(listed)
         pod = next((p for p in pods if p["metadata"]["name"] == name), None)
         if pod is None:
             raise PlatformError(f"pod {name} of {self.w.label} does not exist (pods: {self.w._describe_pods(pods)}): "
@@ -153,15 +155,16 @@ class PodByPod:
                 done["restored"] = self._restore_when_done(container, env, group_protocol)
             return done
         if self.w.kind == "StatefulSet":
-            moved = self._statefulset_step(workload, pod, group_protocol, protocol_patch, template_protocol)
+            moved = self._statefulset_step(workload, pod, listed, group_protocol, protocol_patch, template_protocol)
         else:
-            moved = self._deployment_step(workload, pod, group_protocol, protocol_patch, template_protocol)
+            moved = self._deployment_step(workload, pod, listed, group_protocol, protocol_patch, template_protocol)
         restored = self._restore_when_done(container, env, group_protocol)
         return {**base, "change": change, **moved, "restored": restored}
 
     # -- StatefulSet ---------------------------------------------------------------------------------------------
 
-    def _statefulset_step(self, workload: dict[str, Any], pod: Mapping[str, Any], group_protocol: str,
+    def _statefulset_step(self, workload: dict[str, Any], pod: Mapping[str, Any], listed: list[dict[str, Any]],
+                          group_protocol: str,
                           # Any: the API's JSON
                           protocol_patch: dict[str, Any], template_protocol: str | None) -> dict[str, Any]:
         name = pod["metadata"]["name"]
@@ -183,13 +186,14 @@ class PodByPod:
         if partition > number:
             self.w._patch({"spec": {"updateStrategy": {"rollingUpdate": {"partition": number}}}},
                           f"partition {partition} -> {number}: pod {name} moves")
-        new = self._await_successor(workload, pod, group_protocol, same_name=True, started=started)
+        new = self._await_successor(workload, pod, listed, group_protocol, same_name=True, started=started)
         return {"partition": number, "replaced_uid": pod["metadata"]["uid"], "uid": new["metadata"]["uid"],
                 "successor": name, "seconds": round(time.monotonic() - started, 3)}
 
     # -- Deployment ----------------------------------------------------------------------------------------------
 
-    def _deployment_step(self, workload: dict[str, Any], pod: Mapping[str, Any], group_protocol: str,
+    def _deployment_step(self, workload: dict[str, Any], pod: Mapping[str, Any], listed: list[dict[str, Any]],
+                         group_protocol: str,
                          # Any: the API's JSON
                          protocol_patch: dict[str, Any], template_protocol: str | None) -> dict[str, Any]:
         name = pod["metadata"]["name"]
@@ -213,7 +217,7 @@ class PodByPod:
             self.w._patch(patch, f"group.protocol={group_protocol} in the template, held after one pod")
         else:
             released = self._release(workload, group_protocol)
-        new = self._await_successor(workload, pod, group_protocol, same_name=False, started=started,
+        new = self._await_successor(workload, pod, listed, group_protocol, same_name=False, started=started,
                                     on_new=(lambda: self._hold(released)) if released is not None else None)
         return {"replaced_uid": pod["metadata"]["uid"], "uid": new["metadata"]["uid"],
                 "successor": new["metadata"]["name"], "released_at_min_ready_s": released,
@@ -251,7 +255,8 @@ class PodByPod:
         existing = (workload["metadata"].get("annotations") or {}).get(ROLL_ANNOTATION)
         return {ROLL_ANNOTATION: existing or json.dumps(what, sort_keys=True)}
 
-    def _await_successor(self, workload: Mapping[str, Any], pod: Mapping[str, Any], group_protocol: str, *,
+    def _await_successor(self, workload: Mapping[str, Any], pod: Mapping[str, Any], before: list[dict[str, Any]],
+                         group_protocol: str, *,
                          same_name: bool, started: float,
                          on_new: Callable[[], None] | None = None) -> dict[str, Any]:
         """The pod that replaced ``pod``, once ``pod`` is gone and exactly one new pod on ``group_protocol`` exists
@@ -260,7 +265,6 @@ class PodByPod:
         container, env = self._container_env(workload)
         selector = self.w._selector(workload)
         name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-        before, _ = self.w._pods(selector)
         # every other pod stays as it is while this one moves
         others = {p["metadata"]["uid"]: p["metadata"]["name"] for p in _live(before) if p["metadata"]["uid"] != uid}
         known = {p["metadata"]["uid"] for p in before}

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from airflow_provider_kip848.controllers import ControllerError
 from airflow_provider_kip848.controllers.kubernetes_pods import HOLD_MIN_READY_SECONDS, ROLL_ANNOTATION
 from airflow_provider_kip848.engine.instance_roll import InstanceRollFailed, RollLimits, roll_application
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
@@ -34,7 +35,7 @@ from kip848_harness.clients import create_topics
 from kip848_harness.kube_control_plane import KubeNamespace
 from kip848_harness.kube_workloads import PROTOCOL_ENV, consumer_app, controller_target, on_consumer_protocol
 from tests.conftest import RecordingTI, set_kafka_connection, wait_until
-from tests.integration.test_kubernetes_controller import connect, joined, ready_pods, register
+from tests.integration.test_kubernetes_controller import connect, joined, ready_pods, register, role_rules
 
 pytestmark = pytest.mark.slow
 APP = "orders"
@@ -72,7 +73,7 @@ def pods(ns: KubeNamespace) -> dict[str, tuple[str, str]]:
 
 
 def deploy(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch, admin: KafkaAdmin, *, kind: str,
-           replicas: int, then: str | None = None):
+           replicas: int, then: str | None = None, connection: str | None = None):
     topic, group = unique("k8s-pod-topic"), unique("k8s-pod-group")
     create_topics(bootstrap, {topic: 4})
     manifest = consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=replicas, kind=kind,
@@ -80,8 +81,9 @@ def deploy(ns: KubeNamespace, bootstrap: str, unique, controllers, monkeypatch, 
     if then is not None:
         on_consumer_protocol(manifest, then)
     ns.create(manifest)
-    conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
-    controller = register(controllers, unique, controller_target(APP, kind=kind, conn_id=conn, namespace=ns.name))
+    conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), connection or ns.admin_connection)
+    controller = register(controllers, unique, controller_target(APP, kind=kind, conn_id=conn, namespace=ns.name,
+                                                                  rollout_timeout_seconds=60))
     names = wait_until(lambda: ready_pods(ns, replicas), timeout=90, what=f"{replicas} ready pods")
     wait_until(lambda: joined(admin, group, names, MemberProtocol.CLASSIC, static=kind == "StatefulSet"),
                timeout=90, what="every pod's consumer in the classic group")
@@ -141,24 +143,40 @@ def test_a_statefulset_of_static_members_moves_pod_by_pod(kube_namespace, bootst
 
 
 def test_a_deployment_moves_pod_by_pod(kube_namespace, bootstrap, admin, controllers, monkeypatch, unique, tmp_path):
+    """Under exactly the documented Role (ROLE_RULES: its only addition for this is ``patch pods``, the
+    deletion-cost mark); a Role without it is refused at check, before anything moves."""
     ns = kube_namespace
-    controller, group, kafka_conn = deploy(ns, bootstrap, unique, controllers, monkeypatch, admin,
-                                           kind="Deployment", replicas=2)
+    controller, group, kafka_conn = deploy(
+        ns, bootstrap, unique, controllers, monkeypatch, admin, kind="Deployment",
+        connection=ns.service_account_connection("kip848-controller", role_rules()), replicas=3)
+    without = [{**r, "verbs": [v for v in r["verbs"] if v != "patch"]} if r["resources"] == ["pods"] else r
+               for r in role_rules()]
+    refused = register(controllers, unique, controller_target(
+        APP, kind="Deployment", namespace=ns.name, conn_id=connect(
+            monkeypatch, unique("k8s_np").replace("-", "_"),
+            ns.service_account_connection("kip848-no-pod-patch", without))))
     steps = Steps(ns)
     log = logger(group, steps)
     try:
+        with pytest.raises(ControllerError) as failed:
+            refused.check()
+        assert "may not patch pods in namespace" in str(failed.value) and "roll_instance" in str(failed.value)
+        assert "pod by pod too" in controller.check()
         before = ns.apps.read_namespaced_deployment(APP, ns.name).spec
         original = pods(ns)
         result = roll(controller, kafka_conn, group, "consumer", tmp_path, log)
         assert result["mode"] == "by_instance", result
         records = result["instances"]
-        assert [r["replaced"] for r in records] == sorted(original), records
-        first_new = records[0]["instance"]
-        # when the second old pod's step began: it had never moved, and the first had been replaced by one new pod
-        (_, at_first), (second, at_second) = steps.seen
-        assert at_first == original
-        assert second == sorted(original)[1] and at_second[second] == original[second], at_second
-        assert sorted(at_second) == sorted([second, first_new]) and at_second[first_new][1] == "consumer"
+        order = sorted(original)
+        assert [r["replaced"] for r in records] == order, records
+        assert [name for name, _ in steps.seen] == order
+        # when each old pod's step began: it and the old pods after it had never moved, and each one before it had
+        # been replaced by exactly one new pod on consumer (the rollout held between pods: no pod more)
+        for index, (_name, snapshot) in enumerate(steps.seen):
+            assert {n: snapshot[n] for n in order[index:]} == {n: original[n] for n in order[index:]}, snapshot
+            moved = [r["instance"] for r in records[:index]]
+            assert sorted(snapshot) == sorted(order[index:] + moved), snapshot
+            assert all(snapshot[n][1] == "consumer" for n in moved), snapshot
         for record in records:
             assert record["joined"]["groups"][group] and record["started"]["platform"]["successor"] == \
                 record["instance"]
@@ -169,11 +187,12 @@ def test_a_deployment_moves_pod_by_pod(kube_namespace, bootstrap, admin, control
             before.strategy.rolling_update.max_unavailable
         assert ROLL_ANNOTATION not in (deployment.metadata.annotations or {})
         names = sorted(r["instance"] for r in records)
-        wait_until(lambda: ready_pods(ns, 2) == names, timeout=60, what="the rollout complete with the new pods")
+        wait_until(lambda: ready_pods(ns, 3) == names, timeout=60, what="the rollout complete with the new pods")
         wait_until(lambda: joined(admin, group, names, MemberProtocol.CONSUMER), timeout=60,
-                   what="both new pods' members on consumer")
+                   what="the three new pods' members on consumer")
     finally:
         log.removeHandler(steps)
+        refused.close()
         controller.close()
 
 
