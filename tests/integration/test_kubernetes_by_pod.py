@@ -8,7 +8,8 @@ pods' uids and their own env at the moment each step began), the StatefulSet's p
 strategy afterwards, and the group's members and their protocol.
 
 * A StatefulSet of static members moves highest ordinal first, one pod per step, each pod's member on the consumer
-  protocol (under its pod name as group.instance.id) before the next pod moves; the partition ends where it was.
+  protocol (under its pod name as group.instance.id) before the next pod moves; the partition ends where it was;
+  rolled back to classic, each consumer-protocol static member left (never held to fence its successor).
 * A Deployment moves one pod per step (its rollout held between pods); the strategy and minReadySeconds end as
   they were; every pod's member on consumer.
 * A workload whose new pods never switch (a launcher that ignores the env var) stops at the first pod: the other
@@ -137,6 +138,15 @@ def test_a_statefulset_of_static_members_moves_pod_by_pod(kube_namespace, bootst
         names = sorted(original)
         wait_until(lambda: joined(admin, group, names, MemberProtocol.CONSUMER, static=True), timeout=60,
                    what="the three static members on consumer under their pod names")
+
+        # and back to classic, pod by pod: each consumer-protocol static member closed on SIGTERM (left at epoch -2,
+        # or already replaced by its successor), never held at a live epoch that would fence its successor
+        back = roll(controller, kafka_conn, group, "classic", tmp_path, log)
+        assert [r["instance"] for r in back["instances"]] == order
+        for record in back["instances"]:
+            assert record["left"][group].startswith(("left (member epoch -2", "gone")), record["left"]
+        wait_until(lambda: joined(admin, group, names, MemberProtocol.CLASSIC, static=True), timeout=60,
+                   what="the three static members back on classic")
     finally:
         log.removeHandler(steps)
         controller.close()
