@@ -207,9 +207,15 @@ class PodByPod:
             patch = json.loads(json.dumps(protocol_patch))
             patch["spec"]["strategy"] = {"type": "RollingUpdate",
                                          "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+            # pods already on the protocol (the way back's, a rerun's) are in the ReplicaSet that becomes the new
+            # one: under the hold they would count as unavailable and Kubernetes would move nothing, so this first
+            # step lets them pass, like a later step, and the hold follows once the new pod exists
+            container, env = self._container_env(workload)
+            if any(pod_protocol(p, container, env) == group_protocol for p in _live(listed)):
+                released = self._release(workload, group_protocol, apply=False)
+            patch["spec"]["minReadySeconds"] = HOLD_MIN_READY_SECONDS if released is None else released
             # Kubernetes requires progressDeadlineSeconds above minReadySeconds: raised with the hold (the roll's
             # own deadlines judge each pod meanwhile)
-            patch["spec"]["minReadySeconds"] = HOLD_MIN_READY_SECONDS
             patch["spec"]["progressDeadlineSeconds"] = HOLD_MIN_READY_SECONDS + 1
             patch["metadata"] = {"annotations": self._record(workload, {
                 "strategy": spec.get("strategy") or {}, "minReadySeconds": int(spec.get("minReadySeconds") or 0),
@@ -223,7 +229,7 @@ class PodByPod:
                 "successor": new["metadata"]["name"], "released_at_min_ready_s": released,
                 "seconds": round(time.monotonic() - started, 3)}
 
-    def _release(self, workload: Mapping[str, Any], group_protocol: str) -> int:
+    def _release(self, workload: Mapping[str, Any], group_protocol: str, *, apply: bool = True) -> int:
         """Lower minReadySeconds under the new pods' time Ready (waiting until it is at least
         :data:`RELEASE_MIN_S`): they count as available, and Kubernetes moves one more pod."""
         container, env = self._container_env(workload)
@@ -236,8 +242,9 @@ class PodByPod:
                 youngest = min(a for a in ages if a is not None)
                 if youngest >= RELEASE_MIN_S + 1:
                     value = int(youngest) - 1
-                    self.w._patch({"spec": {"minReadySeconds": value}},
-                                  f"minReadySeconds {value}: the new pods pass, one more pod moves")
+                    if apply:
+                        self.w._patch({"spec": {"minReadySeconds": value}},
+                                      f"minReadySeconds {value}: the new pods pass, one more pod moves")
                     return value
             if time.monotonic() >= deadline:
                 raise PlatformError(f"the new pods of {self.w.label} are not Ready for {RELEASE_MIN_S} s "
