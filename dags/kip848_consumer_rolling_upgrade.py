@@ -256,6 +256,10 @@ def kip848_consumer_rolling_upgrade():
             rolled_by += (f" instance by instance: the first one must run {target} within "
                           f"{params['first_instance_timeout_minutes']:g} min before any other restarts (the "
                           "gate), each static member must have left before its successor starts")
+            # how the platform moves each instance (a Kubernetes workload: pod by pod, its partition or held rollout)
+            each = controller_result["controller"].get("actions", {}).get("roll_instance")
+            if each:
+                rolled_by += f"; each instance: {each}"
         elif controller_result:
             rolled_by += " (the platform's own rolling restart: no first-instance gate, it cannot restart one "
             rolled_by += "instance)"

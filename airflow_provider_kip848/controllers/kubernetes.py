@@ -60,7 +60,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
@@ -71,6 +71,7 @@ from urllib3.exceptions import HTTPError
 
 from airflow_provider_kip848.controllers.errors import PlatformError
 from airflow_provider_kip848.controllers.formats import FormatError, parse_config
+from airflow_provider_kip848.controllers.kubernetes_pods import ROLL_ANNOTATION, PodByPod
 from airflow_provider_kip848.controllers.protocol import (
     GROUP_PROTOCOLS,
     ApplicationController,
@@ -95,11 +96,12 @@ _WORKLOAD = re.compile(rf"(deployment|statefulset)(/{_NAME})?")
 _ENV_NAME = r"[-._a-zA-Z][-._a-zA-Z0-9]*"
 _PROPERTY_LINE = r"^(\s*{key}\s*[=:]).*$"
 #: the Role the controller needs in the application's namespace: (API group, resources, verbs). ConfigMaps only
-#: when the target names one; SelfSubjectAccessReview needs no Role (every authenticated user may ask).
+#: when the target names one; SelfSubjectAccessReview needs no Role (every authenticated user may ask). ``patch``
+#: pods only for a Deployment rolled by pod: the old pod that goes next is marked with the deletion-cost annotation.
 ROLE_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("apps", ("deployments", "statefulsets"), ("get", "patch")),
     ("apps", ("deployments/scale", "statefulsets/scale"), ("get", "patch")),
-    ("", ("pods",), ("list", "watch")),
+    ("", ("pods",), ("list", "watch", "patch")),
     ("", ("pods/log",), ("get",)),
     ("", ("configmaps",), ("get", "patch")),
 )
@@ -315,6 +317,10 @@ class KubernetesController(ApplicationController):
         self._call(f"scale {self.kind.lower()}/{name} to {replicas}",
                    lambda: patch(name, self.namespace, {"spec": {"replicas": replicas}}))
 
+    def _patch_pod(self, name: str, body: Mapping[str, Any], what: str) -> None:  # Any: the API's JSON
+        self._call(f"patch pod/{name} in namespace {self.namespace} ({what})",
+                   lambda: self._core().patch_namespaced_pod(name, self.namespace, body))
+
     def _read_scale(self) -> int:
         name = self._workload_name()
         read = (self._apps().read_namespaced_deployment_scale if self.kind == "Deployment"
@@ -428,8 +434,10 @@ class KubernetesController(ApplicationController):
         """(verb, API group, resource) the step needs here."""
         workload, scale = self._resource, f"{self._resource}/scale"
         needs = [("get", "apps", workload), ("list", "", "pods")]
-        if step in ("stop", "start", "roll"):
+        if step in ("stop", "start", "roll", "roll_instance"):
             needs += [("patch", "apps", workload), ("watch", "", "pods")]
+        if step == "roll_instance" and self.kind == "Deployment":
+            needs.append(("patch", "", "pods"))
         if step == "stop":
             needs += [("get", "apps", scale), ("patch", "apps", scale)]
         if self.protocol_config_map is not None or self.properties_config_map is not None:
@@ -465,13 +473,14 @@ class KubernetesController(ApplicationController):
         workload = self._read()
         container = self._check_target(workload)
         spec = workload["spec"]
-        if step in ("start", "roll") and spec.get("paused"):
+        if step in ("start", "roll", "roll_instance") and spec.get("paused"):
             raise PlatformError(f"{self.label} is paused (spec.paused): Kubernetes would not roll out the change, "
                                 "and the wait for its pods would only time out; nothing was changed",
                                 remedy=f"Resume it (kubectl rollout resume {self.kind.lower()}/{self.name}) or have "
                                        "its owner do so, then rerun the task.")
         replaced_by_hand = (spec.get("updateStrategy") or {}).get("type") == "OnDelete"
-        if replaced_by_hand and (step == "roll" or (step == "start" and int(spec.get("replicas") or 0) > 0)):
+        if replaced_by_hand and (step in ("roll", "roll_instance")
+                                 or (step == "start" and int(spec.get("replicas") or 0) > 0)):
             raise PlatformError(f"{self.label} has updateStrategy OnDelete: its pods take a new template only when "
                                 "deleted, which this controller never does; nothing was changed",
                                 remedy="Migrate it offline (stop, then start: new pods take the new template), or "
@@ -674,6 +683,34 @@ class KubernetesController(ApplicationController):
         return {"workload": f"{self.kind.lower()}/{self.name}", "namespace": self.namespace,
                 "group_protocol": group_protocol, "change": change, "replicas": replicas, **rollout}
 
+    # -- the roll by pod (controllers/kubernetes_pods.py) ---------------------------------------------------------
+
+    def can_roll_instances(self) -> bool:
+        """One pod at a time (a StatefulSet's partition, a Deployment's held rollout) where the protocol is in the
+        pod template (``protocol_env``): a ConfigMap is read by every pod that starts, so it cannot be staged."""
+        return self.protocol_env is not None
+
+    def replaces_instances(self) -> bool:
+        return True  # Kubernetes terminates a pod and creates its successor in one step
+
+    def instance_order(self, names: Sequence[str], group_protocol: str) -> list[str]:
+        return PodByPod(self).order(names, group_protocol)
+
+    def stop_instance(self, name: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
+        raise PlatformError(f"pod {name} is not stopped on its own: Kubernetes replaces a pod in one step "
+                            "(start_instance); nothing was changed")
+
+    def start_instance(  # Any: the platform's answer, JSON of several shapes
+            self, name: str, group_protocol: str) -> Mapping[str, Any]:
+        """Move pod ``name`` to ``group_protocol`` (see controllers/kubernetes_pods.py): its successor's name and
+        uid, or ``unchanged`` when it already runs it."""
+        if not self.can_roll_instances():
+            raise PlatformError(f"{self.label} takes group.protocol from a ConfigMap: its pods cannot be moved one "
+                                "at a time (roll it as a whole)")
+        workload, container = self._prepare("roll_instance")
+        patch, change = self._protocol_patch(container, group_protocol)
+        return PodByPod(self).step(workload, name, group_protocol, patch, change, self._protocol_now(container))
+
     def status(self) -> ApplicationStatus:
         workload = self._read()
         container = self._container(workload)
@@ -811,7 +848,19 @@ class KubernetesController(ApplicationController):
                 "start": f"set group.protocol={protocol} in {where}, scale back to the recorded replicas, and wait "
                          "until every pod is Ready",
                 "roll": f"set group.protocol={protocol} in {where} as a rolling update, and wait for {rollout}",
+                **({"roll_instance": self._by_pod(protocol, where)} if self.can_roll_instances() else {}),
                 "status": f"list the pods of {self.label} (the workload's selector)"}
+
+    def _by_pod(self, protocol: str, where: str) -> str:
+        if self.kind == "StatefulSet":
+            return (f"one pod at a time, highest ordinal first: set group.protocol={protocol} in {where} with the "
+                    "update partition at the replicas (no pod moves), then lower the partition to each pod's "
+                    "ordinal: Kubernetes terminates that pod (SIGTERM) and recreates it under its name; the "
+                    f"partition is restored once every pod runs it (annotation {ROLL_ANNOTATION})")
+        return (f"one pod at a time: set group.protocol={protocol} in {where} with strategy maxSurge 0 / "
+                "maxUnavailable 1 and minReadySeconds holding the rollout after each new pod; each step marks the "
+                "old pod that goes (pod-deletion-cost), lets Kubernetes replace it, and holds again; the strategy "
+                f"and minReadySeconds are restored once every pod runs it (annotation {ROLL_ANNOTATION})")
 
     def describe_target(self) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         return {"workload": f"{self.kind.lower()}/{self.name}" if self.name else
@@ -821,11 +870,12 @@ class KubernetesController(ApplicationController):
     def check(self) -> str:
         workload = self._read()
         self._check_target(workload)
-        for step in ("stop", "start", "roll"):
+        by_pod = self.can_roll_instances()
+        for step in ("stop", "start", "roll", *(("roll_instance",) if by_pod else ())):
             self._authorized(step)
         replicas = int(workload["spec"].get("replicas") or 0)
         return (f"{self.hook_server()}: {self.label}, {replicas} replica(s), selector {self._selector(workload)}; "
-                "this identity may stop, start and roll it")
+                "this identity may stop, start and roll it" + (" (pod by pod too)" if by_pod else ""))
 
     def close(self) -> None:
         if self._hook is not None and "api_client" in self._hook.__dict__:

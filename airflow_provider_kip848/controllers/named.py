@@ -159,6 +159,19 @@ class NamedController:
     def can_roll_instances(self) -> bool:
         return bool(self.controller.can_roll_instances())
 
+    def replaces_instances(self) -> bool:
+        """The platform replaces an instance in one step at its start (no separate stop; see the protocol)."""
+        return bool(self.controller.replaces_instances())
+
+    def instance_order(self, names: list[str], group_protocol: str) -> list[str]:
+        """The order the roll by instance takes the instances in (the platform's; every name exactly once)."""
+        order = [str(n) for n in self._call("instance_order",
+                                            lambda: self.controller.instance_order(list(names), group_protocol))]
+        if sorted(order) != sorted(names):
+            raise ControllerError(f"instance_order() returned {order}, not an order of {sorted(names)}",
+                                  controller=self.name, step="instance_order")
+        return order
+
     def plan(  # Any: the platform's answer, JSON of several shapes
             self, group_protocol: str | None = None) -> dict[str, Any]:
         """The controller, its target and the exact actions of each step, for the approval."""
@@ -307,8 +320,11 @@ class NamedController:
         """Start the one instance ``name`` with ``group.protocol``; the platform's view of it right after."""
         protocol = self._protocol(group_protocol)
         done = self._call("start_instance", lambda: dict(self.controller.start_instance(name, protocol)))
-        now = next((i for i in self.status().instances if i.name == name), None)
+        # a platform that replaced the instance may have named its successor otherwise (a Deployment's new pod)
+        successor = str(done.get("successor") or name)
+        now = next((i for i in self.status().instances if i.name == successor), None)
         return {"instance": name, "action": "start", "group_protocol": protocol, "platform": done,
+                "successor": successor, "unchanged": bool(done.get("unchanged")),
                 "now": now.to_dict() if now else None}
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -288,6 +288,18 @@ class ApplicationController(ABC):
         a static member's leave before its replacement joins). Without them it asks the platform for one
         :meth:`roll` and can only watch."""
         return False
+
+    def replaces_instances(self) -> bool:
+        """Whether :meth:`start_instance` replaces a running instance itself, in one platform step that
+        terminates it first (a StatefulSet's partition lowered to its ordinal, a Deployment's rollout let through
+        by one pod): the roll by instance then calls no :meth:`stop_instance`, and the instance's successor may
+        have another name (``successor`` in the answer). By default False: stop, then start."""
+        return False
+
+    def instance_order(self, names: Sequence[str], group_protocol: str) -> list[str]:
+        """The order in which the roll by instance takes the instances to ``group_protocol`` (by default by
+        name; a StatefulSet's: highest ordinal first, as its partitioned update moves)."""
+        return sorted(names)
 
     def stop_instance(self, name: str) -> Mapping[str, Any]:  # Any: the platform's answer, JSON of several shapes
         """Stop the one instance ``name`` (a name :meth:`status` reports); the others keep running."""

@@ -49,18 +49,31 @@ back is named and the way back goes on with the others; only one that was up and
 (a restart never takes down more than one instance that ran). It ends naming every instance not back and why
 (:class:`InstanceRollFailed`), and :mod:`.way_back` says where the members and instances ended.
 
+**A platform that replaces an instance in one step** (:meth:`~airflow_provider_kip848.controllers.
+ApplicationController.replaces_instances`: Kubernetes, whose StatefulSet partition or held Deployment rollout
+terminates a pod and creates its successor at once) gets no separate stop: steps 1-3 are its ``start_instance``,
+which returns the successor (a Deployment's new pod has a name of its own, which the roll follows from then on),
+and the old member's leave is recorded, not forced (its successor may already hold the ``group.instance.id``). The
+platform also says the order (:meth:`~airflow_provider_kip848.controllers.ApplicationController.instance_order`: a
+StatefulSet's highest ordinal first), and an instance it says already runs the protocol is left as it is.
+
 Which member is which instance comes from the platform's identities
 (:func:`~airflow_provider_kip848.controllers.verdicts.member_instance`: the
 ``group.instance.id``, the ``client.id``, a unique host). A group with static
 members whose instances cannot be matched is refused before anything stops:
 removing the wrong ``group.instance.id`` would fence a live instance.
+
+Why over 500 lines: one roll, one state machine (the gate, the leave, the start's incarnation, the settle, the
+rolled instances re-checked at every look, the way back's every-instance rule) whose steps share the roll's record
+and failure wording; what stands alone (the incarnation rules, the bug windows, the way back's account) is in
+engine/incarnation.py, engine/upgrade_window.py and engine/way_back.py already.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -246,7 +259,8 @@ class InstanceRoll:
                 "replacement joins cannot be checked (nothing was stopped). Give the controller the instances' "
                 "identities (a command controller's member_identity; docs/controllers.md)")
         started = time.monotonic()
-        for index, name in enumerate(i.name for i in instances):
+        order = self.controller.instance_order([i.name for i in instances], self.protocol)
+        for index, name in enumerate(order):
             # the platform afresh (and the rolled checked) right before this instance is touched
             instance = next((i for i in self._instances() if i.name == name), None)
             if instance is None:
@@ -275,7 +289,8 @@ class InstanceRoll:
                 "removed_static": [i for r in self.rolled for i in r["removed_static"]]}
 
     def _not_back_message(self, instances: Sequence[Instance], *, stopped_at: str | None) -> str:
-        done = {r["instance"] for r in self.rolled} | {n["instance"] for n in self.not_back}
+        done = ({r["instance"] for r in self.rolled} | {r["replaced"] for r in self.rolled if r.get("replaced")}
+                | {n["instance"] for n in self.not_back})
         left = [i.name for i in instances if i.name not in done]
         failed = "; ".join(f"{n['instance']} (was {Instance.from_dict(n['before']).describe()}): {n['why']}"
                            for n in self.not_back)
@@ -294,14 +309,18 @@ class InstanceRoll:
         self.log.info("Rolling instance %s to group.protocol=%s%s", name, self.protocol,
                       " (the first: nothing else restarts until it is in)" if first else
                       f" (it is {instance.describe()})" if self.way_back else "")
-        if instance.running:
+        replaces = self.controller.replaces_instances()
+        if replaces:  # the platform terminates it in the start's own step (a StatefulSet's partition, say)
+            record["stopped"] = {"instance": name, "skipped": "the platform replaces it in the start's step"}
+        elif instance.running:
             try:
                 record["stopped"] = self.controller.stop_instance(name)
             except ControllerError as exc:
                 raise self._fail(f"instance {name} could not be stopped: {exc}", retriable=exc.retriable) from exc
         else:
             record["stopped"] = {"instance": name, "skipped": f"not running ({instance.describe()})"}
-        record["left"] = self._ensure_left(instance, record)
+        if not replaces:
+            record["left"] = self._ensure_left(instance, record)
         before = self._describe_all(f"before instance {name} starts")
         known_ids = {g: {m.member_id for m in ms} for g, ms in before.items()}
         if first and self.before_first_start is not None:
@@ -314,6 +333,19 @@ class InstanceRoll:
         except ControllerError as exc:
             raise self._fail(f"instance {name} could not be started on {self.protocol}: {exc}",
                              retriable=exc.retriable) from exc
+        if record["started"].get("unchanged"):
+            # the platform says it already runs the protocol (its pod never moved, or moved in an earlier run):
+            # nothing was restarted, so no new member is awaited; it is held to this look from now on
+            record["origin"] = {"incarnation": instance.incarnation, "restarts": instance.restarts,
+                                "ran": is_up(instance)}
+            record["joined"] = {"groups": {}, "unchanged": record["started"]["platform"].get("unchanged")}
+            return record
+        if replaces:
+            record["left"] = self._left_in_replacement(instance, before)
+        successor = str(record["started"].get("successor") or name)
+        if successor != name:  # the platform's replacement has a name of its own (a Deployment's new pod)
+            record["instance"], record["replaced"] = successor, name
+            instance = replace(instance, name=successor)
         # the instance's own incarnation: the platform's view right after the start command, completed by the
         # first later look that shows one (follow_origin); never replaced by a later look
         now = record["started"].get("now")
@@ -325,6 +357,29 @@ class InstanceRoll:
         record["at_join"] = record["joined"].pop("instance")
         record["settled"] = self._settle(instance, record)
         return record
+
+    def _left_in_replacement(self, instance: Instance,
+                             before: Mapping[str, Sequence[ConsumerGroupMember]]) -> dict[str, str]:
+        """Per group: how the replaced instance's member went when the platform replaced it in one step (its
+        termination is the platform's: a consumer that closes on SIGTERM leaves; nothing is removed here, since
+        its successor, under the same ``group.instance.id``, may already hold the id)."""
+        members = self._describe_all(f"after instance {instance.name} was replaced")
+        outcome: dict[str, str] = {}
+        for group_id, ms in before.items():
+            old = {m.member_id for m in ms if m.instance_id and m.instance_id == instance.group_instance_id}
+            still = [m for m in members.get(group_id, []) if m.member_id in old]
+            if not old:
+                outcome[group_id] = "no static member of its own"
+            elif not still:
+                outcome[group_id] = "gone"
+            elif all(m.member_epoch == LEFT_STATIC_EPOCH for m in still):
+                outcome[group_id] = "left (member epoch -2: its group.instance.id released)"
+            elif any(m.protocol.value == "classic" for m in still):
+                outcome[group_id] = "classic static member: the broker hands its id to the successor"
+            else:
+                outcome[group_id] = ("still listed at a live epoch: its successor is fenced (UNRELEASED_INSTANCE_ID) "
+                                     "until its session expires")
+        return outcome
 
     def _ensure_left(self, instance: Instance, record: dict[str, Any]) -> dict[str, str]:
         """Per group: how the stopped instance's member went (``gone``, ``left`` at epoch -2, ``replaced by the
