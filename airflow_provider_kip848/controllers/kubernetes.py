@@ -772,14 +772,19 @@ class KubernetesController(ApplicationController):
             left = deadline - time.monotonic()
             if left <= 0.1:
                 raise PlatformError(f"the pod log read took over {timeout_s:g} s", retriable=True)
+            # the raw body, decoded here: kubernetes-client 36 returns a pod log as the repr of its bytes ("b'...'",
+            # kubernetes-client/python#2596), and any release parses a log that happens to be JSON
             kwargs: dict[str, Any] = {"container": container, "previous": previous, "_request_timeout": left,
-                                      "limit_bytes": limit}
+                                      "limit_bytes": limit, "_preload_content": False}
             if not from_start:  # the newest lines: a line count from the end; limitBytes would cut the newest off,
                 # so it only bounds the answer (8x), and the newest ``limit`` bytes are kept here
                 kwargs.update(tail_lines=max(1, limit // 100), limit_bytes=8 * limit)
-            text = self._call(f"read the log of pod {instance}" + (" (previous container)" if previous else ""),
-                              lambda: self._core().read_namespaced_pod_log(instance, self.namespace, **kwargs))
-            return str(text or "")
+            response = self._call(f"read the log of pod {instance}" + (" (previous container)" if previous else ""),
+                                  lambda: self._core().read_namespaced_pod_log(instance, self.namespace, **kwargs))
+            try:
+                return bytes(response.data or b"").decode("utf-8", "replace")
+            finally:
+                response.release_conn()
 
         try:
             text = read(False, max_bytes)

@@ -12,10 +12,13 @@ ReplicaSet and StatefulSet controllers, built from their Go modules by
 
 Everything is real except the container runtime (see :mod:`.kube_node`). The
 TLS is real too: a CA made per session signs the API server's certificate, and
-clients verify it. Users are tokens (``--token-auth-file``: the admin in
-``system:masters``) and ServiceAccounts (TokenRequest, :meth:`service_account_kubeconfig`),
-so RBAC is the API server's own. Processes run in the foreground as children of
-this Python and die with it; their logs are in the work directory. Start-up waits
+clients verify it; it also signs the node agent's kubelet API certificate and the
+API server's kubelet client certificate, so ``pods/log`` is proxied over TLS
+verified both ways (``--kubelet-*`` flags, :mod:`.kube_node_logs`). Users are
+tokens (``--token-auth-file``: the admin in ``system:masters``) and
+ServiceAccounts (TokenRequest, :meth:`service_account_kubeconfig`), so RBAC
+is the API server's own. Processes run in the foreground as children of this Python
+and die with it; their logs are in the work directory. Start-up waits
 for ``/readyz`` and for the controller manager's first ServiceAccount, never for
 a fixed delay.
 
@@ -48,6 +51,7 @@ from kubernetes.client.rest import ApiException
 from airflow_provider_kip848.kafka.cli.distribution import tail_lines
 from kip848_harness.errors import LocalKafkaError
 from kip848_harness.kube_node import KubeNode
+from kip848_harness.kube_node_logs import APISERVER_CLIENT_CN
 from kip848_harness.processes import die_with_parent, send_signal
 from kip848_harness.sshd import free_port
 from kip848_harness.waiting import wait_until
@@ -100,7 +104,8 @@ def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
 
 
 def _certificate(subject: str, key: rsa.RSAPrivateKey, *, issuer: x509.Certificate | None = None,
-                 issuer_key: rsa.RSAPrivateKey | None = None, hosts: tuple[str, ...] = ()) -> x509.Certificate:
+                 issuer_key: rsa.RSAPrivateKey | None = None, hosts: tuple[str, ...] = (),
+                 client: bool = False) -> x509.Certificate:
     now = datetime.datetime.now(datetime.UTC)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (x509.CertificateBuilder().subject_name(name)
@@ -119,8 +124,10 @@ def _certificate(subject: str, key: rsa.RSAPrivateKey, *, issuer: x509.Certifica
                 sans.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 sans.append(x509.DNSName(host))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False).add_extension(
-            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        usage = x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH if client else x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     return builder.sign(issuer_key or key, hashes.SHA256())
 
 
@@ -179,10 +186,19 @@ class KubeControlPlane:
         server_key = _key()
         server = _certificate("kube-apiserver", server_key, issuer=ca, issuer_key=ca_key,
                               hosts=(self.host, "localhost", "kubernetes", "kubernetes.default.svc", "10.0.0.1"))
+        # the node agents' kubelet API (pod logs): their serving certificate, and the API server's client one
+        kubelet_key, client_key = _key(), _key()
+        kubelet = _certificate("kip848-node-agent", kubelet_key, issuer=ca, issuer_key=ca_key,
+                               hosts=(self.host, "localhost"))
+        kubelet_client = _certificate(APISERVER_CLIENT_CN, client_key, issuer=ca, issuer_key=ca_key, client=True)
         sa_key = _key()
         (self.pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
         (self.pki / "apiserver.crt").write_bytes(server.public_bytes(serialization.Encoding.PEM))
-        for path, key in ((self.pki / "apiserver.key", server_key), (self.pki / "sa.key", sa_key)):
+        (self.pki / "kubelet.crt").write_bytes(kubelet.public_bytes(serialization.Encoding.PEM))
+        (self.pki / "apiserver-kubelet-client.crt").write_bytes(kubelet_client.public_bytes(serialization.Encoding.PEM))
+        for path, key in ((self.pki / "apiserver.key", server_key), (self.pki / "sa.key", sa_key),
+                          (self.pki / "kubelet.key", kubelet_key),
+                          (self.pki / "apiserver-kubelet-client.key", client_key)):
             path.write_bytes(_pem_key(key))
             path.chmod(0o600)
         (self.pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
@@ -257,7 +273,13 @@ class KubeControlPlane:
             f"--service-account-key-file={self.pki / 'sa.pub'}",
             f"--service-account-signing-key-file={self.pki / 'sa.key'}",
             "--service-cluster-ip-range=10.0.0.0/24", "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false", f"--cert-dir={self.workdir / 'apiserver-certs'}", "-v=1"])
+            "--enable-priority-and-fairness=false", f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            # pods/log goes to the node agent's kubelet API (kube_node_logs.py) at the Node's InternalIP, over TLS
+            # both ways: its certificate verified against the plane's CA, the API server's client one presented
+            f"--kubelet-client-certificate={self.pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={self.pki / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={self.pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP", "-v=1"])
         self.admin_kubeconfig.write_text(json.dumps(
             kubeconfig(self.server, self.ca_pem, self.admin_token, user=ADMIN_USER)))
         self.admin_kubeconfig.chmod(0o600)
@@ -284,7 +306,8 @@ class KubeControlPlane:
 
     def start_node(self, name: str = "kip848-node-0", timeout: float = 60.0) -> KubeNode:
         """Start the node agent (:mod:`.kube_node`) as ``name``; return once its Node is Ready."""
-        node = KubeNode(self.admin_kubeconfig, name, self.workdir / name).start()
+        node = KubeNode(self.admin_kubeconfig, name, self.workdir / name,
+                        tls=(self.pki / "kubelet.crt", self.pki / "kubelet.key", self.pki / "ca.crt")).start()
         self._nodes.append(node)
 
         def ready() -> bool:

@@ -32,7 +32,10 @@ What it does, like a kubelet:
   the pod ``Succeeded`` or ``Failed``);
 * on deletion sends SIGTERM to the process group, SIGKILL when the pod's grace
   period ends, and only then removes the pod object (a force-deleted pod's
-  processes are killed at once).
+  processes are killed at once);
+* serves the kubelet API's ``/containerLogs`` over HTTPS (:mod:`.kube_node_logs`), registered in the Node's
+  ``daemonEndpoints``, from each container's log file: the API server's ``pods/log`` (``kubectl logs``, the
+  Kubernetes controller's ``logs()``) reads real pod logs, ``previous`` included.
 
 Not done: images (``image`` is only reported), probes' commands, resource
 limits, networking (every pod's IP is 127.0.0.1), live updates of mounted
@@ -72,6 +75,7 @@ from typing import IO, Any
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from kip848_harness.kube_node_logs import LogServer, LogSpans
 from kip848_harness.processes import die_with_parent, send_signal
 
 log = logging.getLogger("kip848.kube_node")
@@ -111,6 +115,8 @@ class Container:
     image: str
     process: subprocess.Popen[bytes] | None = None
     log_file: IO[bytes] | None = None
+    #: where each incarnation's output begins in the log file (the kubelet API's current and previous log)
+    spans: LogSpans | None = None
     restarts: int = 0
     started_at: str | None = None
     started_mono: float = 0.0
@@ -161,6 +167,8 @@ class NodeAgent:
         self.removed: set[str] = set()
         self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self.stopping = threading.Event()
+        #: the kubelet API's port (kube_node_logs.LogServer), registered in the Node's daemonEndpoints; 0: none
+        self.kubelet_port = 0
 
     # -- the node ------------------------------------------------------------------------------------------
 
@@ -177,6 +185,7 @@ class NodeAgent:
                             "message": "kip848 node agent: pods run as local processes",
                             "lastHeartbeatTime": now, "lastTransitionTime": now}],
             "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": self.node}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.kubelet_port}},
             "capacity": {"cpu": "64", "memory": "256Gi", "pods": "250"},
             "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "250"},
             "nodeInfo": {"kubeletVersion": "kip848-node-agent", "kubeProxyVersion": "", "operatingSystem": "linux",
@@ -413,6 +422,9 @@ class NodeAgent:
                     **{k: self._mapped(v, mounts) for k, v in env.items()}}
         if container.log_file is None:
             container.log_file = open(runtime.directory / f"{container.name}.log", "ab")  # noqa: SIM115
+            container.spans = LogSpans(runtime.directory / f"{container.name}.log")
+        assert container.spans is not None
+        container.spans.started()
         try:
             container.process = subprocess.Popen(argv, env=full_env, cwd=runtime.directory,
                                                  stdout=container.log_file, stderr=subprocess.STDOUT,
@@ -563,6 +575,17 @@ class NodeAgent:
         self.removed.add(runtime.uid)
         log.info("pod %s/%s gone", runtime.namespace, runtime.name)
 
+    def log_spans(self, namespace: str, name: str, container: str) -> LogSpans | None:
+        """The kubelet API's lookup (called from its threads): the spans of a container of a pod this node runs
+        (the newest pod of that name: a StatefulSet's successor, not its predecessor still terminating)."""
+        runtimes = [r for r in list(self.pods.values()) if r.namespace == namespace and r.name == name]
+        runtimes.sort(key=lambda r: (not r.deleting, r.start_time))
+        for runtime in reversed(runtimes):
+            found = runtime.containers.get(container)
+            if found is not None and found.spans is not None:
+                return found.spans
+        return None
+
     def shutdown(self) -> None:
         """The agent stops: every process it runs gets SIGTERM, then SIGKILL after 5 s (the pods stay)."""
         containers = [c for r in self.pods.values() for c in r.containers.values() if c.running()]
@@ -581,10 +604,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--node", required=True)
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--tls-cert-file", help="the kubelet API's serving certificate (PEM); with "
+                                                "--tls-private-key-file and --client-ca-file the agent serves "
+                                                "/containerLogs over HTTPS")
+    parser.add_argument("--tls-private-key-file")
+    parser.add_argument("--client-ca-file", help="the CA of the API server's kubelet client certificate")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
     api = config.new_client_from_config(args.kubeconfig)
     agent = NodeAgent(api, args.node, Path(args.workdir))
+    if args.tls_cert_file:
+        server = LogServer(agent.log_spans, cert_file=args.tls_cert_file, key_file=args.tls_private_key_file,
+                           client_ca_file=args.client_ca_file).start()
+        agent.kubelet_port = server.port
+        log.info("kubelet API (/containerLogs) on https://%s:%d", HOST_IP, server.port)
     signal.signal(signal.SIGTERM, lambda *_: agent.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: agent.stopping.set())
     agent.run()
@@ -594,8 +627,11 @@ def main(argv: list[str] | None = None) -> int:
 class KubeNode:
     """The node agent as a child process of the test session (:meth:`KubeControlPlane.start_node`)."""
 
-    def __init__(self, kubeconfig: Path, name: str, workdir: Path) -> None:
+    def __init__(self, kubeconfig: Path, name: str, workdir: Path, *,
+                 tls: tuple[Path, Path, Path] | None = None) -> None:
         self.kubeconfig, self.name, self.workdir = kubeconfig, name, workdir
+        #: (serving certificate, its key, the API server's client CA): the kubelet API's TLS; None: no log API
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -608,7 +644,9 @@ class KubeNode:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed by stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kip848_harness.kube_node", "--kubeconfig", str(self.kubeconfig),
-             "--node", self.name, "--workdir", str(self.workdir)],
+             "--node", self.name, "--workdir", str(self.workdir),
+             *([f"--tls-cert-file={self.tls[0]}", f"--tls-private-key-file={self.tls[1]}",
+                f"--client-ca-file={self.tls[2]}"] if self.tls else [])],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
             start_new_session=True)
         return self

@@ -422,3 +422,56 @@ def test_a_pod_deleted_by_hand_is_lost_and_a_crash_loop_is_a_restart(
     finally:
         controller.close()
 
+
+
+# -- the pod log --------------------------------------------------------------------------------------------------
+
+def _started(log, pod: str) -> bool:
+    return any(line.startswith("started group=") and f"client.id={pod}" in line for line in log.lines)
+
+
+def test_a_pods_log_is_its_containers_output_and_a_restart_gives_the_previous_lines_first(
+        kube_namespace: KubeNamespace, bootstrap: str, topic: str, controllers: RegistryFile,
+        monkeypatch: pytest.MonkeyPatch, unique) -> None:
+    """``logs()`` through the API server's ``pods/log``, which the API server proxies over TLS to the node agent's
+    kubelet API (harness/kip848_harness/kube_node_logs.py): the consumer's own lines (its start banner with the
+    client library's release, its ``started`` line under the pod's name), bounded by ``max_bytes`` to the newest
+    whole lines; once the container crashed and restarted, the previous container's last lines (why it ended)
+    come first, then the running one's."""
+    ns = kube_namespace
+    group = unique("k8s-log-group")
+    ns.create(consumer_app(APP, bootstrap=bootstrap, group_id=group, topics=[topic], replicas=1, kind="StatefulSet",
+                           extra_args=["--exit-after-s", "6"]))
+    conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
+    controller = register(controllers, unique, controller_target(APP, kind="StatefulSet", conn_id=conn,
+                                                                  namespace=ns.name))
+    pod = f"{APP}-0"
+    try:
+        wait_until(lambda: ready_pods(ns, 1), timeout=60, what="the pod ready")
+        log = wait_until(lambda: (lg := controller.logs(pod)).known and _started(lg, pod) and lg, timeout=30,
+                         interval=0.2, what="the consumer's started line in its pod log")
+        print(f"pod log: {len(log.lines)} lines from {log.source}: {list(log.lines)}")
+        assert "client library: confluent-kafka" in log.lines[0] and "librdkafka" in log.lines[0], log.lines
+        assert log.source.startswith(f"pod log {ns.name}/{pod} container consumer"), log.source
+        assert not log.truncated and all(not line.startswith(("b'", 'b"')) for line in log.lines), log.lines
+        assert log.lines[1].startswith("started group=") and f"group={group}" in log.lines[1], log.lines
+        # bounded: the newest whole lines within max_bytes (the banner before them left out)
+        bound = len(log.lines[1].encode()) + 2
+        small = controller.logs(pod, max_bytes=bound)
+        assert small.known and small.lines == (log.lines[1],), small
+        assert sum(len(line.encode()) + 1 for line in small.lines) <= bound
+
+        # the container crashes 6 s after it starts; its successor's log comes after the crashed one's last lines
+        def restarted():
+            found = controller.logs(pod)
+            crashed = [i for i, line in enumerate(found.lines) if line.startswith("exiting after 6 s")]
+            return found if found.known and crashed and _started(found, pod) and any(
+                line.startswith("started group=") for line in found.lines[crashed[0]:]) else None
+
+        again = wait_until(restarted, timeout=60, interval=0.3, what="the restarted container's log")
+        print(f"after the restart: {list(again.lines)} ({again.source})")
+        assert "previous container's last lines" in again.source, again.source
+        crash = next(i for i, line in enumerate(again.lines) if line.startswith("exiting after 6 s"))
+        assert any(line.startswith("client library:") for line in again.lines[crash + 1:]), again.lines
+    finally:
+        controller.close()
