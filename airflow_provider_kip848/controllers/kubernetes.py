@@ -765,7 +765,10 @@ class KubernetesController(ApplicationController):
             return InstanceLog.unknown(instance, f"no pod {instance} of {self.label}")
         source = f"pod log {self.namespace}/{instance} container {container} on {self.hook_server()}"
         statuses = (pod.get("status") or {}).get("containerStatuses") or ()
-        restarted = any(c.get("name") == container and (c.get("restartCount") or 0) > 0 for c in statuses)
+        # a previous container to read first: one restarted and running again (one waiting to restart gives the
+        # exited container's log as its current one, as the kubelet answers both reads then)
+        restarted = any(c.get("name") == container and (c.get("restartCount") or 0) > 0
+                        and (c.get("state") or {}).get("running") for c in statuses)
         deadline = time.monotonic() + timeout_s
 
         def read(previous: bool, limit: int) -> str:

@@ -84,7 +84,7 @@ from airflow_provider_kip848.controllers.verdicts import member_instance
 from airflow_provider_kip848.engine.incarnation import follow_origin, is_up, since_start
 from airflow_provider_kip848.engine.upgrade_window import UpgradeWindowShut, await_upgrade_window
 from airflow_provider_kip848.hooks.admin import KafkaGroupAdminHook
-from airflow_provider_kip848.hooks.client_logs import read_client_errors
+from airflow_provider_kip848.hooks.client_logs import last_log_lines, read_client_errors
 from airflow_provider_kip848.hooks.members import departed_static_members, remove_static_members
 from airflow_provider_kip848.kafka.errors import GroupNotFound, Kip848Error
 from airflow_provider_kip848.kafka.model import ConsumerGroupMember
@@ -105,14 +105,16 @@ NAME_INCARNATION_S = 10.0
 
 class InstanceRollFailed(Exception):
     """The roll stopped: ``what`` names the instance and why; ``rolled`` lists the instances done before;
-    ``not_back`` (a way back) each instance that did not come back and why."""
+    ``not_back`` (a way back) each instance that did not come back and why; ``instances`` the instances the
+    failure is about (whose last log lines the failure quotes: a Deployment's new pod is in no earlier list)."""
 
     def __init__(  # Any: JSON of several shapes (XCom, reports)
             self, what: str, *, rolled: Sequence[Mapping[str, Any]], retriable: bool = False,
-            not_back: Sequence[Mapping[str, Any]] = ()) -> None:
+            not_back: Sequence[Mapping[str, Any]] = (), instances: Sequence[str] = ()) -> None:
         super().__init__(what)
         self.what, self.rolled, self.retriable = what, list(rolled), retriable
         self.not_back = list(not_back)
+        self.instances = list(instances)
 
 
 class RolledInstanceLost(InstanceRollFailed):
@@ -180,8 +182,9 @@ class InstanceRoll:
         #: the bug windows' guard (engine/upgrade_window.py), run after the first instance stopped, before it starts
         self.before_first_start = before_first_start
 
-    def _fail(self, what: str, *, retriable: bool = False) -> InstanceRollFailed:
-        return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable, not_back=self.not_back)
+    def _fail(self, what: str, *, retriable: bool = False, instance: str | None = None) -> InstanceRollFailed:
+        return InstanceRollFailed(what, rolled=self.rolled, retriable=retriable, not_back=self.not_back,
+                                  instances=[instance] if instance else [])
 
     def _status(self) -> ApplicationStatus:
         status = self.controller.status()
@@ -233,7 +236,9 @@ class InstanceRoll:
                 "an instance rolled earlier has died since its new member joined on "
                 f"group.protocol={self.protocol}, as the platform says: {'; '.join(lost)}. The roll stops here, "
                 "before any further instance is restarted; read that instance's log for why it exited before "
-                "restarting anything else", rolled=self.rolled, not_back=self.not_back)
+                "restarting anything else", rolled=self.rolled, not_back=self.not_back,
+                instances=[r["instance"] for r in self.rolled
+                           if since_start(r["origin"], listed.get(r["instance"])) is not None])
 
     def _describe_all(self, what: str) -> dict[str, list[ConsumerGroupMember]]:
         deadline = time.monotonic() + max(self.limits.instance_s, self.limits.poll_s)
@@ -437,7 +442,7 @@ class InstanceRoll:
                 + ("after its new member joined" if joined else "after its start")
                 + f" on group.protocol={self.protocol}, as the platform says. The rollout stops here"
                 + (", the other instances were not restarted" if first else ", before any further instance is "
-                   "restarted") + "; read that instance's log for why it exited")
+                   "restarted") + "; read that instance's log for why it exited", instance=instance.name)
         assert now is not None  # since_start names a missing instance
         follow_origin(origin, now)
         return now, instances
@@ -470,13 +475,15 @@ class InstanceRoll:
                                  f"but its new member joined on another protocol ({'; '.join(wrong)}, "
                                  f"{time.monotonic() - started:.1f} s after its start): the deployment does not run "
                                  "the new protocol. The rollout stops here"
-                                 + (", the other instances were not restarted" if first else ""))
+                                 + (", the other instances were not restarted" if first else ""),
+                                 instance=instance.name)
             if time.monotonic() - started >= limit:
                 waiting = [g for g in self.group_ids if g not in joined]
                 raise self._fail(f"{what}: no new member on group.protocol={self.protocol} in {', '.join(waiting)} "
                                  f"within {limit:g} s of instance {instance.name}'s start (it runs: "
                                  f"{now.describe()}). The rollout stops here"
-                                 + (", the other instances were not restarted" if first else ""))
+                                 + (", the other instances were not restarted" if first else ""),
+                                 instance=instance.name)
             time.sleep(self.limits.poll_s)
 
     def _settle(self, instance: Instance, record: dict[str, Any]) -> dict[str, Any]:
@@ -531,11 +538,14 @@ def roll_application(named: NamedController, hook: KafkaGroupAdminHook | None, g
         rolled = InstanceRoll(named, hook, group_ids, protocol, limits, remove_static=remove, log=log,
                               way_back=way_back, before_first_start=guard).run()
     except InstanceRollFailed as exc:  # why an instance did not come in, in its client's words, where it logged it
-        errors = read_client_errors(named, names, marks)
-        if not errors.findings:
+        # the instances the failure names too (a Deployment's new pod: no mark, its whole log is new), and their
+        # last lines: a process that crashed says why there, in words no scan knows
+        errors = read_client_errors(named, [*names, *(n for n in exc.instances if n not in names)], marks)
+        said = ". ".join(p for p in (errors.describe(), last_log_lines(named, exc.instances)) if p)
+        if not said:
             raise
-        raise type(exc)(f"{exc.what}. {errors.describe()}", rolled=exc.rolled, retriable=exc.retriable,
-                        not_back=exc.not_back) from exc
+        raise type(exc)(f"{exc.what}. {said}", rolled=exc.rolled, retriable=exc.retriable,
+                        not_back=exc.not_back, instances=exc.instances) from exc
     return {"controller": named.name, "kind": named.kind, "action": "roll",
             "platform": {"rolled": [r["instance"] for r in rolled["instances"]]}, **rolled,
             "status": named.status_with_marks(marks)}

@@ -29,6 +29,8 @@ LOG_SCAN_BYTES = 32_768
 LOG_READ_TIMEOUT_S = 10.0
 #: every instance's reads of one scan together: a platform that answers slowly costs a look this at most
 LOG_SCAN_BUDGET_S = 20.0
+#: how much of a failed instance's log its failure quotes: its newest lines, within these bytes
+LAST_LINES, LAST_LINES_BYTES = 8, 2048
 
 
 @dataclass(frozen=True)
@@ -91,5 +93,23 @@ def read_client_errors(named: NamedController, instances: Sequence[str],
     return ClientErrors(tuple(findings), tuple(unread), read)
 
 
-__all__ = ["LOG_READ_TIMEOUT_S", "LOG_SCAN_BUDGET_S", "LOG_SCAN_BYTES", "ClientErrors", "baseline_instances",
-           "read_client_errors"]
+def last_log_lines(named: NamedController, instances: Sequence[str], *,
+                   timeout_s: float = LOG_READ_TIMEOUT_S) -> str:
+    """The newest lines of each instance's log (at most ``LAST_LINES``, ``LAST_LINES_BYTES``; redacted, as every
+    :class:`~airflow_provider_kip848.controllers.InstanceLog`), where they were read, for a failure that names the
+    instance: why a process exited is in its last words, which no scan of known client errors may catch. A log
+    that cannot be read is said so with why; "" when the controller reads no logs or nothing was logged."""
+    if not named.can_read_logs():
+        return ""
+    parts = []
+    for name in instances:
+        log = named.logs(name, max_bytes=LAST_LINES_BYTES, timeout_s=timeout_s)
+        if not log.known:
+            parts.append(f"the log of {name} was not read ({log.reason})")
+        elif log.lines:
+            parts.append(f"The last lines of {name}'s log ({log.source}): " + " | ".join(log.lines[-LAST_LINES:]))
+    return "; ".join(parts)
+
+
+__all__ = ["LAST_LINES", "LAST_LINES_BYTES", "LOG_READ_TIMEOUT_S", "LOG_SCAN_BUDGET_S", "LOG_SCAN_BYTES",
+           "ClientErrors", "baseline_instances", "last_log_lines", "read_client_errors"]

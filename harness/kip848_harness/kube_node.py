@@ -465,6 +465,8 @@ class NodeAgent:
                     "exitCode": code, "reason": "Completed" if code == 0 else "Error",
                     "startedAt": container.started_at, "finishedAt": _now(), "containerID": container.container_id}
                 container.process = None
+                if container.spans is not None:
+                    container.spans.ended()
                 log.info("pod %s/%s container %s exited %d", runtime.namespace, runtime.name, container.name, code)
                 if not runtime.deleting:
                     self._schedule_restart(runtime, container, code)

@@ -13,7 +13,8 @@ server accepts only a client certificate of that CA whose common name is the API
 What is served is what the container's process wrote: the agent sends each container's stdout and stderr to
 ``{container}.log`` in the pod's directory, one file across restarts, and records the file's size when each
 incarnation starts (:class:`LogSpans`); the current container's log is the span from its start, ``previous`` the
-span before it (a kubelet keeps the last terminated container's log, no older one). ``tailLines`` keeps the
+span before it (a kubelet keeps the last terminated container's log, no older one); while a container waits to
+restart, both are the span of the one that exited, as the kubelet answers. ``tailLines`` keeps the
 last lines, then ``limitBytes`` the first bytes of that, as the kubelet does. ``follow``, ``timestamps``,
 ``sinceSeconds`` and ``sinceTime`` are refused (400, naming the parameter): the agent keeps no timestamps per
 line, and an answer that ignored them would look like a real one.
@@ -45,16 +46,25 @@ class LogSpans:
 
     path: Path
     starts: list[int] = field(default_factory=list)
+    running: bool = False
 
     def started(self) -> None:
         """A new incarnation is about to write (called before its process starts)."""
         self.starts.append(self.path.stat().st_size if self.path.exists() else 0)
+        self.running = True
+
+    def ended(self) -> None:
+        """The current incarnation's process exited (it waits to restart, or the pod is done)."""
+        self.running = False
 
     def read(self, *, previous: bool) -> bytes | None:
-        """The current incarnation's bytes, or the one before it (None: there is no such incarnation)."""
+        """The current incarnation's bytes, or the last terminated one's (None: there is no such incarnation).
+        As the kubelet: while a container waits to restart (CrashLoopBackOff), both are its exited one's log."""
         starts = list(self.starts)
-        if not starts or (previous and len(starts) < 2):
+        if not starts or (previous and self.running and len(starts) < 2):
             return None
+        if not self.running:
+            previous = False  # the last incarnation has terminated: it is the current log and the previous one
         begin = starts[-2] if previous else starts[-1]
         end = starts[-1] if previous else None
         with open(self.path, "rb") as f:

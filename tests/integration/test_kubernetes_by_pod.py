@@ -250,7 +250,8 @@ def test_new_pods_that_never_switch_stop_at_the_first_pod_and_the_way_back_resto
 def test_a_pod_that_crash_loops_after_its_switch_stops_the_roll_naming_it(
         kube_namespace, bootstrap, admin, controllers, monkeypatch, unique, tmp_path):
     """New pods join on consumer, then exit 3 s later without closing (a crash loop): the roll stops at the first
-    new pod, named with its restart; the other old pod was never replaced."""
+    new pod, named with its restart and its log's last lines, read through the API server's pods/log from the node
+    agent (its crashed container's words first); the other old pod was never replaced."""
     ns = kube_namespace
     controller, group, kafka_conn = deploy(ns, bootstrap, unique, controllers, monkeypatch, admin,
                                            kind="Deployment", replicas=2, then="exec {command} --exit-after-s 3")
@@ -266,6 +267,12 @@ def test_a_pod_that_crash_loops_after_its_switch_stops_the_roll_naming_it(
         assert len(new) == 1, now
         assert f"instance {new[0]}" in what and ("restarted" in what or "not running" in what), what
         assert "the other instances were not restarted" in what, what
+        print(f"the roll's failure: {what}")
+        # why it exited, in its own words: the last lines of the new pod's log (the crashed container's first)
+        said = what.split(f"The last lines of {new[0]}'s log (pod log {ns.name}/{new[0]} container consumer", 1)
+        assert len(said) == 2, what
+        assert "exiting after 3 s without closing (a crash)" in said[1], what
+        assert "client library: confluent-kafka" in said[1] and "protocol=consumer" in said[1], what
         kept = [n for n in original if n in now]
         assert len(kept) == 1 and now[kept[0]] == original[kept[0]], "the other pod never moved"
         assert len(steps.seen) == 1
