@@ -17,12 +17,15 @@ and their protocol), not only what the controller says.
 * Bad input: a workload that does not exist, a selector that matches nothing, an env var the container does not
   have: each a clear error before anything is scaled.
 * Instance verdicts rest on Kubernetes: a pod deleted by hand is lost (gone), a crash-looping pod restarted.
+* The pod log (the node agent serves the kubelet's /containerLogs): ``logs()`` gives the consumer's own lines,
+  bounded, a restarted container's previous lines first; each pod's client release is read from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import confluent_kafka
 import pytest
 
 from airflow_provider_kip848.controllers import (
@@ -34,6 +37,7 @@ from airflow_provider_kip848.controllers import (
 )
 from airflow_provider_kip848.controllers.kubernetes import REPLICAS_ANNOTATION, ROLE_RULES
 from airflow_provider_kip848.controllers.registry import resolve_controller
+from airflow_provider_kip848.controllers.releases import logged_releases
 from airflow_provider_kip848.kafka.model.groups import ConsumerGroupDescription, MemberProtocol
 from airflow_provider_kip848.kafka.native import KafkaAdmin
 from airflow_provider_kip848.kafka.settings import ClientSettings
@@ -473,5 +477,37 @@ def test_a_pods_log_is_its_containers_output_and_a_restart_gives_the_previous_li
         assert "previous container's last lines" in again.source, again.source
         crash = next(i for i, line in enumerate(again.lines) if line.startswith("exiting after 6 s"))
         assert any(line.startswith("client library:") for line in again.lines[crash + 1:]), again.lines
+    finally:
+        controller.close()
+
+
+def test_each_pods_client_release_is_read_from_its_own_log(
+        kube_namespace: KubeNamespace, bootstrap: str, topic: str, controllers: RegistryFile,
+        monkeypatch: pytest.MonkeyPatch, unique) -> None:
+    """The client-release check's source on Kubernetes (controllers/releases.py ``logged_releases``): each running
+    pod's log from its start, read through ``pods/log``, names the librdkafka release the consumer runs (its
+    start banner), with the line it was read from and the pod log it came from; nothing is declared."""
+    ns = kube_namespace
+    ns.create(consumer_app(APP, bootstrap=bootstrap, group_id=unique("k8s-rel-group"), topics=[topic], replicas=2,
+                           kind="StatefulSet"))
+    conn = connect(monkeypatch, unique("k8s_conn").replace("-", "_"), ns.admin_connection)
+    controller = register(controllers, unique, controller_target(APP, kind="StatefulSet", conn_id=conn,
+                                                                  namespace=ns.name))
+    runs = confluent_kafka.libversion()[0]
+    binding = confluent_kafka.version()  # a (text, number) pair in older releases, the text alone in 2.16
+    binding = binding[0] if isinstance(binding, tuple) else binding
+    try:
+        pods = wait_until(lambda: ready_pods(ns, 2), timeout=60, what="2 ready pods")
+        releases = wait_until(
+            lambda: (found := logged_releases(controller, controller.status())) is not None
+            and len(found) == 2 and all(r["version"] for r in found) and found,
+            timeout=30, interval=0.3, what="both pods' releases read from their logs")
+        print("releases:", releases)
+        assert sorted((r["instance"], r["library"], r["version"]) for r in releases) == [
+            (pod, "librdkafka", runs) for pod in pods]
+        for r in releases:
+            # the banner line itself, as the consumer printed it (not the repr of the log's bytes)
+            assert r["evidence"] == f"client library: confluent-kafka {binding}, librdkafka {runs}", r
+            assert str(r["source"]).startswith(f"pod log {ns.name}/{r['instance']} container consumer"), r
     finally:
         controller.close()
