@@ -108,6 +108,8 @@ CLUSTER_FILES = (
 #: plane and its node once, and stops them after the unit's last test.
 KUBE_FILES = (
     "tests/e2e/test_kubernetes_migrations.py",
+    "tests/e2e/test_kubernetes_rolling_by_pod.py",
+    "tests/integration/test_kubernetes_by_pod.py",
     "tests/integration/test_kubernetes_controller.py",
 )
 # The order work units start in when the suite runs on parallel workers. The machine has 2 cores and the heavy units
