@@ -38,41 +38,50 @@ DESCRIBE_TOPOLOGY_ARG = "--describe-topology"
 APP_JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
-def wordcount_jar(distribution: KafkaDistribution) -> Path:
-    """The word count compiled against this release's jars, built once per release, source and JDK.
+def compiled_jar(source_name: str, *, classpath: str, built_for: str, folder: Path, stem: str, what: str) -> Path:
+    """The harness's Java source ``source_name`` compiled against ``classpath`` into ``folder/<stem>-<key>.jar``, built
+    once per source, ``built_for`` (the release it is compiled against) and JDK.
 
     Built under a lock with ``javac`` (the JDK's, beside ``java``) into a temporary folder and renamed into place:
     several test workers may ask at once, and none ever runs half a jar. A build that fails raises with javac's
-    output (a release whose Streams API lacks what the word count calls: say so, do not run another program).
+    output, naming ``what`` was built (a release whose API lacks what the source calls: say so, do not run another
+    program). The word count and the plain Java consumer are built by it.
     """
-    distribution.ensure()
-    source = resources.files("kip848_harness").joinpath(WORDCOUNT_SOURCE).read_text()
+    source = resources.files("kip848_harness").joinpath(source_name).read_text()
     java = find_java()
-    key = hashlib.sha256("\0".join([source, distribution.version, java.version]).encode()).hexdigest()[:16]
-    target = distribution.home / "harness" / f"wordcount-{key}.jar"
+    key = hashlib.sha256("\0".join([source, built_for, java.version]).encode()).hexdigest()[:16]
+    target = folder / f"{stem}-{key}.jar"
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(target.parent / ".lock"):
+    folder.mkdir(parents=True, exist_ok=True)
+    with file_lock(folder / ".lock"):
         if target.is_file():
             return target
         javac = Path(java.executable).resolve().with_name("javac")
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as build:
-            src = Path(build) / "WordCount.java"
+        with tempfile.TemporaryDirectory(dir=folder, prefix="build-") as build:
+            src = Path(build) / Path(source_name).name
             src.write_text(source)
             classes = Path(build) / "classes"
-            cmd = [str(javac), "-proc:none", "-nowarn", "-d", str(classes), "-cp", distribution.classpath, str(src)]
+            cmd = [str(javac), "-proc:none", "-nowarn", "-d", str(classes), "-cp", classpath, str(src)]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
             if proc.returncode != 0:
-                raise RuntimeError(f"building the word count against Kafka {distribution.version} failed "
-                                   f"(javac exit {proc.returncode}): {tail_lines(proc.stdout + proc.stderr, 12)}")
-            partial = Path(build) / "wordcount.jar"
+                raise RuntimeError(f"building {what} failed (javac exit {proc.returncode}): "
+                                   f"{tail_lines(proc.stdout + proc.stderr, 12)}")
+            partial = Path(build) / f"{stem}.jar"
             with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
                 jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
                 for cls in sorted(classes.rglob("*.class")):
                     jar.write(cls, cls.relative_to(classes).as_posix())
             shutil.move(str(partial), target)  # same file system: a rename
     return target
+
+
+def wordcount_jar(distribution: KafkaDistribution) -> Path:
+    """The word count compiled against this release's jars (:func:`compiled_jar`), once per release."""
+    distribution.ensure()
+    return compiled_jar(WORDCOUNT_SOURCE, classpath=distribution.classpath, built_for=distribution.version,
+                        folder=distribution.home / "harness", stem="wordcount",
+                        what=f"the word count against Kafka {distribution.version}")
 
 
 def wordcount_command(distribution: KafkaDistribution, args: Sequence[str], *,

@@ -15,20 +15,16 @@ Resolved once per release into ``<cache>/java-consumer/<release>/`` (under a loc
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
 import subprocess
-import tempfile
-import zipfile
-from importlib import resources
 from pathlib import Path
 
 from airflow_provider_kip848.kafka.cache import default_cache_dir
 from airflow_provider_kip848.kafka.cli.distribution import file_lock, tail_lines
 from airflow_provider_kip848.kafka.cli.java import find_java, find_maven
-from kip848_harness.apps import APP_JVM_OPTIONS
+from kip848_harness.apps import APP_JVM_OPTIONS, compiled_jar
 from kip848_harness.supervised import SupervisedConsumerApp, _q
 
 MAIN_CLASS = "kip848.harness.PlainConsumer"
@@ -80,33 +76,8 @@ def client_jars(release: str) -> list[Path]:
 def consumer_jar(release: str) -> Path:
     """``PlainConsumer`` compiled against kafka-clients ``release`` (once per release, source and JDK)."""
     jars = client_jars(release)
-    source = resources.files("kip848_harness").joinpath(SOURCE).read_text()
-    java = find_java()
-    key = hashlib.sha256("\0".join([source, release, java.version]).encode()).hexdigest()[:16]
-    target = _home(release) / f"plain-consumer-{key}.jar"
-    if target.is_file():
-        return target
-    with file_lock(_home(release) / ".lock"):
-        if target.is_file():
-            return target
-        javac = Path(java.executable).resolve().with_name("javac")
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as build:
-            src = Path(build) / "PlainConsumer.java"
-            src.write_text(source)
-            classes = Path(build) / "classes"
-            proc = subprocess.run([str(javac), "-proc:none", "-nowarn", "-d", str(classes), "-cp",
-                                   os.pathsep.join(map(str, jars)), str(src)],
-                                  capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-            if proc.returncode != 0:
-                raise RuntimeError(f"building PlainConsumer against kafka-clients {release} failed (javac exit "
-                                   f"{proc.returncode}): {tail_lines(proc.stdout + proc.stderr, 12)}")
-            partial = Path(build) / "plain-consumer.jar"
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-                jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
-                for cls in sorted(classes.rglob("*.class")):
-                    jar.write(cls, cls.relative_to(classes).as_posix())
-            shutil.move(str(partial), target)
-    return target
+    return compiled_jar(SOURCE, classpath=os.pathsep.join(map(str, jars)), built_for=release, folder=_home(release),
+                        stem="plain-consumer", what=f"PlainConsumer against kafka-clients {release}")
 
 
 class SupervisedJavaConsumer(SupervisedConsumerApp):
